@@ -1,0 +1,121 @@
+//! The one error type of rverbs: which verb failed, the errno if the kernel
+//! gave one, and a sentence that says what to do about it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+pub use nix::errno::Errno;
+
+/// A failed verb.
+///
+/// `Display` renders one line: `"<verb>: <message> (<ERRNO>: <strerror>)"`,
+/// e.g. `ibv_open_device(rxe0): cannot open /dev/infiniband/uverbs0 (EACCES: Permission denied)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    verb: Cow<'static, str>,
+    errno: Option<Errno>,
+    message: String,
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error with an errno from the kernel. The message defaults to a
+    /// sentence explaining what that errno means for a uverbs command.
+    pub fn os(verb: impl Into<Cow<'static, str>>, errno: Errno) -> Self {
+        Error { verb: verb.into(), errno: Some(errno), message: default_explanation(errno).to_owned() }
+    }
+
+    /// An error found by rverbs itself, before or without the kernel.
+    pub fn invalid(verb: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        Error { verb: verb.into(), errno: None, message: message.into() }
+    }
+
+    /// Same error with its explanation replaced.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    /// The verb that failed, in libibverbs terms where one exists (`ibv_open_device`).
+    pub fn verb(&self) -> &str {
+        &self.verb
+    }
+
+    /// The errno the kernel returned, if the failure came from it.
+    pub fn errno(&self) -> Option<Errno> {
+        self.errno
+    }
+
+    /// The explanation.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// True when this verb (or the whole ioctl interface) is not supported by
+    /// the kernel or the device: `EOPNOTSUPP`, `EPROTONOSUPPORT`, `ENOTTY`, `ENOSYS`.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(
+            self.errno,
+            Some(Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT | Errno::ENOTTY | Errno::ENOSYS)
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.verb, self.message)?;
+        if let Some(e) = self.errno {
+            write!(f, " ({e:?}: {})", e.desc())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        let kind = e.errno.map(|n| std::io::Error::from_raw_os_error(n as i32).kind());
+        std::io::Error::new(kind.unwrap_or(std::io::ErrorKind::InvalidInput), e)
+    }
+}
+
+/// What an errno usually means when a uverbs command returns it
+/// (`../shared/reference/uverbs-abi.md` §2.3).
+fn default_explanation(e: Errno) -> &'static str {
+    match e {
+        Errno::ENOTTY => "the kernel has no uverbs ioctl interface for this file",
+        Errno::EPROTONOSUPPORT => "the kernel does not know this uverbs method or a mandatory attribute of it",
+        Errno::EOPNOTSUPP => "the device or kernel does not support this operation",
+        Errno::EINVAL => "the kernel rejected the arguments",
+        Errno::ENOMEM => "the kernel ran out of memory or a resource limit was hit",
+        Errno::EIO => "the device was removed or disassociated; close everything and reopen it",
+        Errno::ENODATA => "the GID entry named is empty",
+        Errno::EACCES | Errno::EPERM => "permission denied",
+        Errno::ENODEV | Errno::ENXIO => "no such device",
+        Errno::ENOENT => "not found",
+        Errno::EBUSY => "the object is still in use by other objects; destroy those first",
+        Errno::ENOSPC => "a command buffer was too small for the kernel",
+        Errno::EAGAIN => "try again",
+        _ => "the kernel returned an error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_verb_errno_and_meaning() {
+        let e = Error::os("ibv_alloc_pd", Errno::EINVAL);
+        assert_eq!(
+            e.to_string(),
+            "ibv_alloc_pd: the kernel rejected the arguments (EINVAL: Invalid argument)"
+        );
+        let e = Error::invalid("ibv_open_device", "no device named foo");
+        assert_eq!(e.to_string(), "ibv_open_device: no device named foo");
+        assert!(Error::os("x", Errno::EPROTONOSUPPORT).is_unsupported());
+    }
+}

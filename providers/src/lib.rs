@@ -1,0 +1,12 @@
+//! The driver side of rverbs: the command transport to the uverbs fd (the
+//! only syscall site), the provider table and the vendor providers.
+//!
+//! Dependencies flow one way: `rverbs-uapi` <- `rverbs-providers` <- `rverbs`.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod cmd;
+pub mod driver;
+pub mod error;
+pub mod sys;
+
+pub use error::{Errno, Error, Result};

@@ -1,0 +1,301 @@
+//! `RDMA_VERBS_IOCTL`: the uverbs ioctl command and its attribute builder.
+//!
+//! A command is a 24-byte `ib_uverbs_ioctl_hdr` followed contiguously by
+//! 16-byte `ib_uverbs_attr` TLVs (`include/uapi/rdma/rdma_user_ioctl_cmds.h`).
+//! [`IoctlCmd`] builds that buffer. Every pointer attribute borrows its buffer
+//! for the builder's lifetime `'a`, so the borrow checker proves the buffers
+//! outlive the syscall. The attribute array stays inside the builder and is
+//! writable, because the kernel writes new handles and fds back into
+//! `attrs[i].data` and sets `UVERBS_ATTR_F_VALID_OUTPUT` in `attrs[i].flags`.
+//!
+//! Encoding rules (`uverbs-abi.md` §2.2): pointer inputs of 8 bytes or less
+//! are inlined in `data`; outputs are always pointers; object handles and fds
+//! have `len = 0` and the value in `data`; `CONST_IN` is an inline 8-byte value.
+//! Attributes are mandatory unless [`IoctlCmd::optional`] is called after them.
+
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use nix::errno::Errno;
+use rverbs_uapi::rdma_user_ioctl::RDMA_VERBS_IOCTL;
+use rverbs_uapi::rdma_user_ioctl_cmds::{
+    ib_uverbs_attr, ib_uverbs_ioctl_hdr, UVERBS_ATTR_F_MANDATORY, UVERBS_ATTR_F_VALID_OUTPUT,
+};
+use zerocopy::{FromZeros, Immutable, IntoBytes};
+
+/// Most attributes any method we issue takes (CQ/QP create with UHW: 14).
+pub const MAX_ATTRS: usize = 20;
+
+/// A handle to one attribute of a built command, to read what the kernel
+/// wrote into it after [`IoctlCmd::execute`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttrSlot(usize);
+
+/// The header and the attribute array, contiguous as the kernel reads them.
+#[repr(C)]
+#[derive(IntoBytes, Immutable)]
+struct Buf {
+    hdr: ib_uverbs_ioctl_hdr,
+    attrs: [ib_uverbs_attr; MAX_ATTRS],
+}
+
+/// One `RDMA_VERBS_IOCTL` command under construction.
+pub struct IoctlCmd<'a> {
+    buf: Buf,
+    num: usize,
+    /// Set by the first attribute that could not be encoded; `execute` returns it.
+    overflow: bool,
+    _borrows: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> IoctlCmd<'a> {
+    /// A command for `object_id`/`method_id`, with no attributes yet.
+    pub fn new(object_id: u16, method_id: u16) -> Self {
+        let mut hdr = ib_uverbs_ioctl_hdr::new_zeroed();
+        hdr.object_id = object_id;
+        hdr.method_id = method_id;
+        IoctlCmd {
+            buf: Buf { hdr, attrs: [ib_uverbs_attr::new_zeroed(); MAX_ATTRS] },
+            num: 0,
+            overflow: false,
+            _borrows: PhantomData,
+        }
+    }
+
+    /// The object id.
+    pub fn object_id(&self) -> u16 {
+        self.buf.hdr.object_id
+    }
+
+    /// The method id.
+    pub fn method_id(&self) -> u16 {
+        self.buf.hdr.method_id
+    }
+
+    fn push(&mut self, attr_id: u16, len: u16, data: u64) -> AttrSlot {
+        if self.num == MAX_ATTRS {
+            self.overflow = true;
+            return AttrSlot(MAX_ATTRS - 1);
+        }
+        let a = &mut self.buf.attrs[self.num];
+        a.attr_id = attr_id;
+        a.len = len;
+        a.flags = UVERBS_ATTR_F_MANDATORY as u16;
+        a.attr_data = 0;
+        a.data = data;
+        self.num += 1;
+        AttrSlot(self.num - 1)
+    }
+
+    /// Clears the mandatory flag of the attribute added last: a kernel that
+    /// does not know it ignores it instead of failing with `EPROTONOSUPPORT`.
+    pub fn optional(&mut self) -> &mut Self {
+        if let Some(a) = self.buf.attrs[..self.num].last_mut() {
+            a.flags &= !(UVERBS_ATTR_F_MANDATORY as u16);
+        }
+        self
+    }
+
+    /// `PTR_IN`: bytes the kernel reads. Up to 8 bytes are inlined in `data`.
+    pub fn in_bytes(&mut self, attr_id: u16, bytes: &'a [u8]) -> AttrSlot {
+        let Ok(len) = u16::try_from(bytes.len()) else {
+            self.overflow = true;
+            return AttrSlot(0);
+        };
+        if bytes.len() <= 8 {
+            let mut inline = [0u8; 8];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            self.push(attr_id, len, u64::from_le_bytes(inline))
+        } else {
+            self.push(attr_id, len, bytes.as_ptr() as u64)
+        }
+    }
+
+    /// `PTR_IN` of a kernel struct.
+    pub fn in_struct<T: IntoBytes + Immutable>(&mut self, attr_id: u16, v: &'a T) -> AttrSlot {
+        self.in_bytes(attr_id, v.as_bytes())
+    }
+
+    /// `PTR_IN` of exactly 4 bytes (`UVERBS_ATTR_TYPE(u32)`), inlined.
+    pub fn in_u32(&mut self, attr_id: u16, v: u32) -> AttrSlot {
+        self.push(attr_id, 4, u64::from(v))
+    }
+
+    /// `PTR_IN` of exactly 8 bytes (`UVERBS_ATTR_TYPE(u64)`), inlined. Also
+    /// `CONST_IN`, which is always an inline 8-byte value.
+    pub fn in_u64(&mut self, attr_id: u16, v: u64) -> AttrSlot {
+        self.push(attr_id, 8, v)
+    }
+
+    /// `CONST_IN`: an inline 8-byte constant (range-checked by the kernel).
+    pub fn in_const(&mut self, attr_id: u16, v: u64) -> AttrSlot {
+        self.in_u64(attr_id, v)
+    }
+
+    /// An existing object's handle (`UVERBS_ATTR_IDR`, read/write/destroy access).
+    pub fn in_obj(&mut self, attr_id: u16, handle: u32) -> AttrSlot {
+        self.push(attr_id, 0, u64::from(handle))
+    }
+
+    /// A new object: the kernel writes its handle into this slot.
+    pub fn new_obj(&mut self, attr_id: u16) -> AttrSlot {
+        self.push(attr_id, 0, 0)
+    }
+
+    /// An existing fd (`UVERBS_ATTR_FD`).
+    pub fn in_fd(&mut self, attr_id: u16, fd: BorrowedFd<'a>) -> AttrSlot {
+        self.push(attr_id, 0, fd.as_raw_fd() as i64 as u64)
+    }
+
+    /// A new fd: the kernel writes it into this slot.
+    pub fn new_fd(&mut self, attr_id: u16) -> AttrSlot {
+        self.push(attr_id, 0, 0)
+    }
+
+    /// `PTR_OUT`: a buffer the kernel fills (always passed by pointer).
+    pub fn out_bytes(&mut self, attr_id: u16, buf: &'a mut [u8]) -> AttrSlot {
+        let Ok(len) = u16::try_from(buf.len()) else {
+            self.overflow = true;
+            return AttrSlot(0);
+        };
+        self.push(attr_id, len, buf.as_mut_ptr() as u64)
+    }
+
+    /// `PTR_OUT` of a kernel struct.
+    pub fn out_struct<T: IntoBytes + zerocopy::FromBytes>(&mut self, attr_id: u16, v: &'a mut T) -> AttrSlot {
+        self.out_bytes(attr_id, v.as_mut_bytes())
+    }
+
+    /// The provider's driver data, `UVERBS_ATTR_UHW_IN`/`UHW_OUT`: the bytes
+    /// that follow the core struct in the write ABI. Empty buffers add nothing.
+    /// Both are optional, as libibverbs sends them.
+    pub fn uhw(&mut self, drv_in: &'a [u8], drv_out: &'a mut [u8]) {
+        if !drv_in.is_empty() {
+            self.in_bytes(rverbs_uapi::ib_user_ioctl_cmds::UVERBS_ATTR_UHW_IN, drv_in);
+            self.optional();
+        }
+        if !drv_out.is_empty() {
+            self.out_bytes(rverbs_uapi::ib_user_ioctl_cmds::UVERBS_ATTR_UHW_OUT, drv_out);
+            self.optional();
+        }
+    }
+
+    /// The value the kernel left in the slot's `data`: a new handle or fd.
+    pub fn data(&self, slot: AttrSlot) -> u64 {
+        self.buf.attrs[slot.0].data
+    }
+
+    /// True when the kernel wrote this output attribute (`UVERBS_ATTR_F_VALID_OUTPUT`).
+    pub fn is_valid_output(&self, slot: AttrSlot) -> bool {
+        self.buf.attrs[slot.0].flags & UVERBS_ATTR_F_VALID_OUTPUT as u16 != 0
+    }
+
+    /// Fills in the header (`length`, `num_attrs`, `driver_id`) and returns
+    /// the bytes the kernel will read. Exposed for byte-for-byte tests.
+    pub fn finish(&mut self, driver_id: u32) -> Result<&[u8], Errno> {
+        if self.overflow {
+            return Err(Errno::E2BIG);
+        }
+        let hdr = &mut self.buf.hdr;
+        hdr.length = (size_of::<ib_uverbs_ioctl_hdr>() + self.num * size_of::<ib_uverbs_attr>()) as u16;
+        hdr.num_attrs = self.num as u16;
+        hdr.driver_id = driver_id;
+        let len = hdr.length as usize;
+        Ok(&self.buf.as_bytes()[..len])
+    }
+
+    /// Issues `ioctl(fd, RDMA_VERBS_IOCTL, &hdr)`.
+    pub fn execute(&mut self, fd: BorrowedFd<'_>, driver_id: u32) -> Result<(), Errno> {
+        self.finish(driver_id)?;
+        let ptr = &mut self.buf as *mut Buf;
+        // SAFETY: `ptr` points at our header followed by `num` initialised
+        // attributes, as `length` says; the kernel may write back into them
+        // (flags, data), which is why the buffer is ours and mutable. Every
+        // pointer inside an attribute refers to a buffer borrowed for `'a`,
+        // which outlives this call. The fd is valid for the call.
+        let rc = unsafe { nix::libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL as _, ptr) };
+        Errno::result(rc).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(b: &[u8]) -> Vec<u64> {
+        b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    /// GET_CONTEXT for rxe, as `uverbs-abi.md` §2.7 spells it out.
+    #[test]
+    fn get_context_rxe_bytes() {
+        let mut ncv = [0u8; 4];
+        let mut core = [0u8; 8];
+        let (p1, p2) = (ncv.as_mut_ptr() as u64, core.as_mut_ptr() as u64);
+        let mut cmd = IoctlCmd::new(0, 3);
+        cmd.out_bytes(0, &mut ncv);
+        cmd.out_bytes(1, &mut core);
+        let b = cmd.finish(14).unwrap().to_vec();
+        assert_eq!(b.len(), 56);
+        let mut want = vec![];
+        want.extend_from_slice(&[56, 0, 0, 0, 3, 0, 2, 0]); // length, object, method, num_attrs
+        want.extend_from_slice(&[0; 8]); // reserved1
+        want.extend_from_slice(&[14, 0, 0, 0, 0, 0, 0, 0]); // driver_id, reserved2
+        want.extend_from_slice(&[0, 0, 4, 0, 1, 0, 0, 0]); // attr 0: len 4, mandatory
+        want.extend_from_slice(&p1.to_le_bytes());
+        want.extend_from_slice(&[1, 0, 8, 0, 1, 0, 0, 0]); // attr 1: len 8, mandatory
+        want.extend_from_slice(&p2.to_le_bytes());
+        assert_eq!(b, want);
+    }
+
+    /// Small inputs are inlined little-endian; handles and fds have len 0;
+    /// `optional` clears only the last attribute's mandatory bit; UHW ids.
+    #[test]
+    fn inline_handles_and_uhw() {
+        let small = [0xaa, 0xbb, 0xcc];
+        let big = [7u8; 20];
+        let mut out = [0u8; 12];
+        let out_ptr = out.as_mut_ptr() as u64;
+        let mut cmd = IoctlCmd::new(3, 0);
+        let h = cmd.new_obj(0);
+        cmd.in_u32(1, 0x1234_5678);
+        cmd.in_u64(2, 0xdead_beef_0000_0001);
+        cmd.in_bytes(5, &small);
+        cmd.optional();
+        cmd.uhw(&big, &mut out);
+        let b = cmd.finish(1).unwrap().to_vec();
+        let w = words(&b);
+        assert_eq!(w.len(), 3 + 2 * 6);
+        assert_eq!(b[0..2], [24 + 16 * 6, 0]);
+        assert_eq!(b[6..8], [6, 0]); // num_attrs
+        assert_eq!(b[16..20], [1, 0, 0, 0]); // driver_id mlx5
+        // attr 0: new handle
+        assert_eq!(&b[24..32], &[0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(w[4], 0);
+        // attr 1: u32 inline
+        assert_eq!(&b[40..44], &[1, 0, 4, 0]);
+        assert_eq!(w[6], 0x1234_5678);
+        // attr 2: u64 inline
+        assert_eq!(&b[56..60], &[2, 0, 8, 0]);
+        assert_eq!(w[8], 0xdead_beef_0000_0001);
+        // attr 3: 3-byte inline, optional (flags 0)
+        assert_eq!(&b[72..80], &[5, 0, 3, 0, 0, 0, 0, 0]);
+        assert_eq!(w[10], 0x00cc_bbaa);
+        // attr 4: UHW_IN 0x1000, pointer (20 > 8)
+        assert_eq!(&b[88..94], &[0x00, 0x10, 20, 0, 0, 0]);
+        assert_eq!(w[12], big.as_ptr() as u64);
+        // attr 5: UHW_OUT 0x1001, pointer
+        assert_eq!(&b[104..110], &[0x01, 0x10, 12, 0, 0, 0]);
+        assert_eq!(w[14], out_ptr);
+        assert_eq!(cmd.data(h), 0);
+    }
+
+    #[test]
+    fn too_many_attributes_is_an_error_not_a_panic() {
+        let mut cmd = IoctlCmd::new(0, 0);
+        for i in 0..=MAX_ATTRS as u16 {
+            cmd.in_u32(i, 0);
+        }
+        assert_eq!(cmd.finish(0).unwrap_err(), Errno::E2BIG);
+    }
+}

@@ -1,0 +1,248 @@
+//! The only place in rverbs that makes syscalls on the uverbs fd: opening it,
+//! `RDMA_VERBS_IOCTL`, the legacy `write()` commands and `mmap()`; plus the
+//! RDMA netlink socket used by discovery.
+
+pub mod ioctl;
+pub mod netlink;
+pub mod write;
+
+use std::fs::OpenOptions;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use nix::errno::Errno;
+use rverbs_uapi::ib_user_ioctl_cmds::{
+    UVERBS_ATTR_CORE_IN, UVERBS_ATTR_CORE_OUT, UVERBS_ATTR_WRITE_CMD, UVERBS_METHOD_INVOKE_WRITE,
+    UVERBS_OBJECT_DEVICE,
+};
+use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_CMD_FLAG_EXTENDED;
+
+pub use ioctl::{AttrSlot, IoctlCmd};
+
+/// Which kernel interface carried a command; recorded in tracing events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmdPath {
+    /// A native `RDMA_VERBS_IOCTL` method.
+    Ioctl,
+    /// A write command sent through the ioctl `DEVICE/INVOKE_WRITE` method.
+    InvokeWrite,
+    /// The legacy `write()` syscall.
+    Write,
+}
+
+/// An open `/dev/infiniband/uverbsN`, with the kernel's driver id and what we
+/// learned about which interfaces the kernel supports.
+///
+/// Fallback rules are rdma-core's (`libibverbs/cmd_fallback.c`): `ENOTTY`
+/// from any ioctl turns ioctl off for this fd; `EPROTONOSUPPORT` turns off
+/// only that method. Write commands go through `INVOKE_WRITE` while the
+/// kernel has it, `write()` otherwise.
+#[derive(Debug)]
+pub struct UverbsFd {
+    fd: OwnedFd,
+    driver_id: u32,
+    no_ioctl: AtomicBool,
+    no_invoke_write: AtomicBool,
+    unsupported: Mutex<Vec<(u16, u16)>>,
+}
+
+impl UverbsFd {
+    /// Opens a uverbs char device `O_RDWR|O_CLOEXEC` (read-write because
+    /// providers mmap it) and checks that it is a character device and, when
+    /// `expect_rdev` is given, that it is the one sysfs named.
+    pub fn open(path: &Path, driver_id: u32, expect_rdev: Option<(u32, u32)>) -> Result<Self, Errno> {
+        // std opens with O_CLOEXEC always.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)))?;
+        let meta = file.metadata().map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
+        if !meta.file_type().is_char_device() {
+            return Err(Errno::ENOTTY);
+        }
+        if let Some((maj, min)) = expect_rdev {
+            let rdev = meta.rdev();
+            if (nix::sys::stat::major(rdev) as u32, nix::sys::stat::minor(rdev) as u32) != (maj, min) {
+                return Err(Errno::ENODEV);
+            }
+        }
+        Ok(UverbsFd {
+            fd: OwnedFd::from(file),
+            driver_id,
+            no_ioctl: AtomicBool::new(false),
+            no_invoke_write: AtomicBool::new(false),
+            unsupported: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The kernel driver id put in every ioctl header (`RDMA_DRIVER_*`).
+    pub fn driver_id(&self) -> u32 {
+        self.driver_id
+    }
+
+    fn method_unsupported(&self, obj: u16, meth: u16) -> bool {
+        self.no_ioctl.load(Ordering::Relaxed)
+            || self.unsupported.lock().map(|v| v.contains(&(obj, meth))).unwrap_or(false)
+    }
+
+    fn note_failure(&self, obj: u16, meth: u16, e: Errno) -> bool {
+        match e {
+            Errno::ENOTTY => {
+                tracing::debug!("uverbs ioctl: ENOTTY, using write() from now on");
+                self.no_ioctl.store(true, Ordering::Relaxed);
+                true
+            }
+            Errno::EPROTONOSUPPORT => {
+                tracing::debug!(object = obj, method = meth, "uverbs ioctl: method not supported, falling back");
+                if let Ok(mut v) = self.unsupported.lock() {
+                    v.push((obj, meth));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Issues a native ioctl method. `Ok(false)` means the kernel lacks ioctl
+    /// or this method (now remembered) and the caller should fall back to the
+    /// write form; `Ok(true)` is success.
+    pub fn try_ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<bool, Errno> {
+        let (obj, meth) = (cmd.object_id(), cmd.method_id());
+        if self.method_unsupported(obj, meth) {
+            return Ok(false);
+        }
+        match cmd.execute(self.fd.as_fd(), self.driver_id) {
+            Ok(()) => {
+                tracing::trace!(object = obj, method = meth, path = ?CmdPath::Ioctl, "uverbs command ok");
+                Ok(true)
+            }
+            Err(e) if self.note_failure(obj, meth, e) => Ok(false),
+            Err(e) => {
+                tracing::debug!(object = obj, method = meth, errno = ?e, "uverbs ioctl failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Issues a native ioctl method that has no write form.
+    pub fn ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<(), Errno> {
+        match self.try_ioctl(cmd)? {
+            true => Ok(()),
+            false => Err(Errno::EOPNOTSUPP),
+        }
+    }
+
+    /// Sends write command `command` (an `IB_USER_VERBS_CMD_*`, non-extended):
+    /// through `INVOKE_WRITE` when the kernel has it, else with `write()`.
+    /// `core_in` is the core request struct including its leading `response`
+    /// field when the command has a response; `core_out` the core response;
+    /// `drv_in`/`drv_out` the provider's udata.
+    pub fn write_cmd(
+        &self,
+        command: u32,
+        core_in: &[u8],
+        core_out: &mut [u8],
+        drv_in: &[u8],
+        drv_out: &mut [u8],
+    ) -> Result<CmdPath, Errno> {
+        self.command(command, false, core_in, core_out, drv_in, drv_out)
+    }
+
+    /// Same as [`write_cmd`](Self::write_cmd) for an extended command
+    /// (`IB_USER_VERBS_EX_CMD_*`); `core_in` has no `response` field.
+    pub fn write_cmd_ex(
+        &self,
+        command: u32,
+        core_in: &[u8],
+        core_out: &mut [u8],
+        drv_in: &[u8],
+        drv_out: &mut [u8],
+    ) -> Result<CmdPath, Errno> {
+        self.command(command, true, core_in, core_out, drv_in, drv_out)
+    }
+
+    fn command(
+        &self,
+        command: u32,
+        ex: bool,
+        core_in: &[u8],
+        core_out: &mut [u8],
+        drv_in: &[u8],
+        drv_out: &mut [u8],
+    ) -> Result<CmdPath, Errno> {
+        if !self.no_invoke_write.load(Ordering::Relaxed) {
+            match self.invoke_write(command, ex, core_in, core_out, drv_in, drv_out) {
+                Ok(true) => return Ok(CmdPath::InvokeWrite),
+                Ok(false) => self.no_invoke_write.store(true, Ordering::Relaxed),
+                Err(e) => return Err(e),
+            }
+        }
+        self.legacy_write(command, ex, core_in, core_out, drv_in, drv_out)?;
+        Ok(CmdPath::Write)
+    }
+
+    fn invoke_write(
+        &self,
+        command: u32,
+        ex: bool,
+        core_in: &[u8],
+        core_out: &mut [u8],
+        drv_in: &[u8],
+        drv_out: &mut [u8],
+    ) -> Result<bool, Errno> {
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE);
+        let cmd_id = if ex { IB_USER_VERBS_CMD_FLAG_EXTENDED | command } else { command };
+        cmd.in_const(UVERBS_ATTR_WRITE_CMD, u64::from(cmd_id));
+        if !core_in.is_empty() {
+            cmd.in_bytes(UVERBS_ATTR_CORE_IN, core_in);
+        }
+        if !core_out.is_empty() {
+            cmd.out_bytes(UVERBS_ATTR_CORE_OUT, core_out);
+        }
+        cmd.uhw(drv_in, drv_out);
+        self.try_ioctl(&mut cmd)
+    }
+
+    fn legacy_write(
+        &self,
+        command: u32,
+        ex: bool,
+        core_in: &[u8],
+        core_out: &mut [u8],
+        drv_in: &[u8],
+        drv_out: &mut [u8],
+    ) -> Result<(), Errno> {
+        let mut resp = vec![0u8; core_out.len() + drv_out.len()];
+        let frame = if ex {
+            write::frame_ex(command, core_in, drv_in, resp.as_mut_ptr() as u64, core_out.len(), drv_out.len())
+        } else {
+            write::frame(command, core_in, drv_in, resp.as_mut_ptr() as u64, resp.len())
+        };
+        let n = nix::unistd::write(self.fd.as_fd(), &frame)?;
+        if n != frame.len() {
+            return Err(Errno::EIO);
+        }
+        tracing::trace!(command, ex, path = ?CmdPath::Write, "uverbs command ok");
+        let (c, d) = resp.split_at(core_out.len());
+        core_out.copy_from_slice(c);
+        drv_out.copy_from_slice(d);
+        Ok(())
+    }
+
+    /// Maps `len` bytes of the device at `offset` shared and read-write, as
+    /// providers do for queues (rxe) and UAR pages (mlx5). The mapping never
+    /// hands out references to its interior.
+    pub fn mmap(&self, offset: u64, len: usize) -> std::io::Result<memmap2::MmapRaw> {
+        memmap2::MmapOptions::new().offset(offset).len(len).map_raw(self.fd.as_raw_fd())
+    }
+}
+
+impl AsFd for UverbsFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

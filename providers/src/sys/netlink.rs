@@ -1,0 +1,247 @@
+//! RDMA netlink (`NETLINK_RDMA`, the `RDMA_NL_NLDEV` client): asks the kernel
+//! which uverbs char device and which driver id belong to an IB device, the
+//! way libibverbs' `ibdev_nl.c` does. Messages are raw nlattrs right after the
+//! `nlmsghdr` (no genetlink header).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::socket::{
+    bind, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
+};
+use rverbs_uapi::rdma_netlink::*;
+
+const NLMSG_HDRLEN: usize = 16;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+const NLM_F_DUMP: u16 = 0x300;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+
+/// What `RDMA_NLDEV_CMD_GET_CHARDEV` says about one device's uverbs node.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Chardev {
+    /// `RDMA_NLDEV_ATTR_CHARDEV_NAME`, e.g. `uverbs0`.
+    pub name: String,
+    /// `RDMA_NLDEV_ATTR_CHARDEV_ABI`: the driver's uverbs ABI version.
+    pub abi: u64,
+    /// `RDMA_NLDEV_ATTR_CHARDEV` decoded into (major, minor).
+    pub dev: (u32, u32),
+    /// `RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID`.
+    pub driver_id: Option<u32>,
+}
+
+/// One device of an `RDMA_NLDEV_CMD_GET` dump.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NlDevice {
+    /// `RDMA_NLDEV_ATTR_DEV_INDEX`.
+    pub index: u32,
+    /// `RDMA_NLDEV_ATTR_DEV_NAME`.
+    pub name: String,
+}
+
+fn nlattr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
+    let len = (4 + payload.len()) as u16;
+    buf.extend_from_slice(&len.to_ne_bytes());
+    buf.extend_from_slice(&ty.to_ne_bytes());
+    buf.extend_from_slice(payload);
+    while buf.len() % 4 != 0 {
+        buf.push(0);
+    }
+}
+
+/// Builds one request message (`nlmsghdr` + attributes).
+pub fn request(op: u32, flags: u16, seq: u32, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (ty, p) in attrs {
+        nlattr(&mut body, *ty, p);
+    }
+    let mut m = Vec::with_capacity(NLMSG_HDRLEN + body.len());
+    m.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
+    m.extend_from_slice(&(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op) as u16).to_ne_bytes());
+    m.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend(body);
+    m
+}
+
+/// Splits a datagram into messages: (type, payload after the nlmsghdr).
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        if rest.len() < NLMSG_HDRLEN {
+            return None;
+        }
+        let len = u32::from_ne_bytes(rest[0..4].try_into().ok()?) as usize;
+        if len < NLMSG_HDRLEN || len > rest.len() {
+            return None;
+        }
+        let ty = u16::from_ne_bytes(rest[4..6].try_into().ok()?);
+        let msg = &rest[NLMSG_HDRLEN..len];
+        rest = &rest[len.next_multiple_of(4).min(rest.len())..];
+        Some((ty, msg))
+    })
+}
+
+/// Iterates the attributes of a message payload: (type, value).
+pub fn attrs(mut p: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if p.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([p[0], p[1]]) as usize;
+        let ty = u16::from_ne_bytes([p[2], p[3]]) & 0x3fff; // drop NLA_F_NESTED/NET_BYTEORDER
+        if len < 4 || len > p.len() {
+            return None;
+        }
+        let v = &p[4..len];
+        p = &p[len.next_multiple_of(4).min(p.len())..];
+        Some((ty, v))
+    })
+}
+
+fn u32_of(v: &[u8]) -> u32 {
+    v.get(..4).map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap()))
+}
+
+fn u64_of(v: &[u8]) -> u64 {
+    v.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+}
+
+fn str_of(v: &[u8]) -> String {
+    let end = v.iter().position(|&c| c == 0).unwrap_or(v.len());
+    String::from_utf8_lossy(&v[..end]).into_owned()
+}
+
+/// Decodes a `GET_CHARDEV` reply payload.
+pub fn parse_chardev(payload: &[u8]) -> Chardev {
+    let mut c = Chardev::default();
+    for (ty, v) in attrs(payload) {
+        match u32::from(ty) {
+            RDMA_NLDEV_ATTR_CHARDEV_NAME => c.name = str_of(v),
+            RDMA_NLDEV_ATTR_CHARDEV_ABI => c.abi = u64_of(v),
+            RDMA_NLDEV_ATTR_CHARDEV => {
+                let d = u64_of(v);
+                c.dev = (((d & 0xfff00) >> 8) as u32, ((d & 0xff) | ((d >> 12) & 0xfff00)) as u32);
+            }
+            RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID => c.driver_id = Some(u32_of(v)),
+            _ => {}
+        }
+    }
+    c
+}
+
+/// A bound `NETLINK_RDMA` socket.
+pub struct RdmaNetlink {
+    sock: OwnedFd,
+    seq: u32,
+}
+
+impl RdmaNetlink {
+    /// Opens and binds the socket.
+    pub fn open() -> Result<Self, Errno> {
+        let sock = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRDMA)?;
+        bind(sock.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
+        Ok(RdmaNetlink { sock, seq: 1 })
+    }
+
+    /// Sends a request and collects the payloads of every reply until the
+    /// kernel says done (dump) or acks (single request).
+    fn transact(&mut self, op: u32, flags: u16, attrs: &[(u16, &[u8])]) -> Result<Vec<(u16, Vec<u8>)>, Errno> {
+        self.seq += 1;
+        let msg = request(op, flags, self.seq, attrs);
+        send(self.sock.as_raw_fd(), &msg, MsgFlags::empty())?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            let n = recv(self.sock.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+            if n == 0 {
+                return Ok(out);
+            }
+            for (ty, payload) in messages(&buf[..n]) {
+                match ty {
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        let err = i32::from_ne_bytes(payload.get(..4).ok_or(Errno::EIO)?.try_into().unwrap());
+                        return if err == 0 { Ok(out) } else { Err(Errno::from_raw(-err)) };
+                    }
+                    _ => out.push((ty, payload.to_vec())),
+                }
+            }
+            if flags & NLM_F_DUMP == 0 && !out.is_empty() {
+                // A single reply; the ack (NLMSG_ERROR 0) follows.
+                continue;
+            }
+        }
+    }
+
+    /// `RDMA_NLDEV_CMD_GET` dump: every RDMA device in this net namespace.
+    pub fn devices(&mut self) -> Result<Vec<NlDevice>, Errno> {
+        let replies = self.transact(RDMA_NLDEV_CMD_GET, NLM_F_DUMP, &[])?;
+        Ok(replies
+            .iter()
+            .map(|(_, p)| {
+                let mut d = NlDevice::default();
+                for (ty, v) in attrs(p) {
+                    match u32::from(ty) {
+                        RDMA_NLDEV_ATTR_DEV_INDEX => d.index = u32_of(v),
+                        RDMA_NLDEV_ATTR_DEV_NAME => d.name = str_of(v),
+                        _ => {}
+                    }
+                }
+                d
+            })
+            .collect())
+    }
+
+    /// `RDMA_NLDEV_CMD_GET_CHARDEV` for `CHARDEV_TYPE = "uverbs"` of device `index`.
+    pub fn uverbs_chardev(&mut self, index: u32) -> Result<Chardev, Errno> {
+        let idx = index.to_ne_bytes();
+        let replies = self.transact(
+            RDMA_NLDEV_CMD_GET_CHARDEV,
+            NLM_F_ACK,
+            &[
+                (RDMA_NLDEV_ATTR_DEV_INDEX as u16, &idx),
+                (RDMA_NLDEV_ATTR_CHARDEV_TYPE as u16, b"uverbs\0"),
+            ],
+        )?;
+        replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_chardev_request_bytes() {
+        let m = request(
+            RDMA_NLDEV_CMD_GET_CHARDEV,
+            NLM_F_ACK,
+            7,
+            &[(RDMA_NLDEV_ATTR_DEV_INDEX as u16, &3u32.to_ne_bytes()), (69, b"uverbs\0")],
+        );
+        let mut want = vec![];
+        want.extend_from_slice(&(16u32 + 8 + 12).to_ne_bytes());
+        want.extend_from_slice(&0x140fu16.to_ne_bytes()); // (5 << 10) + 15
+        want.extend_from_slice(&5u16.to_ne_bytes()); // REQUEST | ACK
+        want.extend_from_slice(&7u32.to_ne_bytes());
+        want.extend_from_slice(&0u32.to_ne_bytes());
+        want.extend_from_slice(&[8, 0, 1, 0, 3, 0, 0, 0]);
+        want.extend_from_slice(&[11, 0, 69, 0, b'u', b'v', b'e', b'r', b'b', b's', 0, 0]);
+        assert_eq!(m, want);
+    }
+
+    #[test]
+    fn parses_chardev_reply() {
+        let mut p = vec![];
+        nlattr(&mut p, 70, b"uverbs0\0");
+        nlattr(&mut p, 0, &[]); // pad attribute before a u64
+        nlattr(&mut p, 71, &2u64.to_ne_bytes());
+        nlattr(&mut p, 72, &((231u64 << 8) | 192).to_ne_bytes());
+        nlattr(&mut p, 73, &14u32.to_ne_bytes());
+        let c = parse_chardev(&p);
+        assert_eq!(c, Chardev { name: "uverbs0".into(), abi: 2, dev: (231, 192), driver_id: Some(14) });
+    }
+}

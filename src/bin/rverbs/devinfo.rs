@@ -1,0 +1,1081 @@
+//! `rverbs devinfo`: the output of rdma-core's `ibv_devinfo`, field for field.
+//!
+//! The layout (names, tabs, number formats, flag names) follows
+//! `libibverbs/examples/devinfo.c` of rdma-core 44 (Debian 12), which is
+//! the `ibv_devinfo` the project's test VM runs, with the later additions
+//! of rdma-core up to 2026 where they only change what *unusual* values
+//! print (so the two agree on every value rdma-core 44 prints correctly):
+//!
+//! - `active_speed` uses `active_speed_ex` when the kernel reports it (6.7+)
+//!   and knows code 256 = `200.0 Gbps` (XDR); rdma-core 44 ignores
+//!   `active_speed_ex` (it is equal to `active_speed` for every speed
+//!   below XDR) and would print `invalid speed` for XDR;
+//! - ODP transport bits 6/7 print as `SUPPORT_FLUSH`/`SUPPORT_ATOMIC_WRITE`
+//!   (rdma-core 44: `Unknown flags: 0x40`/`0x80`);
+//! - `device_cap_flags_ex` bit 41 prints as `CC_DMA_BOUNCE`;
+//! - packet-pacing `supported_qp` knows `SUPPORT_RC` (provider data only).
+//!
+//! # Fields we cannot reproduce
+//!
+//! - `effective_speed` (rdma-core ≥ 2026): comes from the
+//!   `UVERBS_METHOD_QUERY_PORT_SPEED` ioctl, which exists only in kernels
+//!   ≈6.19 and later; rdma-core prints nothing when the call fails, so on
+//!   6.1/6.12 neither tool prints it. We never print it.
+//! - `max_comp_cntr` / `comp_cntr_caps` (rdma-core ≥ 2026): need the
+//!   completion-counter ioctl (kernel 7.3); not printed, same reasoning.
+//! - `tso_caps`, `packet_pacing_caps`, `rss_caps.rx_hash_function`,
+//!   `rss_caps.rx_hash_fields_mask`: not part of the core kernel response;
+//!   only mlx5's driver data (`mlx5_ib_query_device_resp`) carries them. We
+//!   print whatever [`DeviceAttr`] holds, which is 0 unless the provider
+//!   layer fills them in: exact for rxe (rdma-core prints 0 too), wrong on
+//!   mlx5 until the mlx5 provider fills them.
+//! - `board_id` is read from sysfs (`<ibdev>/board_id`) exactly like
+//!   `ibv_read_sysfs_file()`; rxe has no such file, so neither tool prints it.
+//! - `fw_ver` is formatted by the provider (rxe `%d.%d.%d`, mlx5
+//!   `%d.%d.%04d`); we print the [`DeviceAttr::fw_ver`] string we are
+//!   given, and omit the line when it is empty, as rdma-core does.
+//! - GIDs: rdma-core walks `ibv_query_gid()` over the whole table; we use
+//!   the one-shot GID table query and print the same entries (valid ones
+//!   whose interface id is non-zero, `null_gid()`), in index order.
+//!
+//! Differences in behaviour rather than output: `-i` accepts only a whole
+//! number 1..=255 (rdma-core's `strtol` ignores trailing junk and truncates
+//! to `u8`), errors go to stderr as `rverbs: <message>` with exit status 1
+//! (rdma-core exits with 255 or the OR of per-device codes).
+
+use std::fmt::Write as _;
+
+use rverbs::{DeviceAttr, GidEntry, GidType, LinkLayer, PortAttr, Transport};
+
+/// `transport_str()` plus the `enum ibv_transport_type` number rdma-core
+/// prints in parentheses (`IBV_TRANSPORT_UNKNOWN` = -1).
+pub fn transport_str(t: Transport) -> (&'static str, i32) {
+    match t {
+        Transport::Ib => ("InfiniBand", 0),
+        Transport::Iwarp => ("iWARP", 1),
+        Transport::Usnic => ("usNIC", 2),
+        Transport::UsnicUdp => ("usNIC UDP", 3),
+        Transport::Unspecified => ("unspecified", 4),
+        #[allow(unreachable_patterns)]
+        _ => ("invalid transport", -1),
+    }
+}
+
+/// `port_state_str()`: only the four IBA states have names.
+pub fn port_state_str(state: u8) -> &'static str {
+    match state {
+        1 => "PORT_DOWN",
+        2 => "PORT_INIT",
+        3 => "PORT_ARMED",
+        4 => "PORT_ACTIVE",
+        _ => "invalid state",
+    }
+}
+
+/// `port_phy_state_str()`, including its historical "TRAINNING" spelling.
+pub fn phys_state_str(phys_state: u8) -> &'static str {
+    match phys_state {
+        1 => "SLEEP",
+        2 => "POLLING",
+        3 => "DISABLED",
+        4 => "PORT_CONFIGURATION TRAINNING",
+        5 => "LINK_UP",
+        6 => "LINK_ERROR_RECOVERY",
+        7 => "PHY TEST",
+        _ => "invalid physical state",
+    }
+}
+
+/// `atomic_cap_str()`.
+pub fn atomic_cap_str(cap: u32) -> &'static str {
+    match cap {
+        0 => "ATOMIC_NONE",
+        1 => "ATOMIC_HCA",
+        2 => "ATOMIC_GLOB",
+        _ => "invalid atomic capability",
+    }
+}
+
+/// `mtu_str()`: `enum ibv_mtu` to bytes.
+pub fn mtu_str(mtu: u8) -> &'static str {
+    match mtu {
+        1 => "256",
+        2 => "512",
+        3 => "1024",
+        4 => "2048",
+        5 => "4096",
+        _ => "invalid MTU",
+    }
+}
+
+/// `width_str()`: the `active_width` bit to a lane count (printed with an `X`).
+pub fn width_str(width: u8) -> &'static str {
+    match width {
+        1 => "1",
+        2 => "4",
+        4 => "8",
+        8 => "12",
+        16 => "2",
+        _ => "invalid width",
+    }
+}
+
+/// `speed_str()`: the per-lane rate of an `active_speed`/`active_speed_ex` code.
+pub fn speed_str(speed: u32) -> &'static str {
+    match speed {
+        1 => "2.5 Gbps",
+        2 => "5.0 Gbps",
+        4 | 8 => "10.0 Gbps",
+        16 => "14.0 Gbps",
+        32 => "25.0 Gbps",
+        64 => "50.0 Gbps",
+        128 => "100.0 Gbps",
+        256 => "200.0 Gbps",
+        _ => "invalid speed",
+    }
+}
+
+/// `vl_str()`: the encoded `max_vl_num` to a VL count.
+pub fn vl_str(vl_num: u8) -> &'static str {
+    match vl_num {
+        1 => "1",
+        2 => "2",
+        3 => "4",
+        4 => "8",
+        5 => "15",
+        _ => "invalid value",
+    }
+}
+
+/// `link_layer_str()`.
+pub fn link_layer_str(ll: LinkLayer) -> &'static str {
+    match ll {
+        LinkLayer::Unspecified => "Unspecified",
+        LinkLayer::Infiniband => "InfiniBand",
+        LinkLayer::Ethernet => "Ethernet",
+        LinkLayer::Unknown(_) => "Unknown",
+    }
+}
+
+/// `enum ibv_device_cap_flags` (the legacy 32-bit mask), in print order.
+pub const DEVICE_CAP_FLAGS: &[(u32, &str)] = &[
+    (1 << 0, "RESIZE_MAX_WR"),
+    (1 << 1, "BAD_PKEY_CNTR"),
+    (1 << 2, "BAD_QKEY_CNTR"),
+    (1 << 3, "RAW_MULTI"),
+    (1 << 4, "AUTO_PATH_MIG"),
+    (1 << 5, "CHANGE_PHY_PORT"),
+    (1 << 6, "UD_AV_PORT_ENFORCE"),
+    (1 << 7, "CURR_QP_STATE_MOD"),
+    (1 << 8, "SHUTDOWN_PORT"),
+    (1 << 9, "INIT_TYPE"),
+    (1 << 10, "PORT_ACTIVE_EVENT"),
+    (1 << 11, "SYS_IMAGE_GUID"),
+    (1 << 12, "RC_RNR_NAK_GEN"),
+    (1 << 13, "SRQ_RESIZE"),
+    (1 << 14, "N_NOTIFY_CQ"),
+    (1 << 17, "MEM_WINDOW"),
+    (1 << 18, "UD_IP_CSUM"),
+    (1 << 20, "XRC"),
+    (1 << 21, "MEM_MGT_EXTENSIONS"),
+    (1 << 23, "MEM_WINDOW_TYPE_2A"),
+    (1 << 24, "MEM_WINDOW_TYPE_2B"),
+    (1 << 25, "RC_IP_CSUM"),
+    (1 << 26, "RAW_IP_CSUM"),
+    (1 << 29, "MANAGED_FLOW_STEERING"),
+];
+
+/// The upper half of `device_cap_flags_ex` that `ibv_devinfo` names
+/// (`IBV_DEVICE_RAW_SCATTER_FCS`, `_PCI_WRITE_END_PADDING`, `_CC_DMA_BOUNCE`).
+pub const DEVICE_CAP_FLAGS_EX: &[(u64, &str)] = &[
+    (1 << 34, "RAW_SCATTER_FCS"),
+    (1 << 36, "PCI_WRITE_END_PADDING"),
+    (1 << 41, "CC_DMA_BOUNCE"),
+];
+
+/// `enum ibv_odp_transport_cap_bits`, with the names `ibv_devinfo` prints.
+pub const ODP_TRANSPORT_CAPS: &[(u32, &str)] = &[
+    (1 << 0, "SUPPORT_SEND"),
+    (1 << 1, "SUPPORT_RECV"),
+    (1 << 2, "SUPPORT_WRITE"),
+    (1 << 3, "SUPPORT_READ"),
+    (1 << 4, "SUPPORT_ATOMIC"),
+    (1 << 5, "SUPPORT_SRQ"),
+    (1 << 6, "SUPPORT_FLUSH"),
+    (1 << 7, "SUPPORT_ATOMIC_WRITE"),
+];
+
+/// `enum ibv_odp_general_caps`.
+pub const ODP_GENERAL_CAPS: &[(u64, &str)] = &[(1 << 0, "ODP_SUPPORT"), (1 << 1, "ODP_SUPPORT_IMPLICIT")];
+
+/// `enum ibv_raw_packet_caps`, with `ibv_devinfo`'s descriptions (no
+/// "unknown" line: rdma-core prints none for this mask).
+pub const RAW_PACKET_CAPS: &[(u32, &str)] = &[
+    (1 << 0, "C-VLAN stripping offload"),
+    (1 << 1, "Scatter FCS offload"),
+    (1 << 2, "IP csum offload"),
+    (1 << 3, "Delay drop"),
+];
+
+/// `enum ibv_port_cap_flags` (printed by rverbs only, in the extra section).
+pub const PORT_CAP_FLAGS: &[(u32, &str)] = &[
+    (1 << 1, "SM"),
+    (1 << 2, "NOTICE_SUP"),
+    (1 << 3, "TRAP_SUP"),
+    (1 << 4, "OPT_IPD_SUP"),
+    (1 << 5, "AUTO_MIGR_SUP"),
+    (1 << 6, "SL_MAP_SUP"),
+    (1 << 7, "MKEY_NVRAM"),
+    (1 << 8, "PKEY_NVRAM"),
+    (1 << 9, "LED_INFO_SUP"),
+    (1 << 11, "SYS_IMAGE_GUID_SUP"),
+    (1 << 12, "PKEY_SW_EXT_PORT_TRAP_SUP"),
+    (1 << 14, "EXTENDED_SPEEDS_SUP"),
+    (1 << 15, "CAP_MASK2_SUP"),
+    (1 << 16, "CM_SUP"),
+    (1 << 17, "SNMP_TUNNEL_SUP"),
+    (1 << 18, "REINIT_SUP"),
+    (1 << 19, "DEVICE_MGMT_SUP"),
+    (1 << 20, "VENDOR_CLASS_SUP"),
+    (1 << 21, "DR_NOTICE_SUP"),
+    (1 << 22, "CAP_MASK_NOTICE_SUP"),
+    (1 << 23, "BOOT_MGMT_SUP"),
+    (1 << 24, "LINK_LATENCY_SUP"),
+    (1 << 25, "CLIENT_REG_SUP"),
+    (1 << 26, "IP_BASED_GIDS"),
+];
+
+/// `enum ibv_port_cap_flags2` (printed by rverbs only).
+pub const PORT_CAP_FLAGS2: &[(u16, &str)] = &[
+    (1 << 0, "SET_NODE_DESC_SUP"),
+    (1 << 1, "INFO_EXT_SUP"),
+    (1 << 2, "VIRT_SUP"),
+    (1 << 3, "SWITCH_PORT_STATE_TABLE_SUP"),
+    (1 << 4, "LINK_WIDTH_2X_SUP"),
+    (1 << 5, "LINK_SPEED_HDR_SUP"),
+    (1 << 10, "LINK_SPEED_NDR_SUP"),
+    (1 << 12, "LINK_SPEED_XDR_SUP"),
+];
+
+/// `IBV_QPT_UD`, `IBV_QPT_RC`, `IBV_QPT_RAW_PACKET`: bit numbers in the
+/// `supported_qpts` masks.
+const QPT_RC: u32 = 2;
+const QPT_UD: u32 = 4;
+const QPT_RAW_PACKET: u32 = 8;
+
+/// Indentation of every flag-name line.
+const FLAG_INDENT: &str = "\t\t\t\t\t";
+
+/// Writes one line per known set bit, then `Unknown flags: 0x<HEX>` for the
+/// rest (rdma-core's pattern for every capability mask).
+fn write_flag_names<T>(out: &mut String, value: T, names: &[(T, &str)])
+where
+    T: Copy + std::ops::BitAnd<Output = T> + std::ops::Not<Output = T> + PartialEq + Default + std::fmt::UpperHex,
+{
+    let zero = T::default();
+    let mut known = zero;
+    for &(bit, name) in names {
+        if value & bit != zero {
+            let _ = writeln!(out, "{FLAG_INDENT}{name}");
+        }
+        known = or(known, bit);
+    }
+    let unknown = value & !known;
+    if unknown != zero {
+        let _ = writeln!(out, "{FLAG_INDENT}Unknown flags: 0x{unknown:X}");
+    }
+}
+
+/// `a | b` for the generic flag writer (keeps the bound list short).
+fn or<T: Copy + std::ops::Not<Output = T> + std::ops::BitAnd<Output = T>>(a: T, b: T) -> T {
+    !(!a & !b)
+}
+
+/// The `supported_qp:` list shared by tso, rss and packet pacing caps.
+fn write_supported_qpts(out: &mut String, qpts: u32, with_rc: bool) {
+    out.push_str("\t\tsupported_qp:\n");
+    let mut known = (1 << QPT_RAW_PACKET) | (1 << QPT_UD);
+    if qpts & (1 << QPT_RAW_PACKET) != 0 {
+        let _ = writeln!(out, "{FLAG_INDENT}SUPPORT_RAW_PACKET");
+    }
+    if qpts & (1 << QPT_UD) != 0 {
+        let _ = writeln!(out, "{FLAG_INDENT}SUPPORT_UD");
+    }
+    if with_rc {
+        known |= 1 << QPT_RC;
+        if qpts & (1 << QPT_RC) != 0 {
+            let _ = writeln!(out, "{FLAG_INDENT}SUPPORT_RC");
+        }
+    }
+    if qpts & !known != 0 {
+        let _ = writeln!(out, "{FLAG_INDENT}Unknown flags: 0x{:X}", qpts & !known);
+    }
+}
+
+fn write_odp_transport_caps(out: &mut String, caps: u32) {
+    if caps == 0 {
+        let _ = writeln!(out, "{FLAG_INDENT}NO SUPPORT");
+    } else {
+        write_flag_names(out, caps, ODP_TRANSPORT_CAPS);
+    }
+}
+
+/// The C `%d` of an `int` field that the kernel reports as `u32`.
+fn c_int(v: u32) -> i32 {
+    v as i32
+}
+
+/// What we know about a device besides its attributes.
+pub struct DeviceInfo<'a> {
+    /// `hca_id`: the IB device name.
+    pub name: &'a str,
+    /// The device's transport (from its node type).
+    pub transport: Transport,
+    /// Contents of sysfs `board_id`, if any.
+    pub board_id: Option<&'a str>,
+    /// Completion vectors of the opened context.
+    pub num_comp_vectors: u32,
+}
+
+/// Everything `ibv_devinfo` prints for a device before its first port.
+pub fn write_device(out: &mut String, info: &DeviceInfo<'_>, a: &DeviceAttr, verbose: bool) {
+    let (tname, tnum) = transport_str(info.transport);
+    let _ = writeln!(out, "hca_id:\t{}", info.name);
+    let _ = writeln!(out, "\ttransport:\t\t\t{tname} ({tnum})");
+    if !a.fw_ver.is_empty() {
+        let _ = writeln!(out, "\tfw_ver:\t\t\t\t{}", a.fw_ver);
+    }
+    let _ = writeln!(out, "\tnode_guid:\t\t\t{}", a.node_guid);
+    let _ = writeln!(out, "\tsys_image_guid:\t\t\t{}", a.sys_image_guid);
+    let _ = writeln!(out, "\tvendor_id:\t\t\t0x{:04x}", a.vendor_id);
+    let _ = writeln!(out, "\tvendor_part_id:\t\t\t{}", c_int(a.vendor_part_id));
+    let _ = writeln!(out, "\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
+    if let Some(b) = info.board_id.filter(|b| !b.is_empty()) {
+        let _ = writeln!(out, "\tboard_id:\t\t\t{b}");
+    }
+    let _ = writeln!(out, "\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
+    if verbose {
+        write_device_verbose(out, a, info.num_comp_vectors);
+    }
+}
+
+fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32) {
+    let w = out;
+    let _ = writeln!(w, "\tmax_mr_size:\t\t\t0x{:x}", a.max_mr_size);
+    let _ = writeln!(w, "\tpage_size_cap:\t\t\t0x{:x}", a.page_size_cap);
+    let _ = writeln!(w, "\tmax_qp:\t\t\t\t{}", c_int(a.max_qp));
+    let _ = writeln!(w, "\tmax_qp_wr:\t\t\t{}", c_int(a.max_qp_wr));
+    let _ = writeln!(w, "\tdevice_cap_flags:\t\t0x{:08x}", a.device_cap_flags);
+    write_flag_names(w, a.device_cap_flags, DEVICE_CAP_FLAGS);
+    let _ = writeln!(w, "\tmax_sge:\t\t\t{}", c_int(a.max_sge));
+    let _ = writeln!(w, "\tmax_sge_rd:\t\t\t{}", c_int(a.max_sge_rd));
+    let _ = writeln!(w, "\tmax_cq:\t\t\t\t{}", c_int(a.max_cq));
+    let _ = writeln!(w, "\tmax_cqe:\t\t\t{}", c_int(a.max_cqe));
+    let _ = writeln!(w, "\tmax_mr:\t\t\t\t{}", c_int(a.max_mr));
+    let _ = writeln!(w, "\tmax_pd:\t\t\t\t{}", c_int(a.max_pd));
+    let _ = writeln!(w, "\tmax_qp_rd_atom:\t\t\t{}", c_int(a.max_qp_rd_atom));
+    let _ = writeln!(w, "\tmax_ee_rd_atom:\t\t\t{}", c_int(a.max_ee_rd_atom));
+    let _ = writeln!(w, "\tmax_res_rd_atom:\t\t{}", c_int(a.max_res_rd_atom));
+    let _ = writeln!(w, "\tmax_qp_init_rd_atom:\t\t{}", c_int(a.max_qp_init_rd_atom));
+    let _ = writeln!(w, "\tmax_ee_init_rd_atom:\t\t{}", c_int(a.max_ee_init_rd_atom));
+    let cap = a.atomic_cap.raw();
+    let _ = writeln!(w, "\tatomic_cap:\t\t\t{} ({})", atomic_cap_str(cap), c_int(cap));
+    let _ = writeln!(w, "\tmax_ee:\t\t\t\t{}", c_int(a.max_ee));
+    let _ = writeln!(w, "\tmax_rdd:\t\t\t{}", c_int(a.max_rdd));
+    let _ = writeln!(w, "\tmax_mw:\t\t\t\t{}", c_int(a.max_mw));
+    let _ = writeln!(w, "\tmax_raw_ipv6_qp:\t\t{}", c_int(a.max_raw_ipv6_qp));
+    let _ = writeln!(w, "\tmax_raw_ethy_qp:\t\t{}", c_int(a.max_raw_ethy_qp));
+    let _ = writeln!(w, "\tmax_mcast_grp:\t\t\t{}", c_int(a.max_mcast_grp));
+    let _ = writeln!(w, "\tmax_mcast_qp_attach:\t\t{}", c_int(a.max_mcast_qp_attach));
+    let _ = writeln!(w, "\tmax_total_mcast_qp_attach:\t{}", c_int(a.max_total_mcast_qp_attach));
+    let _ = writeln!(w, "\tmax_ah:\t\t\t\t{}", c_int(a.max_ah));
+    let _ = writeln!(w, "\tmax_fmr:\t\t\t{}", c_int(a.max_fmr));
+    if a.max_fmr != 0 {
+        let _ = writeln!(w, "\tmax_map_per_fmr:\t\t{}", c_int(a.max_map_per_fmr));
+    }
+    let _ = writeln!(w, "\tmax_srq:\t\t\t{}", c_int(a.max_srq));
+    if a.max_srq != 0 {
+        let _ = writeln!(w, "\tmax_srq_wr:\t\t\t{}", c_int(a.max_srq_wr));
+        let _ = writeln!(w, "\tmax_srq_sge:\t\t\t{}", c_int(a.max_srq_sge));
+    }
+    let _ = writeln!(w, "\tmax_pkeys:\t\t\t{}", a.max_pkeys);
+    let _ = writeln!(w, "\tlocal_ca_ack_delay:\t\t{}", a.local_ca_ack_delay);
+
+    // print_odp_caps()
+    w.push_str("\tgeneral_odp_caps:\n");
+    write_flag_names(w, a.odp_caps.general_caps, ODP_GENERAL_CAPS);
+    w.push_str("\trc_odp_caps:\n");
+    write_odp_transport_caps(w, a.odp_caps.rc_odp_caps);
+    w.push_str("\tuc_odp_caps:\n");
+    write_odp_transport_caps(w, a.odp_caps.uc_odp_caps);
+    w.push_str("\tud_odp_caps:\n");
+    write_odp_transport_caps(w, a.odp_caps.ud_odp_caps);
+    w.push_str("\txrc_odp_caps:\n");
+    write_odp_transport_caps(w, a.xrc_odp_caps);
+
+    if a.completion_timestamp_mask != 0 {
+        let _ = writeln!(w, "\tcompletion timestamp_mask:\t\t\t0x{:016x}", a.completion_timestamp_mask);
+    } else {
+        w.push_str("\tcompletion_timestamp_mask not supported\n");
+    }
+    if a.hca_core_clock != 0 {
+        let _ = writeln!(w, "\thca_core_clock:\t\t\t{}kHZ", a.hca_core_clock);
+    } else {
+        w.push_str("\tcore clock not supported\n");
+    }
+    if a.raw_packet_caps != 0 {
+        w.push_str("\traw packet caps:\n");
+        for &(bit, name) in RAW_PACKET_CAPS {
+            if a.raw_packet_caps & bit != 0 {
+                let _ = writeln!(w, "{FLAG_INDENT}{name}");
+            }
+        }
+    }
+
+    let _ = writeln!(w, "\tdevice_cap_flags_ex:\t\t0x{:X}", a.device_cap_flags_ex);
+    write_flag_names(w, a.device_cap_flags_ex & 0xffff_ffff_0000_0000, DEVICE_CAP_FLAGS_EX);
+
+    // print_tso_caps()
+    w.push_str("\ttso_caps:\n");
+    let _ = writeln!(w, "\t\tmax_tso:\t\t\t{}", c_int(a.tso_caps.max_tso));
+    if a.tso_caps.max_tso != 0 {
+        write_supported_qpts(w, a.tso_caps.supported_qpts, false);
+    }
+
+    // print_rss_caps()
+    let r = &a.rss_caps;
+    w.push_str("\trss_caps:\n");
+    let _ = writeln!(w, "\t\tmax_rwq_indirection_tables:\t\t\t{}", r.max_rwq_indirection_tables);
+    let _ = writeln!(w, "\t\tmax_rwq_indirection_table_size:\t\t\t{}", r.max_rwq_indirection_table_size);
+    let _ = writeln!(w, "\t\trx_hash_function:\t\t\t\t0x{:x}", r.rx_hash_function);
+    let _ = writeln!(w, "\t\trx_hash_fields_mask:\t\t\t\t0x{:X}", r.rx_hash_fields_mask);
+    if r.supported_qpts != 0 {
+        write_supported_qpts(w, r.supported_qpts, false);
+    }
+
+    let _ = writeln!(w, "\tmax_wq_type_rq:\t\t\t{}", a.max_wq_type_rq);
+
+    // print_packet_pacing_caps()
+    let p = &a.packet_pacing_caps;
+    w.push_str("\tpacket_pacing_caps:\n");
+    let _ = writeln!(w, "\t\tqp_rate_limit_min:\t{}kbps", p.qp_rate_limit_min);
+    let _ = writeln!(w, "\t\tqp_rate_limit_max:\t{}kbps", p.qp_rate_limit_max);
+    if p.qp_rate_limit_max != 0 {
+        write_supported_qpts(w, p.supported_qpts, true);
+    }
+
+    // print_tm_caps()
+    let t = &a.tm_caps;
+    if t.max_num_tags != 0 {
+        let _ = writeln!(w, "\tmax_rndv_hdr_size:\t\t{}", t.max_rndv_hdr_size);
+        let _ = writeln!(w, "\tmax_num_tags:\t\t\t{}", t.max_num_tags);
+        let _ = writeln!(w, "\tmax_ops:\t\t\t{}", t.max_ops);
+        let _ = writeln!(w, "\tmax_sge:\t\t\t{}", t.max_sge);
+        w.push_str("\tflags:\n");
+        if t.flags & 1 != 0 {
+            let _ = writeln!(w, "{FLAG_INDENT}IBV_TM_CAP_RC");
+        }
+    } else {
+        w.push_str("\ttag matching not supported\n");
+    }
+
+    // print_cq_moderation_caps()
+    let c = &a.cq_mod_caps;
+    if c.max_cq_count != 0 && c.max_cq_period != 0 {
+        w.push_str("\n\tcq moderation caps:\n");
+        let _ = writeln!(w, "\t\tmax_cq_count:\t{}", c.max_cq_count);
+        let _ = writeln!(w, "\t\tmax_cq_period:\t{} us\n", c.max_cq_period);
+    }
+
+    if a.max_dm_size != 0 {
+        let _ = writeln!(w, "\tmaximum available device memory:\t{}Bytes\n", a.max_dm_size);
+    }
+
+    let _ = writeln!(w, "\tnum_comp_vectors:\t\t{}", c_int(num_comp_vectors));
+}
+
+/// rdma-core's `null_gid()`: an entry whose interface id is zero is not printed.
+pub fn gid_is_printed(e: &GidEntry) -> bool {
+    e.gid.0[8..].iter().any(|&b| b != 0)
+}
+
+/// One `GID[  i]:` line as `print_formated_gid()` writes it.
+///
+/// libibverbs folds the GID type into two classes: IB and RoCE v1 entries
+/// print in the full 8-group hex form, everything else (RoCE v2) in
+/// `inet_ntop()`'s compressed IPv6 form. The `, RoCE vN` suffix appears only
+/// on Ethernet ports.
+pub fn write_gid_line(out: &mut String, e: &GidEntry, link_layer: LinkLayer) {
+    let v1 = matches!(e.gid_type, GidType::Ib | GidType::RoceV1);
+    let suffix = match (link_layer, v1) {
+        (LinkLayer::Ethernet, true) => ", RoCE v1",
+        (LinkLayer::Ethernet, false) => ", RoCE v2",
+        _ => "",
+    };
+    if v1 {
+        let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, e.gid);
+    } else {
+        let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, inet_ntop6(&e.gid.0));
+    }
+}
+
+/// IPv6 text exactly as glibc's `inet_ntop(AF_INET6)` writes it: lower-case
+/// hex without leading zeros, the longest run (first one on a tie) of two
+/// or more zero groups replaced by `::`, and the last 32 bits in dotted
+/// form for `::a.b.c.d` and `::ffff:a.b.c.d`.
+pub fn inet_ntop6(b: &[u8; 16]) -> String {
+    let words: Vec<u16> = b.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+    // Longest run of zero words; runs of one are not compressed.
+    let (mut best_base, mut best_len) = (usize::MAX, 0usize);
+    let mut i = 0;
+    while i < 8 {
+        if words[i] == 0 {
+            let start = i;
+            while i < 8 && words[i] == 0 {
+                i += 1;
+            }
+            if i - start > best_len {
+                best_base = start;
+                best_len = i - start;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    if best_len < 2 {
+        best_base = usize::MAX;
+    }
+    let mut s = String::new();
+    let mut i = 0;
+    while i < 8 {
+        if i == best_base {
+            s.push(':');
+            i += best_len;
+            if i == 8 {
+                s.push(':');
+            }
+            continue;
+        }
+        if i != 0 {
+            s.push(':');
+        }
+        if i == 6 && best_base == 0 && (best_len == 6 || (best_len == 5 && words[5] == 0xffff)) {
+            let _ = write!(s, "{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
+            break;
+        }
+        let _ = write!(s, "{:x}", words[i]);
+        i += 1;
+    }
+    s
+}
+
+/// One `port:` block (with the trailing empty line). `gids` are the entries
+/// of this port (any order; only used with `verbose`).
+pub fn write_port(
+    out: &mut String,
+    port: u8,
+    p: &PortAttr,
+    transport: Transport,
+    gids: &[GidEntry],
+    verbose: bool,
+) {
+    let w = out;
+    let _ = writeln!(w, "\t\tport:\t{port}");
+    let st = p.state.raw();
+    let _ = writeln!(w, "\t\t\tstate:\t\t\t{} ({st})", port_state_str(st));
+    let m = p.max_mtu.raw();
+    let _ = writeln!(w, "\t\t\tmax_mtu:\t\t{} ({m})", mtu_str(m));
+    let m = p.active_mtu.raw();
+    let _ = writeln!(w, "\t\t\tactive_mtu:\t\t{} ({m})", mtu_str(m));
+    let _ = writeln!(w, "\t\t\tsm_lid:\t\t\t{}", p.sm_lid);
+    let _ = writeln!(w, "\t\t\tport_lid:\t\t{}", p.lid);
+    let _ = writeln!(w, "\t\t\tport_lmc:\t\t0x{:02x}", p.lmc);
+    let _ = writeln!(w, "\t\t\tlink_layer:\t\t{}", link_layer_str(p.link_layer));
+    if verbose {
+        let _ = writeln!(w, "\t\t\tmax_msg_sz:\t\t0x{:x}", p.max_msg_sz);
+        let _ = writeln!(w, "\t\t\tport_cap_flags:\t\t0x{:08x}", p.port_cap_flags);
+        let _ = writeln!(w, "\t\t\tport_cap_flags2:\t0x{:04x}", p.port_cap_flags2);
+        let _ = writeln!(w, "\t\t\tmax_vl_num:\t\t{} ({})", vl_str(p.max_vl_num), p.max_vl_num);
+        let _ = writeln!(w, "\t\t\tbad_pkey_cntr:\t\t0x{:x}", p.bad_pkey_cntr);
+        let _ = writeln!(w, "\t\t\tqkey_viol_cntr:\t\t0x{:x}", p.qkey_viol_cntr);
+        let _ = writeln!(w, "\t\t\tsm_sl:\t\t\t{}", p.sm_sl);
+        let _ = writeln!(w, "\t\t\tpkey_tbl_len:\t\t{}", p.pkey_tbl_len);
+        let _ = writeln!(w, "\t\t\tgid_tbl_len:\t\t{}", c_int(p.gid_tbl_len));
+        let _ = writeln!(w, "\t\t\tsubnet_timeout:\t\t{}", p.subnet_timeout);
+        let _ = writeln!(w, "\t\t\tinit_type_reply:\t{}", p.init_type_reply);
+        let _ = writeln!(w, "\t\t\tactive_width:\t\t{}X ({})", width_str(p.active_width), p.active_width);
+        let speed = p.effective_speed_code();
+        let _ = writeln!(w, "\t\t\tactive_speed:\t\t{} ({speed})", speed_str(speed));
+        if matches!(transport, Transport::Ib) {
+            let ps = p.phys_state.raw();
+            let _ = writeln!(w, "\t\t\tphys_state:\t\t{} ({ps})", phys_state_str(ps));
+        }
+        let mut sorted: Vec<&GidEntry> = gids.iter().filter(|e| gid_is_printed(e)).collect();
+        sorted.sort_by_key(|e| e.index);
+        for e in sorted {
+            write_gid_line(w, e, p.link_layer);
+        }
+    }
+    w.push('\n');
+}
+
+/// rverbs-only: the names of the port capability bits, which `ibv_devinfo`
+/// prints only as hex numbers. Printed after the GID table.
+pub fn write_port_cap_names(out: &mut String, dev: &str, port: u8, p: &PortAttr) {
+    let _ = writeln!(out, "{dev} port {port} port_cap_flags:\t0x{:08x}", p.port_cap_flags);
+    write_flag_names(out, p.port_cap_flags, PORT_CAP_FLAGS);
+    let _ = writeln!(out, "{dev} port {port} port_cap_flags2:\t0x{:04x}", p.port_cap_flags2);
+    write_flag_names(out, p.port_cap_flags2, PORT_CAP_FLAGS2);
+}
+
+/// The `-l` listing: `N HCA(s) found:`, one tab-indented name per line, an
+/// empty line.
+pub fn write_list(out: &mut String, names: &[&str]) {
+    let n = names.len();
+    let _ = writeln!(out, "{n} HCA{} found:", if n != 1 { "s" } else { "" });
+    for name in names {
+        let _ = writeln!(out, "\t{name}");
+    }
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rverbs::{AtomicCap, Gid, Guid, Mtu, PhysState, PortState};
+
+    fn gid(s: &str) -> Gid {
+        Gid::parse(s).unwrap()
+    }
+
+    #[test]
+    fn strings_match_devinfo_c() {
+        assert_eq!(speed_str(1), "2.5 Gbps");
+        assert_eq!(speed_str(2), "5.0 Gbps");
+        assert_eq!(speed_str(4), "10.0 Gbps");
+        assert_eq!(speed_str(8), "10.0 Gbps");
+        assert_eq!(speed_str(16), "14.0 Gbps");
+        assert_eq!(speed_str(32), "25.0 Gbps");
+        assert_eq!(speed_str(64), "50.0 Gbps");
+        assert_eq!(speed_str(128), "100.0 Gbps");
+        assert_eq!(speed_str(256), "200.0 Gbps");
+        assert_eq!(speed_str(3), "invalid speed");
+        assert_eq!(width_str(1), "1");
+        assert_eq!(width_str(2), "4");
+        assert_eq!(width_str(4), "8");
+        assert_eq!(width_str(8), "12");
+        assert_eq!(width_str(16), "2");
+        assert_eq!(width_str(3), "invalid width");
+        assert_eq!(mtu_str(0), "invalid MTU");
+        assert_eq!(mtu_str(3), "1024");
+        assert_eq!(mtu_str(5), "4096");
+        assert_eq!(port_state_str(4), "PORT_ACTIVE");
+        assert_eq!(port_state_str(0), "invalid state");
+        assert_eq!(port_state_str(5), "invalid state");
+        assert_eq!(phys_state_str(5), "LINK_UP");
+        assert_eq!(phys_state_str(0), "invalid physical state");
+        assert_eq!(vl_str(5), "15");
+        assert_eq!(vl_str(0), "invalid value");
+        assert_eq!(atomic_cap_str(0), "ATOMIC_NONE");
+        assert_eq!(atomic_cap_str(7), "invalid atomic capability");
+        assert_eq!(link_layer_str(LinkLayer::Ethernet), "Ethernet");
+        assert_eq!(transport_str(Transport::Ib), ("InfiniBand", 0));
+        assert_eq!(transport_str(Transport::Iwarp), ("iWARP", 1));
+        assert_eq!(transport_str(Transport::UsnicUdp), ("usNIC UDP", 3));
+        assert_eq!(transport_str(Transport::Unspecified), ("unspecified", 4));
+    }
+
+    #[test]
+    fn flag_lists() {
+        let mut s = String::new();
+        write_flag_names(&mut s, 0x8000_3c76u32, DEVICE_CAP_FLAGS);
+        assert_eq!(
+            s,
+            "\t\t\t\t\tBAD_PKEY_CNTR\n\t\t\t\t\tBAD_QKEY_CNTR\n\t\t\t\t\tAUTO_PATH_MIG\n\
+             \t\t\t\t\tCHANGE_PHY_PORT\n\t\t\t\t\tUD_AV_PORT_ENFORCE\n\t\t\t\t\tSYS_IMAGE_GUID\n\
+             \t\t\t\t\tRC_RNR_NAK_GEN\n\t\t\t\t\tSRQ_RESIZE\n\t\t\t\t\tUnknown flags: 0x80000000\n"
+        );
+        let mut s = String::new();
+        write_flag_names(&mut s, 0x0000_0104_0000_0000u64 & 0xffff_ffff_0000_0000, DEVICE_CAP_FLAGS_EX);
+        assert_eq!(s, "\t\t\t\t\tRAW_SCATTER_FCS\n\t\t\t\t\tUnknown flags: 0x10000000000\n");
+        let mut s = String::new();
+        write_odp_transport_caps(&mut s, 0);
+        assert_eq!(s, "\t\t\t\t\tNO SUPPORT\n");
+        let mut s = String::new();
+        write_odp_transport_caps(&mut s, 0x121);
+        assert_eq!(s, "\t\t\t\t\tSUPPORT_SEND\n\t\t\t\t\tSUPPORT_SRQ\n\t\t\t\t\tUnknown flags: 0x100\n");
+        let mut s = String::new();
+        write_supported_qpts(&mut s, (1 << 8) | (1 << 4) | (1 << 2) | 1, true);
+        assert_eq!(
+            s,
+            "\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_RAW_PACKET\n\t\t\t\t\tSUPPORT_UD\n\
+             \t\t\t\t\tSUPPORT_RC\n\t\t\t\t\tUnknown flags: 0x1\n"
+        );
+        let mut s = String::new();
+        write_supported_qpts(&mut s, 1 << 2, false);
+        assert_eq!(s, "\t\tsupported_qp:\n\t\t\t\t\tUnknown flags: 0x4\n");
+    }
+
+    #[test]
+    fn ntop_matches_glibc() {
+        let cases = [
+            ("fe80:0000:0000:0000:5054:00ff:fe12:3456", "fe80::5054:ff:fe12:3456"),
+            ("0000:0000:0000:0000:0000:ffff:0a00:0001", "::ffff:10.0.0.1"),
+            ("0000:0000:0000:0000:0000:0000:0a00:0001", "::10.0.0.1"),
+            ("0000:0000:0000:0000:0000:0000:0000:0001", "::1"),
+            ("0000:0000:0000:0000:0000:0000:0000:0000", "::"),
+            ("2001:0db8:0000:0001:0000:0000:0000:0001", "2001:db8:0:1::1"),
+            ("2001:0db8:0000:0000:0001:0000:0000:0001", "2001:db8::1:0:0:1"),
+            ("2001:0db8:0001:0001:0001:0001:0001:0001", "2001:db8:1:1:1:1:1:1"),
+            ("2001:0db8:0000:0001:0001:0001:0001:0001", "2001:db8:0:1:1:1:1:1"),
+            ("fe80:0000:0000:0000:0000:0000:0000:0000", "fe80::"),
+            ("0000:0000:0000:0000:0000:fffe:0a00:0001", "::fffe:a00:1"),
+            ("0001:0000:0000:0000:0000:ffff:0a00:0001", "1::ffff:a00:1"),
+        ];
+        for (full, want) in cases {
+            assert_eq!(inet_ntop6(&gid(full).0), want, "{full}");
+        }
+    }
+
+    fn entry(port: u32, index: u32, s: &str, t: GidType) -> GidEntry {
+        GidEntry { gid: gid(s), index, port, gid_type: t, netdev_ifindex: 2, netdev: Some("v0".into()) }
+    }
+
+    #[test]
+    fn gid_lines() {
+        let mut s = String::new();
+        let e = entry(1, 0, "fe80::5054:ff:fe12:3456", GidType::RoceV2);
+        write_gid_line(&mut s, &e, LinkLayer::Ethernet);
+        assert_eq!(s, "\t\t\tGID[  0]:\t\tfe80::5054:ff:fe12:3456, RoCE v2\n");
+        let mut s = String::new();
+        let e = entry(1, 1, "fe80::5054:ff:fe12:3456", GidType::RoceV1);
+        write_gid_line(&mut s, &e, LinkLayer::Ethernet);
+        assert_eq!(s, "\t\t\tGID[  1]:\t\tfe80:0000:0000:0000:5054:00ff:fe12:3456, RoCE v1\n");
+        let mut s = String::new();
+        let e = entry(1, 127, "fe80::2:c903:f:1234", GidType::Ib);
+        write_gid_line(&mut s, &e, LinkLayer::Infiniband);
+        assert_eq!(s, "\t\t\tGID[127]:\t\tfe80:0000:0000:0000:0002:c903:000f:1234\n");
+        let mut s = String::new();
+        let e = entry(1, 1000, "::ffff:10.0.0.1", GidType::RoceV2);
+        write_gid_line(&mut s, &e, LinkLayer::Ethernet);
+        assert_eq!(s, "\t\t\tGID[1000]:\t\t::ffff:10.0.0.1, RoCE v2\n");
+        assert!(!gid_is_printed(&entry(1, 0, "fe80::", GidType::RoceV2)));
+    }
+
+    pub(crate) fn rxe_attr() -> DeviceAttr {
+        DeviceAttr {
+            fw_ver: "0.0.0".into(),
+            node_guid: Guid::parse_sysfs("5054:00ff:fe12:3456").unwrap(),
+            sys_image_guid: Guid::parse_sysfs("0000:0000:0000:0000").unwrap(),
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xfffff000,
+            vendor_id: 0xffffff,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            max_qp: 0x10000,
+            max_qp_wr: 0x4000,
+            device_cap_flags: 0x21207c76,
+            max_sge: 32,
+            max_sge_rd: 32,
+            max_cq: 0x4000,
+            max_cqe: 0x7fff,
+            max_mr: 0x40000,
+            max_pd: 0x7ff0,
+            max_qp_rd_atom: 128,
+            max_res_rd_atom: 0x3f80,
+            max_qp_init_rd_atom: 128,
+            atomic_cap: AtomicCap::Hca,
+            max_mw: 0x10000,
+            max_mcast_grp: 8192,
+            max_mcast_qp_attach: 56,
+            max_total_mcast_qp_attach: 0x70000,
+            max_ah: 0x7ff0,
+            max_srq: 0x3ff0,
+            max_srq_wr: 0x4000,
+            max_srq_sge: 27,
+            max_pkeys: 64,
+            local_ca_ack_delay: 15,
+            phys_port_cnt: 1,
+            response_length: 304,
+            device_cap_flags_ex: 0x21207c76,
+            ..DeviceAttr::default()
+        }
+    }
+
+    pub(crate) fn rxe_port() -> PortAttr {
+        PortAttr {
+            state: PortState::Active,
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: Mtu::Mtu1024,
+            gid_tbl_len: 1024,
+            port_cap_flags: 0x00010000,
+            max_msg_sz: 0x800000,
+            bad_pkey_cntr: 0,
+            qkey_viol_cntr: 0,
+            pkey_tbl_len: 1,
+            lid: 0,
+            sm_lid: 0,
+            lmc: 0,
+            max_vl_num: 1,
+            sm_sl: 0,
+            subnet_timeout: 0,
+            init_type_reply: 0,
+            active_width: 1,
+            active_speed: 8,
+            active_speed_ex: 0,
+            phys_state: PhysState::LinkUp,
+            link_layer: LinkLayer::Ethernet,
+            flags: 1,
+            port_cap_flags2: 0,
+        }
+    }
+
+    #[test]
+    fn plain_device_and_port() {
+        let info = DeviceInfo { name: "rxe0", transport: Transport::Ib, board_id: None, num_comp_vectors: 1 };
+        let mut s = String::new();
+        write_device(&mut s, &info, &rxe_attr(), false);
+        write_port(&mut s, 1, &rxe_port(), Transport::Ib, &[], false);
+        let want = "hca_id:\trxe0\n\
+\ttransport:\t\t\tInfiniBand (0)\n\
+\tfw_ver:\t\t\t\t0.0.0\n\
+\tnode_guid:\t\t\t5054:00ff:fe12:3456\n\
+\tsys_image_guid:\t\t\t0000:0000:0000:0000\n\
+\tvendor_id:\t\t\t0xffffff\n\
+\tvendor_part_id:\t\t\t0\n\
+\thw_ver:\t\t\t\t0x0\n\
+\tphys_port_cnt:\t\t\t1\n\
+\t\tport:\t1\n\
+\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\
+\t\t\tmax_mtu:\t\t4096 (5)\n\
+\t\t\tactive_mtu:\t\t1024 (3)\n\
+\t\t\tsm_lid:\t\t\t0\n\
+\t\t\tport_lid:\t\t0\n\
+\t\t\tport_lmc:\t\t0x00\n\
+\t\t\tlink_layer:\t\tEthernet\n\
+\n";
+        assert_eq!(s, want);
+    }
+
+    #[test]
+    fn board_id_and_empty_fw_ver() {
+        let info =
+            DeviceInfo { name: "mlx5_0", transport: Transport::Ib, board_id: Some("MT_0000000838"), num_comp_vectors: 1 };
+        let mut a = rxe_attr();
+        a.fw_ver.clear();
+        a.vendor_id = 0x02c9;
+        a.vendor_part_id = 4129;
+        a.hw_ver = 0xa;
+        let mut s = String::new();
+        write_device(&mut s, &info, &a, false);
+        assert!(!s.contains("fw_ver"));
+        assert!(s.contains("\tvendor_id:\t\t\t0x02c9\n\tvendor_part_id:\t\t\t4129\n\thw_ver:\t\t\t\t0xA\n"));
+        assert!(s.contains("\thw_ver:\t\t\t\t0xA\n\tboard_id:\t\t\tMT_0000000838\n\tphys_port_cnt:\t\t\t1\n"));
+    }
+
+    #[test]
+    fn verbose_device_and_port() {
+        let info = DeviceInfo { name: "rxe0", transport: Transport::Ib, board_id: None, num_comp_vectors: 1 };
+        let mut s = String::new();
+        write_device(&mut s, &info, &rxe_attr(), true);
+        let gids = [
+            entry(1, 1, "::ffff:10.0.0.1", GidType::RoceV2),
+            entry(1, 0, "fe80::5054:ff:fe12:3456", GidType::RoceV2),
+        ];
+        write_port(&mut s, 1, &rxe_port(), Transport::Ib, &gids, true);
+        let want = "hca_id:\trxe0\n\
+\ttransport:\t\t\tInfiniBand (0)\n\
+\tfw_ver:\t\t\t\t0.0.0\n\
+\tnode_guid:\t\t\t5054:00ff:fe12:3456\n\
+\tsys_image_guid:\t\t\t0000:0000:0000:0000\n\
+\tvendor_id:\t\t\t0xffffff\n\
+\tvendor_part_id:\t\t\t0\n\
+\thw_ver:\t\t\t\t0x0\n\
+\tphys_port_cnt:\t\t\t1\n\
+\tmax_mr_size:\t\t\t0xffffffffffffffff\n\
+\tpage_size_cap:\t\t\t0xfffff000\n\
+\tmax_qp:\t\t\t\t65536\n\
+\tmax_qp_wr:\t\t\t16384\n\
+\tdevice_cap_flags:\t\t0x21207c76\n\
+\t\t\t\t\tBAD_PKEY_CNTR\n\
+\t\t\t\t\tBAD_QKEY_CNTR\n\
+\t\t\t\t\tAUTO_PATH_MIG\n\
+\t\t\t\t\tCHANGE_PHY_PORT\n\
+\t\t\t\t\tUD_AV_PORT_ENFORCE\n\
+\t\t\t\t\tPORT_ACTIVE_EVENT\n\
+\t\t\t\t\tSYS_IMAGE_GUID\n\
+\t\t\t\t\tRC_RNR_NAK_GEN\n\
+\t\t\t\t\tSRQ_RESIZE\n\
+\t\t\t\t\tMEM_WINDOW\n\
+\t\t\t\t\tMEM_MGT_EXTENSIONS\n\
+\t\t\t\t\tMEM_WINDOW_TYPE_2B\n\
+\t\t\t\t\tMANAGED_FLOW_STEERING\n\
+\tmax_sge:\t\t\t32\n\
+\tmax_sge_rd:\t\t\t32\n\
+\tmax_cq:\t\t\t\t16384\n\
+\tmax_cqe:\t\t\t32767\n\
+\tmax_mr:\t\t\t\t262144\n\
+\tmax_pd:\t\t\t\t32752\n\
+\tmax_qp_rd_atom:\t\t\t128\n\
+\tmax_ee_rd_atom:\t\t\t0\n\
+\tmax_res_rd_atom:\t\t16256\n\
+\tmax_qp_init_rd_atom:\t\t128\n\
+\tmax_ee_init_rd_atom:\t\t0\n\
+\tatomic_cap:\t\t\tATOMIC_HCA (1)\n\
+\tmax_ee:\t\t\t\t0\n\
+\tmax_rdd:\t\t\t0\n\
+\tmax_mw:\t\t\t\t65536\n\
+\tmax_raw_ipv6_qp:\t\t0\n\
+\tmax_raw_ethy_qp:\t\t0\n\
+\tmax_mcast_grp:\t\t\t8192\n\
+\tmax_mcast_qp_attach:\t\t56\n\
+\tmax_total_mcast_qp_attach:\t458752\n\
+\tmax_ah:\t\t\t\t32752\n\
+\tmax_fmr:\t\t\t0\n\
+\tmax_srq:\t\t\t16368\n\
+\tmax_srq_wr:\t\t\t16384\n\
+\tmax_srq_sge:\t\t\t27\n\
+\tmax_pkeys:\t\t\t64\n\
+\tlocal_ca_ack_delay:\t\t15\n\
+\tgeneral_odp_caps:\n\
+\trc_odp_caps:\n\
+\t\t\t\t\tNO SUPPORT\n\
+\tuc_odp_caps:\n\
+\t\t\t\t\tNO SUPPORT\n\
+\tud_odp_caps:\n\
+\t\t\t\t\tNO SUPPORT\n\
+\txrc_odp_caps:\n\
+\t\t\t\t\tNO SUPPORT\n\
+\tcompletion_timestamp_mask not supported\n\
+\tcore clock not supported\n\
+\tdevice_cap_flags_ex:\t\t0x21207C76\n\
+\ttso_caps:\n\
+\t\tmax_tso:\t\t\t0\n\
+\trss_caps:\n\
+\t\tmax_rwq_indirection_tables:\t\t\t0\n\
+\t\tmax_rwq_indirection_table_size:\t\t\t0\n\
+\t\trx_hash_function:\t\t\t\t0x0\n\
+\t\trx_hash_fields_mask:\t\t\t\t0x0\n\
+\tmax_wq_type_rq:\t\t\t0\n\
+\tpacket_pacing_caps:\n\
+\t\tqp_rate_limit_min:\t0kbps\n\
+\t\tqp_rate_limit_max:\t0kbps\n\
+\ttag matching not supported\n\
+\tnum_comp_vectors:\t\t1\n\
+\t\tport:\t1\n\
+\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\
+\t\t\tmax_mtu:\t\t4096 (5)\n\
+\t\t\tactive_mtu:\t\t1024 (3)\n\
+\t\t\tsm_lid:\t\t\t0\n\
+\t\t\tport_lid:\t\t0\n\
+\t\t\tport_lmc:\t\t0x00\n\
+\t\t\tlink_layer:\t\tEthernet\n\
+\t\t\tmax_msg_sz:\t\t0x800000\n\
+\t\t\tport_cap_flags:\t\t0x00010000\n\
+\t\t\tport_cap_flags2:\t0x0000\n\
+\t\t\tmax_vl_num:\t\t1 (1)\n\
+\t\t\tbad_pkey_cntr:\t\t0x0\n\
+\t\t\tqkey_viol_cntr:\t\t0x0\n\
+\t\t\tsm_sl:\t\t\t0\n\
+\t\t\tpkey_tbl_len:\t\t1\n\
+\t\t\tgid_tbl_len:\t\t1024\n\
+\t\t\tsubnet_timeout:\t\t0\n\
+\t\t\tinit_type_reply:\t0\n\
+\t\t\tactive_width:\t\t1X (1)\n\
+\t\t\tactive_speed:\t\t10.0 Gbps (8)\n\
+\t\t\tphys_state:\t\tLINK_UP (5)\n\
+\t\t\tGID[  0]:\t\tfe80::5054:ff:fe12:3456, RoCE v2\n\
+\t\t\tGID[  1]:\t\t::ffff:10.0.0.1, RoCE v2\n\
+\n";
+        if s != want {
+            for (i, (a, b)) in s.lines().zip(want.lines()).enumerate() {
+                assert_eq!(a, b, "line {i}");
+            }
+        }
+        assert_eq!(s, want);
+    }
+
+    #[test]
+    fn verbose_optional_sections() {
+        let mut a = rxe_attr();
+        a.max_fmr = 2;
+        a.max_map_per_fmr = 7;
+        a.max_srq = 0;
+        a.odp_caps.general_caps = 0x7;
+        a.completion_timestamp_mask = 0x7fff_ffff_ffff_ffff;
+        a.hca_core_clock = 156250;
+        a.raw_packet_caps = 0xb;
+        a.tso_caps.max_tso = 262144;
+        a.tso_caps.supported_qpts = 1 << 8;
+        a.rss_caps.supported_qpts = 1 << 8;
+        a.rss_caps.rx_hash_function = 1;
+        a.rss_caps.rx_hash_fields_mask = 0x8000_00ff;
+        a.packet_pacing_caps = rverbs::PacketPacingCaps { qp_rate_limit_min: 1, qp_rate_limit_max: 100_000_000, supported_qpts: 1 << 8 };
+        a.tm_caps = rverbs::TmCaps { max_rndv_hdr_size: 64, max_num_tags: 127, flags: 1, max_ops: 32768, max_sge: 1 };
+        a.cq_mod_caps = rverbs::CqModerationCaps { max_cq_count: 65535, max_cq_period: 4095 };
+        a.max_dm_size = 131072;
+        let info = DeviceInfo { name: "mlx5_0", transport: Transport::Ib, board_id: None, num_comp_vectors: 63 };
+        let mut s = String::new();
+        write_device(&mut s, &info, &a, true);
+        for want in [
+            "\tmax_fmr:\t\t\t2\n\tmax_map_per_fmr:\t\t7\n\tmax_srq:\t\t\t0\n\tmax_pkeys:",
+            "\tgeneral_odp_caps:\n\t\t\t\t\tODP_SUPPORT\n\t\t\t\t\tODP_SUPPORT_IMPLICIT\n\t\t\t\t\tUnknown flags: 0x4\n\trc_odp_caps:\n",
+            "\tcompletion timestamp_mask:\t\t\t0x7fffffffffffffff\n\thca_core_clock:\t\t\t156250kHZ\n",
+            "\traw packet caps:\n\t\t\t\t\tC-VLAN stripping offload\n\t\t\t\t\tScatter FCS offload\n\t\t\t\t\tDelay drop\n\tdevice_cap_flags_ex:",
+            "\ttso_caps:\n\t\tmax_tso:\t\t\t262144\n\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_RAW_PACKET\n\trss_caps:\n",
+            "\t\trx_hash_function:\t\t\t\t0x1\n\t\trx_hash_fields_mask:\t\t\t\t0x800000FF\n\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_RAW_PACKET\n\tmax_wq_type_rq:",
+            "\t\tqp_rate_limit_min:\t1kbps\n\t\tqp_rate_limit_max:\t100000000kbps\n\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_RAW_PACKET\n",
+            "\tmax_rndv_hdr_size:\t\t64\n\tmax_num_tags:\t\t\t127\n\tmax_ops:\t\t\t32768\n\tmax_sge:\t\t\t1\n\tflags:\n\t\t\t\t\tIBV_TM_CAP_RC\n",
+            "\n\tcq moderation caps:\n\t\tmax_cq_count:\t65535\n\t\tmax_cq_period:\t4095 us\n\n",
+            "\tmaximum available device memory:\t131072Bytes\n\n\tnum_comp_vectors:\t\t63\n",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in:\n{s}");
+        }
+        assert!(!s.contains("max_srq_wr"));
+    }
+
+    #[test]
+    fn ib_port_and_non_ib_transport() {
+        let mut p = rxe_port();
+        p.link_layer = LinkLayer::Infiniband;
+        p.lid = 7;
+        p.sm_lid = 1;
+        p.lmc = 2;
+        p.active_width = 2;
+        p.active_speed = 32;
+        p.active_speed_ex = 0;
+        let gids = [entry(1, 0, "fe80::2:c903:f:1234", GidType::Ib)];
+        let mut s = String::new();
+        write_port(&mut s, 2, &p, Transport::Ib, &gids, true);
+        assert!(s.starts_with("\t\tport:\t2\n"));
+        assert!(s.contains("\t\t\tsm_lid:\t\t\t1\n\t\t\tport_lid:\t\t7\n\t\t\tport_lmc:\t\t0x02\n\t\t\tlink_layer:\t\tInfiniBand\n"));
+        assert!(s.contains("\t\t\tactive_width:\t\t4X (2)\n\t\t\tactive_speed:\t\t25.0 Gbps (32)\n"));
+        assert!(s.ends_with("\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0002:c903:000f:1234\n\n"));
+        // XDR reported only through active_speed_ex.
+        p.active_speed_ex = 256;
+        let mut s = String::new();
+        write_port(&mut s, 1, &p, Transport::Iwarp, &[], true);
+        assert!(s.contains("\t\t\tactive_speed:\t\t200.0 Gbps (256)\n"));
+        assert!(!s.contains("phys_state"), "phys_state is printed for IB transport only");
+    }
+
+    #[test]
+    fn list_output() {
+        let mut s = String::new();
+        write_list(&mut s, &["rxe0"]);
+        assert_eq!(s, "1 HCA found:\n\trxe0\n\n");
+        let mut s = String::new();
+        write_list(&mut s, &[]);
+        assert_eq!(s, "0 HCAs found:\n\n");
+        let mut s = String::new();
+        write_list(&mut s, &["mlx5_0", "mlx5_1"]);
+        assert_eq!(s, "2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n\n");
+    }
+
+    #[test]
+    fn port_cap_names() {
+        let mut s = String::new();
+        write_port_cap_names(&mut s, "rxe0", 1, &rxe_port());
+        assert_eq!(s, "rxe0 port 1 port_cap_flags:\t0x00010000\n\t\t\t\t\tCM_SUP\nrxe0 port 1 port_cap_flags2:\t0x0000\n");
+    }
+}

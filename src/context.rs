@@ -1,0 +1,233 @@
+//! An open device: the uverbs fd with its ucontext and async event fd
+//! (`struct ibv_context`), and the device-level queries.
+
+use std::fs;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use rverbs_providers::cmd::device as cmd;
+use rverbs_providers::driver::{format_fw_ver, Provider};
+use rverbs_providers::sys::UverbsFd;
+use rverbs_providers::{Errno, Error, Result};
+use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
+use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
+use tracing::{debug_span, info};
+
+use crate::attr::{DeviceAttr, PortAttr};
+use crate::device::Device;
+use crate::gid::{Gid, GidEntry, GidType};
+
+/// An open RDMA device. Cheap to clone (shared); every object created from it
+/// keeps it alive. `Send + Sync`: the control path is plain syscalls on an fd
+/// whose fallback state is atomic.
+#[derive(Clone, Debug)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    device: Device,
+    provider: Option<Provider>,
+    num_comp_vectors: u32,
+    // Declared before `fd`: the async fd is closed first, then the uverbs fd
+    // (which destroys the ucontext).
+    async_fd: Option<OwnedFd>,
+    fd: UverbsFd,
+}
+
+fn open_error(dev: &Device, e: Errno) -> Error {
+    let path = dev.dev_path().display();
+    let msg = match e {
+        Errno::ENOENT => format!(
+            "{path} does not exist: is the ib_uverbs module loaded and udev done? (device {})",
+            dev.name()
+        ),
+        Errno::EACCES | Errno::EPERM => {
+            format!("no permission to open {path}: run as a user with read-write access to it")
+        }
+        Errno::ENOTTY => format!("{path} is not a character device, so not a uverbs node"),
+        Errno::ENODEV => format!("{path} is not the uverbs node sysfs names for {}", dev.name()),
+        _ => format!("cannot open {path}"),
+    };
+    Error::os(format!("ibv_open_device({})", dev.name()), e).with_message(msg)
+}
+
+/// Checks the core and driver ABI versions before any command is sent.
+fn check_abi(dev: &Device) -> Result<Option<Provider>> {
+    let verb = || format!("ibv_open_device({})", dev.name());
+    if dev.core_abi_version != IB_USER_VERBS_ABI_VERSION {
+        return Err(Error::os(verb(), Errno::ENOSYS).with_message(format!(
+            "the kernel's uverbs ABI is version {}, rverbs speaks version {IB_USER_VERBS_ABI_VERSION} \
+             (/sys/class/infiniband_verbs/abi_version)",
+            dev.core_abi_version
+        )));
+    }
+    let provider = dev.driver().provider();
+    if let Some(p) = provider {
+        let range = p.abi_range();
+        if !range.contains(&dev.abi_version) {
+            return Err(Error::os(verb(), Errno::ENOSYS).with_message(format!(
+                "driver {} reports uverbs ABI version {}, the rverbs {} provider supports {}..={}",
+                dev.driver(),
+                dev.abi_version,
+                dev.driver(),
+                range.start(),
+                range.end()
+            )));
+        }
+    }
+    Ok(provider)
+}
+
+impl Context {
+    pub(crate) fn open(dev: &Device) -> Result<Context> {
+        let _span = debug_span!("ibv_open_device", device = dev.name(), driver = %dev.driver()).entered();
+        let provider = check_abi(dev)?;
+        // Like rdma-core, insist that the node is the char device sysfs names:
+        // anything else could answer our ioctls and writes with garbage.
+        let rdev = dev.rdev.ok_or_else(|| {
+            Error::os(format!("ibv_open_device({})", dev.name()), Errno::ENODEV)
+                .with_message(format!("{} has no readable `dev` attribute", dev.verbs_sysfs_path().display()))
+        })?;
+        let fd = UverbsFd::open(dev.dev_path(), dev.driver().0, Some(rdev)).map_err(|e| open_error(dev, e))?;
+        // Provider context data (mlx5's alloc_ucontext request) comes with the mlx5 provider;
+        // rxe and drivers without a provider send none.
+        let info = cmd::get_context(&fd, &[], &mut [])?;
+        let async_fd = match info.async_fd {
+            Some(a) => Some(a),
+            None => match cmd::async_event_alloc(&fd) {
+                Ok(a) => Some(a),
+                Err(e) if e.is_unsupported() => None,
+                Err(e) => return Err(e),
+            },
+        };
+        info!(device = dev.name(), path = ?info.path, comp_vectors = info.num_comp_vectors, "device opened");
+        Ok(Context {
+            inner: Arc::new(Inner {
+                device: dev.clone(),
+                provider,
+                num_comp_vectors: info.num_comp_vectors,
+                async_fd,
+                fd,
+            }),
+        })
+    }
+
+    /// The device this context was opened on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The rverbs provider serving this device; `None` for a driver rverbs
+    /// can list and query but has no fast path for.
+    pub fn provider(&self) -> Option<Provider> {
+        self.inner.provider
+    }
+
+    /// Number of completion vectors (`ibv_context.num_comp_vectors`).
+    pub fn num_comp_vectors(&self) -> u32 {
+        self.inner.num_comp_vectors
+    }
+
+    /// The uverbs command fd.
+    pub fn cmd_fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd.as_fd()
+    }
+
+    /// The async event fd (`ibv_context.async_fd`), when the kernel gave one.
+    pub fn async_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner.async_fd.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Device attributes: `IB_USER_VERBS_EX_CMD_QUERY_DEVICE` through
+    /// `INVOKE_WRITE` (legacy `QUERY_DEVICE` on kernels without the EX form).
+    #[doc(alias = "ibv_query_device")]
+    #[doc(alias = "ibv_query_device_ex")]
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        let raw = cmd::query_device(&self.inner.fd)?;
+        let fw = format_fw_ver(self.device().driver(), raw.resp.base.fw_ver);
+        Ok(DeviceAttr::from_kernel(&raw.resp, raw.len, fw))
+    }
+
+    /// Port attributes: `UVERBS_METHOD_QUERY_PORT` (write `QUERY_PORT` fallback).
+    #[doc(alias = "ibv_query_port")]
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        cmd::query_port(&self.inner.fd, port).map(|r| PortAttr::from_kernel(&r))
+    }
+
+    /// Every valid GID of every port with its type and netdev:
+    /// `UVERBS_METHOD_QUERY_GID_TABLE`, or sysfs on kernels before 5.10.
+    #[doc(alias = "ibv_query_gid_table")]
+    pub fn query_gid_table(&self) -> Result<Vec<GidEntry>> {
+        let ports = self.query_device()?.phys_port_cnt;
+        let mut lens = Vec::new();
+        for p in 1..=ports {
+            lens.push((p, self.query_port(p)?.gid_tbl_len));
+        }
+        let max: usize = lens.iter().map(|(_, l)| *l as usize).sum();
+        match cmd::query_gid_table(&self.inner.fd, max)? {
+            Some(entries) => Ok(entries.iter().map(entry_from_kernel).collect()),
+            None => Ok(lens
+                .iter()
+                .flat_map(|&(p, len)| (0..len).filter_map(move |i| self.sysfs_gid(p, i)))
+                .collect()),
+        }
+    }
+
+    /// One GID entry (`ibv_query_gid_ex`): `None` for an empty slot.
+    /// `UVERBS_METHOD_QUERY_GID_ENTRY`, or sysfs on kernels before 5.10.
+    #[doc(alias = "ibv_query_gid")]
+    #[doc(alias = "ibv_query_gid_ex")]
+    pub fn query_gid(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
+        match cmd::query_gid_entry(&self.inner.fd, port, index) {
+            Ok(e) => Ok(e.as_ref().map(entry_from_kernel)),
+            Err(e) if e.is_unsupported() => Ok(self.sysfs_gid(port, index)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A GID entry from sysfs (`ports/<p>/gids/<i>`, `gid_attrs/{types,ndevs}/<i>`).
+    fn sysfs_gid(&self, port: u8, index: u32) -> Option<GidEntry> {
+        let dir = self.device().sysfs_path().join(format!("ports/{port}"));
+        let gid = Gid::parse(&fs::read_to_string(dir.join(format!("gids/{index}"))).ok()?)?;
+        let ty = fs::read_to_string(dir.join(format!("gid_attrs/types/{index}"))).ok()?;
+        if gid.is_zero() {
+            return None;
+        }
+        let netdev = fs::read_to_string(dir.join(format!("gid_attrs/ndevs/{index}"))).ok().map(|s| s.trim().to_owned());
+        let gid_type = match ty.trim() {
+            "RoCE v2" => GidType::RoceV2,
+            "IB/RoCE v1" if self.device().netdev().is_some() => GidType::RoceV1,
+            _ => GidType::Ib,
+        };
+        let netdev_ifindex = netdev.as_deref().map_or(0, ifindex_of);
+        Some(GidEntry { gid, index, port: port.into(), gid_type, netdev_ifindex, netdev })
+    }
+}
+
+fn entry_from_kernel(e: &ib_uverbs_gid_entry) -> GidEntry {
+    GidEntry {
+        gid: Gid(e.gid),
+        index: e.gid_index,
+        port: e.port_num,
+        gid_type: GidType::from_kernel(e.gid_type),
+        netdev_ifindex: e.netdev_ifindex,
+        netdev: netdev_name(e.netdev_ifindex),
+    }
+}
+
+/// The name of network interface `ifindex`, from `/sys/class/net/*/ifindex`.
+fn netdev_name(ifindex: u32) -> Option<String> {
+    if ifindex == 0 {
+        return None;
+    }
+    fs::read_dir("/sys/class/net").ok()?.filter_map(|e| e.ok()).find_map(|e| {
+        let idx: u32 = fs::read_to_string(e.path().join("ifindex")).ok()?.trim().parse().ok()?;
+        (idx == ifindex).then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+fn ifindex_of(name: &str) -> u32 {
+    fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}

@@ -1,0 +1,190 @@
+//! GUIDs and GIDs: the 64-bit and 128-bit identifiers of InfiniBand/RoCE.
+//!
+//! Both are kept as the raw network-order bytes the kernel hands us; the
+//! `Display` impls produce the formats rdma-core's tools print.
+
+use core::fmt;
+
+/// A 64-bit globally unique identifier (node GUID, system image GUID, port GUID).
+///
+/// Stored in network (big-endian) byte order, as `__be64` in the kernel ABI.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Guid(pub [u8; 8]);
+
+impl Guid {
+    /// The GUID as a host integer, most significant byte first; `ibv_devices`
+    /// prints this with `%016llx`.
+    pub fn as_u64(self) -> u64 {
+        u64::from_be_bytes(self.0)
+    }
+
+    /// Builds a GUID from the raw `__be64` value the kernel wrote (memory order).
+    pub fn from_raw_be(raw: u64) -> Self {
+        Guid(raw.to_ne_bytes())
+    }
+
+    /// Parses sysfs' `xxxx:xxxx:xxxx:xxxx` form.
+    pub fn parse_sysfs(s: &str) -> Option<Self> {
+        let hex: String = s.trim().chars().filter(|c| *c != ':').collect();
+        if hex.len() != 16 {
+            return None;
+        }
+        u64::from_str_radix(&hex, 16).ok().map(|v| Guid(v.to_be_bytes()))
+    }
+}
+
+/// `xxxx:xxxx:xxxx:xxxx`, the form of sysfs and `ibv_devinfo`.
+impl fmt::Display for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.0;
+        write!(
+            f,
+            "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]
+        )
+    }
+}
+
+impl fmt::Debug for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Guid({self})")
+    }
+}
+
+/// A 128-bit global identifier, raw network-order bytes. For RoCE v2 over IPv4
+/// it is the IPv4-mapped IPv6 address `::ffff:a.b.c.d`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// True for the all-zero GID (an empty table slot).
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 16]
+    }
+
+    /// The subnet prefix (first 8 bytes) as `ibv_devinfo` prints it... as a GUID-shaped value.
+    pub fn subnet_prefix(&self) -> Guid {
+        let mut b = [0; 8];
+        b.copy_from_slice(&self.0[..8]);
+        Guid(b)
+    }
+
+    /// The interface id (last 8 bytes).
+    pub fn interface_id(&self) -> Guid {
+        let mut b = [0; 8];
+        b.copy_from_slice(&self.0[8..]);
+        Guid(b)
+    }
+
+    /// The IPv4 address if this is an IPv4-mapped GID (`::ffff:a.b.c.d`).
+    pub fn to_ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        std::net::Ipv6Addr::from(self.0).to_ipv4_mapped()
+    }
+
+    /// The GID as an IPv6 address.
+    pub fn to_ipv6(&self) -> std::net::Ipv6Addr {
+        std::net::Ipv6Addr::from(self.0)
+    }
+
+    /// Parses sysfs' `%pI6` form (`0000:0000:0000:0000:0000:ffff:0a00:0001`) or any IPv6 text.
+    pub fn parse(s: &str) -> Option<Self> {
+        s.trim().parse::<std::net::Ipv6Addr>().ok().map(|a| Gid(a.octets()))
+    }
+}
+
+/// The full, uncompressed form sysfs and `ibv_devinfo -v` use:
+/// `fe80:0000:0000:0000:5054:00ff:fe12:3456`.
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, pair) in self.0.chunks(2).enumerate() {
+            if i > 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{:02x}{:02x}", pair[0], pair[1])?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({self})")
+    }
+}
+
+/// How the GID entry's packets are framed (`enum ib_uverbs_gid_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GidType {
+    /// `IB_UVERBS_GID_TYPE_IB`: native InfiniBand (or RoCE v1 on older kernels' sysfs, "IB/RoCE v1").
+    Ib,
+    /// `IB_UVERBS_GID_TYPE_ROCE_V1`: RoCE v1 (Ethernet type 0x8915).
+    RoceV1,
+    /// `IB_UVERBS_GID_TYPE_ROCE_V2`: RoCE v2 (UDP port 4791).
+    RoceV2,
+    /// A value this library does not know.
+    Other(u32),
+}
+
+impl GidType {
+    /// From the kernel's `ib_uverbs_gid_entry.gid_type`.
+    pub fn from_kernel(v: u32) -> Self {
+        match v {
+            0 => GidType::Ib,
+            1 => GidType::RoceV1,
+            2 => GidType::RoceV2,
+            o => GidType::Other(o),
+        }
+    }
+}
+
+impl fmt::Display for GidType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GidType::Ib => f.write_str("IB"),
+            GidType::RoceV1 => f.write_str("RoCE v1"),
+            GidType::RoceV2 => f.write_str("RoCE v2"),
+            GidType::Other(v) => write!(f, "unknown({v})"),
+        }
+    }
+}
+
+/// One valid entry of a port's GID table (`struct ib_uverbs_gid_entry`), plus
+/// the name of its network device when it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GidEntry {
+    /// The GID.
+    pub gid: Gid,
+    /// Index in the port's table: what `sgid_index` refers to.
+    pub index: u32,
+    /// Port number (1-based).
+    pub port: u32,
+    /// RoCE v1/v2 or IB.
+    pub gid_type: GidType,
+    /// Interface index of the netdev, 0 for none.
+    pub netdev_ifindex: u32,
+    /// Name of the netdev (`eth0`), when it has one.
+    pub netdev: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid_formats_like_sysfs() {
+        let g = Guid::parse_sysfs("5054:00ff:fe12:3456\n").unwrap();
+        assert_eq!(g.to_string(), "5054:00ff:fe12:3456");
+        assert_eq!(format!("{:016x}", g.as_u64()), "505400fffe123456");
+        assert_eq!(Guid::parse_sysfs("zz"), None);
+    }
+
+    #[test]
+    fn gid_formats_like_sysfs() {
+        let s = "0000:0000:0000:0000:0000:ffff:c0a8:4d01";
+        let g = Gid::parse(s).unwrap();
+        assert_eq!(g.to_string(), s);
+        assert_eq!(g.to_ipv4(), Some(std::net::Ipv4Addr::new(192, 168, 77, 1)));
+        assert!(!g.is_zero());
+        assert!(Gid::default().is_zero());
+    }
+}

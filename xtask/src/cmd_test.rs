@@ -1,0 +1,217 @@
+//! `cargo xtask test`: the host tier, then every kernel of the matrix in a
+//! VM, then one summary line.
+
+use std::time::Instant;
+
+use crate::console::{Counts, LineKind};
+use crate::guest::TESTS_DIR;
+use crate::host_tools::{self, Apt, HostTools};
+use crate::kernel::{self, Series};
+use crate::project::{self, Artifact, Workspace};
+use crate::runner::{self, Knobs, Payload};
+use crate::util::{note, secs, Result};
+
+/// Options of `cargo xtask test`.
+#[derive(Debug, Default)]
+pub struct TestArgs {
+    /// Kernel series to boot; empty means all.
+    pub kernels: Vec<String>,
+    pub host_only: bool,
+    pub vm_only: bool,
+    pub keep: bool,
+}
+
+/// One row of the final table.
+struct Row {
+    what: String,
+    counts: Counts,
+    note: String,
+}
+
+/// The whole run's tally.
+#[derive(Default)]
+struct Tally {
+    rows: Vec<Row>,
+    total: Counts,
+    reasons: Vec<String>,
+}
+
+impl Tally {
+    /// Records one tier; a problem with no failing test still counts as a
+    /// failure, so "0 failed" never goes with a non-zero exit.
+    fn add(&mut self, what: String, mut counts: Counts, problems: Vec<String>, note: String) {
+        if !problems.is_empty() && counts.failed == 0 {
+            counts.failed = 1;
+        }
+        self.reasons.extend(problems.into_iter().map(|p| format!("{what}: {p}")));
+        self.total += counts;
+        self.rows.push(Row { what, counts, note });
+    }
+}
+
+/// Runs the tiers; returns the process exit code.
+pub fn run(args: &TestArgs) -> Result<i32> {
+    if args.host_only && args.vm_only {
+        return Err("--host-only and --vm-only exclude each other".into());
+    }
+    let series = selected_series(&args.kernels)?;
+    let ws = project::workspace()?;
+    let mut tally = Tally::default();
+    if !args.vm_only {
+        host_tier(&ws, &mut tally)?;
+    }
+    if !args.host_only {
+        vm_tiers(&ws, &series, args.keep, &mut tally);
+    }
+    Ok(print_summary(&tally))
+}
+
+/// The series named by `--kernel`, or the whole matrix.
+fn selected_series(names: &[String]) -> Result<Vec<Series>> {
+    if names.is_empty() {
+        return Ok(kernel::SERIES.to_vec());
+    }
+    names.iter().map(|n| kernel::series(n)).collect()
+}
+
+fn host_tier(ws: &Workspace, tally: &mut Tally) -> Result<()> {
+    println!("==> host tier: cargo test --workspace (no device)");
+    let start = Instant::now();
+    let host = project::host_tier(ws)?;
+    let mut problems: Vec<String> = host.error.into_iter().collect();
+    if !host.log.failed.is_empty() {
+        problems.push(format!("failed: {}", host.log.failed.join(", ")));
+    }
+    println!("host: {} in {}", host.log.counts.describe(), secs(start.elapsed()));
+    tally.add("host".into(), host.log.counts, problems, secs(start.elapsed()));
+    Ok(())
+}
+
+/// Everything the VM tiers share: tools and the project's binaries.
+struct Prepared {
+    tools: HostTools,
+    apt: Apt,
+    payload: Payload,
+}
+
+fn prepare(ws: &Workspace) -> Result<Prepared> {
+    let mut apt = Apt::default();
+    let tools = host_tools::ensure(&mut apt)?;
+    let cli = project::build_cli(ws)?;
+    let tests = project::build_integration_tests(ws)?;
+    let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
+    note(format!("integration tests for the guest: {}", if names.is_empty() { "none".into() } else { names.join(" ") }));
+    Ok(Prepared { tools, apt, payload: test_payload(cli, &tests) })
+}
+
+fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
+    let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
+    files.extend(tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
+    let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
+    Payload { files, script: crate::guest::test_payload(&names), label: "test" }
+}
+
+fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
+    let knobs = match Knobs::from_env() {
+        Ok(k) => k,
+        Err(e) => return tally.add("vm".into(), Counts::default(), vec![e], String::new()),
+    };
+    let mut prep = match prepare(ws) {
+        Ok(p) => p,
+        Err(e) => return tally.add("vm".into(), Counts::default(), vec![e], String::new()),
+    };
+    for &s in series {
+        one_kernel(ws, s, &mut prep, &knobs, keep, tally);
+    }
+}
+
+/// Boots one kernel with the tests and records the results.
+fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, keep: bool, tally: &mut Tally) {
+    let what = format!("kernel {}", s.name);
+    let start = Instant::now();
+    let k = match kernel::fetch(s, &ws.vm_dir(), &prep.tools, &mut prep.apt) {
+        Ok(k) => k,
+        Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
+    };
+    println!("==> {what}: {}", k.describe());
+    let tag = format!("[{}]", s.name);
+    let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
+    let out = match runner::run(&k, &prep.tools, &ws.vm_dir(), &prep.payload, knobs, keep, &mut show) {
+        Ok(o) => o,
+        Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
+    };
+    let counts = out.report.counts();
+    let mut problems: Vec<String> = out.problem().into_iter().collect();
+    report_failures(&tag, &out, &mut problems);
+    let took = start.elapsed();
+    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    println!(
+        "{what} ({release}, {}): {} in {} (boot {}); console: {}",
+        out.accel.describe(),
+        counts.describe(),
+        secs(took),
+        secs(out.boot.elapsed),
+        out.log.display()
+    );
+    tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
+}
+
+/// Progress: libtest result lines (everything with RVERBS_VM_VERBOSE).
+fn show_line(tag: &str, verbose: bool, kind: LineKind, line: &str) {
+    let interesting = kind == LineKind::Program && crate::console::parse_test_line(line).is_some();
+    if verbose || interesting {
+        println!("{tag} {line}");
+    }
+}
+
+/// Prints each failing test's output, crash reasons, the dmesg tail and,
+/// for a boot problem, the console tail; adds the reasons to `problems`.
+fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>) {
+    let r = &out.report;
+    for run in &r.runs {
+        for name in &run.log.failed {
+            println!("{tag} ---- {}: {name} FAILED; its output:", run.name);
+            for l in run.log.failure_output(name) {
+                println!("{tag}   {l}");
+            }
+        }
+        if !run.log.failed.is_empty() {
+            problems.push(format!("{} failed: {}", run.name, run.log.failed.join(", ")));
+        }
+        if let Some(why) = run.crash_reason() {
+            println!("{tag} ---- {why}; last lines of its output:");
+            let lines = &run.log.lines;
+            for l in &lines[lines.len().saturating_sub(40)..] {
+                println!("{tag}   {l}");
+            }
+            problems.push(why);
+        }
+    }
+    if out.problem().is_some() {
+        println!("{tag} ---- console tail:");
+        for l in out.tail(60) {
+            println!("{tag}   {l}");
+        }
+    }
+    if !r.dmesg.is_empty() {
+        println!("{tag} ---- dmesg | tail -n 80:");
+        for l in &r.dmesg {
+            println!("{tag}   {l}");
+        }
+    }
+}
+
+/// The table, the reasons (if any) and the final `N passed, M failed, K
+/// skipped` line; returns the exit code.
+fn print_summary(t: &Tally) -> i32 {
+    println!("==> summary");
+    for row in &t.rows {
+        println!("  {:<12} {:<40} {}", row.what, row.counts.describe(), row.note);
+    }
+    let failed = t.total.failed > 0 || !t.reasons.is_empty();
+    if failed {
+        println!("FAILED: {}", t.reasons.join("; "));
+    }
+    println!("{}", t.total.describe());
+    i32::from(failed)
+}

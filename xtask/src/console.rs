@@ -1,0 +1,280 @@
+//! Reading results back: libtest's output (`test NAME ... ok`, `test
+//! result: ...`) and the guest's `@@RVERBS` marker lines.
+
+use std::ops::AddAssign;
+
+use crate::guest::MARK;
+
+/// Test counts; `skipped` is libtest's "ignored".
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub passed: u64,
+    pub failed: u64,
+    pub skipped: u64,
+}
+
+impl AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.passed += o.passed;
+        self.failed += o.failed;
+        self.skipped += o.skipped;
+    }
+}
+
+impl Counts {
+    /// `N passed, M failed, K skipped`.
+    pub fn describe(&self) -> String {
+        format!("{} passed, {} failed, {} skipped", self.passed, self.failed, self.skipped)
+    }
+}
+
+/// Outcome of one libtest test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed,
+    Ignored,
+}
+
+/// `test NAME ... ok|FAILED|ignored[, reason]` -> name and outcome.
+pub fn parse_test_line(line: &str) -> Option<(String, Outcome)> {
+    let rest = line.trim_end().strip_prefix("test ")?;
+    let (name, result) = rest.rsplit_once(" ... ")?;
+    let outcome = match result {
+        "ok" => Outcome::Ok,
+        "FAILED" => Outcome::Failed,
+        r if r == "ignored" || r.starts_with("ignored, ") => Outcome::Ignored,
+        _ => return None,
+    };
+    Some((name.to_owned(), outcome))
+}
+
+/// `test result: ok. 3 passed; 0 failed; 1 ignored; ...` -> counts.
+pub fn parse_summary(line: &str) -> Option<Counts> {
+    let rest = line.trim().strip_prefix("test result: ")?;
+    let (_, fields) = rest.split_once(". ")?;
+    let mut c = Counts::default();
+    for f in fields.split(';') {
+        let mut w = f.split_whitespace();
+        let (Some(n), Some(what)) = (w.next(), w.next()) else { continue };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        match what {
+            "passed" => c.passed = n,
+            "failed" => c.failed = n,
+            "ignored" => c.skipped = n,
+            _ => {}
+        }
+    }
+    Some(c)
+}
+
+/// libtest results gathered from a stream of lines.
+#[derive(Debug, Default, Clone)]
+pub struct LibtestLog {
+    /// Sum of the `test result:` lines.
+    pub counts: Counts,
+    pub summaries: usize,
+    /// Names of the tests reported FAILED.
+    pub failed: Vec<String>,
+    /// Every line seen, for extracting failure output.
+    pub lines: Vec<String>,
+}
+
+impl LibtestLog {
+    /// Feeds one line.
+    pub fn push(&mut self, line: &str) {
+        if let Some((name, Outcome::Failed)) = parse_test_line(line) {
+            self.failed.push(name);
+        }
+        if let Some(c) = parse_summary(line) {
+            self.counts += c;
+            self.summaries += 1;
+        }
+        self.lines.push(line.to_owned());
+    }
+
+    /// The captured output libtest printed for a failed test
+    /// (`---- NAME stdout ----` up to the next section).
+    pub fn failure_output(&self, name: &str) -> Vec<String> {
+        let head = format!("---- {name} stdout ----");
+        let Some(start) = self.lines.iter().position(|l| l.trim() == head) else {
+            return Vec::new();
+        };
+        self.lines[start + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with("---- ") && l.trim() != "failures:")
+            .cloned()
+            .collect()
+    }
+}
+
+/// One program run inside the guest (a test binary, or the `vm` command).
+#[derive(Debug, Default, Clone)]
+pub struct GuestRun {
+    pub name: String,
+    /// Exit code; `None` when the end marker never came.
+    pub exit: Option<i32>,
+    pub log: LibtestLog,
+}
+
+impl GuestRun {
+    /// Counts for a test binary: its summaries, plus one failure when it
+    /// exited non-zero (or never ended) without any test reported FAILED.
+    pub fn counts(&self) -> Counts {
+        let mut c = self.log.counts;
+        if self.exit != Some(0) && c.failed == 0 {
+            c.failed += 1;
+        }
+        c
+    }
+
+    /// Why the binary failed when no test says so, if it did.
+    pub fn crash_reason(&self) -> Option<String> {
+        match self.exit {
+            Some(0) => None,
+            _ if self.log.counts.failed > 0 => None,
+            Some(rc) => Some(format!("{} exited with {rc} without a failing test (crash or panic outside a test?)", self.name)),
+            None => Some(format!("{} did not finish", self.name)),
+        }
+    }
+}
+
+/// Everything the guest reported, parsed incrementally from its console.
+#[derive(Debug, Default, Clone)]
+pub struct GuestReport {
+    /// `uname -r` of the guest.
+    pub release: Option<String>,
+    /// rxe0 came up.
+    pub ready: bool,
+    pub setup_error: Option<String>,
+    pub runs: Vec<GuestRun>,
+    /// The payload finished (the guest was about to power off).
+    pub done: bool,
+    pub dmesg: Vec<String>,
+    in_run: bool,
+    in_dmesg: bool,
+}
+
+/// What a console line was, for whoever shows progress.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// A marker (not for display).
+    Marker,
+    /// Output of the program currently running.
+    Program,
+    /// Part of the dmesg tail.
+    Dmesg,
+    /// Anything else (kernel messages, setup output).
+    Other,
+}
+
+impl GuestReport {
+    /// Feeds one console line and says what it was.
+    pub fn push(&mut self, line: &str) -> LineKind {
+        if let Some(at) = line.find(MARK) {
+            self.marker(line[at + MARK.len()..].trim());
+            return LineKind::Marker;
+        }
+        if self.in_dmesg {
+            self.dmesg.push(line.to_owned());
+            LineKind::Dmesg
+        } else if self.in_run {
+            self.runs.last_mut().expect("a run is open").log.push(line);
+            LineKind::Program
+        } else {
+            LineKind::Other
+        }
+    }
+
+    fn marker(&mut self, m: &str) {
+        let (word, rest) = m.split_once(' ').unwrap_or((m, ""));
+        match word {
+            "uname" => self.release = Some(rest.trim().to_owned()),
+            "ready" => self.ready = true,
+            "setup-failed" => self.setup_error = Some(rest.trim().to_owned()),
+            "begin" => {
+                self.runs.push(GuestRun { name: rest.trim().to_owned(), ..Default::default() });
+                self.in_run = true;
+            }
+            "end" => {
+                let code = rest.rsplit(' ').next().and_then(|c| c.trim().parse().ok());
+                if let Some(r) = self.runs.last_mut() {
+                    r.exit = code;
+                }
+                self.in_run = false;
+            }
+            "dmesg-begin" => self.in_dmesg = true,
+            "dmesg-end" => self.in_dmesg = false,
+            "done" => self.done = true,
+            _ => {}
+        }
+    }
+
+    /// Counts over every binary run.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for r in &self.runs {
+            c += r.counts();
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_libtest_lines() {
+        assert_eq!(parse_test_line("test a::b ... ok"), Some(("a::b".into(), Outcome::Ok)));
+        assert_eq!(parse_test_line("test x ... FAILED"), Some(("x".into(), Outcome::Failed)));
+        assert_eq!(parse_test_line("test y ... ignored, needs hw"), Some(("y".into(), Outcome::Ignored)));
+        assert_eq!(parse_test_line("test result: ok. 1 passed"), None);
+        let c = parse_summary("test result: FAILED. 3 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.01s").unwrap();
+        assert_eq!(c, Counts { passed: 3, failed: 1, skipped: 2 });
+    }
+
+    #[test]
+    fn follows_markers() {
+        let console = "\
+boot noise
+@@RVERBS uname 6.1.0-57-amd64
+@@RVERBS ready
+@@RVERBS begin vm_smoke
+
+running 2 tests
+test a ... ok
+test b ... FAILED
+
+failures:
+
+---- b stdout ----
+thread 'b' panicked at tests/x.rs:1:1:
+boom
+
+failures:
+    b
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+@@RVERBS end vm_smoke 101
+@@RVERBS begin crashes
+@@RVERBS end crashes 139
+@@RVERBS dmesg-begin
+[    1.0] rxe
+@@RVERBS dmesg-end
+@@RVERBS done";
+        let mut r = GuestReport::default();
+        for l in console.lines() {
+            r.push(l);
+        }
+        assert_eq!(r.release.as_deref(), Some("6.1.0-57-amd64"));
+        assert!(r.ready && r.done);
+        assert_eq!(r.runs.len(), 2);
+        assert_eq!(r.runs[0].exit, Some(101));
+        assert_eq!(r.runs[0].log.failed, vec!["b".to_owned()]);
+        assert_eq!(r.runs[0].log.failure_output("b"), vec!["thread 'b' panicked at tests/x.rs:1:1:", "boom", ""]);
+        assert!(r.runs[1].crash_reason().is_some());
+        assert_eq!(r.counts(), Counts { passed: 1, failed: 2, skipped: 0 });
+        assert_eq!(r.dmesg, vec!["[    1.0] rxe"]);
+    }
+}

@@ -1,0 +1,218 @@
+//! The host programs the harness needs (QEMU, and everything that goes into
+//! the guest), and installing the missing ones with apt.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{self, first_existing, note, Context, Result};
+
+const MULTIARCH_LIB: &str = "/usr/lib/x86_64-linux-gnu";
+
+/// Paths of the host tools, as found after [`ensure`].
+#[derive(Debug, Clone)]
+pub struct HostTools {
+    pub qemu: PathBuf,
+    /// A statically linked busybox.
+    pub busybox: PathBuf,
+    /// kmod's multi-call binary (modprobe, depmod, insmod, ...).
+    pub kmod: PathBuf,
+    pub depmod: PathBuf,
+    /// `gzip`, when present; the initramfs stays uncompressed otherwise.
+    pub gzip: Option<PathBuf>,
+    /// Dynamically linked programs copied into the guest at the same path
+    /// (iproute2, strace, rdma-core's and perftest's tools).
+    pub guest_programs: Vec<PathBuf>,
+    /// libibverbs provider plugins for rxe and their `.driver` files.
+    pub verbs_providers: Vec<PathBuf>,
+}
+
+/// How one tool is looked for, and which Debian package brings it.
+struct Need {
+    what: &'static str,
+    paths: &'static [&'static str],
+    package: &'static str,
+}
+
+const fn need(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Need {
+    Need { what, paths, package }
+}
+
+/// Tools the guest and the harness need. Several paths: either layout of
+/// a merged or unmerged /usr.
+const NEEDS: &[Need] = &[
+    need("qemu-system-x86_64", &["/usr/bin/qemu-system-x86_64"], "qemu-system-x86"),
+    need("strace", &["/usr/bin/strace"], "strace"),
+    need("ip", &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"], "iproute2"),
+    need("rdma", &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"], "iproute2"),
+    need("ibv_devinfo", &["/usr/bin/ibv_devinfo"], "ibverbs-utils"),
+    need("ibv_devices", &["/usr/bin/ibv_devices"], "ibverbs-utils"),
+    need("ibv_rc_pingpong", &["/usr/bin/ibv_rc_pingpong"], "ibverbs-utils"),
+    need("ibv_ud_pingpong", &["/usr/bin/ibv_ud_pingpong"], "ibverbs-utils"),
+    need("ibv_srq_pingpong", &["/usr/bin/ibv_srq_pingpong"], "ibverbs-utils"),
+    need("ib_send_lat", &["/usr/bin/ib_send_lat"], "perftest"),
+    need("rxe provider", &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"], "ibverbs-providers"),
+    need("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
+    need("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
+    need("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
+];
+
+/// Optional extra perftest programs, copied when present.
+const OPTIONAL_PROGRAMS: &[&str] = &[
+    "/usr/bin/ib_send_bw",
+    "/usr/bin/ib_write_lat",
+    "/usr/bin/ib_write_bw",
+    "/usr/bin/ib_read_lat",
+    "/usr/bin/ib_read_bw",
+];
+
+/// Tools of the base system that apt cannot sensibly add.
+const BASE: &[&str] = &["apt-get", "apt-cache", "dpkg-deb", "ldd"];
+
+/// apt, run at most one `apt-get update` per xtask process.
+#[derive(Default)]
+pub struct Apt {
+    updated: bool,
+}
+
+impl Apt {
+    /// `apt-get update`, once.
+    pub fn update(&mut self) -> Result<()> {
+        if !self.updated {
+            note("apt-get update");
+            util::run(Command::new("apt-get").arg("update").arg("-q"))?;
+            self.updated = true;
+        }
+        Ok(())
+    }
+
+    /// True once `update` ran in this process.
+    pub fn has_updated(&self) -> bool {
+        self.updated
+    }
+
+    /// `apt-get install -y` (non-interactive, no recommends).
+    pub fn install(&mut self, packages: &[&str]) -> Result<()> {
+        self.update()?;
+        note(format!("apt-get install {}", packages.join(" ")));
+        let mut cmd = Command::new("apt-get");
+        cmd.env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(packages);
+        util::run(&mut cmd)
+    }
+}
+
+/// The command a non-root user should run to install `packages`.
+fn install_hint(packages: &[&str]) -> String {
+    format!(
+        "sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
+        packages.join(" ")
+    )
+}
+
+/// Debian packages whose tools are missing (deduplicated, in order).
+fn missing_packages() -> Vec<&'static str> {
+    let mut pkgs: Vec<&str> = Vec::new();
+    let mut add = |p: &'static str| {
+        if !pkgs.contains(&p) {
+            pkgs.push(p);
+        }
+    };
+    for n in NEEDS {
+        let all_present = if n.what == "rxe provider" {
+            n.paths.iter().all(|p| Path::new(p).exists())
+        } else {
+            first_existing(n.paths).is_some()
+        };
+        if !all_present {
+            add(n.package);
+        }
+    }
+    if !static_busybox().is_some() {
+        add("busybox-static");
+    }
+    pkgs
+}
+
+/// /bin/busybox when it is statically linked (the `busybox` package's is not).
+fn static_busybox() -> Option<PathBuf> {
+    let p = first_existing(&["/bin/busybox", "/usr/bin/busybox"])?;
+    is_static_elf(&p).then_some(p)
+}
+
+/// Installs what is missing (as root) or says what to run (otherwise),
+/// then returns the tools' paths.
+pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
+    for b in BASE {
+        util::which(b).ok_or_else(|| format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host"))?;
+    }
+    let missing = missing_packages();
+    if !missing.is_empty() {
+        if !util::is_root() {
+            return Err(format!(
+                "missing host packages: {}\nrun this as root, then try again:\n  {}",
+                missing.join(" "),
+                install_hint(&missing)
+            ));
+        }
+        apt.install(&missing)?;
+        let still = missing_packages();
+        if !still.is_empty() {
+            return Err(format!("still missing after apt-get install: {}", still.join(" ")));
+        }
+    }
+    locate()
+}
+
+/// Resolves every tool's path (all are known to exist).
+fn locate() -> Result<HostTools> {
+    let find = |what: &str| -> Result<PathBuf> {
+        let n = NEEDS.iter().find(|n| n.what == what).expect("known tool");
+        first_existing(n.paths).ok_or_else(|| format!("{what} not found"))
+    };
+    let mut guest_programs = Vec::new();
+    for what in ["ip", "rdma", "strace", "ibv_devinfo", "ibv_devices", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ib_send_lat"] {
+        guest_programs.push(find(what)?);
+    }
+    guest_programs.extend(OPTIONAL_PROGRAMS.iter().map(PathBuf::from).filter(|p| p.exists()));
+    Ok(HostTools {
+        qemu: find("qemu-system-x86_64")?,
+        busybox: static_busybox().ok_or("static busybox not found")?,
+        kmod: find("kmod")?,
+        depmod: find("depmod")?,
+        gzip: util::which("gzip"),
+        guest_programs,
+        verbs_providers: rxe_provider_files()?,
+    })
+}
+
+/// The rxe plugin(s) of libibverbs and the `.driver` file naming them.
+fn rxe_provider_files() -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let dir = Path::new(MULTIARCH_LIB).join("libibverbs");
+    for e in std::fs::read_dir(&dir).ctx(format!("reading {}", dir.display()))? {
+        let p = e.ctx("readdir")?.path();
+        if p.file_name().is_some_and(|n| n.to_string_lossy().contains("rxe")) {
+            files.push(p);
+        }
+    }
+    files.push(PathBuf::from("/etc/libibverbs.d/rxe.driver"));
+    files.sort();
+    Ok(files)
+}
+
+/// True for an ELF file without a program interpreter (PT_INTERP),
+/// i.e. one that runs without a dynamic loader.
+pub fn is_static_elf(path: &Path) -> bool {
+    let Ok(b) = std::fs::read(path) else { return false };
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(b[0x20..0x28].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    (0..phnum).all(|i| {
+        let o = phoff + i * phentsize;
+        b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
+    })
+}

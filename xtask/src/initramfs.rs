@@ -1,0 +1,438 @@
+//! Assembling the guest's initramfs: what goes in (busybox, kmod, iproute2,
+//! rdma-core tools, libibverbs' rxe provider, kernel modules, the project's
+//! binaries, with every shared library `ldd` names) and writing it as cpio.
+//!
+//! The guest uses a merged /usr: `/bin`, `/sbin`, `/lib`, `/lib64` are
+//! links into `/usr`, and every host path is placed under `/usr`
+//! accordingly, so a program finds its loader and libraries at the paths
+//! `ldd` reported on the host.
+//!
+//! An initrd is two archives back to back, which the kernel unpacks in
+//! order: a gzip'd *base* that depends only on the kernel and the host's
+//! tools (cached under `target/vm/initramfs/`), and an uncompressed
+//! *payload* with this run's binaries and the script saying what to run.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::cpio::CpioWriter;
+use crate::guest;
+use crate::host_tools::HostTools;
+use crate::kernel::Kernel;
+use crate::util::{self, Context, Fnv, Result};
+
+/// Kernel modules the guest loads (with their dependencies): rxe over a
+/// veth pair now, virtio-net for two-VM runs later.
+pub const MODULES: &[&str] = &["rdma_rxe", "veth", "virtio_net", "net_failover", "failover"];
+
+/// Where one guest file comes from.
+#[derive(Debug, Clone)]
+enum Source {
+    Dir,
+    /// A host file's contents (symlinks followed).
+    Host(PathBuf),
+    Bytes(Vec<u8>),
+    Symlink(String),
+    CharDev(u32, u32),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    source: Source,
+    perm: u32,
+}
+
+/// The files of one archive, by guest path (no leading `/`). Sorted, so
+/// parents always come before their children.
+#[derive(Debug, Default, Clone)]
+pub struct Manifest {
+    entries: BTreeMap<String, Entry>,
+    ldd_cache: HashMap<PathBuf, Vec<PathBuf>>,
+}
+
+/// Maps a host path to the guest's merged-/usr layout, without the
+/// leading `/`: `/lib/x/libc.so.6` -> `usr/lib/x/libc.so.6`.
+pub fn guest_path(host: &Path) -> String {
+    let s = host.to_string_lossy();
+    let s = s.trim_start_matches('/');
+    let first = s.split('/').next().unwrap_or("");
+    if matches!(first, "bin" | "sbin" | "lib" | "lib64") {
+        format!("usr/{s}")
+    } else {
+        s.to_owned()
+    }
+}
+
+impl Manifest {
+    /// True when the archive has `path`.
+    pub fn contains(&self, path: &str) -> bool {
+        self.entries.contains_key(path.trim_start_matches('/'))
+    }
+
+    fn put(&mut self, path: &str, source: Source, perm: u32) {
+        let path = path.trim_start_matches('/').to_owned();
+        self.entries.insert(path, Entry { source, perm });
+    }
+
+    /// Adds a directory.
+    pub fn dir(&mut self, path: &str) {
+        self.put(path, Source::Dir, 0o755);
+    }
+
+    /// Adds a file with fixed contents.
+    pub fn bytes(&mut self, path: &str, perm: u32, data: impl Into<Vec<u8>>) {
+        self.put(path, Source::Bytes(data.into()), perm);
+    }
+
+    /// Adds a symbolic link.
+    pub fn symlink(&mut self, path: &str, target: &str) {
+        self.put(path, Source::Symlink(target.to_owned()), 0o777);
+    }
+
+    /// Adds a host file at `path`, keeping its permission bits.
+    pub fn host_file(&mut self, path: &str, host: &Path) -> Result<()> {
+        let meta = std::fs::metadata(host).ctx(format!("{}", host.display()))?;
+        self.put(path, Source::Host(host.to_path_buf()), meta.mode() & 0o7777);
+        Ok(())
+    }
+
+    /// Adds a host program (or shared object) at its mapped path, with
+    /// every library `ldd` lists for it.
+    pub fn program(&mut self, host: &Path) -> Result<()> {
+        self.program_at(&guest_path(host), host)
+    }
+
+    /// Adds a host program at `path` with its libraries.
+    pub fn program_at(&mut self, path: &str, host: &Path) -> Result<()> {
+        self.host_file(path, host)?;
+        self.libraries_of(host)
+    }
+
+    /// Adds the libraries of `host` that are not in the archive or in
+    /// `skip` (another archive that will be unpacked too).
+    fn libraries_of(&mut self, host: &Path) -> Result<()> {
+        self.libraries_except(host, None)
+    }
+
+    fn libraries_except(&mut self, host: &Path, skip: Option<&Manifest>) -> Result<()> {
+        let libs = match self.ldd_cache.get(host) {
+            Some(l) => l.clone(),
+            None => {
+                let l = ldd(host)?;
+                self.ldd_cache.insert(host.to_path_buf(), l.clone());
+                l
+            }
+        };
+        for lib in libs {
+            let at = guest_path(&lib);
+            if !self.contains(&at) && !skip.is_some_and(|m| m.contains(&at)) {
+                self.host_file(&at, &lib)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a program at `path` with those of its libraries that `base`
+    /// lacks (for a payload unpacked on top of `base`).
+    pub fn program_over(&mut self, path: &str, host: &Path, base: &Manifest) -> Result<()> {
+        self.host_file(path, host)?;
+        self.libraries_except(host, Some(base))
+    }
+
+    /// Adds the missing parent directories of every entry.
+    fn add_parents(&mut self) {
+        let mut parents = BTreeSet::new();
+        for path in self.entries.keys() {
+            let mut p = Path::new(path).parent();
+            while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+                parents.insert(d.to_string_lossy().into_owned());
+                p = d.parent();
+            }
+        }
+        for d in parents {
+            if !self.entries.contains_key(&d) {
+                self.dir(&d);
+            }
+        }
+    }
+
+    /// A key that changes whenever the archive's contents would: paths,
+    /// kinds, and the size and mtime of host files.
+    pub fn cache_key(&self) -> String {
+        let mut h = Fnv::new();
+        for (path, e) in &self.entries {
+            h.add(path).add(format!("{:o}", e.perm));
+            match &e.source {
+                Source::Dir => h.add("dir"),
+                Source::Host(p) => {
+                    let m = std::fs::metadata(p).ok();
+                    let (size, mtime) = m.map_or((0, 0), |m| (m.size(), m.mtime()));
+                    h.add(p.as_os_str().as_encoded_bytes()).add(format!("{size} {mtime}"))
+                }
+                Source::Bytes(b) => h.add(b),
+                Source::Symlink(t) => h.add(t),
+                Source::CharDev(a, b) => h.add(format!("{a}:{b}")),
+            };
+        }
+        h.hex()
+    }
+
+    /// Writes the archive as newc cpio.
+    pub fn write_cpio(&mut self, out: impl Write) -> Result<()> {
+        self.add_parents();
+        let mut w = CpioWriter::new(out);
+        for (path, e) in &self.entries {
+            let r = match &e.source {
+                Source::Dir => w.dir(path, e.perm),
+                Source::Bytes(b) => w.bytes(path, e.perm, b),
+                Source::Symlink(t) => w.symlink(path, t),
+                Source::CharDev(a, b) => w.char_dev(path, e.perm, *a, *b),
+                Source::Host(p) => copy_into(&mut w, path, e.perm, p),
+            };
+            r.ctx(format!("archiving {path}"))?;
+        }
+        w.finish().ctx("finishing the cpio archive")?;
+        Ok(())
+    }
+}
+
+fn copy_into<W: Write>(w: &mut CpioWriter<W>, path: &str, perm: u32, host: &Path) -> io::Result<()> {
+    let mut f = File::open(host)?;
+    let size = f.metadata()?.len();
+    w.file(path, perm, size, &mut f)
+}
+
+/// The shared libraries (and loader) `ldd` lists for `path`; none for a
+/// static binary.
+pub fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
+    let (ok, out, err) = util::capture_lenient(Command::new("ldd").arg(path))
+        .ok_or("cannot run ldd")?;
+    if !ok {
+        if (out + &err).contains("not a dynamic executable") {
+            return Ok(Vec::new());
+        }
+        return Err(format!("ldd {} failed: {err}", path.display()));
+    }
+    parse_ldd(&out).map_err(|e| format!("ldd {}: {e}", path.display()))
+}
+
+/// Parses `ldd` output: `name => /path (addr)` and `/path (addr)` lines.
+fn parse_ldd(out: &str) -> Result<Vec<PathBuf>> {
+    let mut libs = Vec::new();
+    for line in out.lines().map(str::trim) {
+        if line.contains("=> not found") {
+            return Err(format!("missing library: {line}"));
+        }
+        let target = line.split_once("=>").map_or(line, |(_, t)| t.trim());
+        if let Some(p) = target.split_whitespace().next().filter(|p| p.starts_with('/')) {
+            libs.push(PathBuf::from(p));
+        }
+    }
+    Ok(libs)
+}
+
+/// The kernel-independent part of the guest: layout, busybox, kmod, the
+/// host tools, libibverbs' rxe provider, `/init`.
+fn base_userland(tools: &HostTools) -> Result<Manifest> {
+    let mut m = Manifest::default();
+    for d in ["usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "usr/local/bin", "proc", "sys", "dev", "tmp", "run", "root", "tests", "etc/rverbs"] {
+        m.dir(d);
+    }
+    for top in ["bin", "sbin", "lib", "lib64"] {
+        m.symlink(top, &format!("usr/{top}"));
+    }
+    m.put("dev/console", Source::CharDev(5, 1), 0o600);
+    m.put("dev/null", Source::CharDev(1, 3), 0o666);
+    m.bytes("init", 0o755, guest::init_script());
+    m.bytes("etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\n");
+    m.bytes("etc/group", 0o644, "root:x:0:\n");
+    // kmod: one binary, the tools are links to it.
+    m.program_at("usr/bin/kmod", &tools.kmod)?;
+    for t in ["modprobe", "depmod", "insmod", "rmmod", "lsmod", "modinfo"] {
+        m.symlink(&format!("usr/sbin/{t}"), "../bin/kmod");
+    }
+    for p in &tools.guest_programs {
+        m.program(p)?;
+    }
+    for p in &tools.verbs_providers {
+        if p.extension().is_some_and(|e| e == "so") {
+            m.program(p)?;
+        } else {
+            m.host_file(&guest_path(p), p)?;
+        }
+    }
+    add_busybox(&mut m, &tools.busybox)?;
+    Ok(m)
+}
+
+/// busybox and a link for each applet whose path is still free.
+fn add_busybox(m: &mut Manifest, busybox: &Path) -> Result<()> {
+    m.host_file("usr/bin/busybox", busybox)?;
+    let list = util::capture(Command::new(busybox).arg("--list-full"))?;
+    for applet in list.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let at = guest_path(Path::new(&format!("/{applet}")));
+        if !m.contains(&at) {
+            m.symlink(&at, "/usr/bin/busybox");
+        }
+    }
+    Ok(())
+}
+
+/// Adds [`MODULES`] and their dependencies (from `modules.dep`) plus the
+/// `modules.*` index files, under `/lib/modules/<release>`.
+fn add_modules(m: &mut Manifest, k: &Kernel) -> Result<()> {
+    let dest = format!("usr/lib/modules/{}", k.release);
+    for rel in module_closure(&k.modules, MODULES)? {
+        m.host_file(&format!("{dest}/{rel}"), &k.modules.join(&rel))?;
+    }
+    for e in std::fs::read_dir(&k.modules).ctx(format!("reading {}", k.modules.display()))? {
+        let e = e.ctx("readdir")?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("modules.") && e.path().is_file() {
+            m.host_file(&format!("{dest}/{name}"), &e.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// A module's name from its file: `kernel/x/ip6_udp_tunnel.ko.xz` ->
+/// `ip6_udp_tunnel` (dashes read as underscores, like kmod does).
+fn module_name(file: &str) -> String {
+    let base = file.rsplit('/').next().unwrap_or(file);
+    let stem = base.split(".ko").next().unwrap_or(base);
+    stem.replace('-', "_")
+}
+
+/// The files (relative to the modules dir) of `wanted` and everything they
+/// depend on. Built-in modules need no file; unknown ones are an error.
+pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<String>> {
+    let dep_text = std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
+    let builtin = std::fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
+    let builtin: BTreeSet<String> = builtin.lines().map(module_name).collect();
+    let mut deps: HashMap<String, (String, Vec<String>)> = HashMap::new();
+    for line in dep_text.lines() {
+        if let Some((file, rest)) = line.split_once(':') {
+            let d = rest.split_whitespace().map(str::to_owned).collect();
+            deps.insert(module_name(file), (file.to_owned(), d));
+        }
+    }
+    let mut files = BTreeSet::new();
+    for name in wanted {
+        let name = name.replace('-', "_");
+        match deps.get(&name) {
+            Some((file, d)) => {
+                files.insert(file.clone());
+                files.extend(d.iter().cloned());
+            }
+            None if builtin.contains(&name) => {}
+            None => return Err(format!("kernel module {name} is neither in modules.dep nor built in")),
+        }
+    }
+    Ok(files)
+}
+
+/// The full base manifest for kernel `k`.
+pub fn base_manifest(k: &Kernel, tools: &HostTools) -> Result<Manifest> {
+    let mut m = base_userland(tools)?;
+    add_modules(&mut m, k)?;
+    Ok(m)
+}
+
+/// Returns the cached base archive for `k`, (re)building it when its
+/// contents changed. Also returns the manifest, for building payloads.
+pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(PathBuf, Manifest)> {
+    let mut m = base_manifest(k, tools)?;
+    let gz = tools.gzip.is_some();
+    let key = format!("{}{}", m.cache_key(), if gz { "-gz" } else { "" });
+    let dir = vm_dir.join("initramfs").join(&k.release);
+    let file = dir.join(if gz { "base.cpio.gz" } else { "base.cpio" });
+    let key_file = dir.join("base.key");
+    if file.is_file() && std::fs::read_to_string(&key_file).is_ok_and(|s| s.trim() == key) {
+        return Ok((file, m));
+    }
+    util::note(format!("building the initramfs for {}", k.release));
+    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    let _ = std::fs::remove_file(&key_file);
+    match &tools.gzip {
+        Some(gzip) => write_gzipped(&mut m, gzip, &file)?,
+        None => m.write_cpio(BufWriter::new(File::create(&file).ctx("creating the initramfs")?))?,
+    }
+    std::fs::write(&key_file, key).ctx("writing base.key")?;
+    Ok((file, m))
+}
+
+/// Streams the archive through `gzip -n -6` into `dest`.
+fn write_gzipped(m: &mut Manifest, gzip: &Path, dest: &Path) -> Result<()> {
+    let out = File::create(dest).ctx(format!("creating {}", dest.display()))?;
+    let mut child = Command::new(gzip)
+        .args(["-n", "-6", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(out)
+        .spawn()
+        .ctx("starting gzip")?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    let written = m.write_cpio(BufWriter::new(stdin));
+    let status = child.wait().ctx("waiting for gzip")?;
+    written?;
+    if !status.success() {
+        return Err(format!("gzip failed ({status})"));
+    }
+    Ok(())
+}
+
+/// Writes `base` followed by `payload` (padded to 4 bytes in between, as
+/// the kernel expects the next archive's header on a 4-byte boundary).
+pub fn concat_initrd(base: &Path, payload: &mut Manifest, dest: &Path) -> Result<()> {
+    let mut out = BufWriter::new(File::create(dest).ctx(format!("creating {}", dest.display()))?);
+    let mut b = File::open(base).ctx(format!("opening {}", base.display()))?;
+    let n = io::copy(&mut b, &mut out).ctx("copying the base archive")?;
+    out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize]).ctx("padding")?;
+    payload.write_cpio(&mut out)?;
+    out.flush().ctx("writing the initrd")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_to_merged_usr() {
+        assert_eq!(guest_path(Path::new("/lib/x86_64-linux-gnu/libc.so.6")), "usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(guest_path(Path::new("/lib64/ld-linux-x86-64.so.2")), "usr/lib64/ld-linux-x86-64.so.2");
+        assert_eq!(guest_path(Path::new("/usr/bin/ip")), "usr/bin/ip");
+        assert_eq!(guest_path(Path::new("/sbin/modprobe")), "usr/sbin/modprobe");
+        assert_eq!(guest_path(Path::new("/etc/libibverbs.d/rxe.driver")), "etc/libibverbs.d/rxe.driver");
+    }
+
+    #[test]
+    fn parses_ldd() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
+        let libs = parse_ldd(out).unwrap();
+        assert_eq!(libs, vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]);
+        assert!(parse_ldd("\tlibfoo.so => not found\n").is_err());
+    }
+
+    #[test]
+    fn module_names() {
+        assert_eq!(module_name("kernel/net/ipv6/ip6_udp_tunnel.ko.xz"), "ip6_udp_tunnel");
+        assert_eq!(module_name("kernel/drivers/net/veth.ko"), "veth");
+        assert_eq!(module_name("kernel/x/crc32-pclmul.ko.zst"), "crc32_pclmul");
+    }
+
+    #[test]
+    fn resolves_module_closure() {
+        let dir = std::env::temp_dir().join(format!("xtask-modtest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("modules.dep"), "kernel/a/rdma_rxe.ko: kernel/b/ib_uverbs.ko kernel/c/ib_core.ko\nkernel/b/ib_uverbs.ko: kernel/c/ib_core.ko\nkernel/c/ib_core.ko:\n").unwrap();
+        std::fs::write(dir.join("modules.builtin"), "kernel/d/veth.ko\n").unwrap();
+        let c = module_closure(&dir, &["rdma_rxe", "veth"]).unwrap();
+        assert_eq!(c.len(), 3);
+        assert!(c.contains("kernel/b/ib_uverbs.ko"));
+        assert!(module_closure(&dir, &["nope"]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,139 @@
+//! `cargo xtask`: the project's test harness.
+//!
+//! * `cargo xtask test` runs the host tier (`cargo test --workspace`, no
+//!   device) and then the integration tests inside QEMU guests that boot
+//!   real Debian kernels with soft-RoCE (rxe), one per kernel of the matrix.
+//! * `cargo xtask vm -- COMMAND...` boots one such guest and runs a command.
+//!
+//! Layout: [`host_tools`] (apt), [`kernel`] (Debian kernels), [`initramfs`]
+//! and [`cpio`] (the guest image), [`guest`] (its `/init`), [`qemu`]
+//! (booting), [`console`] (reading results back), [`runner`] (one boot end
+//! to end), [`project`] (cargo builds, host tier), and one module per
+//! subcommand. See docs/TESTING.md.
+
+mod cmd_test;
+mod cmd_vm;
+mod console;
+mod cpio;
+mod guest;
+mod host_tools;
+mod initramfs;
+mod json;
+mod kernel;
+mod project;
+mod qemu;
+mod runner;
+mod util;
+
+use cmd_test::TestArgs;
+use cmd_vm::VmArgs;
+
+const USAGE: &str = "\
+usage:
+  cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only] [--keep]
+      host tier (cargo test --workspace), then the integration tests in a
+      QEMU guest with rxe0 for each kernel (default: all of them)
+  cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
+      boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
+      (read by the guest's shell, like ssh), exit with its exit code;
+      --tests also copies the integration tests to /tests
+
+environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
+  RVERBS_VM_MEMORY (default 2G), RVERBS_VM_VERBOSE=1 (show the whole console)
+see docs/TESTING.md";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match dispatch(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(args: &[String]) -> Result<i32, String> {
+    match args.first().map(String::as_str) {
+        Some("test") => cmd_test::run(&parse_test(&args[1..])?),
+        Some("vm") => cmd_vm::run(&parse_vm(&args[1..])?),
+        Some("help" | "-h" | "--help") | None => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n{USAGE}")),
+    }
+}
+
+/// Splits `--name=value` or takes the value from the next argument.
+fn value_of(arg: &str, rest: &mut std::slice::Iter<'_, String>) -> Result<String, String> {
+    match arg.split_once('=') {
+        Some((_, v)) => Ok(v.to_owned()),
+        None => rest.next().cloned().ok_or_else(|| format!("{arg} needs a value")),
+    }
+}
+
+fn parse_test(args: &[String]) -> Result<TestArgs, String> {
+    let mut t = TestArgs::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.split('=').next().unwrap_or(a) {
+            "--kernel" => t.kernels.push(value_of(a, &mut it)?),
+            "--host-only" => t.host_only = true,
+            "--vm-only" => t.vm_only = true,
+            "--keep" => t.keep = true,
+            _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
+        }
+    }
+    Ok(t)
+}
+
+fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
+    let mut v = VmArgs::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.split('=').next().unwrap_or(a) {
+            "--" => {
+                v.command = it.by_ref().cloned().collect();
+                break;
+            }
+            "--kernel" => v.kernel = Some(value_of(a, &mut it)?),
+            "--tests" => v.with_tests = true,
+            "--keep" => v.keep = true,
+            _ if !a.starts_with('-') => {
+                // `cargo xtask vm rverbs devinfo` without `--` also works.
+                v.command = std::iter::once(a.clone()).chain(it.by_ref().cloned()).collect();
+                break;
+            }
+            _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
+        }
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_test_options() {
+        let t = parse_test(&s(&["--kernel", "6.1", "--kernel=6.12", "--vm-only", "--keep"])).unwrap();
+        assert_eq!(t.kernels, s(&["6.1", "6.12"]));
+        assert!(t.vm_only && t.keep && !t.host_only);
+        assert!(parse_test(&s(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn parses_vm_command() {
+        let v = parse_vm(&s(&["--kernel", "6.1", "--", "rverbs", "devinfo", "-v"])).unwrap();
+        assert_eq!(v.kernel.as_deref(), Some("6.1"));
+        assert_eq!(v.command, s(&["rverbs", "devinfo", "-v"]));
+        let v = parse_vm(&s(&["ibv_devinfo", "-v"])).unwrap();
+        assert_eq!(v.command, s(&["ibv_devinfo", "-v"]));
+    }
+}

@@ -1,0 +1,206 @@
+//! The project side: where cargo puts things, building the binaries the
+//! guest runs, and the host test tier.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::console::LibtestLog;
+use crate::json::Json;
+use crate::util::{self, note, Context, Result};
+
+/// The workspace's directories, from `cargo metadata`.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub root: PathBuf,
+    /// Honours `CARGO_TARGET_DIR` and cargo config.
+    pub target_dir: PathBuf,
+}
+
+impl Workspace {
+    /// `target/vm`: kernels, initramfs, logs.
+    pub fn vm_dir(&self) -> PathBuf {
+        self.target_dir.join("vm")
+    }
+}
+
+/// The cargo that runs us (`$CARGO`), or `cargo`.
+pub fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Reads the workspace layout with `cargo metadata`.
+pub fn workspace() -> Result<Workspace> {
+    let out = util::capture(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
+    let j = Json::parse(&out)?;
+    let field = |k: &str| -> Result<PathBuf> {
+        j.get(k).and_then(Json::as_str).map(PathBuf::from).ok_or_else(|| format!("cargo metadata lacks {k}"))
+    };
+    Ok(Workspace { root: field("workspace_root")?, target_dir: field("target_directory")? })
+}
+
+/// A binary to copy into the guest.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    /// Guest file name (`/tests/<name>`).
+    pub name: String,
+    pub package: String,
+    pub path: PathBuf,
+}
+
+/// Runs a cargo build with `--message-format=json-render-diagnostics`
+/// and returns the `compiler-artifact` messages (diagnostics still reach
+/// the terminal, rendered, on stderr).
+fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
+    let mut cmd = cargo();
+    cmd.current_dir(&ws.root).args(args).arg("--message-format=json-render-diagnostics");
+    let what = util::describe(&cmd);
+    note(what.clone());
+    let mut child = cmd.stdout(Stdio::piped()).spawn().ctx(format!("starting {what}"))?;
+    let mut artifacts = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line.ctx("reading cargo's output")?;
+        let Ok(msg) = Json::parse(&line) else { continue };
+        if msg.get("reason").and_then(Json::as_str) == Some("compiler-artifact") {
+            artifacts.push(msg);
+        }
+    }
+    let status = child.wait().ctx("waiting for cargo")?;
+    if !status.success() {
+        return Err(format!("`{what}` failed ({status})"));
+    }
+    Ok(artifacts)
+}
+
+/// `cargo build --bin rverbs`: the CLI that goes to /usr/local/bin.
+pub fn build_cli(ws: &Workspace) -> Result<PathBuf> {
+    let msgs = build_json(ws, &["build", "--package", "rverbs", "--bin", "rverbs"])?;
+    msgs.iter()
+        .filter(|m| target_field(m, "name") == Some("rverbs") && has_kind(m, "bin"))
+        .find_map(executable)
+        .ok_or_else(|| "cargo built no rverbs executable".into())
+}
+
+/// `cargo test --workspace --no-run`: every integration-test binary (a
+/// test target whose source is under a `tests/` directory). Unit-test
+/// binaries stay on the host.
+pub fn build_integration_tests(ws: &Workspace) -> Result<Vec<Artifact>> {
+    let msgs = build_json(ws, &["test", "--workspace", "--no-run"])?;
+    let mut found: Vec<Artifact> = Vec::new();
+    for m in &msgs {
+        let src = target_field(m, "src_path").map(Path::new);
+        if !has_kind(m, "test") || !src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
+            continue;
+        }
+        let (Some(path), Some(name)) = (executable(m), target_field(m, "name")) else { continue };
+        let package = package_name(m);
+        found.push(Artifact { name: name.to_owned(), package, path });
+    }
+    disambiguate(&mut found);
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+fn target_field<'a>(m: &'a Json, k: &str) -> Option<&'a str> {
+    m.get("target")?.get(k)?.as_str()
+}
+
+fn has_kind(m: &Json, kind: &str) -> bool {
+    m.get("target")
+        .and_then(|t| t.get("kind"))
+        .is_some_and(|k| k.items().iter().any(|x| x.as_str() == Some(kind)))
+}
+
+fn executable(m: &Json) -> Option<PathBuf> {
+    m.get("executable")?.as_str().map(PathBuf::from)
+}
+
+/// The package name from a `package_id` (either the old `name ver (src)`
+/// form or the newer `path+file:///dir#name@ver` form).
+fn package_name(m: &Json) -> String {
+    let id = m.get("package_id").and_then(Json::as_str).unwrap_or("");
+    if let Some((_, frag)) = id.rsplit_once('#') {
+        let frag = frag.split('@').next().unwrap_or(frag);
+        // `#0.1.0` alone means the name is the directory's.
+        if frag.chars().next().is_some_and(|c| !c.is_ascii_digit()) {
+            return frag.to_owned();
+        }
+        let dir = id[..id.len() - frag.len() - 1].trim_end_matches('/');
+        return dir.rsplit('/').next().unwrap_or(dir).to_owned();
+    }
+    id.split_whitespace().next().unwrap_or(id).to_owned()
+}
+
+/// True when `src` sits in a `tests` directory (below the workspace).
+fn under_tests_dir(src: &Path, root: &Path) -> bool {
+    let rel = src.strip_prefix(root).unwrap_or(src);
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    parent.components().any(|c| c == Component::Normal("tests".as_ref()))
+}
+
+/// Two packages may have a test of the same name: prefix those with the
+/// package.
+fn disambiguate(found: &mut [Artifact]) {
+    let names: Vec<String> = found.iter().map(|a| a.name.clone()).collect();
+    for a in found.iter_mut() {
+        if names.iter().filter(|n| **n == a.name).count() > 1 {
+            a.name = format!("{}-{}", a.package, a.name);
+        }
+    }
+}
+
+/// Result of the host tier.
+pub struct HostTier {
+    pub log: LibtestLog,
+    /// Why the tier failed beyond failing tests (cargo's exit status).
+    pub error: Option<String>,
+}
+
+/// `cargo test --workspace --no-fail-fast` without a device: integration
+/// tests skip because `RVERBS_REQUIRE_DEVICE` is unset. Output is shown
+/// as it comes and parsed.
+pub fn host_tier(ws: &Workspace) -> Result<HostTier> {
+    let mut cmd = cargo();
+    cmd.current_dir(&ws.root)
+        .args(["test", "--workspace", "--no-fail-fast"])
+        .env_remove("RVERBS_REQUIRE_DEVICE")
+        .stdout(Stdio::piped());
+    note(util::describe(&cmd));
+    let mut child = cmd.spawn().ctx("starting cargo test")?;
+    let mut log = LibtestLog::default();
+    for line in BufReader::new(child.stdout.take().expect("piped")).split(b'\n') {
+        let line = String::from_utf8_lossy(&line.ctx("reading cargo test's output")?).into_owned();
+        println!("{line}");
+        log.push(&line);
+    }
+    let status = child.wait().ctx("waiting for cargo test")?;
+    let error = match status.success() {
+        true => None,
+        false if log.counts.failed > 0 => None,
+        false => Some(format!("cargo test failed ({status}) without a failing test: build error or crash")),
+    };
+    Ok(HostTier { log, error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names() {
+        let m = |id: &str| Json::Obj(vec![("package_id".into(), Json::Str(id.into()))]);
+        assert_eq!(package_name(&m("path+file:///work/main#rverbs@0.1.0")), "rverbs");
+        assert_eq!(package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")), "rverbs-uapi");
+        assert_eq!(package_name(&m("path+file:///work/main/xtask#0.1.0")), "xtask");
+        assert_eq!(package_name(&m("rverbs 0.1.0 (path+file:///work/main)")), "rverbs");
+    }
+
+    #[test]
+    fn integration_tests_only() {
+        let root = Path::new("/w");
+        assert!(under_tests_dir(Path::new("/w/tests/vm_smoke.rs"), root));
+        assert!(under_tests_dir(Path::new("/w/uapi/tests/abi/main.rs"), root));
+        assert!(!under_tests_dir(Path::new("/w/src/lib.rs"), root));
+        assert!(!under_tests_dir(Path::new("/w/src/tests.rs"), root));
+    }
+}

@@ -1,0 +1,251 @@
+//! Booting a guest under QEMU: choosing KVM or TCG, streaming the serial
+//! console line by line, and enforcing a wall-clock limit.
+//!
+//! [`Vm`] is one running QEMU; later, two-VM runs start two of them with
+//! extra arguments (`-netdev socket,...`) and read both consoles.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::util::{self, note, Context, Result};
+
+/// How QEMU runs the guest's CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accel {
+    /// KVM with this `-cpu` model.
+    Kvm(String),
+    /// Plain emulation (`-cpu max`).
+    Tcg,
+}
+
+impl Accel {
+    /// QEMU arguments selecting the accelerator and CPU model.
+    fn args(&self) -> Vec<String> {
+        let (accel, cpu) = match self {
+            Accel::Kvm(cpu) => ("kvm", cpu.as_str()),
+            Accel::Tcg => ("tcg", "max"),
+        };
+        vec!["-accel".into(), accel.into(), "-cpu".into(), cpu.into()]
+    }
+
+    /// `kvm (-cpu X)` or `tcg`.
+    pub fn describe(&self) -> String {
+        match self {
+            Accel::Kvm(cpu) => format!("kvm (-cpu {cpu})"),
+            Accel::Tcg => "tcg".into(),
+        }
+    }
+}
+
+static ACCEL: Mutex<Option<Accel>> = Mutex::new(None);
+
+/// The accelerator for this run: `RVERBS_VM_ACCEL=kvm|tcg` forces one;
+/// otherwise KVM when a probe guest starts, else TCG. Probed once per
+/// process; [`demote_to_tcg`] overrides it.
+pub fn accel(qemu: &Path) -> Accel {
+    let mut a = ACCEL.lock().unwrap_or_else(|e| e.into_inner());
+    a.get_or_insert_with(|| {
+        let chosen = choose_accel(qemu);
+        note(format!("accelerator: {}", chosen.describe()));
+        chosen
+    })
+    .clone()
+}
+
+/// Switches the rest of the run to TCG (after a KVM guest failed to come up).
+pub fn demote_to_tcg() {
+    *ACCEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(Accel::Tcg);
+}
+
+fn choose_accel(qemu: &Path) -> Accel {
+    match std::env::var("RVERBS_VM_ACCEL").as_deref().map(str::trim) {
+        Ok("tcg") => return Accel::Tcg,
+        Ok("kvm") => return Accel::Kvm("max".into()),
+        _ => {}
+    }
+    let kvm_usable = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+    if !kvm_usable {
+        return Accel::Tcg;
+    }
+    // `-cpu max` first; some nested hosts refuse an MSR that `max` sets
+    // (`failed to set MSR 0x10a`), which dropping arch-capabilities avoids.
+    for cpu in ["max", "max,-arch-capabilities"] {
+        if probe_kvm(qemu, cpu) {
+            return Accel::Kvm(cpu.into());
+        }
+    }
+    Accel::Tcg
+}
+
+/// Starts a paused KVM guest with `-cpu cpu` and quits it from the
+/// monitor: true when QEMU exits cleanly (it aborts when KVM refuses).
+fn probe_kvm(qemu: &Path, cpu: &str) -> bool {
+    let child = Command::new(qemu)
+        .args(["-accel", "kvm", "-machine", "q35", "-cpu", cpu, "-m", "128M"])
+        .args(["-nodefaults", "-display", "none", "-S", "-monitor", "stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else { return false };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"quit\n");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+}
+
+/// What to boot.
+#[derive(Debug, Clone)]
+pub struct BootSpec {
+    pub qemu: PathBuf,
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    /// Extra kernel command-line words (after the console/panic settings).
+    pub cmdline: String,
+    pub memory: String,
+    /// Extra QEMU arguments (networking for two-VM runs).
+    pub extra_args: Vec<String>,
+    pub accel: Accel,
+}
+
+impl BootSpec {
+    /// The full QEMU command.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.qemu);
+        c.args(["-machine", "q35"])
+            .args(self.accel.args())
+            .args(["-m", &self.memory, "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
+            .arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(&self.initrd)
+            .arg("-append")
+            .arg(format!("console=ttyS0 quiet panic=-1 {}", self.cmdline).trim_end())
+            .args(&self.extra_args);
+        c
+    }
+}
+
+/// One console event.
+pub enum Event {
+    Line(String),
+    /// QEMU closed its stdout (it exited).
+    Eof,
+    /// The deadline passed.
+    Timeout,
+}
+
+/// A running QEMU whose serial console is read line by line.
+pub struct Vm {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl Vm {
+    /// Starts QEMU (stdin closed, console on stdout).
+    pub fn start(spec: &BootSpec) -> Result<Vm> {
+        let mut cmd = spec.command();
+        if util::env_flag("RVERBS_VM_VERBOSE") {
+            note(format!("running {}", util::describe(&cmd)));
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ctx(format!("starting {}", spec.qemu.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
+                let text = String::from_utf8_lossy(&line).trim_end_matches('\r').to_owned();
+                if tx.send(text).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        Ok(Vm { child, lines, stderr: Some(stderr) })
+    }
+
+    /// The next console line, or end of output, or the deadline.
+    pub fn next(&mut self, deadline: Instant) -> Event {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(left) {
+            Ok(l) => Event::Line(l),
+            Err(RecvTimeoutError::Timeout) => Event::Timeout,
+            Err(RecvTimeoutError::Disconnected) => Event::Eof,
+        }
+    }
+
+    /// Kills QEMU (after a timeout).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// Waits for QEMU to exit; returns its status and its stderr.
+    pub fn finish(mut self) -> (Option<ExitStatus>, String) {
+        let status = self.child.wait().ok();
+        let stderr = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        (status, stderr)
+    }
+}
+
+/// How a boot ended.
+#[derive(Debug)]
+pub struct BootEnd {
+    /// Every console line.
+    pub console: Vec<String>,
+    pub timed_out: bool,
+    pub status: Option<ExitStatus>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Boots `spec`, handing each console line to `on_line` as it arrives,
+/// and kills QEMU after `timeout`.
+pub fn boot(spec: &BootSpec, timeout: Duration, on_line: &mut dyn FnMut(&str)) -> Result<BootEnd> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut vm = Vm::start(spec)?;
+    let mut console = Vec::new();
+    let mut timed_out = false;
+    loop {
+        match vm.next(deadline) {
+            Event::Line(l) => {
+                on_line(&l);
+                console.push(l);
+            }
+            Event::Eof => break,
+            Event::Timeout => {
+                timed_out = true;
+                vm.kill();
+                break;
+            }
+        }
+    }
+    let (status, stderr) = vm.finish();
+    Ok(BootEnd { console, timed_out, status, stderr, elapsed: start.elapsed() })
+}

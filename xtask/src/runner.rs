@@ -1,0 +1,172 @@
+//! One guest boot from start to end: initrd = cached base + this run's
+//! payload, boot under QEMU, parse the console, keep a log.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::console::{GuestReport, LineKind};
+use crate::guest::PAYLOAD;
+use crate::host_tools::HostTools;
+use crate::initramfs::{self, Manifest};
+use crate::kernel::Kernel;
+use crate::qemu::{self, Accel, BootEnd, BootSpec};
+use crate::util::{self, note, Context, Result};
+
+/// Default wall-clock limit of one boot (`RVERBS_VM_TIMEOUT`, seconds).
+pub const DEFAULT_TIMEOUT_S: u64 = 20 * 60;
+
+/// What to put in the guest besides the base image.
+pub struct Payload {
+    /// (guest path, host file) of the project's binaries.
+    pub files: Vec<(String, PathBuf)>,
+    /// The payload script `/init` sources (see [`crate::guest`]).
+    pub script: String,
+    /// A short name for file names and logs (`test`, `vm`).
+    pub label: &'static str,
+}
+
+/// A finished boot.
+pub struct Outcome {
+    pub report: GuestReport,
+    pub boot: BootEnd,
+    pub accel: Accel,
+    pub timeout: Duration,
+    /// The full console, saved.
+    pub log: PathBuf,
+}
+
+impl Outcome {
+    /// The last `n` console lines.
+    pub fn tail(&self, n: usize) -> &[String] {
+        let c = &self.boot.console;
+        &c[c.len().saturating_sub(n)..]
+    }
+
+    /// Why the boot as a whole went wrong (not counting failing tests),
+    /// if it did.
+    pub fn problem(&self) -> Option<String> {
+        let r = &self.report;
+        if self.boot.timed_out {
+            Some(format!("timeout after {} s (RVERBS_VM_TIMEOUT)", self.timeout.as_secs()))
+        } else if let Some(e) = &r.setup_error {
+            Some(format!("guest setup failed: {e}"))
+        } else if r.release.is_none() {
+            Some(format!("the guest never ran /init (QEMU: {})", exit_text(&self.boot)))
+        } else if !r.ready {
+            Some("the guest stopped before rxe0 was up".into())
+        } else if !r.done {
+            Some(format!("the guest stopped before finishing (QEMU: {})", exit_text(&self.boot)))
+        } else {
+            None
+        }
+    }
+}
+
+fn exit_text(b: &BootEnd) -> String {
+    let status = b.status.map_or("killed".into(), |s| s.to_string());
+    let err = b.stderr.trim();
+    if err.is_empty() {
+        status
+    } else {
+        format!("{status}; {}", err.lines().last().unwrap_or(err))
+    }
+}
+
+/// Boot settings read from the environment.
+pub struct Knobs {
+    pub timeout: Duration,
+    pub memory: String,
+    pub verbose: bool,
+}
+
+impl Knobs {
+    /// `RVERBS_VM_TIMEOUT`, `RVERBS_VM_MEMORY`, `RVERBS_VM_VERBOSE`.
+    pub fn from_env() -> Result<Knobs> {
+        Ok(Knobs {
+            timeout: Duration::from_secs(util::env_u64("RVERBS_VM_TIMEOUT", DEFAULT_TIMEOUT_S)?),
+            memory: std::env::var("RVERBS_VM_MEMORY").ok().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "2G".into()),
+            verbose: util::env_flag("RVERBS_VM_VERBOSE"),
+        })
+    }
+}
+
+/// Builds the initrd, boots `k`, and hands each console line (with what
+/// it was) to `show`. Falls back to TCG once if a KVM guest never reaches
+/// `/init`. Keeps the initrd only with `keep`.
+pub fn run(
+    k: &Kernel,
+    tools: &HostTools,
+    vm_dir: &Path,
+    payload: &Payload,
+    knobs: &Knobs,
+    keep: bool,
+    show: &mut dyn FnMut(LineKind, &str),
+) -> Result<Outcome> {
+    let initrd = build_initrd(k, tools, vm_dir, payload)?;
+    let mut accel = qemu::accel(&tools.qemu);
+    let mut outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
+    if matches!(accel, Accel::Kvm(_)) && outcome.report.release.is_none() && !outcome.boot.timed_out {
+        note(format!("KVM guest did not start ({}); retrying under TCG", exit_text(&outcome.boot)));
+        qemu::demote_to_tcg();
+        accel = Accel::Tcg;
+        outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
+    }
+    outcome.log = save_log(vm_dir, k, payload.label, &outcome.boot.console)?;
+    if keep {
+        note(format!("kept {}", initrd.display()));
+    } else {
+        let _ = std::fs::remove_file(&initrd);
+    }
+    Ok(outcome)
+}
+
+/// base archive (cached) + payload -> `target/vm/run/<release>-<label>-<pid>.initrd`.
+fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload) -> Result<PathBuf> {
+    let (base, base_manifest) = initramfs::base_archive(k, tools, vm_dir)?;
+    let mut m = Manifest::default();
+    for (at, host) in &payload.files {
+        m.program_over(at, host, &base_manifest)?;
+    }
+    m.bytes(PAYLOAD, 0o644, payload.script.clone());
+    let dir = vm_dir.join("run");
+    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    let initrd = dir.join(format!("{}-{}-{}.initrd", k.release, payload.label, std::process::id()));
+    initramfs::concat_initrd(&base, &mut m, &initrd)?;
+    Ok(initrd)
+}
+
+fn boot_once(
+    k: &Kernel,
+    tools: &HostTools,
+    initrd: &Path,
+    accel: &Accel,
+    knobs: &Knobs,
+    show: &mut dyn FnMut(LineKind, &str),
+) -> Result<Outcome> {
+    let spec = BootSpec {
+        qemu: tools.qemu.clone(),
+        kernel: k.vmlinuz.clone(),
+        initrd: initrd.to_path_buf(),
+        cmdline: String::new(),
+        memory: knobs.memory.clone(),
+        extra_args: Vec::new(),
+        accel: accel.clone(),
+    };
+    let mut report = GuestReport::default();
+    let boot = qemu::boot(&spec, knobs.timeout, &mut |line| {
+        let kind = report.push(line);
+        show(kind, line);
+    })?;
+    Ok(Outcome { report, boot, accel: accel.clone(), timeout: knobs.timeout, log: PathBuf::new() })
+}
+
+/// Writes the console to `target/vm/logs/<series>-<label>.log`.
+fn save_log(vm_dir: &Path, k: &Kernel, label: &str, console: &[String]) -> Result<PathBuf> {
+    let dir = vm_dir.join("logs");
+    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}-{label}.log", k.series));
+    let mut text = console.join("\n");
+    text.push('\n');
+    std::fs::write(&path, text).ctx(format!("writing {}", path.display()))?;
+    Ok(path)
+}

@@ -1,0 +1,152 @@
+//! Small helpers shared by every module: errors, running commands, paths,
+//! a stable hash for cache keys.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Every fallible function of xtask returns a human-readable message.
+pub type Result<T, E = String> = std::result::Result<T, E>;
+
+/// Adds "what we were doing" to an error.
+pub trait Context<T> {
+    /// Maps the error to `"{what}: {error}"`.
+    fn ctx(self, what: impl Display) -> Result<T>;
+}
+
+impl<T, E: Display> Context<T> for std::result::Result<T, E> {
+    fn ctx(self, what: impl Display) -> Result<T> {
+        self.map_err(|e| format!("{what}: {e}"))
+    }
+}
+
+/// Prints a progress line of the harness on stderr (prefixed so it stands
+/// out from cargo's and the guest's output; stdout is left to results and
+/// to the output of `cargo xtask vm`).
+pub fn note(msg: impl Display) {
+    eprintln!("xtask: {msg}");
+}
+
+/// Renders a command line for messages.
+pub fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Runs `cmd` with inherited stdio; fails unless it exits 0.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let what = describe(cmd);
+    let status = cmd.status().ctx(format!("cannot run `{what}`"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{what}` failed ({status})"))
+    }
+}
+
+/// Runs `cmd` and returns its stdout; stderr is inherited. Fails unless it
+/// exits 0.
+pub fn capture(cmd: &mut Command) -> Result<String> {
+    let what = describe(cmd);
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .ctx(format!("cannot run `{what}`"))?;
+    if !out.status.success() {
+        return Err(format!("`{what}` failed ({})", out.status));
+    }
+    String::from_utf8(out.stdout).ctx(format!("`{what}` printed non-UTF-8"))
+}
+
+/// Like [`capture`] but also returns stdout (and stderr) of a failing run
+/// instead of an error; `None` when the program cannot be started.
+pub fn capture_lenient(cmd: &mut Command) -> Option<(bool, String, String)> {
+    let out = cmd.stdin(Stdio::null()).output().ok()?;
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Finds an executable in `$PATH` or, failing that, in the sbin
+/// directories (a non-root `$PATH` often lacks them).
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let extra = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+    std::env::split_paths(&path)
+        .chain(extra.iter().map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// True for an existing regular file with an execute bit.
+pub fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The first of `candidates` that exists.
+pub fn first_existing(candidates: &[&str]) -> Option<PathBuf> {
+    candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// True when the effective user is root (read from /proc, std only).
+pub fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .is_some_and(|euid| euid == "0")
+}
+
+/// Reads an environment variable as a number, with a default.
+pub fn env_u64(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().ctx(format!("{name}={v:?}")),
+        _ => Ok(default),
+    }
+}
+
+/// True when an environment variable is set to something other than
+/// empty, `0` or `false`.
+pub fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
+}
+
+/// 64-bit FNV-1a: a stable (across Rust versions) hash for cache keys.
+#[derive(Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Fnv {
+    /// A fresh hasher.
+    pub fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Feeds bytes, followed by a separator so that `("ab","c")` and
+    /// `("a","bc")` differ.
+    pub fn add(&mut self, bytes: impl AsRef<[u8]>) -> &mut Self {
+        for &b in bytes.as_ref().iter().chain(&[0xff]) {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        self
+    }
+
+    /// The hash as 16 hex digits.
+    pub fn hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+/// Formats a duration as seconds with one decimal.
+pub fn secs(d: std::time::Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
