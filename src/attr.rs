@@ -172,7 +172,8 @@ pub struct PacketPacingCaps {
 pub struct DeviceAttr {
     /// Firmware version text. The kernel reports a raw `u64`
     /// ([`fw_ver_raw`](Self::fw_ver_raw)); each provider formats it its own
-    /// way (see [`format_fw_ver`]). Empty when the provider does not.
+    /// way (rxe `%d.%d.%d` of bits 47..32, 31..16, 15..0; mlx5 pads the last
+    /// number to 4 digits). Empty when the provider does not.
     pub fw_ver: String,
     /// The raw firmware version number, as the kernel reported it.
     pub fw_ver_raw: u64,
@@ -313,8 +314,7 @@ impl DeviceAttr {
     /// base) when only the legacy command could be used. Each extended field
     /// is taken only when `resp_len` reaches its end, otherwise it reads as
     /// 0, exactly as libibverbs' `ibv_cmd_query_device_any()` does.
-    /// `fw_ver` is the provider-formatted firmware version (see
-    /// [`format_fw_ver`]).
+    /// `fw_ver` is the provider-formatted firmware version.
     ///
     /// The driver-data-only fields ([`tso_caps`](Self::tso_caps),
     /// [`packet_pacing_caps`](Self::packet_pacing_caps),
@@ -377,7 +377,11 @@ impl DeviceAttr {
             a.comp_mask = resp.comp_mask;
             a.response_length = len as u32;
         }
-        if covers(len, offset_of!(R, odp_caps), size_of::<ib_uverbs_odp_caps>()) {
+        if covers(
+            len,
+            offset_of!(R, odp_caps),
+            size_of::<ib_uverbs_odp_caps>(),
+        ) {
             let o = &resp.odp_caps;
             a.odp_caps = OdpCaps {
                 general_caps: o.general_caps,
@@ -395,7 +399,11 @@ impl DeviceAttr {
         if covers(len, offset_of!(R, device_cap_flags_ex), 8) {
             a.device_cap_flags_ex = resp.device_cap_flags_ex;
         }
-        if covers(len, offset_of!(R, rss_caps), size_of::<ib_uverbs_rss_caps>()) {
+        if covers(
+            len,
+            offset_of!(R, rss_caps),
+            size_of::<ib_uverbs_rss_caps>(),
+        ) {
             let r = &resp.rss_caps;
             a.rss_caps.supported_qpts = r.supported_qpts;
             a.rss_caps.max_rwq_indirection_tables = r.max_rwq_indirection_tables;
@@ -436,20 +444,6 @@ impl DeviceAttr {
         }
         a
     }
-}
-
-/// Formats a raw firmware version the way rdma-core's providers do:
-/// `major.minor.sub_minor` from bits 47..32, 31..16 and 15..0.
-///
-/// `sub_minor_digits` is the zero-padded width of the last number: rxe
-/// (`providers/rxe/rxe.c`) prints `%d.%d.%d` (pass 0), mlx5
-/// (`providers/mlx5/verbs.c`) prints `%d.%d.%04d` (pass 4). rxe's kernel
-/// reports 0, so rxe devices show `0.0.0`.
-pub fn format_fw_ver(raw: u64, sub_minor_digits: usize) -> String {
-    let major = (raw >> 32) & 0xffff;
-    let minor = (raw >> 16) & 0xffff;
-    let sub = raw & 0xffff;
-    format!("{major}.{minor}.{sub:0sub_minor_digits$}")
 }
 
 /// Logical port state (`enum ibv_port_state`, kernel `enum ib_port_state`).
@@ -856,7 +850,7 @@ mod tests {
     fn base_resp() -> ib_uverbs_ex_query_device_resp {
         let mut r = ib_uverbs_ex_query_device_resp::default();
         r.base.fw_ver = 0x0010_001b_0fa0;
-        r.base.node_guid = u64::from_be_bytes([0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56]).to_be();
+        r.base.node_guid = u64::from_ne_bytes([0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56]);
         r.base.sys_image_guid = r.base.node_guid;
         r.base.max_mr_size = u64::MAX;
         r.base.vendor_id = 0xffffff;
@@ -905,7 +899,13 @@ mod tests {
         assert_eq!(a.max_wq_type_rq, 7);
         assert_eq!(a.raw_packet_caps, 0xf);
         assert_eq!(a.tm_caps.max_num_tags, 9);
-        assert_eq!(a.cq_mod_caps, CqModerationCaps { max_cq_count: 100, max_cq_period: 200 });
+        assert_eq!(
+            a.cq_mod_caps,
+            CqModerationCaps {
+                max_cq_count: 100,
+                max_cq_period: 200
+            }
+        );
         assert_eq!(a.max_dm_size, 4096);
         assert_eq!(a.xrc_odp_caps, 0x21);
         assert_eq!(a.tso_caps, TsoCaps::default());
@@ -943,17 +943,6 @@ mod tests {
         let a = DeviceAttr::from_kernel(&r, 4096, String::new());
         assert_eq!(a.response_length, 304);
         assert_eq!(a.xrc_odp_caps, 0x21);
-    }
-
-    #[test]
-    fn fw_ver_formats_per_provider() {
-        assert_eq!(format_fw_ver(0, 0), "0.0.0");
-        let raw = (16u64 << 32) | (35 << 16) | 1012;
-        assert_eq!(format_fw_ver(raw, 4), "16.35.1012");
-        assert_eq!(format_fw_ver((20u64 << 32) | (31 << 16) | 6, 4), "20.31.0006");
-        assert_eq!(format_fw_ver((1u64 << 32) | (2 << 16) | 3, 0), "1.2.3");
-        // Bits above 47 are ignored, as in the providers.
-        assert_eq!(format_fw_ver(0xffff_0001_0002_0003, 0), "1.2.3");
     }
 
     #[test]
@@ -1008,7 +997,10 @@ mod tests {
         assert_eq!(LinkLayer::from_raw(9).to_string(), "Unknown");
         assert_eq!(PortState::from_raw(1).to_string(), "PORT_DOWN");
         assert_eq!(PortState::from_raw(5).to_string(), "PORT_ACTIVE_DEFER");
-        assert_eq!(PhysState::from_raw(4).to_string(), "PORT_CONFIGURATION TRAINNING");
+        assert_eq!(
+            PhysState::from_raw(4).to_string(),
+            "PORT_CONFIGURATION TRAINNING"
+        );
         assert_eq!(AtomicCap::Glob.to_string(), "ATOMIC_GLOB");
         assert_eq!(PortAttr::lane_rate_100mbps(8), Some(100));
         assert_eq!(PortAttr::lane_rate_100mbps(3), None);

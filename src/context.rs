@@ -3,10 +3,13 @@
 
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
+use rverbs_providers::sys::event::set_nonblocking;
 use rverbs_providers::sys::UverbsFd;
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
@@ -15,6 +18,7 @@ use tracing::{debug_span, info};
 
 use crate::attr::{DeviceAttr, PortAttr};
 use crate::device::Device;
+use crate::event::EventObject;
 use crate::gid::{Gid, GidEntry, GidType};
 
 /// An open RDMA device. Cheap to clone (shared); every object created from it
@@ -30,6 +34,13 @@ struct Inner {
     device: Device,
     provider: Option<Provider>,
     num_comp_vectors: u32,
+    /// Source of `user_handle`s: unique per context, never reused, so an
+    /// event that arrives after its object is gone cannot name another one.
+    next_user_handle: AtomicU64,
+    /// What each live user_handle refers to, for async events.
+    objects: Mutex<HashMap<u64, EventObject>>,
+    /// Device attributes, queried once for the control path's limit checks.
+    attr: OnceLock<DeviceAttr>,
     // Declared before `fd`: the async fd is closed first, then the uverbs fd
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
@@ -102,12 +113,18 @@ impl Context {
                 Err(e) => return Err(e),
             },
         };
+        if let Some(a) = &async_fd {
+            set_nonblocking(a.as_fd(), true).map_err(|e| Error::os("ibv_open_device", e))?;
+        }
         info!(device = dev.name(), path = ?info.path, comp_vectors = info.num_comp_vectors, "device opened");
         Ok(Context {
             inner: Arc::new(Inner {
                 device: dev.clone(),
                 provider,
                 num_comp_vectors: info.num_comp_vectors,
+                next_user_handle: AtomicU64::new(1),
+                objects: Mutex::new(HashMap::new()),
+                attr: OnceLock::new(),
                 async_fd,
                 fd,
             }),
@@ -130,6 +147,53 @@ impl Context {
         self.inner.num_comp_vectors
     }
 
+    /// The device attributes, queried on first use and cached (limits do not change).
+    pub(crate) fn device_attr(&self) -> Result<&DeviceAttr> {
+        if let Some(a) = self.inner.attr.get() {
+            return Ok(a);
+        }
+        let a = self.query_device()?;
+        Ok(self.inner.attr.get_or_init(|| a))
+    }
+
+    pub(crate) fn fd(&self) -> &UverbsFd {
+        &self.inner.fd
+    }
+
+    /// A fresh `user_handle` for a new kernel object, registered as `obj`
+    /// so async events about it can name it.
+    pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
+        let h = self.inner.next_user_handle.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.inner.objects.lock() {
+            m.insert(h, obj(h));
+        }
+        h
+    }
+
+    /// Updates what `user_handle` refers to (e.g. the QP number, known after create).
+    pub(crate) fn update_registration(&self, user_handle: u64, obj: EventObject) {
+        if let Ok(mut m) = self.inner.objects.lock() {
+            m.insert(user_handle, obj);
+        }
+    }
+
+    /// Forgets a destroyed object's `user_handle`.
+    pub(crate) fn unregister(&self, user_handle: u64) {
+        if let Ok(mut m) = self.inner.objects.lock() {
+            m.remove(&user_handle);
+        }
+    }
+
+    /// What a `user_handle` refers to, if the object still exists.
+    pub(crate) fn lookup(&self, user_handle: u64) -> Option<EventObject> {
+        self.inner.objects.lock().ok()?.get(&user_handle).copied()
+    }
+
+    /// True when both handles refer to the same open device context.
+    pub fn same_as(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The uverbs command fd.
     pub fn cmd_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
@@ -145,6 +209,7 @@ impl Context {
     #[doc(alias = "ibv_query_device")]
     #[doc(alias = "ibv_query_device_ex")]
     pub fn query_device(&self) -> Result<DeviceAttr> {
+        let _span = debug_span!("ibv_query_device_ex").entered();
         let raw = cmd::query_device(&self.inner.fd)?;
         let fw = format_fw_ver(self.device().driver(), raw.resp.base.fw_ver);
         Ok(DeviceAttr::from_kernel(&raw.resp, raw.len, fw))

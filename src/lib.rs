@@ -16,12 +16,30 @@
 #![deny(unsafe_code)]
 
 pub mod attr;
+mod channel;
 mod context;
+mod cq;
 mod device;
+mod event;
 mod gid;
+mod mr;
+mod pd;
+mod qp;
+mod srq;
+mod ah;
+pub mod qp_state;
 
 pub use attr::*;
+pub use channel::{CompletionChannel, CqEvent};
 pub use context::Context;
+pub use cq::CompletionQueue;
+pub use event::{AsyncEvent, AsyncEventType, EventObject};
+pub use mr::{AccessFlags, MemoryRegion};
+pub use ah::AddressHandle;
+pub use pd::ProtectionDomain;
+pub use qp::{AhAttr, ConnectOptions, GlobalRoute, QpAttr, QpCap, QpInitAttr, QueuePair, RemoteEndpoint};
+pub use srq::{SharedReceiveQueue, SrqAttr};
+pub use qp_state::{QpAttrMask, QpState, QpType};
 pub use device::{device_by_name, devices, Device, NodeType, Sysfs, Transport};
 pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use rverbs_providers::driver::DriverId;

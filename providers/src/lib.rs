@@ -7,6 +7,7 @@
 pub mod cmd;
 pub mod driver;
 pub mod error;
+pub mod rxe;
 pub mod sys;
 
 pub use error::{Errno, Error, Result};

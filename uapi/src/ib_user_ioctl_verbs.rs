@@ -192,7 +192,17 @@ pub struct ib_uverbs_flow_action_esp_keymat_aes_gcm {
     pub key_len: u32,
     pub aes_key: [u32; 8],
 }
-assert_layout!(ib_uverbs_flow_action_esp_keymat_aes_gcm, size = 56, align = 8, iv = 0, iv_algo = 8, salt = 12, icv_len = 16, key_len = 20, aes_key = 24);
+assert_layout!(
+    ib_uverbs_flow_action_esp_keymat_aes_gcm,
+    size = 56,
+    align = 8,
+    iv = 0,
+    iv_algo = 8,
+    salt = 12,
+    icv_len = 16,
+    key_len = 20,
+    aes_key = 24
+);
 
 /// `struct ib_uverbs_flow_action_esp_replay_bmp`.
 #[repr(C)]
@@ -200,7 +210,12 @@ assert_layout!(ib_uverbs_flow_action_esp_keymat_aes_gcm, size = 56, align = 8, i
 pub struct ib_uverbs_flow_action_esp_replay_bmp {
     pub size: u32,
 }
-assert_layout!(ib_uverbs_flow_action_esp_replay_bmp, size = 4, align = 4, size = 0);
+assert_layout!(
+    ib_uverbs_flow_action_esp_replay_bmp,
+    size = 4,
+    align = 4,
+    size = 0
+);
 
 /// `struct ib_uverbs_flow_action_esp_encap`.
 #[repr(C)]
@@ -213,7 +228,16 @@ pub struct ib_uverbs_flow_action_esp_encap {
     /// Implicit trailing padding in C.
     pub _pad0: [u8; 4],
 }
-assert_layout!(ib_uverbs_flow_action_esp_encap, size = 24, align = 8, val_ptr = 0, next_ptr = 8, len = 16, r#type = 18, _pad0 = 20);
+assert_layout!(
+    ib_uverbs_flow_action_esp_encap,
+    size = 24,
+    align = 8,
+    val_ptr = 0,
+    next_ptr = 8,
+    len = 16,
+    r#type = 18,
+    _pad0 = 20
+);
 
 /// `struct ib_uverbs_flow_action_esp`.
 #[repr(C)]
@@ -225,7 +249,16 @@ pub struct ib_uverbs_flow_action_esp {
     pub flags: u32,
     pub hard_limit_pkts: u64,
 }
-assert_layout!(ib_uverbs_flow_action_esp, size = 24, align = 8, spi = 0, seq = 4, tfc_pad = 8, flags = 12, hard_limit_pkts = 16);
+assert_layout!(
+    ib_uverbs_flow_action_esp,
+    size = 24,
+    align = 8,
+    spi = 0,
+    seq = 4,
+    tfc_pad = 8,
+    flags = 12,
+    hard_limit_pkts = 16
+);
 
 /// `struct ib_uverbs_query_port_resp_ex` (48 bytes): the `UVERBS_METHOD_QUERY_PORT` response.
 #[repr(C)]
@@ -237,7 +270,15 @@ pub struct ib_uverbs_query_port_resp_ex {
     /// Kernel 6.7+; these bytes were `reserved` (and read as 0) before.
     pub active_speed_ex: u32,
 }
-assert_layout!(ib_uverbs_query_port_resp_ex, size = 48, align = 4, legacy_resp = 0, port_cap_flags2 = 40, reserved = 42, active_speed_ex = 44);
+assert_layout!(
+    ib_uverbs_query_port_resp_ex,
+    size = 48,
+    align = 4,
+    legacy_resp = 0,
+    port_cap_flags2 = 40,
+    reserved = 42,
+    active_speed_ex = 44
+);
 
 /// `struct ib_uverbs_qp_cap`.
 #[repr(C)]
@@ -249,7 +290,16 @@ pub struct ib_uverbs_qp_cap {
     pub max_recv_sge: u32,
     pub max_inline_data: u32,
 }
-assert_layout!(ib_uverbs_qp_cap, size = 20, align = 4, max_send_wr = 0, max_recv_wr = 4, max_send_sge = 8, max_recv_sge = 12, max_inline_data = 16);
+assert_layout!(
+    ib_uverbs_qp_cap,
+    size = 20,
+    align = 4,
+    max_send_wr = 0,
+    max_recv_wr = 4,
+    max_send_sge = 8,
+    max_recv_sge = 12,
+    max_inline_data = 16
+);
 
 /// `struct ib_uverbs_gid_entry` (32 bytes): one entry of `QUERY_GID_TABLE`
 /// / `QUERY_GID_ENTRY`.
@@ -268,7 +318,16 @@ pub struct ib_uverbs_gid_entry {
     /// 0 if no netdev is associated with the entry.
     pub netdev_ifindex: u32,
 }
-assert_layout!(ib_uverbs_gid_entry, size = 32, align = 8, gid = 0, gid_index = 16, port_num = 20, gid_type = 24, netdev_ifindex = 28);
+assert_layout!(
+    ib_uverbs_gid_entry,
+    size = 32,
+    align = 8,
+    gid = 0,
+    gid_index = 16,
+    port_num = 20,
+    gid_type = 24,
+    netdev_ifindex = 28
+);
 
 /// `struct ib_uverbs_buffer_desc`.
 #[repr(C)]
@@ -281,4 +340,14 @@ pub struct ib_uverbs_buffer_desc {
     pub addr: u64,
     pub length: u64,
 }
-assert_layout!(ib_uverbs_buffer_desc, size = 32, align = 8, r#type = 0, fd = 4, flags = 8, optional_flags = 12, addr = 16, length = 24);
+assert_layout!(
+    ib_uverbs_buffer_desc,
+    size = 32,
+    align = 8,
+    r#type = 0,
+    fd = 4,
+    flags = 8,
+    optional_flags = 12,
+    addr = 16,
+    length = 24
+);

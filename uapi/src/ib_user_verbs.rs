@@ -25,6 +25,18 @@
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
+/// The `IB_UVERBS_ACCESS_*` MR/QP access flags (`ib_uverbs_reg_mr.access_flags`,
+/// `ib_uverbs_modify_qp.qp_access_flags`, ...). The kernel defines them in
+/// `ib_user_ioctl_verbs.h`; they are re-exported here for convenience.
+pub use crate::ib_user_ioctl_verbs::{
+    IB_UVERBS_ACCESS_FLUSH_GLOBAL, IB_UVERBS_ACCESS_FLUSH_PERSISTENT, IB_UVERBS_ACCESS_HUGETLB,
+    IB_UVERBS_ACCESS_LOCAL_WRITE, IB_UVERBS_ACCESS_MW_BIND, IB_UVERBS_ACCESS_ON_DEMAND,
+    IB_UVERBS_ACCESS_OPTIONAL_FIRST, IB_UVERBS_ACCESS_OPTIONAL_LAST,
+    IB_UVERBS_ACCESS_OPTIONAL_RANGE, IB_UVERBS_ACCESS_RELAXED_ORDERING,
+    IB_UVERBS_ACCESS_REMOTE_ATOMIC, IB_UVERBS_ACCESS_REMOTE_READ, IB_UVERBS_ACCESS_REMOTE_WRITE,
+    IB_UVERBS_ACCESS_ZERO_BASED,
+};
+
 /// `IB_USER_VERBS_ABI_VERSION`: the core uverbs ABI, also readable from
 /// `/sys/class/infiniband_verbs/abi_version`.
 pub const IB_USER_VERBS_ABI_VERSION: u32 = 6;
@@ -211,7 +223,14 @@ pub struct ib_uverbs_async_event_desc {
     pub event_type: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_async_event_desc, size = 16, align = 8, element = 0, event_type = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_async_event_desc,
+    size = 16,
+    align = 8,
+    element = 0,
+    event_type = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_comp_event_desc` (8 bytes): one `read()` from a completion channel.
 #[repr(C)]
@@ -220,7 +239,12 @@ pub struct ib_uverbs_comp_event_desc {
     /// The CQ's `user_handle`.
     pub cq_handle: u64,
 }
-assert_layout!(ib_uverbs_comp_event_desc, size = 8, align = 8, cq_handle = 0);
+assert_layout!(
+    ib_uverbs_comp_event_desc,
+    size = 8,
+    align = 8,
+    cq_handle = 0
+);
 
 /// `struct ib_uverbs_cq_moderation_caps`.
 #[repr(C)]
@@ -230,7 +254,14 @@ pub struct ib_uverbs_cq_moderation_caps {
     pub max_cq_moderation_period: u16,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_cq_moderation_caps, size = 8, align = 4, max_cq_moderation_count = 0, max_cq_moderation_period = 2, reserved = 4);
+assert_layout!(
+    ib_uverbs_cq_moderation_caps,
+    size = 8,
+    align = 4,
+    max_cq_moderation_count = 0,
+    max_cq_moderation_period = 2,
+    reserved = 4
+);
 
 /// `struct ib_uverbs_cmd_hdr` (8 bytes): starts every `write()` command.
 #[repr(C)]
@@ -240,7 +271,14 @@ pub struct ib_uverbs_cmd_hdr {
     pub in_words: u16,
     pub out_words: u16,
 }
-assert_layout!(ib_uverbs_cmd_hdr, size = 8, align = 4, command = 0, in_words = 4, out_words = 6);
+assert_layout!(
+    ib_uverbs_cmd_hdr,
+    size = 8,
+    align = 4,
+    command = 0,
+    in_words = 4,
+    out_words = 6
+);
 
 /// `struct ib_uverbs_ex_cmd_hdr` (16 bytes): follows [`ib_uverbs_cmd_hdr`] in EX commands.
 #[repr(C)]
@@ -251,7 +289,15 @@ pub struct ib_uverbs_ex_cmd_hdr {
     pub provider_out_words: u16,
     pub cmd_hdr_reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_cmd_hdr, size = 16, align = 8, response = 0, provider_in_words = 8, provider_out_words = 10, cmd_hdr_reserved = 12);
+assert_layout!(
+    ib_uverbs_ex_cmd_hdr,
+    size = 16,
+    align = 8,
+    response = 0,
+    provider_in_words = 8,
+    provider_out_words = 10,
+    cmd_hdr_reserved = 12
+);
 
 /// `struct ib_uverbs_get_context`.
 #[repr(C)]
@@ -260,7 +306,13 @@ pub struct ib_uverbs_get_context {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_get_context, size = 8, align = 8, response = 0, driver_data = 8);
+assert_layout!(
+    ib_uverbs_get_context,
+    size = 8,
+    align = 8,
+    response = 0,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_get_context_resp`.
 #[repr(C)]
@@ -270,7 +322,14 @@ pub struct ib_uverbs_get_context_resp {
     pub num_comp_vectors: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_get_context_resp, size = 8, align = 8, async_fd = 0, num_comp_vectors = 4, driver_data = 8);
+assert_layout!(
+    ib_uverbs_get_context_resp,
+    size = 8,
+    align = 8,
+    async_fd = 0,
+    num_comp_vectors = 4,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_query_device`.
 #[repr(C)]
@@ -279,7 +338,13 @@ pub struct ib_uverbs_query_device {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_query_device, size = 8, align = 8, response = 0, driver_data = 8);
+assert_layout!(
+    ib_uverbs_query_device,
+    size = 8,
+    align = 8,
+    response = 0,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_query_device_resp` (176 bytes).
 #[repr(C)]
@@ -329,7 +394,52 @@ pub struct ib_uverbs_query_device_resp {
     pub phys_port_cnt: u8,
     pub reserved: [u8; 4],
 }
-assert_layout!(ib_uverbs_query_device_resp, size = 176, align = 8, fw_ver = 0, node_guid = 8, sys_image_guid = 16, max_mr_size = 24, page_size_cap = 32, vendor_id = 40, vendor_part_id = 44, hw_ver = 48, max_qp = 52, max_qp_wr = 56, device_cap_flags = 60, max_sge = 64, max_sge_rd = 68, max_cq = 72, max_cqe = 76, max_mr = 80, max_pd = 84, max_qp_rd_atom = 88, max_ee_rd_atom = 92, max_res_rd_atom = 96, max_qp_init_rd_atom = 100, max_ee_init_rd_atom = 104, atomic_cap = 108, max_ee = 112, max_rdd = 116, max_mw = 120, max_raw_ipv6_qp = 124, max_raw_ethy_qp = 128, max_mcast_grp = 132, max_mcast_qp_attach = 136, max_total_mcast_qp_attach = 140, max_ah = 144, max_fmr = 148, max_map_per_fmr = 152, max_srq = 156, max_srq_wr = 160, max_srq_sge = 164, max_pkeys = 168, local_ca_ack_delay = 170, phys_port_cnt = 171, reserved = 172);
+assert_layout!(
+    ib_uverbs_query_device_resp,
+    size = 176,
+    align = 8,
+    fw_ver = 0,
+    node_guid = 8,
+    sys_image_guid = 16,
+    max_mr_size = 24,
+    page_size_cap = 32,
+    vendor_id = 40,
+    vendor_part_id = 44,
+    hw_ver = 48,
+    max_qp = 52,
+    max_qp_wr = 56,
+    device_cap_flags = 60,
+    max_sge = 64,
+    max_sge_rd = 68,
+    max_cq = 72,
+    max_cqe = 76,
+    max_mr = 80,
+    max_pd = 84,
+    max_qp_rd_atom = 88,
+    max_ee_rd_atom = 92,
+    max_res_rd_atom = 96,
+    max_qp_init_rd_atom = 100,
+    max_ee_init_rd_atom = 104,
+    atomic_cap = 108,
+    max_ee = 112,
+    max_rdd = 116,
+    max_mw = 120,
+    max_raw_ipv6_qp = 124,
+    max_raw_ethy_qp = 128,
+    max_mcast_grp = 132,
+    max_mcast_qp_attach = 136,
+    max_total_mcast_qp_attach = 140,
+    max_ah = 144,
+    max_fmr = 148,
+    max_map_per_fmr = 152,
+    max_srq = 156,
+    max_srq_wr = 160,
+    max_srq_sge = 164,
+    max_pkeys = 168,
+    local_ca_ack_delay = 170,
+    phys_port_cnt = 171,
+    reserved = 172
+);
 
 /// `struct ib_uverbs_ex_query_device`.
 #[repr(C)]
@@ -338,7 +448,13 @@ pub struct ib_uverbs_ex_query_device {
     pub comp_mask: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_query_device, size = 8, align = 4, comp_mask = 0, reserved = 4);
+assert_layout!(
+    ib_uverbs_ex_query_device,
+    size = 8,
+    align = 4,
+    comp_mask = 0,
+    reserved = 4
+);
 
 /// The anonymous `per_transport_caps` struct of [`ib_uverbs_odp_caps`]
 /// (`IB_UVERBS_ODP_SUPPORT_*` transport bits per QP type). Not a kernel name:
@@ -350,7 +466,14 @@ pub struct ib_uverbs_odp_caps_per_transport_caps {
     pub uc_odp_caps: u32,
     pub ud_odp_caps: u32,
 }
-assert_layout!(ib_uverbs_odp_caps_per_transport_caps, size = 12, align = 4, rc_odp_caps = 0, uc_odp_caps = 4, ud_odp_caps = 8);
+assert_layout!(
+    ib_uverbs_odp_caps_per_transport_caps,
+    size = 12,
+    align = 4,
+    rc_odp_caps = 0,
+    uc_odp_caps = 4,
+    ud_odp_caps = 8
+);
 
 /// `struct ib_uverbs_odp_caps`.
 #[repr(C)]
@@ -361,7 +484,14 @@ pub struct ib_uverbs_odp_caps {
     pub per_transport_caps: ib_uverbs_odp_caps_per_transport_caps,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_odp_caps, size = 24, align = 8, general_caps = 0, per_transport_caps = 8, reserved = 20);
+assert_layout!(
+    ib_uverbs_odp_caps,
+    size = 24,
+    align = 8,
+    general_caps = 0,
+    per_transport_caps = 8,
+    reserved = 20
+);
 
 /// `struct ib_uverbs_rss_caps`.
 #[repr(C)]
@@ -372,7 +502,15 @@ pub struct ib_uverbs_rss_caps {
     pub max_rwq_indirection_table_size: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_rss_caps, size = 16, align = 4, supported_qpts = 0, max_rwq_indirection_tables = 4, max_rwq_indirection_table_size = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_rss_caps,
+    size = 16,
+    align = 4,
+    supported_qpts = 0,
+    max_rwq_indirection_tables = 4,
+    max_rwq_indirection_table_size = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_tm_caps`.
 #[repr(C)]
@@ -385,7 +523,17 @@ pub struct ib_uverbs_tm_caps {
     pub max_sge: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_tm_caps, size = 24, align = 4, max_rndv_hdr_size = 0, max_num_tags = 4, flags = 8, max_ops = 12, max_sge = 16, reserved = 20);
+assert_layout!(
+    ib_uverbs_tm_caps,
+    size = 24,
+    align = 4,
+    max_rndv_hdr_size = 0,
+    max_num_tags = 4,
+    flags = 8,
+    max_ops = 12,
+    max_sge = 16,
+    reserved = 20
+);
 
 /// `struct ib_uverbs_ex_query_device_resp` (304 bytes). The kernel requires at
 /// least 184 bytes (through `response_length`) and reports in
@@ -410,7 +558,26 @@ pub struct ib_uverbs_ex_query_device_resp {
     pub xrc_odp_caps: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_query_device_resp, size = 304, align = 8, base = 0, comp_mask = 176, response_length = 180, odp_caps = 184, timestamp_mask = 208, hca_core_clock = 216, device_cap_flags_ex = 224, rss_caps = 232, max_wq_type_rq = 248, raw_packet_caps = 252, tm_caps = 256, cq_moderation_caps = 280, max_dm_size = 288, xrc_odp_caps = 296, reserved = 300);
+assert_layout!(
+    ib_uverbs_ex_query_device_resp,
+    size = 304,
+    align = 8,
+    base = 0,
+    comp_mask = 176,
+    response_length = 180,
+    odp_caps = 184,
+    timestamp_mask = 208,
+    hca_core_clock = 216,
+    device_cap_flags_ex = 224,
+    rss_caps = 232,
+    max_wq_type_rq = 248,
+    raw_packet_caps = 252,
+    tm_caps = 256,
+    cq_moderation_caps = 280,
+    max_dm_size = 288,
+    xrc_odp_caps = 296,
+    reserved = 300
+);
 
 /// `struct ib_uverbs_query_port`.
 #[repr(C)]
@@ -421,7 +588,15 @@ pub struct ib_uverbs_query_port {
     pub reserved: [u8; 7],
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_query_port, size = 16, align = 8, response = 0, port_num = 8, reserved = 9, driver_data = 16);
+assert_layout!(
+    ib_uverbs_query_port,
+    size = 16,
+    align = 8,
+    response = 0,
+    port_num = 8,
+    reserved = 9,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_query_port_resp` (40 bytes).
 #[repr(C)]
@@ -452,7 +627,33 @@ pub struct ib_uverbs_query_port_resp {
     pub flags: u8,
     pub reserved: u8,
 }
-assert_layout!(ib_uverbs_query_port_resp, size = 40, align = 4, port_cap_flags = 0, max_msg_sz = 4, bad_pkey_cntr = 8, qkey_viol_cntr = 12, gid_tbl_len = 16, pkey_tbl_len = 20, lid = 22, sm_lid = 24, state = 26, max_mtu = 27, active_mtu = 28, lmc = 29, max_vl_num = 30, sm_sl = 31, subnet_timeout = 32, init_type_reply = 33, active_width = 34, active_speed = 35, phys_state = 36, link_layer = 37, flags = 38, reserved = 39);
+assert_layout!(
+    ib_uverbs_query_port_resp,
+    size = 40,
+    align = 4,
+    port_cap_flags = 0,
+    max_msg_sz = 4,
+    bad_pkey_cntr = 8,
+    qkey_viol_cntr = 12,
+    gid_tbl_len = 16,
+    pkey_tbl_len = 20,
+    lid = 22,
+    sm_lid = 24,
+    state = 26,
+    max_mtu = 27,
+    active_mtu = 28,
+    lmc = 29,
+    max_vl_num = 30,
+    sm_sl = 31,
+    subnet_timeout = 32,
+    init_type_reply = 33,
+    active_width = 34,
+    active_speed = 35,
+    phys_state = 36,
+    link_layer = 37,
+    flags = 38,
+    reserved = 39
+);
 
 /// `struct ib_uverbs_alloc_pd`.
 #[repr(C)]
@@ -461,7 +662,13 @@ pub struct ib_uverbs_alloc_pd {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_alloc_pd, size = 8, align = 8, response = 0, driver_data = 8);
+assert_layout!(
+    ib_uverbs_alloc_pd,
+    size = 8,
+    align = 8,
+    response = 0,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_alloc_pd_resp`.
 #[repr(C)]
@@ -470,7 +677,13 @@ pub struct ib_uverbs_alloc_pd_resp {
     pub pd_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_alloc_pd_resp, size = 4, align = 4, pd_handle = 0, driver_data = 4);
+assert_layout!(
+    ib_uverbs_alloc_pd_resp,
+    size = 4,
+    align = 4,
+    pd_handle = 0,
+    driver_data = 4
+);
 
 /// `struct ib_uverbs_dealloc_pd`.
 #[repr(C)]
@@ -489,7 +702,15 @@ pub struct ib_uverbs_open_xrcd {
     pub oflags: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_open_xrcd, size = 16, align = 8, response = 0, fd = 8, oflags = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_open_xrcd,
+    size = 16,
+    align = 8,
+    response = 0,
+    fd = 8,
+    oflags = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_open_xrcd_resp`.
 #[repr(C)]
@@ -498,7 +719,13 @@ pub struct ib_uverbs_open_xrcd_resp {
     pub xrcd_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_open_xrcd_resp, size = 4, align = 4, xrcd_handle = 0, driver_data = 4);
+assert_layout!(
+    ib_uverbs_open_xrcd_resp,
+    size = 4,
+    align = 4,
+    xrcd_handle = 0,
+    driver_data = 4
+);
 
 /// `struct ib_uverbs_close_xrcd`.
 #[repr(C)]
@@ -520,7 +747,18 @@ pub struct ib_uverbs_reg_mr {
     pub access_flags: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_reg_mr, size = 40, align = 8, response = 0, start = 8, length = 16, hca_va = 24, pd_handle = 32, access_flags = 36, driver_data = 40);
+assert_layout!(
+    ib_uverbs_reg_mr,
+    size = 40,
+    align = 8,
+    response = 0,
+    start = 8,
+    length = 16,
+    hca_va = 24,
+    pd_handle = 32,
+    access_flags = 36,
+    driver_data = 40
+);
 
 /// `struct ib_uverbs_reg_mr_resp`.
 #[repr(C)]
@@ -531,7 +769,15 @@ pub struct ib_uverbs_reg_mr_resp {
     pub rkey: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_reg_mr_resp, size = 12, align = 4, mr_handle = 0, lkey = 4, rkey = 8, driver_data = 12);
+assert_layout!(
+    ib_uverbs_reg_mr_resp,
+    size = 12,
+    align = 4,
+    mr_handle = 0,
+    lkey = 4,
+    rkey = 8,
+    driver_data = 12
+);
 
 /// `struct ib_uverbs_rereg_mr`.
 #[repr(C)]
@@ -547,7 +793,20 @@ pub struct ib_uverbs_rereg_mr {
     pub access_flags: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_rereg_mr, size = 48, align = 8, response = 0, mr_handle = 8, flags = 12, start = 16, length = 24, hca_va = 32, pd_handle = 40, access_flags = 44, driver_data = 48);
+assert_layout!(
+    ib_uverbs_rereg_mr,
+    size = 48,
+    align = 8,
+    response = 0,
+    mr_handle = 8,
+    flags = 12,
+    start = 16,
+    length = 24,
+    hca_va = 32,
+    pd_handle = 40,
+    access_flags = 44,
+    driver_data = 48
+);
 
 /// `struct ib_uverbs_rereg_mr_resp`.
 #[repr(C)]
@@ -557,7 +816,14 @@ pub struct ib_uverbs_rereg_mr_resp {
     pub rkey: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_rereg_mr_resp, size = 8, align = 8, lkey = 0, rkey = 4, driver_data = 8);
+assert_layout!(
+    ib_uverbs_rereg_mr_resp,
+    size = 8,
+    align = 8,
+    lkey = 0,
+    rkey = 4,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_dereg_mr`.
 #[repr(C)]
@@ -577,7 +843,16 @@ pub struct ib_uverbs_alloc_mw {
     pub reserved: [u8; 3],
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_alloc_mw, size = 16, align = 8, response = 0, pd_handle = 8, mw_type = 12, reserved = 13, driver_data = 16);
+assert_layout!(
+    ib_uverbs_alloc_mw,
+    size = 16,
+    align = 8,
+    response = 0,
+    pd_handle = 8,
+    mw_type = 12,
+    reserved = 13,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_alloc_mw_resp`.
 #[repr(C)]
@@ -587,7 +862,14 @@ pub struct ib_uverbs_alloc_mw_resp {
     pub rkey: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_alloc_mw_resp, size = 8, align = 8, mw_handle = 0, rkey = 4, driver_data = 8);
+assert_layout!(
+    ib_uverbs_alloc_mw_resp,
+    size = 8,
+    align = 8,
+    mw_handle = 0,
+    rkey = 4,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_dealloc_mw`.
 #[repr(C)]
@@ -603,7 +885,12 @@ assert_layout!(ib_uverbs_dealloc_mw, size = 4, align = 4, mw_handle = 0);
 pub struct ib_uverbs_create_comp_channel {
     pub response: u64,
 }
-assert_layout!(ib_uverbs_create_comp_channel, size = 8, align = 8, response = 0);
+assert_layout!(
+    ib_uverbs_create_comp_channel,
+    size = 8,
+    align = 8,
+    response = 0
+);
 
 /// `struct ib_uverbs_create_comp_channel_resp`.
 #[repr(C)]
@@ -611,7 +898,12 @@ assert_layout!(ib_uverbs_create_comp_channel, size = 8, align = 8, response = 0)
 pub struct ib_uverbs_create_comp_channel_resp {
     pub fd: u32,
 }
-assert_layout!(ib_uverbs_create_comp_channel_resp, size = 4, align = 4, fd = 0);
+assert_layout!(
+    ib_uverbs_create_comp_channel_resp,
+    size = 4,
+    align = 4,
+    fd = 0
+);
 
 /// `struct ib_uverbs_create_cq`.
 #[repr(C)]
@@ -626,7 +918,18 @@ pub struct ib_uverbs_create_cq {
     pub reserved: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_cq, size = 32, align = 8, response = 0, user_handle = 8, cqe = 16, comp_vector = 20, comp_channel = 24, reserved = 28, driver_data = 32);
+assert_layout!(
+    ib_uverbs_create_cq,
+    size = 32,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    cqe = 16,
+    comp_vector = 20,
+    comp_channel = 24,
+    reserved = 28,
+    driver_data = 32
+);
 
 /// `struct ib_uverbs_ex_create_cq`.
 #[repr(C)]
@@ -641,7 +944,18 @@ pub struct ib_uverbs_ex_create_cq {
     pub flags: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_create_cq, size = 32, align = 8, user_handle = 0, cqe = 8, comp_vector = 12, comp_channel = 16, comp_mask = 20, flags = 24, reserved = 28);
+assert_layout!(
+    ib_uverbs_ex_create_cq,
+    size = 32,
+    align = 8,
+    user_handle = 0,
+    cqe = 8,
+    comp_vector = 12,
+    comp_channel = 16,
+    comp_mask = 20,
+    flags = 24,
+    reserved = 28
+);
 
 /// `struct ib_uverbs_create_cq_resp`.
 #[repr(C)]
@@ -651,7 +965,14 @@ pub struct ib_uverbs_create_cq_resp {
     pub cqe: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_cq_resp, size = 8, align = 8, cq_handle = 0, cqe = 4, driver_data = 8);
+assert_layout!(
+    ib_uverbs_create_cq_resp,
+    size = 8,
+    align = 8,
+    cq_handle = 0,
+    cqe = 4,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_ex_create_cq_resp`.
 #[repr(C)]
@@ -661,7 +982,14 @@ pub struct ib_uverbs_ex_create_cq_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(ib_uverbs_ex_create_cq_resp, size = 16, align = 8, base = 0, comp_mask = 8, response_length = 12);
+assert_layout!(
+    ib_uverbs_ex_create_cq_resp,
+    size = 16,
+    align = 8,
+    base = 0,
+    comp_mask = 8,
+    response_length = 12
+);
 
 /// `struct ib_uverbs_resize_cq`.
 #[repr(C)]
@@ -672,7 +1000,15 @@ pub struct ib_uverbs_resize_cq {
     pub cqe: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_resize_cq, size = 16, align = 8, response = 0, cq_handle = 8, cqe = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_resize_cq,
+    size = 16,
+    align = 8,
+    response = 0,
+    cq_handle = 8,
+    cqe = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_resize_cq_resp`.
 #[repr(C)]
@@ -682,7 +1018,14 @@ pub struct ib_uverbs_resize_cq_resp {
     pub reserved: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_resize_cq_resp, size = 8, align = 8, cqe = 0, reserved = 4, driver_data = 8);
+assert_layout!(
+    ib_uverbs_resize_cq_resp,
+    size = 8,
+    align = 8,
+    cqe = 0,
+    reserved = 4,
+    driver_data = 8
+);
 
 /// `struct ib_uverbs_poll_cq`.
 #[repr(C)]
@@ -692,7 +1035,14 @@ pub struct ib_uverbs_poll_cq {
     pub cq_handle: u32,
     pub ne: u32,
 }
-assert_layout!(ib_uverbs_poll_cq, size = 16, align = 8, response = 0, cq_handle = 8, ne = 12);
+assert_layout!(
+    ib_uverbs_poll_cq,
+    size = 16,
+    align = 8,
+    response = 0,
+    cq_handle = 8,
+    ne = 12
+);
 
 /// `struct ib_uverbs_wc` (48 bytes): one work completion, as returned by
 /// `POLL_CQ` and as stored in rxe's CQ ring.
@@ -721,7 +1071,26 @@ pub struct ib_uverbs_wc {
     pub port_num: u8,
     pub reserved: u8,
 }
-assert_layout!(ib_uverbs_wc, size = 48, align = 8, wr_id = 0, status = 8, opcode = 12, vendor_err = 16, byte_len = 20, ex = 24, qp_num = 28, src_qp = 32, wc_flags = 36, pkey_index = 40, slid = 42, sl = 44, dlid_path_bits = 45, port_num = 46, reserved = 47);
+assert_layout!(
+    ib_uverbs_wc,
+    size = 48,
+    align = 8,
+    wr_id = 0,
+    status = 8,
+    opcode = 12,
+    vendor_err = 16,
+    byte_len = 20,
+    ex = 24,
+    qp_num = 28,
+    src_qp = 32,
+    wc_flags = 36,
+    pkey_index = 40,
+    slid = 42,
+    sl = 44,
+    dlid_path_bits = 45,
+    port_num = 46,
+    reserved = 47
+);
 
 impl ib_uverbs_wc {
     /// `ex.imm_data` as stored: `__be32`, raw network-order bytes (apply
@@ -744,7 +1113,14 @@ pub struct ib_uverbs_poll_cq_resp {
     pub reserved: u32,
     pub wc: [ib_uverbs_wc; 0],
 }
-assert_layout!(ib_uverbs_poll_cq_resp, size = 8, align = 8, count = 0, reserved = 4, wc = 8);
+assert_layout!(
+    ib_uverbs_poll_cq_resp,
+    size = 8,
+    align = 8,
+    count = 0,
+    reserved = 4,
+    wc = 8
+);
 
 /// `struct ib_uverbs_req_notify_cq`.
 #[repr(C)]
@@ -753,7 +1129,13 @@ pub struct ib_uverbs_req_notify_cq {
     pub cq_handle: u32,
     pub solicited_only: u32,
 }
-assert_layout!(ib_uverbs_req_notify_cq, size = 8, align = 4, cq_handle = 0, solicited_only = 4);
+assert_layout!(
+    ib_uverbs_req_notify_cq,
+    size = 8,
+    align = 4,
+    cq_handle = 0,
+    solicited_only = 4
+);
 
 /// `struct ib_uverbs_destroy_cq`.
 #[repr(C)]
@@ -763,7 +1145,14 @@ pub struct ib_uverbs_destroy_cq {
     pub cq_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_destroy_cq, size = 16, align = 8, response = 0, cq_handle = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_destroy_cq,
+    size = 16,
+    align = 8,
+    response = 0,
+    cq_handle = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_destroy_cq_resp`.
 #[repr(C)]
@@ -772,7 +1161,13 @@ pub struct ib_uverbs_destroy_cq_resp {
     pub comp_events_reported: u32,
     pub async_events_reported: u32,
 }
-assert_layout!(ib_uverbs_destroy_cq_resp, size = 8, align = 4, comp_events_reported = 0, async_events_reported = 4);
+assert_layout!(
+    ib_uverbs_destroy_cq_resp,
+    size = 8,
+    align = 4,
+    comp_events_reported = 0,
+    async_events_reported = 4
+);
 
 /// `struct ib_uverbs_global_route`.
 #[repr(C)]
@@ -786,7 +1181,17 @@ pub struct ib_uverbs_global_route {
     pub traffic_class: u8,
     pub reserved: u8,
 }
-assert_layout!(ib_uverbs_global_route, size = 24, align = 4, dgid = 0, flow_label = 16, sgid_index = 20, hop_limit = 21, traffic_class = 22, reserved = 23);
+assert_layout!(
+    ib_uverbs_global_route,
+    size = 24,
+    align = 4,
+    dgid = 0,
+    flow_label = 16,
+    sgid_index = 20,
+    hop_limit = 21,
+    traffic_class = 22,
+    reserved = 23
+);
 
 /// `struct ib_uverbs_ah_attr`.
 #[repr(C)]
@@ -801,7 +1206,19 @@ pub struct ib_uverbs_ah_attr {
     pub port_num: u8,
     pub reserved: u8,
 }
-assert_layout!(ib_uverbs_ah_attr, size = 32, align = 4, grh = 0, dlid = 24, sl = 26, src_path_bits = 27, static_rate = 28, is_global = 29, port_num = 30, reserved = 31);
+assert_layout!(
+    ib_uverbs_ah_attr,
+    size = 32,
+    align = 4,
+    grh = 0,
+    dlid = 24,
+    sl = 26,
+    src_path_bits = 27,
+    static_rate = 28,
+    is_global = 29,
+    port_num = 30,
+    reserved = 31
+);
 
 /// `struct ib_uverbs_qp_attr`.
 #[repr(C)]
@@ -839,7 +1256,42 @@ pub struct ib_uverbs_qp_attr {
     pub alt_timeout: u8,
     pub reserved: [u8; 5],
 }
-assert_layout!(ib_uverbs_qp_attr, size = 144, align = 4, qp_attr_mask = 0, qp_state = 4, cur_qp_state = 8, path_mtu = 12, path_mig_state = 16, qkey = 20, rq_psn = 24, sq_psn = 28, dest_qp_num = 32, qp_access_flags = 36, ah_attr = 40, alt_ah_attr = 72, max_send_wr = 104, max_recv_wr = 108, max_send_sge = 112, max_recv_sge = 116, max_inline_data = 120, pkey_index = 124, alt_pkey_index = 126, en_sqd_async_notify = 128, sq_draining = 129, max_rd_atomic = 130, max_dest_rd_atomic = 131, min_rnr_timer = 132, port_num = 133, timeout = 134, retry_cnt = 135, rnr_retry = 136, alt_port_num = 137, alt_timeout = 138, reserved = 139);
+assert_layout!(
+    ib_uverbs_qp_attr,
+    size = 144,
+    align = 4,
+    qp_attr_mask = 0,
+    qp_state = 4,
+    cur_qp_state = 8,
+    path_mtu = 12,
+    path_mig_state = 16,
+    qkey = 20,
+    rq_psn = 24,
+    sq_psn = 28,
+    dest_qp_num = 32,
+    qp_access_flags = 36,
+    ah_attr = 40,
+    alt_ah_attr = 72,
+    max_send_wr = 104,
+    max_recv_wr = 108,
+    max_send_sge = 112,
+    max_recv_sge = 116,
+    max_inline_data = 120,
+    pkey_index = 124,
+    alt_pkey_index = 126,
+    en_sqd_async_notify = 128,
+    sq_draining = 129,
+    max_rd_atomic = 130,
+    max_dest_rd_atomic = 131,
+    min_rnr_timer = 132,
+    port_num = 133,
+    timeout = 134,
+    retry_cnt = 135,
+    rnr_retry = 136,
+    alt_port_num = 137,
+    alt_timeout = 138,
+    reserved = 139
+);
 
 /// `struct ib_uverbs_create_qp`.
 #[repr(C)]
@@ -862,7 +1314,27 @@ pub struct ib_uverbs_create_qp {
     pub reserved: u8,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_qp, size = 56, align = 8, response = 0, user_handle = 8, pd_handle = 16, send_cq_handle = 20, recv_cq_handle = 24, srq_handle = 28, max_send_wr = 32, max_recv_wr = 36, max_send_sge = 40, max_recv_sge = 44, max_inline_data = 48, sq_sig_all = 52, qp_type = 53, is_srq = 54, reserved = 55, driver_data = 56);
+assert_layout!(
+    ib_uverbs_create_qp,
+    size = 56,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    pd_handle = 16,
+    send_cq_handle = 20,
+    recv_cq_handle = 24,
+    srq_handle = 28,
+    max_send_wr = 32,
+    max_recv_wr = 36,
+    max_send_sge = 40,
+    max_recv_sge = 44,
+    max_inline_data = 48,
+    sq_sig_all = 52,
+    qp_type = 53,
+    is_srq = 54,
+    reserved = 55,
+    driver_data = 56
+);
 
 /// `struct ib_uverbs_ex_create_qp`.
 #[repr(C)]
@@ -887,7 +1359,29 @@ pub struct ib_uverbs_ex_create_qp {
     pub rwq_ind_tbl_handle: u32,
     pub source_qpn: u32,
 }
-assert_layout!(ib_uverbs_ex_create_qp, size = 64, align = 8, user_handle = 0, pd_handle = 8, send_cq_handle = 12, recv_cq_handle = 16, srq_handle = 20, max_send_wr = 24, max_recv_wr = 28, max_send_sge = 32, max_recv_sge = 36, max_inline_data = 40, sq_sig_all = 44, qp_type = 45, is_srq = 46, reserved = 47, comp_mask = 48, create_flags = 52, rwq_ind_tbl_handle = 56, source_qpn = 60);
+assert_layout!(
+    ib_uverbs_ex_create_qp,
+    size = 64,
+    align = 8,
+    user_handle = 0,
+    pd_handle = 8,
+    send_cq_handle = 12,
+    recv_cq_handle = 16,
+    srq_handle = 20,
+    max_send_wr = 24,
+    max_recv_wr = 28,
+    max_send_sge = 32,
+    max_recv_sge = 36,
+    max_inline_data = 40,
+    sq_sig_all = 44,
+    qp_type = 45,
+    is_srq = 46,
+    reserved = 47,
+    comp_mask = 48,
+    create_flags = 52,
+    rwq_ind_tbl_handle = 56,
+    source_qpn = 60
+);
 
 /// `struct ib_uverbs_open_qp`.
 #[repr(C)]
@@ -901,7 +1395,18 @@ pub struct ib_uverbs_open_qp {
     pub reserved: [u8; 7],
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_open_qp, size = 32, align = 8, response = 0, user_handle = 8, pd_handle = 16, qpn = 20, qp_type = 24, reserved = 25, driver_data = 32);
+assert_layout!(
+    ib_uverbs_open_qp,
+    size = 32,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    pd_handle = 16,
+    qpn = 20,
+    qp_type = 24,
+    reserved = 25,
+    driver_data = 32
+);
 
 /// `struct ib_uverbs_create_qp_resp` (32 bytes); also the OPEN_QP response.
 #[repr(C)]
@@ -917,7 +1422,20 @@ pub struct ib_uverbs_create_qp_resp {
     pub reserved: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_create_qp_resp, size = 32, align = 4, qp_handle = 0, qpn = 4, max_send_wr = 8, max_recv_wr = 12, max_send_sge = 16, max_recv_sge = 20, max_inline_data = 24, reserved = 28, driver_data = 32);
+assert_layout!(
+    ib_uverbs_create_qp_resp,
+    size = 32,
+    align = 4,
+    qp_handle = 0,
+    qpn = 4,
+    max_send_wr = 8,
+    max_recv_wr = 12,
+    max_send_sge = 16,
+    max_recv_sge = 20,
+    max_inline_data = 24,
+    reserved = 28,
+    driver_data = 32
+);
 
 /// `struct ib_uverbs_ex_create_qp_resp`.
 #[repr(C)]
@@ -927,7 +1445,14 @@ pub struct ib_uverbs_ex_create_qp_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(ib_uverbs_ex_create_qp_resp, size = 40, align = 4, base = 0, comp_mask = 32, response_length = 36);
+assert_layout!(
+    ib_uverbs_ex_create_qp_resp,
+    size = 40,
+    align = 4,
+    base = 0,
+    comp_mask = 32,
+    response_length = 36
+);
 
 /// `struct ib_uverbs_qp_dest` (32 bytes): the address vector in MODIFY_QP / QUERY_QP.
 #[repr(C)]
@@ -947,7 +1472,23 @@ pub struct ib_uverbs_qp_dest {
     pub is_global: u8,
     pub port_num: u8,
 }
-assert_layout!(ib_uverbs_qp_dest, size = 32, align = 4, dgid = 0, flow_label = 16, dlid = 20, reserved = 22, sgid_index = 24, hop_limit = 25, traffic_class = 26, sl = 27, src_path_bits = 28, static_rate = 29, is_global = 30, port_num = 31);
+assert_layout!(
+    ib_uverbs_qp_dest,
+    size = 32,
+    align = 4,
+    dgid = 0,
+    flow_label = 16,
+    dlid = 20,
+    reserved = 22,
+    sgid_index = 24,
+    hop_limit = 25,
+    traffic_class = 26,
+    sl = 27,
+    src_path_bits = 28,
+    static_rate = 29,
+    is_global = 30,
+    port_num = 31
+);
 
 /// `struct ib_uverbs_query_qp`.
 #[repr(C)]
@@ -958,7 +1499,15 @@ pub struct ib_uverbs_query_qp {
     pub attr_mask: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_query_qp, size = 16, align = 8, response = 0, qp_handle = 8, attr_mask = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_query_qp,
+    size = 16,
+    align = 8,
+    response = 0,
+    qp_handle = 8,
+    attr_mask = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_query_qp_resp`.
 #[repr(C)]
@@ -996,7 +1545,42 @@ pub struct ib_uverbs_query_qp_resp {
     pub reserved: [u8; 5],
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_query_qp_resp, size = 128, align = 8, dest = 0, alt_dest = 32, max_send_wr = 64, max_recv_wr = 68, max_send_sge = 72, max_recv_sge = 76, max_inline_data = 80, qkey = 84, rq_psn = 88, sq_psn = 92, dest_qp_num = 96, qp_access_flags = 100, pkey_index = 104, alt_pkey_index = 106, qp_state = 108, cur_qp_state = 109, path_mtu = 110, path_mig_state = 111, sq_draining = 112, max_rd_atomic = 113, max_dest_rd_atomic = 114, min_rnr_timer = 115, port_num = 116, timeout = 117, retry_cnt = 118, rnr_retry = 119, alt_port_num = 120, alt_timeout = 121, sq_sig_all = 122, reserved = 123, driver_data = 128);
+assert_layout!(
+    ib_uverbs_query_qp_resp,
+    size = 128,
+    align = 8,
+    dest = 0,
+    alt_dest = 32,
+    max_send_wr = 64,
+    max_recv_wr = 68,
+    max_send_sge = 72,
+    max_recv_sge = 76,
+    max_inline_data = 80,
+    qkey = 84,
+    rq_psn = 88,
+    sq_psn = 92,
+    dest_qp_num = 96,
+    qp_access_flags = 100,
+    pkey_index = 104,
+    alt_pkey_index = 106,
+    qp_state = 108,
+    cur_qp_state = 109,
+    path_mtu = 110,
+    path_mig_state = 111,
+    sq_draining = 112,
+    max_rd_atomic = 113,
+    max_dest_rd_atomic = 114,
+    min_rnr_timer = 115,
+    port_num = 116,
+    timeout = 117,
+    retry_cnt = 118,
+    rnr_retry = 119,
+    alt_port_num = 120,
+    alt_timeout = 121,
+    sq_sig_all = 122,
+    reserved = 123,
+    driver_data = 128
+);
 
 /// `struct ib_uverbs_modify_qp` (112 bytes). No `response` field and no
 /// udata: a write MODIFY_QP is exactly 8 + 112 = 120 bytes.
@@ -1032,7 +1616,38 @@ pub struct ib_uverbs_modify_qp {
     pub reserved: [u8; 2],
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_modify_qp, size = 112, align = 8, dest = 0, alt_dest = 32, qp_handle = 64, attr_mask = 68, qkey = 72, rq_psn = 76, sq_psn = 80, dest_qp_num = 84, qp_access_flags = 88, pkey_index = 92, alt_pkey_index = 94, qp_state = 96, cur_qp_state = 97, path_mtu = 98, path_mig_state = 99, en_sqd_async_notify = 100, max_rd_atomic = 101, max_dest_rd_atomic = 102, min_rnr_timer = 103, port_num = 104, timeout = 105, retry_cnt = 106, rnr_retry = 107, alt_port_num = 108, alt_timeout = 109, reserved = 110, driver_data = 112);
+assert_layout!(
+    ib_uverbs_modify_qp,
+    size = 112,
+    align = 8,
+    dest = 0,
+    alt_dest = 32,
+    qp_handle = 64,
+    attr_mask = 68,
+    qkey = 72,
+    rq_psn = 76,
+    sq_psn = 80,
+    dest_qp_num = 84,
+    qp_access_flags = 88,
+    pkey_index = 92,
+    alt_pkey_index = 94,
+    qp_state = 96,
+    cur_qp_state = 97,
+    path_mtu = 98,
+    path_mig_state = 99,
+    en_sqd_async_notify = 100,
+    max_rd_atomic = 101,
+    max_dest_rd_atomic = 102,
+    min_rnr_timer = 103,
+    port_num = 104,
+    timeout = 105,
+    retry_cnt = 106,
+    rnr_retry = 107,
+    alt_port_num = 108,
+    alt_timeout = 109,
+    reserved = 110,
+    driver_data = 112
+);
 
 /// `struct ib_uverbs_ex_modify_qp`.
 #[repr(C)]
@@ -1042,7 +1657,14 @@ pub struct ib_uverbs_ex_modify_qp {
     pub rate_limit: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_modify_qp, size = 120, align = 8, base = 0, rate_limit = 112, reserved = 116);
+assert_layout!(
+    ib_uverbs_ex_modify_qp,
+    size = 120,
+    align = 8,
+    base = 0,
+    rate_limit = 112,
+    reserved = 116
+);
 
 /// `struct ib_uverbs_ex_modify_qp_resp`.
 #[repr(C)]
@@ -1051,7 +1673,13 @@ pub struct ib_uverbs_ex_modify_qp_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(ib_uverbs_ex_modify_qp_resp, size = 8, align = 4, comp_mask = 0, response_length = 4);
+assert_layout!(
+    ib_uverbs_ex_modify_qp_resp,
+    size = 8,
+    align = 4,
+    comp_mask = 0,
+    response_length = 4
+);
 
 /// `struct ib_uverbs_destroy_qp`.
 #[repr(C)]
@@ -1061,7 +1689,14 @@ pub struct ib_uverbs_destroy_qp {
     pub qp_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_destroy_qp, size = 16, align = 8, response = 0, qp_handle = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_destroy_qp,
+    size = 16,
+    align = 8,
+    response = 0,
+    qp_handle = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_destroy_qp_resp`.
 #[repr(C)]
@@ -1069,7 +1704,12 @@ assert_layout!(ib_uverbs_destroy_qp, size = 16, align = 8, response = 0, qp_hand
 pub struct ib_uverbs_destroy_qp_resp {
     pub events_reported: u32,
 }
-assert_layout!(ib_uverbs_destroy_qp_resp, size = 4, align = 4, events_reported = 0);
+assert_layout!(
+    ib_uverbs_destroy_qp_resp,
+    size = 4,
+    align = 4,
+    events_reported = 0
+);
 
 /// `struct ib_uverbs_sge` (16 bytes); same layout as `ibv_sge`.
 #[repr(C)]
@@ -1079,7 +1719,14 @@ pub struct ib_uverbs_sge {
     pub length: u32,
     pub lkey: u32,
 }
-assert_layout!(ib_uverbs_sge, size = 16, align = 8, addr = 0, length = 8, lkey = 12);
+assert_layout!(
+    ib_uverbs_sge,
+    size = 16,
+    align = 8,
+    addr = 0,
+    length = 8,
+    lkey = 12
+);
 
 /// The `wr.rdma` variant of [`ib_uverbs_send_wr`] (C declares it inline).
 #[repr(C)]
@@ -1089,7 +1736,14 @@ pub struct ib_uverbs_send_wr_rdma {
     pub rkey: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_send_wr_rdma, size = 16, align = 8, remote_addr = 0, rkey = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_send_wr_rdma,
+    size = 16,
+    align = 8,
+    remote_addr = 0,
+    rkey = 8,
+    reserved = 12
+);
 
 /// The `wr.atomic` variant of [`ib_uverbs_send_wr`] (C declares it inline).
 #[repr(C)]
@@ -1101,7 +1755,16 @@ pub struct ib_uverbs_send_wr_atomic {
     pub rkey: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_send_wr_atomic, size = 32, align = 8, remote_addr = 0, compare_add = 8, swap = 16, rkey = 24, reserved = 28);
+assert_layout!(
+    ib_uverbs_send_wr_atomic,
+    size = 32,
+    align = 8,
+    remote_addr = 0,
+    compare_add = 8,
+    swap = 16,
+    rkey = 24,
+    reserved = 28
+);
 
 /// The `wr.ud` variant of [`ib_uverbs_send_wr`] (C declares it inline).
 #[repr(C)]
@@ -1113,7 +1776,15 @@ pub struct ib_uverbs_send_wr_ud {
     pub remote_qkey: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_send_wr_ud, size = 16, align = 4, ah = 0, remote_qpn = 4, remote_qkey = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_send_wr_ud,
+    size = 16,
+    align = 4,
+    ah = 0,
+    remote_qpn = 4,
+    remote_qkey = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_send_wr` (56 bytes): a send work request in a write
 /// `POST_SEND` command (`wqe_size` must be at least this size).
@@ -1136,7 +1807,17 @@ pub struct ib_uverbs_send_wr {
     /// Union `wr` storage.
     pub wr: [u64; 4],
 }
-assert_layout!(ib_uverbs_send_wr, size = 56, align = 8, wr_id = 0, num_sge = 8, opcode = 12, send_flags = 16, ex = 20, wr = 24);
+assert_layout!(
+    ib_uverbs_send_wr,
+    size = 56,
+    align = 8,
+    wr_id = 0,
+    num_sge = 8,
+    opcode = 12,
+    send_flags = 16,
+    ex = 20,
+    wr = 24
+);
 
 impl ib_uverbs_send_wr {
     /// `wr.rdma`.
@@ -1182,7 +1863,17 @@ pub struct ib_uverbs_post_send {
     pub wqe_size: u32,
     pub send_wr: [ib_uverbs_send_wr; 0],
 }
-assert_layout!(ib_uverbs_post_send, size = 24, align = 8, response = 0, qp_handle = 8, wr_count = 12, sge_count = 16, wqe_size = 20, send_wr = 24);
+assert_layout!(
+    ib_uverbs_post_send,
+    size = 24,
+    align = 8,
+    response = 0,
+    qp_handle = 8,
+    wr_count = 12,
+    sge_count = 16,
+    wqe_size = 20,
+    send_wr = 24
+);
 
 /// `struct ib_uverbs_post_send_resp`.
 #[repr(C)]
@@ -1200,7 +1891,14 @@ pub struct ib_uverbs_recv_wr {
     pub num_sge: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_recv_wr, size = 16, align = 8, wr_id = 0, num_sge = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_recv_wr,
+    size = 16,
+    align = 8,
+    wr_id = 0,
+    num_sge = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_post_recv`.
 #[repr(C)]
@@ -1213,7 +1911,17 @@ pub struct ib_uverbs_post_recv {
     pub wqe_size: u32,
     pub recv_wr: [ib_uverbs_recv_wr; 0],
 }
-assert_layout!(ib_uverbs_post_recv, size = 24, align = 8, response = 0, qp_handle = 8, wr_count = 12, sge_count = 16, wqe_size = 20, recv_wr = 24);
+assert_layout!(
+    ib_uverbs_post_recv,
+    size = 24,
+    align = 8,
+    response = 0,
+    qp_handle = 8,
+    wr_count = 12,
+    sge_count = 16,
+    wqe_size = 20,
+    recv_wr = 24
+);
 
 /// `struct ib_uverbs_post_recv_resp`.
 #[repr(C)]
@@ -1234,7 +1942,17 @@ pub struct ib_uverbs_post_srq_recv {
     pub wqe_size: u32,
     pub recv: [ib_uverbs_recv_wr; 0],
 }
-assert_layout!(ib_uverbs_post_srq_recv, size = 24, align = 8, response = 0, srq_handle = 8, wr_count = 12, sge_count = 16, wqe_size = 20, recv = 24);
+assert_layout!(
+    ib_uverbs_post_srq_recv,
+    size = 24,
+    align = 8,
+    response = 0,
+    srq_handle = 8,
+    wr_count = 12,
+    sge_count = 16,
+    wqe_size = 20,
+    recv = 24
+);
 
 /// `struct ib_uverbs_post_srq_recv_resp`.
 #[repr(C)]
@@ -1242,7 +1960,12 @@ assert_layout!(ib_uverbs_post_srq_recv, size = 24, align = 8, response = 0, srq_
 pub struct ib_uverbs_post_srq_recv_resp {
     pub bad_wr: u32,
 }
-assert_layout!(ib_uverbs_post_srq_recv_resp, size = 4, align = 4, bad_wr = 0);
+assert_layout!(
+    ib_uverbs_post_srq_recv_resp,
+    size = 4,
+    align = 4,
+    bad_wr = 0
+);
 
 /// `struct ib_uverbs_create_ah`.
 #[repr(C)]
@@ -1255,7 +1978,17 @@ pub struct ib_uverbs_create_ah {
     pub attr: ib_uverbs_ah_attr,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_ah, size = 56, align = 8, response = 0, user_handle = 8, pd_handle = 16, reserved = 20, attr = 24, driver_data = 56);
+assert_layout!(
+    ib_uverbs_create_ah,
+    size = 56,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    pd_handle = 16,
+    reserved = 20,
+    attr = 24,
+    driver_data = 56
+);
 
 /// `struct ib_uverbs_create_ah_resp`.
 #[repr(C)]
@@ -1264,7 +1997,13 @@ pub struct ib_uverbs_create_ah_resp {
     pub ah_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_create_ah_resp, size = 4, align = 4, ah_handle = 0, driver_data = 4);
+assert_layout!(
+    ib_uverbs_create_ah_resp,
+    size = 4,
+    align = 4,
+    ah_handle = 0,
+    driver_data = 4
+);
 
 /// `struct ib_uverbs_destroy_ah`.
 #[repr(C)]
@@ -1285,7 +2024,16 @@ pub struct ib_uverbs_attach_mcast {
     pub reserved: u16,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_attach_mcast, size = 24, align = 8, gid = 0, qp_handle = 16, mlid = 20, reserved = 22, driver_data = 24);
+assert_layout!(
+    ib_uverbs_attach_mcast,
+    size = 24,
+    align = 8,
+    gid = 0,
+    qp_handle = 16,
+    mlid = 20,
+    reserved = 22,
+    driver_data = 24
+);
 
 /// `struct ib_uverbs_detach_mcast`.
 #[repr(C)]
@@ -1298,7 +2046,16 @@ pub struct ib_uverbs_detach_mcast {
     pub reserved: u16,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_detach_mcast, size = 24, align = 8, gid = 0, qp_handle = 16, mlid = 20, reserved = 22, driver_data = 24);
+assert_layout!(
+    ib_uverbs_detach_mcast,
+    size = 24,
+    align = 8,
+    gid = 0,
+    qp_handle = 16,
+    mlid = 20,
+    reserved = 22,
+    driver_data = 24
+);
 
 /// `struct ib_uverbs_create_srq`.
 #[repr(C)]
@@ -1312,7 +2069,18 @@ pub struct ib_uverbs_create_srq {
     pub srq_limit: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_srq, size = 32, align = 8, response = 0, user_handle = 8, pd_handle = 16, max_wr = 20, max_sge = 24, srq_limit = 28, driver_data = 32);
+assert_layout!(
+    ib_uverbs_create_srq,
+    size = 32,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    pd_handle = 16,
+    max_wr = 20,
+    max_sge = 24,
+    srq_limit = 28,
+    driver_data = 32
+);
 
 /// `struct ib_uverbs_create_xsrq`.
 #[repr(C)]
@@ -1330,7 +2098,22 @@ pub struct ib_uverbs_create_xsrq {
     pub cq_handle: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_create_xsrq, size = 48, align = 8, response = 0, user_handle = 8, srq_type = 16, pd_handle = 20, max_wr = 24, max_sge = 28, srq_limit = 32, max_num_tags = 36, xrcd_handle = 40, cq_handle = 44, driver_data = 48);
+assert_layout!(
+    ib_uverbs_create_xsrq,
+    size = 48,
+    align = 8,
+    response = 0,
+    user_handle = 8,
+    srq_type = 16,
+    pd_handle = 20,
+    max_wr = 24,
+    max_sge = 28,
+    srq_limit = 32,
+    max_num_tags = 36,
+    xrcd_handle = 40,
+    cq_handle = 44,
+    driver_data = 48
+);
 
 /// `struct ib_uverbs_create_srq_resp`.
 #[repr(C)]
@@ -1342,7 +2125,16 @@ pub struct ib_uverbs_create_srq_resp {
     pub srqn: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(ib_uverbs_create_srq_resp, size = 16, align = 4, srq_handle = 0, max_wr = 4, max_sge = 8, srqn = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_create_srq_resp,
+    size = 16,
+    align = 4,
+    srq_handle = 0,
+    max_wr = 4,
+    max_sge = 8,
+    srqn = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_modify_srq`.
 #[repr(C)]
@@ -1354,7 +2146,16 @@ pub struct ib_uverbs_modify_srq {
     pub srq_limit: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_modify_srq, size = 16, align = 8, srq_handle = 0, attr_mask = 4, max_wr = 8, srq_limit = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_modify_srq,
+    size = 16,
+    align = 8,
+    srq_handle = 0,
+    attr_mask = 4,
+    max_wr = 8,
+    srq_limit = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_query_srq`.
 #[repr(C)]
@@ -1365,7 +2166,15 @@ pub struct ib_uverbs_query_srq {
     pub reserved: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(ib_uverbs_query_srq, size = 16, align = 8, response = 0, srq_handle = 8, reserved = 12, driver_data = 16);
+assert_layout!(
+    ib_uverbs_query_srq,
+    size = 16,
+    align = 8,
+    response = 0,
+    srq_handle = 8,
+    reserved = 12,
+    driver_data = 16
+);
 
 /// `struct ib_uverbs_query_srq_resp`.
 #[repr(C)]
@@ -1376,7 +2185,15 @@ pub struct ib_uverbs_query_srq_resp {
     pub srq_limit: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_query_srq_resp, size = 16, align = 4, max_wr = 0, max_sge = 4, srq_limit = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_query_srq_resp,
+    size = 16,
+    align = 4,
+    max_wr = 0,
+    max_sge = 4,
+    srq_limit = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_destroy_srq`.
 #[repr(C)]
@@ -1386,7 +2203,14 @@ pub struct ib_uverbs_destroy_srq {
     pub srq_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_destroy_srq, size = 16, align = 8, response = 0, srq_handle = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_destroy_srq,
+    size = 16,
+    align = 8,
+    response = 0,
+    srq_handle = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_destroy_srq_resp`.
 #[repr(C)]
@@ -1394,7 +2218,12 @@ assert_layout!(ib_uverbs_destroy_srq, size = 16, align = 8, response = 0, srq_ha
 pub struct ib_uverbs_destroy_srq_resp {
     pub events_reported: u32,
 }
-assert_layout!(ib_uverbs_destroy_srq_resp, size = 4, align = 4, events_reported = 0);
+assert_layout!(
+    ib_uverbs_destroy_srq_resp,
+    size = 4,
+    align = 4,
+    events_reported = 0
+);
 
 /// `struct ib_uverbs_ex_create_wq`.
 #[repr(C)]
@@ -1410,7 +2239,20 @@ pub struct ib_uverbs_ex_create_wq {
     pub create_flags: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_create_wq, size = 40, align = 8, comp_mask = 0, wq_type = 4, user_handle = 8, pd_handle = 16, cq_handle = 20, max_wr = 24, max_sge = 28, create_flags = 32, reserved = 36);
+assert_layout!(
+    ib_uverbs_ex_create_wq,
+    size = 40,
+    align = 8,
+    comp_mask = 0,
+    wq_type = 4,
+    user_handle = 8,
+    pd_handle = 16,
+    cq_handle = 20,
+    max_wr = 24,
+    max_sge = 28,
+    create_flags = 32,
+    reserved = 36
+);
 
 /// `struct ib_uverbs_ex_create_wq_resp`.
 #[repr(C)]
@@ -1423,7 +2265,17 @@ pub struct ib_uverbs_ex_create_wq_resp {
     pub max_sge: u32,
     pub wqn: u32,
 }
-assert_layout!(ib_uverbs_ex_create_wq_resp, size = 24, align = 4, comp_mask = 0, response_length = 4, wq_handle = 8, max_wr = 12, max_sge = 16, wqn = 20);
+assert_layout!(
+    ib_uverbs_ex_create_wq_resp,
+    size = 24,
+    align = 4,
+    comp_mask = 0,
+    response_length = 4,
+    wq_handle = 8,
+    max_wr = 12,
+    max_sge = 16,
+    wqn = 20
+);
 
 /// `struct ib_uverbs_ex_destroy_wq`.
 #[repr(C)]
@@ -1432,7 +2284,13 @@ pub struct ib_uverbs_ex_destroy_wq {
     pub comp_mask: u32,
     pub wq_handle: u32,
 }
-assert_layout!(ib_uverbs_ex_destroy_wq, size = 8, align = 4, comp_mask = 0, wq_handle = 4);
+assert_layout!(
+    ib_uverbs_ex_destroy_wq,
+    size = 8,
+    align = 4,
+    comp_mask = 0,
+    wq_handle = 4
+);
 
 /// `struct ib_uverbs_ex_destroy_wq_resp`.
 #[repr(C)]
@@ -1443,7 +2301,15 @@ pub struct ib_uverbs_ex_destroy_wq_resp {
     pub events_reported: u32,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_destroy_wq_resp, size = 16, align = 4, comp_mask = 0, response_length = 4, events_reported = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_ex_destroy_wq_resp,
+    size = 16,
+    align = 4,
+    comp_mask = 0,
+    response_length = 4,
+    events_reported = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_ex_modify_wq`.
 #[repr(C)]
@@ -1456,7 +2322,17 @@ pub struct ib_uverbs_ex_modify_wq {
     pub flags: u32,
     pub flags_mask: u32,
 }
-assert_layout!(ib_uverbs_ex_modify_wq, size = 24, align = 4, attr_mask = 0, wq_handle = 4, wq_state = 8, curr_wq_state = 12, flags = 16, flags_mask = 20);
+assert_layout!(
+    ib_uverbs_ex_modify_wq,
+    size = 24,
+    align = 4,
+    attr_mask = 0,
+    wq_handle = 4,
+    wq_state = 8,
+    curr_wq_state = 12,
+    flags = 16,
+    flags_mask = 20
+);
 
 /// `struct ib_uverbs_ex_create_rwq_ind_table`.
 #[repr(C)]
@@ -1466,7 +2342,14 @@ pub struct ib_uverbs_ex_create_rwq_ind_table {
     pub log_ind_tbl_size: u32,
     pub wq_handles: [u32; 0],
 }
-assert_layout!(ib_uverbs_ex_create_rwq_ind_table, size = 8, align = 4, comp_mask = 0, log_ind_tbl_size = 4, wq_handles = 8);
+assert_layout!(
+    ib_uverbs_ex_create_rwq_ind_table,
+    size = 8,
+    align = 4,
+    comp_mask = 0,
+    log_ind_tbl_size = 4,
+    wq_handles = 8
+);
 
 /// `struct ib_uverbs_ex_create_rwq_ind_table_resp`.
 #[repr(C)]
@@ -1477,7 +2360,15 @@ pub struct ib_uverbs_ex_create_rwq_ind_table_resp {
     pub ind_tbl_handle: u32,
     pub ind_tbl_num: u32,
 }
-assert_layout!(ib_uverbs_ex_create_rwq_ind_table_resp, size = 16, align = 4, comp_mask = 0, response_length = 4, ind_tbl_handle = 8, ind_tbl_num = 12);
+assert_layout!(
+    ib_uverbs_ex_create_rwq_ind_table_resp,
+    size = 16,
+    align = 4,
+    comp_mask = 0,
+    response_length = 4,
+    ind_tbl_handle = 8,
+    ind_tbl_num = 12
+);
 
 /// `struct ib_uverbs_ex_destroy_rwq_ind_table`.
 #[repr(C)]
@@ -1486,7 +2377,13 @@ pub struct ib_uverbs_ex_destroy_rwq_ind_table {
     pub comp_mask: u32,
     pub ind_tbl_handle: u32,
 }
-assert_layout!(ib_uverbs_ex_destroy_rwq_ind_table, size = 8, align = 4, comp_mask = 0, ind_tbl_handle = 4);
+assert_layout!(
+    ib_uverbs_ex_destroy_rwq_ind_table,
+    size = 8,
+    align = 4,
+    comp_mask = 0,
+    ind_tbl_handle = 4
+);
 
 /// `struct ib_uverbs_cq_moderation`.
 #[repr(C)]
@@ -1495,7 +2392,13 @@ pub struct ib_uverbs_cq_moderation {
     pub cq_count: u16,
     pub cq_period: u16,
 }
-assert_layout!(ib_uverbs_cq_moderation, size = 4, align = 2, cq_count = 0, cq_period = 2);
+assert_layout!(
+    ib_uverbs_cq_moderation,
+    size = 4,
+    align = 2,
+    cq_count = 0,
+    cq_period = 2
+);
 
 /// `struct ib_uverbs_ex_modify_cq`.
 #[repr(C)]
@@ -1506,7 +2409,15 @@ pub struct ib_uverbs_ex_modify_cq {
     pub attr: ib_uverbs_cq_moderation,
     pub reserved: u32,
 }
-assert_layout!(ib_uverbs_ex_modify_cq, size = 16, align = 4, cq_handle = 0, attr_mask = 4, attr = 8, reserved = 12);
+assert_layout!(
+    ib_uverbs_ex_modify_cq,
+    size = 16,
+    align = 4,
+    cq_handle = 0,
+    attr_mask = 4,
+    attr = 8,
+    reserved = 12
+);
 
 /// `struct ib_uverbs_clock_info`.
 #[repr(C)]
@@ -1522,4 +2433,17 @@ pub struct ib_uverbs_clock_info {
     pub mask: u64,
     pub overflow_period: u64,
 }
-assert_layout!(ib_uverbs_clock_info, size = 56, align = 8, sign = 0, resv = 4, nsec = 8, cycles = 16, frac = 24, mult = 32, shift = 36, mask = 40, overflow_period = 48);
+assert_layout!(
+    ib_uverbs_clock_info,
+    size = 56,
+    align = 8,
+    sign = 0,
+    resv = 4,
+    nsec = 8,
+    cycles = 16,
+    frac = 24,
+    mult = 32,
+    shift = 36,
+    mask = 40,
+    overflow_period = 48
+);

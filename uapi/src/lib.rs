@@ -37,7 +37,12 @@
 //!     fields (`IB_UVERBS_DEVICE_*` capability bits, `MLX5_LIB_CAP_*`);
 //!   - `u32` for everything else (the kernel's `enum` type), also where the
 //!     value ends up in a `u8`/`u16` field: cast with `as` at the use site;
-//!   - `usize` for the few `#define`s that size an array in a struct here.
+//!   - `usize` for the few `#define`s that size an array in a struct here
+//!     (`LS_DEVICE_NAME_MAX`, `MLX5_IB_DW_MATCH_PARAM`, `ETH_ALEN`);
+//!   - `u16` for `AF_INET`/`AF_INET6` (they go into `sa_family_t`).
+//!
+//!   Plain `#define`d numbers are `u32` too. Function-like macros become
+//!   `const fn`s with the macro's name (`RDMA_NL_GET_TYPE`).
 //! - **Structs** are `#[repr(C)]` and derive `Clone, Copy, Debug, Default`
 //!   (or implement `Default` as all-zeroes) and zerocopy's `FromBytes,
 //!   IntoBytes, Immutable, KnownLayout`. Every struct is followed by an
@@ -45,8 +50,10 @@
 //!   field at compile time.
 //! - **Padding**: zerocopy's `IntoBytes` rejects implicit padding, so where
 //!   the C struct has implicit padding the Rust struct has an explicit
-//!   `pub _padN: [u8; N]` field (documented at each site). The kernel's own
-//!   `reserved` fields keep their names.
+//!   `pub _pad0` byte field (documented at each site; there are three:
+//!   `ib_uverbs_flow_action_esp_encap`, `rxe_global_route`,
+//!   `rxe_send_wr_flush`). The kernel's own `reserved`/`pad`
+//!   fields keep their names.
 //! - **Flexible array members** (`driver_data[]`, `attrs[]`, `data[]`) become
 //!   zero-length arrays `[T; 0]`, which keeps the C `sizeof` and alignment.
 //! - **Unions** are flattened into their plain storage, sized and aligned as
@@ -65,9 +72,10 @@
 //!   request numbers, driver ABI versions, `NETLINK_RDMA`, the
 //!   [`ib_verbs_values`] module) carry a comment naming their source.
 //!
-//! Only x86_64/aarch64-style LP64 layouts are asserted; the uapi headers are
-//! written to pack identically on 32-bit targets, and the asserts hold there
-//! too because every 64-bit field is `__aligned_u64`.
+//! The asserted layouts are those of 64-bit Linux targets (x86_64, aarch64,
+//! ...). On 32-bit x86 Rust's `u64` is only 4-byte aligned while the C
+//! `__aligned_u64` is 8, so the `assert_layout!`s deliberately fail to
+//! compile there rather than produce a silently different ABI.
 #![no_std]
 #![forbid(unsafe_code)]
 #![allow(non_camel_case_types, non_upper_case_globals)]
@@ -146,3 +154,6 @@ pub mod rdma_netlink;
 pub mod rdma_user_ioctl;
 pub mod rdma_user_ioctl_cmds;
 pub mod rdma_user_rxe;
+
+#[cfg(test)]
+mod tests;

@@ -1,13 +1,13 @@
 //! Device-level commands: context, async event fd, device/port/GID queries.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use rverbs_uapi::ib_user_ioctl_cmds::*;
 use rverbs_uapi::ib_user_ioctl_verbs::{ib_uverbs_gid_entry, ib_uverbs_query_port_resp_ex};
 use rverbs_uapi::ib_user_verbs::*;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-use super::traced;
+use super::{owned_fd, traced};
 use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
 use crate::{Errno, Error, Result};
 
@@ -22,17 +22,6 @@ pub struct ContextInfo {
     pub async_fd: Option<OwnedFd>,
     /// The path the command took.
     pub path: CmdPath,
-}
-
-/// Wraps an fd the kernel just created for us.
-fn owned_fd(raw: u64) -> Result<OwnedFd, Errno> {
-    let fd = i32::try_from(raw as i64).map_err(|_| Errno::EBADF)?;
-    if fd < 0 {
-        return Err(Errno::EBADF);
-    }
-    // SAFETY: the kernel installed `fd` in our table for this call's result
-    // (a new `UVERBS_ATTR_FD`/`async_fd`) and nothing else owns it yet.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `UVERBS_METHOD_GET_CONTEXT` (write fallback: `IB_USER_VERBS_CMD_GET_CONTEXT`):

@@ -2,6 +2,7 @@
 //! `RDMA_VERBS_IOCTL`, the legacy `write()` commands and `mmap()`; plus the
 //! RDMA netlink socket used by discovery.
 
+pub mod event;
 pub mod ioctl;
 pub mod netlink;
 pub mod write;

@@ -1,0 +1,44 @@
+//! Address handle commands.
+
+use rverbs_uapi::ib_user_ioctl_cmds::*;
+use rverbs_uapi::ib_user_verbs::*;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::traced;
+use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
+use crate::{Error, Result};
+
+/// `IB_USER_VERBS_CMD_CREATE_AH` (write-only; through `INVOKE_WRITE`). The
+/// kernel resolves the destination MAC for RoCE; the driver's answer (rxe:
+/// `ah_num`; mlx5: the dmac) lands in `drv_out`. The raw errno is returned so
+/// the caller can explain routing failures with the GIDs involved.
+pub fn create_ah(
+    fd: &UverbsFd,
+    pd: u32,
+    attr: &ib_uverbs_ah_attr,
+    user_handle: u64,
+    drv_out: &mut [u8],
+) -> Result<u32, crate::Errno> {
+    let req = ib_uverbs_create_ah { response: 0, user_handle, pd_handle: pd, reserved: 0, attr: *attr, driver_data: [] };
+    let mut resp = ib_uverbs_create_ah_resp::new_zeroed();
+    let path = fd.write_cmd(IB_USER_VERBS_CMD_CREATE_AH, req.as_bytes(), resp.as_mut_bytes(), &[], drv_out)?;
+    traced("ibv_create_ah", path);
+    Ok(resp.ah_handle)
+}
+
+/// `UVERBS_METHOD_AH_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_AH`).
+pub fn destroy_ah(fd: &UverbsFd, handle: u32) -> Result<()> {
+    const VERB: &str = "ibv_destroy_ah";
+    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY);
+    cmd.in_obj(UVERBS_ATTR_DESTROY_AH_HANDLE, handle);
+    if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
+        traced(VERB, CmdPath::Ioctl);
+        return Ok(());
+    }
+    let req = ib_uverbs_destroy_ah { ah_handle: handle };
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_DESTROY_AH, req.as_bytes(), &mut [], &[], &mut [])
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(())
+}

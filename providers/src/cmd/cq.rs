@@ -1,0 +1,139 @@
+//! Completion queue and completion channel commands.
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rverbs_uapi::ib_user_ioctl_cmds::*;
+use rverbs_uapi::ib_user_verbs::*;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::{owned_fd, traced};
+use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
+use crate::{Error, Result};
+
+/// `IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL` (write-only; through
+/// `INVOKE_WRITE`): a new completion event fd.
+pub fn create_comp_channel(fd: &UverbsFd) -> Result<OwnedFd> {
+    const VERB: &str = "ibv_create_comp_channel";
+    let req = ib_uverbs_create_comp_channel::new_zeroed();
+    let mut resp = ib_uverbs_create_comp_channel_resp::new_zeroed();
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, req.as_bytes(), resp.as_mut_bytes(), &[], &mut [])
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    owned_fd(u64::from(resp.fd)).map_err(|e| Error::os(VERB, e))
+}
+
+/// Arguments of a CQ create.
+#[derive(Clone, Copy, Debug)]
+pub struct CreateCq<'a> {
+    /// Minimum number of entries.
+    pub cqe: u32,
+    /// Value the kernel reports in completion and async events.
+    pub user_handle: u64,
+    /// Completion channel, if any.
+    pub channel: Option<BorrowedFd<'a>>,
+    /// Completion vector.
+    pub comp_vector: u32,
+}
+
+/// The kernel's answer to a CQ create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqCreated {
+    /// Handle for later commands.
+    pub handle: u32,
+    /// Actual number of entries.
+    pub cqe: u32,
+}
+
+/// `UVERBS_METHOD_CQ_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_CQ`),
+/// with the provider's driver data.
+pub fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out: &mut [u8]) -> Result<CqCreated> {
+    const VERB: &str = "ibv_create_cq";
+    let mut cqe = 0u32;
+    {
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+        let h = cmd.new_obj(UVERBS_ATTR_CREATE_CQ_HANDLE);
+        cmd.out_struct(UVERBS_ATTR_CREATE_CQ_RESP_CQE, &mut cqe);
+        cmd.in_u32(UVERBS_ATTR_CREATE_CQ_CQE, a.cqe);
+        cmd.in_u64(UVERBS_ATTR_CREATE_CQ_USER_HANDLE, a.user_handle);
+        if let Some(ch) = a.channel {
+            cmd.in_fd(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, ch);
+        }
+        cmd.in_u32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, a.comp_vector);
+        cmd.uhw(drv_in, &mut *drv_out);
+        if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
+            let handle = cmd.data(h) as u32;
+            drop(cmd);
+            traced(VERB, CmdPath::Ioctl);
+            return Ok(CqCreated { handle, cqe });
+        }
+    }
+    let req = ib_uverbs_create_cq {
+        response: 0,
+        user_handle: a.user_handle,
+        cqe: a.cqe,
+        comp_vector: a.comp_vector,
+        comp_channel: a.channel.map_or(-1, |c| std::os::fd::AsRawFd::as_raw_fd(&c)),
+        reserved: 0,
+        driver_data: [],
+    };
+    let mut resp = ib_uverbs_create_cq_resp::new_zeroed();
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_CREATE_CQ, req.as_bytes(), resp.as_mut_bytes(), drv_in, drv_out)
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(CqCreated { handle: resp.cq_handle, cqe: resp.cqe })
+}
+
+/// Event counts the kernel reported for a destroyed object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventsReported {
+    /// Completion events delivered for it.
+    pub comp: u32,
+    /// Async events delivered for it.
+    pub async_: u32,
+}
+
+/// `UVERBS_METHOD_CQ_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_CQ`).
+pub fn destroy_cq(fd: &UverbsFd, handle: u32) -> Result<EventsReported> {
+    const VERB: &str = "ibv_destroy_cq";
+    let mut resp = ib_uverbs_destroy_cq_resp::new_zeroed();
+    {
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY);
+        cmd.in_obj(UVERBS_ATTR_DESTROY_CQ_HANDLE, handle);
+        cmd.out_struct(UVERBS_ATTR_DESTROY_CQ_RESP, &mut resp);
+        if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
+            drop(cmd);
+            traced(VERB, CmdPath::Ioctl);
+            return Ok(EventsReported { comp: resp.comp_events_reported, async_: resp.async_events_reported });
+        }
+    }
+    let req = ib_uverbs_destroy_cq { response: 0, cq_handle: handle, reserved: 0 };
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_DESTROY_CQ, req.as_bytes(), resp.as_mut_bytes(), &[], &mut [])
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(EventsReported { comp: resp.comp_events_reported, async_: resp.async_events_reported })
+}
+
+/// `IB_USER_VERBS_CMD_RESIZE_CQ`: returns the new number of entries; the
+/// driver's response (rxe: the new queue's mmap info) lands in `drv_out`.
+pub fn resize_cq(fd: &UverbsFd, handle: u32, cqe: u32, drv_out: &mut [u8]) -> Result<u32> {
+    const VERB: &str = "ibv_resize_cq";
+    let req = ib_uverbs_resize_cq { response: 0, cq_handle: handle, cqe, driver_data: [] };
+    let mut resp = ib_uverbs_resize_cq_resp::new_zeroed();
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_RESIZE_CQ, req.as_bytes(), resp.as_mut_bytes(), &[], drv_out)
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(resp.cqe)
+}
+
+/// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`: arms the CQ for one completion event
+/// (rxe's way; mlx5 arms through its doorbell instead).
+pub fn req_notify_cq(fd: &UverbsFd, handle: u32, solicited_only: bool) -> Result<()> {
+    let req = ib_uverbs_req_notify_cq { cq_handle: handle, solicited_only: solicited_only.into() };
+    fd.write_cmd(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, req.as_bytes(), &mut [], &[], &mut [])
+        .map_err(|e| Error::os("ibv_req_notify_cq", e))?;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! One rxe queue (SQ, RQ, SRQ or CQ) mapped from the kernel: the
+//! `struct rxe_queue_buf` header, then the element array.
+//!
+//! The kernel allocates the buffer and hands us `{offset, size}` (`mminfo`);
+//! we map it once (a second mmap of the same offset fails). The mapping is
+//! shared with the kernel, so it is only ever touched through raw pointers:
+//! never a `&[u8]` over it. Index protocol (`uverbs-abi.md`, providers.md
+//! §A.2): indices are masked; for the queue we produce into we read our
+//! index plainly and the kernel's with Acquire, and publish ours with
+//! Release. See docs/MEMORY_ORDERING.md.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use memmap2::MmapRaw;
+use rverbs_uapi::rdma_user_rxe::{mminfo, rxe_queue_buf};
+
+use crate::sys::UverbsFd;
+use crate::Errno;
+
+/// Byte offset of `producer_index` in `rxe_queue_buf`.
+const PRODUCER: usize = core::mem::offset_of!(rxe_queue_buf, producer_index);
+/// Byte offset of `consumer_index` in `rxe_queue_buf`.
+const CONSUMER: usize = core::mem::offset_of!(rxe_queue_buf, consumer_index);
+/// Byte offset of the element array.
+const DATA: usize = size_of::<rxe_queue_buf>();
+
+/// A mapped rxe queue.
+#[derive(Debug)]
+pub struct Queue {
+    map: MmapRaw,
+    log2_elem_size: u32,
+    index_mask: u32,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; all access
+// goes through atomics or raw pointer copies, and `&mut self` methods (added
+// by the data path) serialise the producer side.
+unsafe impl Send for Queue {}
+// SAFETY: shared (`&self`) access only reads the header through atomics.
+unsafe impl Sync for Queue {}
+
+impl Queue {
+    /// Maps the queue the kernel described in `mi` and checks its header.
+    pub fn map(fd: &UverbsFd, mi: &mminfo) -> Result<Queue, Errno> {
+        let size = mi.size as usize;
+        if size < DATA {
+            return Err(Errno::EINVAL);
+        }
+        let map = fd.mmap(mi.offset, size).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
+        let base = map.as_ptr();
+        // SAFETY: the mapping is at least `DATA` bytes (checked above) and
+        // page aligned, so the two u32 header words are in bounds and aligned.
+        // They are written by the kernel once at creation, before the create
+        // command returned.
+        let (log2_elem_size, index_mask) =
+            unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
+        let q = Queue { map, log2_elem_size, index_mask };
+        let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
+        let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
+        if log2_elem_size >= 16 || !slots.is_power_of_two() || need.is_none_or(|n| n > size) {
+            return Err(Errno::EPROTO);
+        }
+        Ok(q)
+    }
+
+    /// Bytes per element: `1 << log2_elem_size`, from the kernel, never a Rust size.
+    pub fn elem_size(&self) -> usize {
+        1 << self.log2_elem_size
+    }
+
+    /// Index mask (`slots - 1`).
+    pub fn index_mask(&self) -> u32 {
+        self.index_mask
+    }
+
+    /// Usable entries: one slot always stays empty.
+    pub fn capacity(&self) -> u32 {
+        self.index_mask
+    }
+
+    fn index(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: `offset` is PRODUCER or CONSUMER, both inside the header
+        // (mapping length checked in `map`) and 4-aligned in a page-aligned
+        // mapping; the location is only ever accessed atomically, by us and
+        // by the kernel (smp_load_acquire/smp_store_release), and lives as
+        // long as `self.map`.
+        unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    /// The producer index, loaded with Acquire (we read it before consuming
+    /// entries the producer wrote).
+    pub fn producer(&self) -> u32 {
+        self.index(PRODUCER).load(Ordering::Acquire)
+    }
+
+    /// The consumer index, loaded with Acquire (we read it before reusing
+    /// slots the consumer released).
+    pub fn consumer(&self) -> u32 {
+        self.index(CONSUMER).load(Ordering::Acquire)
+    }
+
+    /// Pointer to element `i` (masked).
+    pub fn elem_ptr(&self, i: u32) -> *mut u8 {
+        let off = DATA + (((i & self.index_mask) as usize) << self.log2_elem_size);
+        // SAFETY: `map` checked that DATA + slots << log2_elem_size fits the mapping.
+        unsafe { self.map.as_mut_ptr().add(off) }
+    }
+}

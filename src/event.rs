@@ -1,0 +1,204 @@
+//! Asynchronous events (`ibv_get_async_event`): QP/CQ/SRQ errors, port
+//! state changes, device fatal, read from the context's async event fd.
+
+use std::fmt;
+use std::os::fd::AsFd;
+
+use rverbs_providers::sys::event::{read_event, wait_readable};
+use rverbs_providers::{Errno, Error, Result};
+use rverbs_uapi::ib_user_verbs::ib_uverbs_async_event_desc;
+use zerocopy::{FromZeros, IntoBytes};
+
+use crate::Context;
+
+/// The object an async event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventObject {
+    /// A QP, by QP number, and the `user_handle` rverbs gave it.
+    Qp {
+        /// QP number.
+        qp_num: u32,
+        /// The QP's user_handle (`QueuePair::user_handle`).
+        user_handle: u64,
+    },
+    /// A CQ, by its `user_handle` (`CompletionQueue::user_handle`).
+    Cq {
+        /// The CQ's user_handle.
+        user_handle: u64,
+    },
+    /// An SRQ, by its `user_handle` (`SharedReceiveQueue::user_handle`).
+    Srq {
+        /// The SRQ's user_handle.
+        user_handle: u64,
+    },
+    /// A port of the device.
+    Port(u8),
+    /// The whole device.
+    Device,
+    /// An object that no longer exists (destroyed before the event was read).
+    Gone(u64),
+}
+
+/// `enum ibv_event_type` (kernel `enum ib_event_type`, same values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AsyncEventType {
+    /// `IBV_EVENT_CQ_ERR`.
+    CqErr,
+    /// `IBV_EVENT_QP_FATAL`.
+    QpFatal,
+    /// `IBV_EVENT_QP_REQ_ERR`.
+    QpReqErr,
+    /// `IBV_EVENT_QP_ACCESS_ERR`.
+    QpAccessErr,
+    /// `IBV_EVENT_COMM_EST`.
+    CommEst,
+    /// `IBV_EVENT_SQ_DRAINED`.
+    SqDrained,
+    /// `IBV_EVENT_PATH_MIG`.
+    PathMig,
+    /// `IBV_EVENT_PATH_MIG_ERR`.
+    PathMigErr,
+    /// `IBV_EVENT_DEVICE_FATAL`.
+    DeviceFatal,
+    /// `IBV_EVENT_PORT_ACTIVE`.
+    PortActive,
+    /// `IBV_EVENT_PORT_ERR`.
+    PortErr,
+    /// `IBV_EVENT_LID_CHANGE`.
+    LidChange,
+    /// `IBV_EVENT_PKEY_CHANGE`.
+    PkeyChange,
+    /// `IBV_EVENT_SM_CHANGE`.
+    SmChange,
+    /// `IBV_EVENT_SRQ_ERR`.
+    SrqErr,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    SrqLimitReached,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+    QpLastWqeReached,
+    /// `IBV_EVENT_CLIENT_REREGISTER`.
+    ClientReregister,
+    /// `IBV_EVENT_GID_CHANGE`.
+    GidChange,
+    /// `IBV_EVENT_WQ_FATAL`.
+    WqFatal,
+    /// A value this library does not know.
+    Other(u32),
+}
+
+impl AsyncEventType {
+    fn from_kernel(v: u32) -> Self {
+        use AsyncEventType::*;
+        const ALL: [AsyncEventType; 20] = [
+            CqErr, QpFatal, QpReqErr, QpAccessErr, CommEst, SqDrained, PathMig, PathMigErr, DeviceFatal,
+            PortActive, PortErr, LidChange, PkeyChange, SmChange, SrqErr, SrqLimitReached, QpLastWqeReached,
+            ClientReregister, GidChange, WqFatal,
+        ];
+        ALL.get(v as usize).copied().unwrap_or(Other(v))
+    }
+
+    /// True for events whose `element` is a port number (or the device).
+    fn is_port_event(self) -> bool {
+        use AsyncEventType::*;
+        matches!(self, DeviceFatal | PortActive | PortErr | LidChange | PkeyChange | SmChange | ClientReregister | GidChange)
+    }
+}
+
+impl fmt::Display for AsyncEventType {
+    /// The strings of `ibv_event_type_str`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use AsyncEventType::*;
+        let s = match self {
+            CqErr => "CQ error",
+            QpFatal => "local work queue catastrophic error",
+            QpReqErr => "invalid request local work queue error",
+            QpAccessErr => "local access violation work queue error",
+            CommEst => "communication established",
+            SqDrained => "send queue drained",
+            PathMig => "path migrated",
+            PathMigErr => "path migration request error",
+            DeviceFatal => "local catastrophic error",
+            PortActive => "port active",
+            PortErr => "port error",
+            LidChange => "LID change",
+            PkeyChange => "P_Key change",
+            SmChange => "SM change",
+            SrqErr => "SRQ catastrophic error",
+            SrqLimitReached => "SRQ limit reached",
+            QpLastWqeReached => "last WQE reached",
+            ClientReregister => "client reregistration",
+            GidChange => "GID table change",
+            WqFatal => "WQ fatal",
+            Other(_) => "unknown",
+        };
+        f.write_str(s)
+    }
+}
+
+/// One async event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// What happened.
+    pub event_type: AsyncEventType,
+    /// To what.
+    pub object: EventObject,
+}
+
+impl Context {
+    fn decode_event(&self, d: &ib_uverbs_async_event_desc) -> AsyncEvent {
+        let event_type = AsyncEventType::from_kernel(d.event_type);
+        let object = if event_type.is_port_event() {
+            if event_type == AsyncEventType::DeviceFatal {
+                EventObject::Device
+            } else {
+                EventObject::Port(d.element as u8)
+            }
+        } else {
+            self.lookup(d.element).unwrap_or(EventObject::Gone(d.element))
+        };
+        AsyncEvent { event_type, object }
+    }
+
+    /// Reads the next async event, blocking until one arrives
+    /// (`ibv_get_async_event`). Events need no acknowledgement here: they
+    /// carry values, not pointers, so destroying an object never waits for them.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the kernel gave this context no async fd; `EIO`
+    /// when the device went away.
+    #[doc(alias = "ibv_get_async_event")]
+    pub fn get_async_event(&self) -> Result<AsyncEvent> {
+        match self.read_async_event(-1)? {
+            Some(e) => Ok(e),
+            None => Err(Error::os("ibv_get_async_event", Errno::EAGAIN)),
+        }
+    }
+
+    /// Like [`get_async_event`](Self::get_async_event) but gives up after
+    /// `timeout_ms` milliseconds (`Ok(None)`).
+    pub fn get_async_event_timeout(&self, timeout_ms: i32) -> Result<Option<AsyncEvent>> {
+        self.read_async_event(timeout_ms)
+    }
+
+    fn read_async_event(&self, timeout_ms: i32) -> Result<Option<AsyncEvent>> {
+        const VERB: &str = "ibv_get_async_event";
+        let fd = self
+            .async_fd()
+            .ok_or_else(|| Error::os(VERB, Errno::EOPNOTSUPP).with_message("this context has no async event fd"))?;
+        let fd = fd.as_fd();
+        // The async fd is non-blocking (set at open): wait, then read; if
+        // another thread took the event first, wait again.
+        loop {
+            if !wait_readable(fd, timeout_ms).map_err(|e| Error::os(VERB, e))? {
+                return Ok(None);
+            }
+            let mut d = ib_uverbs_async_event_desc::new_zeroed();
+            match read_event(fd, d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
+                Some(n) if n == size_of_val(&d) => return Ok(Some(self.decode_event(&d))),
+                Some(_) => return Err(Error::os(VERB, Errno::EIO).with_message("short read from the async event fd")),
+                None => continue,
+            }
+        }
+    }
+}
