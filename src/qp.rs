@@ -810,3 +810,59 @@ impl QueuePair {
         self.to_rts(local_psn, opts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    /// INIT -> RTR of an RC QP over RoCE: the 112-byte `ib_uverbs_modify_qp`,
+    /// hand-computed from the offsets in uverbs-abi.md §3.3, and its 120-byte
+    /// write frame.
+    #[test]
+    fn modify_qp_rtr_bytes() {
+        let dgid = Gid::parse("::ffff:192.168.77.1").unwrap();
+        let a = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: Mtu::Mtu1024,
+            dest_qp_num: 0x11,
+            rq_psn: 0x123,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ah_attr: AhAttr {
+                port_num: 1,
+                grh: Some(GlobalRoute { dgid, sgid_index: 1, hop_limit: 64, ..Default::default() }),
+                ..Default::default()
+            },
+            ..QpAttr::default()
+        };
+        let mask = QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER;
+        let k = a.to_kernel(5, mask);
+        let b = k.as_bytes();
+        let mut want = [0u8; 112];
+        want[10..12].copy_from_slice(&[0xff, 0xff]); // dgid ::ffff:
+        want[12..16].copy_from_slice(&[192, 168, 77, 1]);
+        want[24] = 1; // sgid_index
+        want[25] = 64; // hop_limit
+        want[30] = 1; // is_global
+        want[31] = 1; // port_num
+        want[64..68].copy_from_slice(&5u32.to_le_bytes()); // qp_handle
+        want[68..72].copy_from_slice(&0x0012_9181u32.to_le_bytes()); // attr_mask
+        want[76..80].copy_from_slice(&0x123u32.to_le_bytes()); // rq_psn
+        want[84..88].copy_from_slice(&0x11u32.to_le_bytes()); // dest_qp_num
+        want[96] = 2; // qp_state RTR
+        want[98] = 3; // path_mtu 1024
+        want[102] = 1; // max_dest_rd_atomic
+        want[103] = 12; // min_rnr_timer
+        assert_eq!(b, &want[..]);
+        let frame = rverbs_providers::sys::write::frame(26, b, &[], 0, 0);
+        assert_eq!(frame.len(), 120);
+        assert_eq!(&frame[..8], &[26, 0, 0, 0, 30, 0, 0, 0]);
+    }
+}

@@ -45,22 +45,34 @@ pub struct CqCreated {
     pub cqe: u32,
 }
 
+/// Builds the `UVERBS_METHOD_CQ_CREATE` command (attribute order as
+/// libibverbs sends it); returns it with the slot of the new handle.
+pub fn create_cq_cmd<'a>(
+    a: &CreateCq<'a>,
+    cqe_out: &'a mut u32,
+    drv_in: &'a [u8],
+    drv_out: &'a mut [u8],
+) -> (IoctlCmd<'a>, crate::sys::AttrSlot) {
+    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+    let h = cmd.new_obj(UVERBS_ATTR_CREATE_CQ_HANDLE);
+    cmd.out_struct(UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe_out);
+    cmd.in_u32(UVERBS_ATTR_CREATE_CQ_CQE, a.cqe);
+    cmd.in_u64(UVERBS_ATTR_CREATE_CQ_USER_HANDLE, a.user_handle);
+    if let Some(ch) = a.channel {
+        cmd.in_fd(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, ch);
+    }
+    cmd.in_u32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, a.comp_vector);
+    cmd.uhw(drv_in, drv_out);
+    (cmd, h)
+}
+
 /// `UVERBS_METHOD_CQ_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_CQ`),
 /// with the provider's driver data.
 pub fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out: &mut [u8]) -> Result<CqCreated> {
     const VERB: &str = "ibv_create_cq";
     let mut cqe = 0u32;
     {
-        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
-        let h = cmd.new_obj(UVERBS_ATTR_CREATE_CQ_HANDLE);
-        cmd.out_struct(UVERBS_ATTR_CREATE_CQ_RESP_CQE, &mut cqe);
-        cmd.in_u32(UVERBS_ATTR_CREATE_CQ_CQE, a.cqe);
-        cmd.in_u64(UVERBS_ATTR_CREATE_CQ_USER_HANDLE, a.user_handle);
-        if let Some(ch) = a.channel {
-            cmd.in_fd(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, ch);
-        }
-        cmd.in_u32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, a.comp_vector);
-        cmd.uhw(drv_in, &mut *drv_out);
+        let (mut cmd, h) = create_cq_cmd(a, &mut cqe, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
             drop(cmd);
@@ -136,4 +148,48 @@ pub fn req_notify_cq(fd: &UverbsFd, handle: u32, solicited_only: bool) -> Result
     fd.write_cmd(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, req.as_bytes(), &mut [], &[], &mut [])
         .map_err(|e| Error::os("ibv_req_notify_cq", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CQ_CREATE for rxe with a channel on fd 7: hand-computed from
+    /// uverbs-abi.md §2.7 (attribute ids, lengths, inline values, UHW_OUT).
+    #[test]
+    fn create_cq_bytes() {
+        // SAFETY: fd 7 is only encoded, never used.
+        let ch = unsafe { BorrowedFd::borrow_raw(7) };
+        let a = CreateCq { cqe: 100, user_handle: 0x55, channel: Some(ch), comp_vector: 0 };
+        let mut cqe = 0u32;
+        let mut drv_out = [0u8; 16];
+        let cqe_ptr = &mut cqe as *mut u32 as u64;
+        let out_ptr = drv_out.as_mut_ptr() as u64;
+        let (mut cmd, _) = create_cq_cmd(&a, &mut cqe, &[], &mut drv_out);
+        let b = cmd.finish(14).unwrap().to_vec();
+        let mut want: Vec<u8> = vec![];
+        let hdr = |w: &mut Vec<u8>, len: u16, obj: u16, meth: u16, n: u16| {
+            for v in [len, obj, meth, n] {
+                w.extend_from_slice(&v.to_le_bytes());
+            }
+            w.extend_from_slice(&[0; 8]);
+            w.extend_from_slice(&14u32.to_le_bytes());
+            w.extend_from_slice(&[0; 4]);
+        };
+        hdr(&mut want, 24 + 16 * 7, 3, 0, 7);
+        let attr = |w: &mut Vec<u8>, id: u16, len: u16, flags: u16, data: u64| {
+            for v in [id, len, flags, 0] {
+                w.extend_from_slice(&v.to_le_bytes());
+            }
+            w.extend_from_slice(&data.to_le_bytes());
+        };
+        attr(&mut want, 0, 0, 1, 0); // HANDLE (new)
+        attr(&mut want, 6, 4, 1, cqe_ptr); // RESP_CQE
+        attr(&mut want, 1, 4, 1, 100); // CQE inline
+        attr(&mut want, 2, 8, 1, 0x55); // USER_HANDLE inline
+        attr(&mut want, 3, 0, 1, 7); // COMP_CHANNEL fd
+        attr(&mut want, 4, 4, 1, 0); // COMP_VECTOR
+        attr(&mut want, 0x1001, 16, 0, out_ptr); // UHW_OUT (rxe's mmap info), optional
+        assert_eq!(b, want);
+    }
 }

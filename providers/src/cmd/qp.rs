@@ -41,29 +41,42 @@ pub struct QpCreated {
     pub cap: ib_uverbs_qp_cap,
 }
 
+/// Builds the `UVERBS_METHOD_QP_CREATE` command; returns it with the slot
+/// of the new handle.
+pub fn create_qp_cmd<'a>(
+    a: &'a CreateQp,
+    cap_out: &'a mut ib_uverbs_qp_cap,
+    qpn_out: &'a mut u32,
+    drv_in: &'a [u8],
+    drv_out: &'a mut [u8],
+) -> (IoctlCmd<'a>, crate::sys::AttrSlot) {
+    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+    let h = cmd.new_obj(UVERBS_ATTR_CREATE_QP_HANDLE);
+    cmd.in_obj(UVERBS_ATTR_CREATE_QP_PD_HANDLE, a.pd);
+    cmd.in_obj(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, a.send_cq);
+    cmd.in_obj(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, a.recv_cq);
+    if let Some(srq) = a.srq {
+        cmd.in_obj(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, srq);
+    }
+    cmd.in_u64(UVERBS_ATTR_CREATE_QP_USER_HANDLE, a.user_handle);
+    cmd.in_struct(UVERBS_ATTR_CREATE_QP_CAP, &a.cap);
+    cmd.in_const(UVERBS_ATTR_CREATE_QP_TYPE, u64::from(a.qp_type));
+    if a.sq_sig_all {
+        cmd.in_u32(UVERBS_ATTR_CREATE_QP_FLAGS, rverbs_uapi::ib_user_ioctl_verbs::IB_UVERBS_QP_CREATE_SQ_SIG_ALL);
+    }
+    cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_CAP, cap_out);
+    cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn_out);
+    cmd.uhw(drv_in, drv_out);
+    (cmd, h)
+}
+
 /// `UVERBS_METHOD_QP_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_QP`).
 pub fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mut [u8]) -> Result<QpCreated> {
     const VERB: &str = "ibv_create_qp";
     let mut cap = ib_uverbs_qp_cap::new_zeroed();
     let mut qpn = 0u32;
     {
-        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
-        let h = cmd.new_obj(UVERBS_ATTR_CREATE_QP_HANDLE);
-        cmd.in_obj(UVERBS_ATTR_CREATE_QP_PD_HANDLE, a.pd);
-        cmd.in_obj(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, a.send_cq);
-        cmd.in_obj(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, a.recv_cq);
-        if let Some(srq) = a.srq {
-            cmd.in_obj(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, srq);
-        }
-        cmd.in_u64(UVERBS_ATTR_CREATE_QP_USER_HANDLE, a.user_handle);
-        cmd.in_struct(UVERBS_ATTR_CREATE_QP_CAP, &a.cap);
-        cmd.in_const(UVERBS_ATTR_CREATE_QP_TYPE, u64::from(a.qp_type));
-        if a.sq_sig_all {
-            cmd.in_u32(UVERBS_ATTR_CREATE_QP_FLAGS, rverbs_uapi::ib_user_ioctl_verbs::IB_UVERBS_QP_CREATE_SQ_SIG_ALL);
-        }
-        cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_CAP, &mut cap);
-        cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, &mut qpn);
-        cmd.uhw(drv_in, &mut *drv_out);
+        let (mut cmd, h) = create_qp_cmd(a, &mut cap, &mut qpn, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
             drop(cmd);
@@ -154,4 +167,56 @@ pub fn query_qp(fd: &UverbsFd, handle: u32, attr_mask: u32) -> Result<ib_uverbs_
         .map_err(|e| Error::os(VERB, e))?;
     traced(VERB, path);
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(w: &mut Vec<u8>, id: u16, len: u16, flags: u16, data: u64) {
+        for v in [id, len, flags, 0] {
+            w.extend_from_slice(&v.to_le_bytes());
+        }
+        w.extend_from_slice(&data.to_le_bytes());
+    }
+
+    /// QP_CREATE for an RC QP with sq_sig_all, hand-computed from the
+    /// attribute table of uverbs-abi.md §2.5 (Object 4).
+    #[test]
+    fn create_qp_bytes() {
+        let a = CreateQp {
+            qp_type: 2,
+            pd: 1,
+            send_cq: 2,
+            recv_cq: 3,
+            srq: None,
+            cap: ib_uverbs_qp_cap { max_send_wr: 16, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 2, max_inline_data: 64 },
+            sq_sig_all: true,
+            user_handle: 9,
+        };
+        let (mut cap, mut qpn) = (ib_uverbs_qp_cap::new_zeroed(), 0u32);
+        let cap_ptr = &mut cap as *mut _ as u64;
+        let qpn_ptr = &mut qpn as *mut u32 as u64;
+        let in_cap_ptr = &a.cap as *const _ as u64;
+        let (mut cmd, _) = create_qp_cmd(&a, &mut cap, &mut qpn, &[], &mut []);
+        let b = cmd.finish(14).unwrap().to_vec();
+        let mut want: Vec<u8> = vec![];
+        for v in [24u16 + 16 * 10, 4, 0, 10] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        want.extend_from_slice(&[0; 8]);
+        want.extend_from_slice(&14u32.to_le_bytes());
+        want.extend_from_slice(&[0; 4]);
+        attr(&mut want, 0, 0, 1, 0); // HANDLE
+        attr(&mut want, 2, 0, 1, 1); // PD
+        attr(&mut want, 4, 0, 1, 2); // SEND_CQ
+        attr(&mut want, 5, 0, 1, 3); // RECV_CQ
+        attr(&mut want, 7, 8, 1, 9); // USER_HANDLE
+        attr(&mut want, 8, 20, 1, in_cap_ptr); // CAP: 20 bytes, by pointer
+        attr(&mut want, 9, 8, 1, 2); // TYPE = IB_UVERBS_QPT_RC, CONST_IN
+        attr(&mut want, 10, 4, 1, 1 << 12); // FLAGS = SQ_SIG_ALL
+        attr(&mut want, 13, 20, 1, cap_ptr); // RESP_CAP
+        attr(&mut want, 14, 4, 1, qpn_ptr); // RESP_QP_NUM
+        assert_eq!(b, want);
+    }
 }
