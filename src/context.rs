@@ -44,7 +44,7 @@ struct Inner {
     // Declared before `fd`: the async fd is closed first, then the uverbs fd
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
-    fd: UverbsFd,
+    fd: Arc<UverbsFd>,
 }
 
 fn open_error(dev: &Device, e: Errno) -> Error {
@@ -126,7 +126,7 @@ impl Context {
                 objects: Mutex::new(HashMap::new()),
                 attr: OnceLock::new(),
                 async_fd,
-                fd,
+                fd: Arc::new(fd),
             }),
         })
     }
@@ -157,6 +157,10 @@ impl Context {
     }
 
     pub(crate) fn fd(&self) -> &UverbsFd {
+        &self.inner.fd
+    }
+
+    pub(crate) fn fd_arc(&self) -> &Arc<UverbsFd> {
         &self.inner.fd
     }
 

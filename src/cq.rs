@@ -10,14 +10,13 @@ use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
 
 use crate::event::EventObject;
+use crate::Wc;
 use crate::{CompletionChannel, Context};
 
 /// The provider half of a CQ: what the fast path works on.
-// The rings are used by the fast path (the rxe provider issue).
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) enum CqDriver {
-    Rxe(rxe::Cq),
+    Rxe(rxe::CqRing),
 }
 
 /// The kernel CQ, shared by the `CompletionQueue` and the QPs that use it,
@@ -140,7 +139,7 @@ impl Context {
         });
         // If the provider's half fails, dropping `shared` destroys the kernel CQ.
         let driver = match provider {
-            Provider::Rxe => CqDriver::Rxe(rxe::Cq::finish(self.fd(), &drv_out)?),
+            Provider::Rxe => CqDriver::Rxe(rxe::cq_finish(self.fd(), &drv_out)?),
             Provider::Mlx5 => unreachable!("refused above"),
         };
         debug!(handle = created.handle, cqe = created.cqe, "CQ created");
@@ -206,7 +205,7 @@ impl CompletionQueue {
         let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
         let new = cmd::resize_cq(fd, self.shared.handle, cqe, &mut drv_out)?;
         match &mut self.driver {
-            CqDriver::Rxe(cq) => *cq = rxe::Cq::finish(fd, &drv_out)?,
+            CqDriver::Rxe(cq) => *cq = rxe::cq_finish(fd, &drv_out)?,
         }
         self.shared.cqe.store(new, Ordering::Relaxed);
         debug!(handle = self.shared.handle, cqe = new, "CQ resized");
@@ -228,8 +227,14 @@ impl CompletionQueue {
         }
     }
 
-    #[allow(dead_code)]
-    pub(crate) fn driver(&self) -> &CqDriver {
-        &self.driver
+    /// Moves up to `out.len()` completions into `out` and returns how many
+    /// (`ibv_poll_cq`). No syscall, no allocation: a copy out of the ring
+    /// the kernel shares with us.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        match &mut self.driver {
+            CqDriver::Rxe(ring) => ring.poll(out),
+        }
     }
 }

@@ -24,6 +24,7 @@ mod event;
 mod gid;
 mod mr;
 mod pd;
+mod post;
 mod qp;
 mod srq;
 mod ah;
@@ -37,7 +38,11 @@ pub use event::{AsyncEvent, AsyncEventType, EventObject};
 pub use mr::{AccessFlags, MemoryRegion};
 pub use ah::AddressHandle;
 pub use pd::ProtectionDomain;
+pub use post::{RecvQueue, SendQueue};
 pub use qp::{AhAttr, ConnectOptions, GlobalRoute, QpAttr, QpCap, QpInitAttr, QueuePair, RemoteEndpoint};
+pub use rverbs_providers::wr::{
+    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WcStatus,
+};
 pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use qp_state::{QpAttrMask, QpState, QpType};
 pub use device::{device_by_name, devices, Device, NodeType, Sysfs, Transport};

@@ -19,6 +19,7 @@ use crate::cq::{need_provider, CqShared};
 use crate::event::EventObject;
 use crate::qp_state::{check_transition, QpAttrMask, QpState, QpType};
 use crate::srq::SrqShared;
+use crate::post::{RecvDriver, RecvQueue, SendDriver, SendQueue};
 use crate::{AccessFlags, CompletionQueue, Context, Gid, GidType, ProtectionDomain, SharedReceiveQueue};
 
 /// Capacities of a QP's queues (`struct ibv_qp_cap`).
@@ -320,14 +321,6 @@ impl QpAttr {
     }
 }
 
-/// The provider half of a QP: its rings.
-// The rings are used by the fast path (the rxe provider issue).
-#[allow(dead_code)]
-#[derive(Debug)]
-pub(crate) enum QpDriver {
-    Rxe(rxe::Qp),
-}
-
 /// The kernel QP and what keeps it alive: PD, CQs, SRQ.
 #[derive(Debug)]
 pub(crate) struct QpShared {
@@ -343,7 +336,7 @@ pub(crate) struct QpShared {
     user_handle: u64,
     /// Last state a modify or query saw (the kernel and device may move the
     /// QP to ERR/SQE on their own).
-    state: AtomicU8,
+    pub(crate) state: AtomicU8,
     /// Port set at RESET→INIT (0 before).
     port: AtomicU8,
     live: bool,
@@ -385,7 +378,8 @@ impl Drop for QpShared {
 #[derive(Debug)]
 pub struct QueuePair {
     // The rings go before the kernel object.
-    driver: QpDriver,
+    pub(crate) sq: SendQueue,
+    pub(crate) rq: Option<RecvQueue>,
     shared: Arc<QpShared>,
 }
 
@@ -441,12 +435,34 @@ impl ProtectionDomain {
             live: true,
         });
         // On failure from here, dropping `shared` destroys the kernel QP.
-        let driver = match provider {
-            Provider::Rxe => QpDriver::Rxe(rxe::Qp::finish(ctx.fd(), &drv_out, init.srq.is_some())?),
+        let (sq, rq) = match provider {
+            Provider::Rxe => {
+                let transport = match init.qp_type {
+                    QpType::Rc => rxe::Transport::Rc,
+                    QpType::Uc => rxe::Transport::Uc,
+                    _ => rxe::Transport::Ud,
+                };
+                let info = rxe::QpInfo {
+                    handle: created.handle,
+                    send: rxe::SendLimits {
+                        transport,
+                        max_sge: created.cap.max_send_sge,
+                        max_inline: created.cap.max_inline_data,
+                    },
+                    max_recv_sge: created.cap.max_recv_sge,
+                    has_srq: init.srq.is_some(),
+                };
+                let q = rxe::qp_finish(ctx.fd_arc(), &drv_out, &info)?;
+                (SendDriver::Rxe(q.sq), q.rq.map(RecvDriver::Rxe))
+            }
             Provider::Mlx5 => unreachable!("refused by need_provider"),
         };
         debug!(handle = created.handle, qp_num = created.qpn, "QP created");
-        Ok(QueuePair { driver, shared })
+        Ok(QueuePair {
+            sq: SendQueue::new(sq, shared.clone()),
+            rq: rq.map(|ring| RecvQueue::new(ring, shared.clone())),
+            shared,
+        })
     }
 }
 
@@ -594,18 +610,14 @@ impl QueuePair {
     /// Destroys the QP now, reporting the kernel's answer (`UVERBS_METHOD_QP_DESTROY`).
     #[doc(alias = "ibv_destroy_qp")]
     pub fn destroy(self) -> Result<()> {
-        let QueuePair { driver, shared } = self;
-        drop(driver);
+        let QueuePair { sq, rq, shared } = self;
+        drop((sq, rq));
         match Arc::try_unwrap(shared) {
             Ok(mut s) => s.destroy(),
             Err(_) => Ok(()),
         }
     }
 
-    #[allow(dead_code)]
-    pub(crate) fn driver(&mut self) -> &mut QpDriver {
-        &mut self.driver
-    }
 }
 
 /// Checks an address vector before the kernel sees it: RoCE needs a GRH, the

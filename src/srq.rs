@@ -12,7 +12,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::cq::need_provider;
 use crate::event::EventObject;
-use crate::ProtectionDomain;
+use crate::{PostError, ProtectionDomain, RecvWr};
 
 /// `IBV_SRQ_MAX_WR` in `ibv_srq_attr_mask`.
 const SRQ_MAX_WR: u32 = 1;
@@ -31,11 +31,9 @@ pub struct SrqAttr {
     pub srq_limit: u32,
 }
 
-// The rings are used by the fast path (the rxe provider issue).
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) enum SrqDriver {
-    Rxe(rxe::Srq),
+    Rxe(rxe::RecvRing),
 }
 
 /// The kernel SRQ, shared with the QPs attached to it.
@@ -108,7 +106,7 @@ impl ProtectionDomain {
             .inspect_err(|_| ctx.unregister(user_handle))?;
         let shared = Arc::new(SrqShared { pd: self.clone(), handle: created.handle, user_handle, live: true });
         let driver = match provider {
-            Provider::Rxe => SrqDriver::Rxe(rxe::Srq::finish(ctx.fd(), &drv_out)?),
+            Provider::Rxe => SrqDriver::Rxe(rxe::srq_finish(ctx.fd(), &drv_out, created.max_sge)?),
             Provider::Mlx5 => unreachable!("refused by need_provider"),
         };
         debug!(handle = created.handle, max_wr = created.max_wr, "SRQ created");
@@ -136,6 +134,17 @@ impl SharedReceiveQueue {
     /// SGEs per receive granted.
     pub fn max_sge(&self) -> u32 {
         self.max_sge
+    }
+
+    /// Posts receive work requests (`ibv_post_srq_recv`): pure memory, no
+    /// syscall. On a refused request the ones before it are posted, none
+    /// after it.
+    #[doc(alias = "ibv_post_srq_recv")]
+    #[inline]
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
+        match &mut self.driver {
+            SrqDriver::Rxe(ring) => ring.post(wrs),
+        }
     }
 
     /// Sets the limit that arms the `SrqLimitReached` event

@@ -9,5 +9,6 @@ pub mod driver;
 pub mod error;
 pub mod rxe;
 pub mod sys;
+pub mod wr;
 
 pub use error::{Errno, Error, Result};

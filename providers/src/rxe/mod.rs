@@ -4,11 +4,17 @@
 //! Control-path hooks live here; the fast path (post, poll) comes with the
 //! rxe provider issue.
 
+pub mod datapath;
 pub mod queue;
+pub mod wqe;
 
 use rverbs_uapi::rdma_user_rxe::{rxe_create_ah_resp, rxe_create_cq_resp, rxe_create_qp_resp, rxe_create_srq_resp};
+use std::sync::Arc;
+
 use zerocopy::FromBytes;
 
+pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
+pub use wqe::{SendLimits, Transport};
 pub use queue::Queue;
 
 use crate::sys::UverbsFd;
@@ -22,13 +28,6 @@ fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminf
     Queue::map(fd, mi).map_err(|e| Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created")))
 }
 
-/// An rxe CQ's userspace half: its mapped completion ring.
-#[derive(Debug)]
-pub struct Cq {
-    /// The completion ring.
-    pub queue: Queue,
-}
-
 /// Driver response length of create CQ (`rxe_create_cq_resp`).
 pub const CQ_RESP_LEN: usize = size_of::<rxe_create_cq_resp>();
 /// Driver response length of create QP (`rxe_create_qp_resp`).
@@ -39,54 +38,72 @@ pub const SRQ_RESP_LEN: usize = size_of::<rxe_create_srq_resp>();
 /// makes the kernel treat us as an old provider without AH numbers.
 pub const AH_RESP_LEN: usize = size_of::<rxe_create_ah_resp>();
 
-impl Cq {
-    /// Maps the ring described by the create-CQ driver response.
-    pub fn finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<Cq> {
-        let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
-        Ok(Cq { queue: map("ibv_create_cq", fd, &resp.mi, "completion queue")? })
+/// Maps the completion ring described by a create-CQ (or resize-CQ) driver response.
+pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
+    let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
+    Ok(CqRing::new(map("ibv_create_cq", fd, &resp.mi, "completion queue")?))
+}
+
+/// The doorbell of one rxe QP: `POST_SEND` with no work requests on the
+/// uverbs fd.
+#[derive(Debug, Clone)]
+pub struct UverbsDoorbell {
+    fd: Arc<UverbsFd>,
+    qp_handle: u32,
+}
+
+impl Doorbell for UverbsDoorbell {
+    #[inline]
+    fn ring(&self) -> Result<(), Errno> {
+        self.fd.post_send_doorbell(self.qp_handle)
     }
 }
 
-/// An rxe QP's userspace half: its mapped send ring and, unless it receives
-/// from an SRQ, its receive ring.
+/// An rxe QP's userspace half: its send ring (with doorbell) and, unless it
+/// receives from an SRQ, its receive ring.
 #[derive(Debug)]
 pub struct Qp {
     /// Send queue.
-    pub sq: Queue,
+    pub sq: SendRing<UverbsDoorbell>,
     /// Receive queue; `None` with an SRQ.
-    pub rq: Option<Queue>,
+    pub rq: Option<RecvRing>,
 }
 
-impl Qp {
-    /// Maps the rings described by the create-QP driver response.
-    pub fn finish(fd: &UverbsFd, drv_out: &[u8], has_srq: bool) -> Result<Qp> {
-        const VERB: &str = "ibv_create_qp";
-        let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
-        let sq = map(VERB, fd, &resp.sq_mi, "send queue")?;
-        let rq = if has_srq || resp.rq_mi.size == 0 { None } else { Some(map(VERB, fd, &resp.rq_mi, "receive queue")?) };
-        Ok(Qp { sq, rq })
-    }
+/// What the provider needs to know about a new QP.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInfo {
+    /// The kernel handle (for the doorbell).
+    pub handle: u32,
+    /// Send limits from the create response.
+    pub send: SendLimits,
+    /// Receive SGEs per request from the create response.
+    pub max_recv_sge: u32,
+    /// Whether the QP receives from an SRQ.
+    pub has_srq: bool,
 }
 
-/// An rxe SRQ's userspace half: its mapped receive ring.
-#[derive(Debug)]
-pub struct Srq {
-    /// The receive ring.
-    pub queue: Queue,
-    /// SRQ number.
-    pub srq_num: u32,
+/// Maps the rings described by the create-QP driver response.
+pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo) -> Result<Qp> {
+    const VERB: &str = "ibv_create_qp";
+    let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
+    let sq = map(VERB, fd, &resp.sq_mi, "send queue")?;
+    let rq = if info.has_srq || resp.rq_mi.size == 0 {
+        None
+    } else {
+        Some(RecvRing::new(map(VERB, fd, &resp.rq_mi, "receive queue")?, info.max_recv_sge))
+    };
+    let doorbell = UverbsDoorbell { fd: fd.clone(), qp_handle: info.handle };
+    Ok(Qp { sq: SendRing::new(sq, info.send, doorbell), rq })
 }
 
-impl Srq {
-    /// Maps the ring described by the create-SRQ driver response.
-    pub fn finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<Srq> {
-        let resp: rxe_create_srq_resp = parse("ibv_create_srq", drv_out)?;
-        Ok(Srq { queue: map("ibv_create_srq", fd, &resp.mi, "shared receive queue")?, srq_num: resp.srq_num })
-    }
+/// Maps the receive ring described by the create-SRQ driver response.
+pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
+    let resp: rxe_create_srq_resp = parse("ibv_create_srq", drv_out)?;
+    Ok(RecvRing::new(map("ibv_create_srq", fd, &resp.mi, "shared receive queue")?, max_sge))
 }
 
-/// The AH number the kernel gave (0 on kernels without AH numbers, in which
-/// case UD work requests carry the full address vector).
+/// The AH number the kernel gave (0 on kernels before 5.16, which expect a
+/// full address vector in every UD work request instead).
 pub fn ah_num(drv_out: &[u8]) -> Result<u32> {
     parse::<rxe_create_ah_resp>("ibv_create_ah", drv_out).map(|r| r.ah_num)
 }

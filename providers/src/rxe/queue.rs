@@ -24,12 +24,22 @@ const CONSUMER: usize = core::mem::offset_of!(rxe_queue_buf, consumer_index);
 /// Byte offset of the element array.
 const DATA: usize = size_of::<rxe_queue_buf>();
 
+/// What backs a queue's memory: the kernel's buffer mapped into us, or (for
+/// host tests and benchmarks) plain heap memory playing the kernel's part.
+#[derive(Debug)]
+enum Backing {
+    Mapped(#[allow(dead_code)] MmapRaw),
+    Heap(#[allow(dead_code)] Box<[u64]>),
+}
+
 /// A mapped rxe queue.
 #[derive(Debug)]
 pub struct Queue {
-    map: MmapRaw,
+    base: *mut u8,
     log2_elem_size: u32,
     index_mask: u32,
+    // Owns the memory `base` points into; never accessed except through `base`.
+    _backing: Backing,
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; all access
@@ -47,20 +57,37 @@ impl Queue {
             return Err(Errno::EINVAL);
         }
         let map = fd.mmap(mi.offset, size).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
-        let base = map.as_ptr();
+        let base = map.as_mut_ptr();
         // SAFETY: the mapping is at least `DATA` bytes (checked above) and
         // page aligned, so the two u32 header words are in bounds and aligned.
         // They are written by the kernel once at creation, before the create
         // command returned.
         let (log2_elem_size, index_mask) =
             unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
-        let q = Queue { map, log2_elem_size, index_mask };
+        let q = Queue { base, log2_elem_size, index_mask, _backing: Backing::Mapped(map) };
         let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
         let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
         if log2_elem_size >= 16 || !slots.is_power_of_two() || need.is_none_or(|n| n > size) {
             return Err(Errno::EPROTO);
         }
         Ok(q)
+    }
+
+    /// A queue in heap memory with `slots` elements of `1 << log2_elem_size`
+    /// bytes and the header filled in as the kernel would: for host tests,
+    /// mocks of the kernel side, and benchmarks.
+    pub fn new_heap(slots: u32, log2_elem_size: u32) -> Queue {
+        assert!(slots.is_power_of_two() && slots >= 2 && log2_elem_size < 16);
+        let bytes = DATA + ((slots as usize) << log2_elem_size);
+        let mut mem = vec![0u64; bytes / 8].into_boxed_slice();
+        let base = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: `mem` is at least DATA bytes, 8-aligned; we write the two
+        // header words the kernel would have written.
+        unsafe {
+            base.cast::<u32>().write(log2_elem_size);
+            base.add(4).cast::<u32>().write(slots - 1);
+        }
+        Queue { base, log2_elem_size, index_mask: slots - 1, _backing: Backing::Heap(mem) }
     }
 
     /// Bytes per element: `1 << log2_elem_size`, from the kernel, never a Rust size.
@@ -84,25 +111,62 @@ impl Queue {
         // mapping; the location is only ever accessed atomically, by us and
         // by the kernel (smp_load_acquire/smp_store_release), and lives as
         // long as `self.map`.
-        unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU32>() }
+        unsafe { &*self.base.add(offset).cast::<AtomicU32>() }
     }
 
-    /// The producer index, loaded with Acquire (we read it before consuming
-    /// entries the producer wrote).
-    pub fn producer(&self) -> u32 {
+    /// The producer index, loaded with Acquire: for a queue the kernel
+    /// produces into (CQ), before reading the entries it wrote.
+    #[inline]
+    pub fn producer_acquire(&self) -> u32 {
         self.index(PRODUCER).load(Ordering::Acquire)
     }
 
-    /// The consumer index, loaded with Acquire (we read it before reusing
-    /// slots the consumer released).
-    pub fn consumer(&self) -> u32 {
+    /// The producer index of a queue we produce into (SQ/RQ/SRQ): only we
+    /// write it, so a relaxed load sees our last store.
+    #[inline]
+    pub fn producer_own(&self) -> u32 {
+        self.index(PRODUCER).load(Ordering::Relaxed)
+    }
+
+    /// Publishes our producer index with Release: every WQE written before
+    /// is visible to the kernel once it sees the new index.
+    #[inline]
+    pub fn publish_producer(&self, v: u32) {
+        self.index(PRODUCER).store(v & self.index_mask, Ordering::Release)
+    }
+
+    /// The consumer index, loaded with Acquire: for a queue the kernel
+    /// consumes (SQ/RQ/SRQ), before reusing the slots it released.
+    #[inline]
+    pub fn consumer_acquire(&self) -> u32 {
         self.index(CONSUMER).load(Ordering::Acquire)
     }
 
+    /// The consumer index of a queue we consume (CQ): only we write it.
+    #[inline]
+    pub fn consumer_own(&self) -> u32 {
+        self.index(CONSUMER).load(Ordering::Relaxed)
+    }
+
+    /// Publishes our consumer index with Release: we copied the entries out
+    /// before the kernel may overwrite them.
+    #[inline]
+    pub fn publish_consumer(&self, v: u32) {
+        self.index(CONSUMER).store(v & self.index_mask, Ordering::Release)
+    }
+
+    /// Number of free slots for a producer at `prod` (one slot always stays empty).
+    #[inline]
+    pub fn free_slots(&self, prod: u32) -> u32 {
+        let cons = self.consumer_acquire();
+        self.index_mask - (prod.wrapping_sub(cons) & self.index_mask)
+    }
+
     /// Pointer to element `i` (masked).
+    #[inline]
     pub fn elem_ptr(&self, i: u32) -> *mut u8 {
         let off = DATA + (((i & self.index_mask) as usize) << self.log2_elem_size);
-        // SAFETY: `map` checked that DATA + slots << log2_elem_size fits the mapping.
-        unsafe { self.map.as_mut_ptr().add(off) }
+        // SAFETY: `map`/`new_heap` checked that DATA + slots << log2_elem_size fits.
+        unsafe { self.base.add(off) }
     }
 }

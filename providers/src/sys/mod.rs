@@ -234,6 +234,23 @@ impl UverbsFd {
         Ok(())
     }
 
+    /// rxe's send doorbell: a legacy `write()` of `IB_USER_VERBS_CMD_POST_SEND`
+    /// with `wr_count = 0` for QP `qp_handle`, which makes the kernel run the
+    /// QP's requester over the WQEs already in the shared send queue
+    /// (`uverbs-abi.md` §8, providers.md §A.4). Data path: no allocation, one
+    /// syscall; `wqe_size` is 128, what rdma-core sends
+    /// (`sizeof(struct ibv_send_wr)`; the kernel needs at least 56).
+    #[inline]
+    pub fn post_send_doorbell(&self, qp_handle: u32) -> Result<(), Errno> {
+        let mut resp = 0u32; // ib_uverbs_post_send_resp.bad_wr
+        let frame = write::post_send_doorbell_frame(qp_handle, &mut resp as *mut u32 as u64);
+        let n = nix::unistd::write(self.fd.as_fd(), &frame)?;
+        if n != frame.len() {
+            return Err(Errno::EIO);
+        }
+        Ok(())
+    }
+
     /// Maps `len` bytes of the device at `offset` shared and read-write, as
     /// providers do for queues (rxe) and UAR pages (mlx5). The mapping never
     /// hands out references to its interior.

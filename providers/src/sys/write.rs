@@ -76,8 +76,34 @@ pub fn frame_ex(
     buf
 }
 
+/// The 32-byte `POST_SEND` doorbell frame of rxe: header `{28, in_words 8,
+/// out_words 1}` then `ib_uverbs_post_send {response, qp_handle, wr_count 0,
+/// sge_count 0, wqe_size 128}`. Built on the stack: this is the data path.
+#[inline]
+pub fn post_send_doorbell_frame(qp_handle: u32, resp_ptr: u64) -> [u8; 32] {
+    let mut f = [0u8; 32];
+    f[0..4].copy_from_slice(&rverbs_uapi::ib_user_verbs::IB_USER_VERBS_CMD_POST_SEND.to_ne_bytes());
+    f[4..6].copy_from_slice(&8u16.to_ne_bytes());
+    f[6..8].copy_from_slice(&1u16.to_ne_bytes());
+    f[8..16].copy_from_slice(&resp_ptr.to_ne_bytes());
+    f[16..20].copy_from_slice(&qp_handle.to_ne_bytes());
+    // wr_count and sge_count stay 0.
+    f[28..32].copy_from_slice(&128u32.to_ne_bytes());
+    f
+}
+
 #[cfg(test)]
 mod tests {
+    /// rxe's doorbell, byte for byte (providers.md §A.4).
+    #[test]
+    fn post_send_doorbell() {
+        let f = super::post_send_doorbell_frame(7, 0x1122_3344_5566_7788);
+        let mut want = vec![28, 0, 0, 0, 8, 0, 1, 0];
+        want.extend_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        want.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0]);
+        assert_eq!(f.to_vec(), want);
+    }
+
     use super::*;
 
     /// ALLOC_PD for rxe (`uverbs-abi.md` §3.4): 16 bytes,

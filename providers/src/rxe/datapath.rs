@@ -1,0 +1,185 @@
+//! rxe's fast path: posting to the send, receive and shared receive rings,
+//! ringing the send doorbell, polling the completion ring.
+//!
+//! No allocation, no locks (`&mut self` serialises each ring), no `dyn`;
+//! the only syscall is the send doorbell, once per post call.
+
+use crate::rxe::wqe::{self, SendLimits};
+use crate::rxe::Queue;
+use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc};
+use crate::Errno;
+
+/// What makes the kernel look at the send ring. For rxe that is a `write()`
+/// of `POST_SEND` with no work requests ([`crate::sys::UverbsFd::post_send_doorbell`]);
+/// tests and benchmarks count instead. Static dispatch: posting is generic over it.
+pub trait Doorbell {
+    /// Rings once.
+    fn ring(&self) -> Result<(), Errno>;
+}
+
+/// The send half of an rxe QP.
+#[derive(Debug)]
+pub struct SendRing<D> {
+    q: Queue,
+    lim: SendLimits,
+    doorbell: D,
+}
+
+impl<D: Doorbell> SendRing<D> {
+    /// A send ring over `q` with the QP's limits.
+    pub fn new(q: Queue, lim: SendLimits, doorbell: D) -> Self {
+        SendRing { q, lim, doorbell }
+    }
+
+    /// The ring.
+    pub fn queue(&self) -> &Queue {
+        &self.q
+    }
+
+    /// The doorbell.
+    pub fn doorbell(&self) -> &D {
+        &self.doorbell
+    }
+
+    /// Posts `wrs` in order, then rings the doorbell once if any was posted.
+    ///
+    /// On a refused request the ones before it are posted (and the doorbell
+    /// rung for them), none after it, and the error names its index. A
+    /// request is checked completely before a byte of it is written.
+    ///
+    /// # Safety
+    /// For `INLINE` requests, every SGE's `addr..addr+length` must be
+    /// readable memory (it is copied now). For the others nothing is read
+    /// here; the device checks the lkeys.
+    #[inline]
+    pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let mask = self.q.index_mask();
+        let mut prod = self.q.producer_own();
+        let mut free = self.q.free_slots(prod);
+        let mut failed = None;
+        for (index, wr) in wrs.iter().enumerate() {
+            let total = match wqe::check_send(wr, &self.lim) {
+                Ok(t) => t,
+                Err(kind) => {
+                    failed = Some(PostError { index, kind });
+                    break;
+                }
+            };
+            if free == 0 {
+                failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
+                break;
+            }
+            // SAFETY: slot `prod` is free (counted against the consumer we
+            // loaded with Acquire), whole and 8-aligned (Queue invariants),
+            // sized by the kernel for these limits; `wr` was checked; the
+            // INLINE contract is ours to forward.
+            unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total) };
+            prod = (prod + 1) & mask;
+            free -= 1;
+        }
+        let posted = failed.map_or(wrs.len(), |e| e.index);
+        if posted > 0 {
+            // Release: the WQEs above are written before the kernel sees the index.
+            self.q.publish_producer(prod);
+            if let Err(e) = self.doorbell.ring() {
+                return Err(PostError { index: posted.min(wrs.len().saturating_sub(1)), kind: PostErrorKind::Doorbell(e as i32) });
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// A receive ring: a QP's RQ or an SRQ. Posting is pure memory.
+#[derive(Debug)]
+pub struct RecvRing {
+    q: Queue,
+    max_sge: u32,
+}
+
+impl RecvRing {
+    /// A receive ring over `q` taking `max_sge` SGEs per request.
+    pub fn new(q: Queue, max_sge: u32) -> Self {
+        RecvRing { q, max_sge }
+    }
+
+    /// The ring.
+    pub fn queue(&self) -> &Queue {
+        &self.q
+    }
+
+    /// Posts `wrs` in order (no syscall). Same error rule as sends.
+    /// Safe: nothing is read from the buffers; the device checks the lkeys
+    /// when it writes.
+    #[inline]
+    pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        let mask = self.q.index_mask();
+        let mut prod = self.q.producer_own();
+        let mut free = self.q.free_slots(prod);
+        let mut failed = None;
+        for (index, wr) in wrs.iter().enumerate() {
+            let total = match wqe::check_recv(wr, self.max_sge) {
+                Ok(t) => t,
+                Err(kind) => {
+                    failed = Some(PostError { index, kind });
+                    break;
+                }
+            };
+            if free == 0 {
+                failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
+                break;
+            }
+            // SAFETY: as in `SendRing::post`: a free, whole, aligned slot,
+            // sized by the kernel for `max_sge`; `wr` was checked.
+            unsafe { wqe::write_recv_wqe(self.q.elem_ptr(prod), wr, total) };
+            prod = (prod + 1) & mask;
+            free -= 1;
+        }
+        if failed.map_or(wrs.len(), |e| e.index) > 0 {
+            self.q.publish_producer(prod);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// The completion ring of an rxe CQ.
+#[derive(Debug)]
+pub struct CqRing {
+    q: Queue,
+}
+
+impl CqRing {
+    /// A completion ring over `q`.
+    pub fn new(q: Queue) -> Self {
+        CqRing { q }
+    }
+
+    /// The ring.
+    pub fn queue(&self) -> &Queue {
+        &self.q
+    }
+
+    /// Moves up to `out.len()` completions into `out`; returns how many.
+    /// No syscall: one Acquire load of the producer, copies, one Release
+    /// store of the consumer.
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        let mask = self.q.index_mask();
+        let prod = self.q.producer_acquire();
+        let mut cons = self.q.consumer_own();
+        let mut n = 0;
+        while n < out.len() && cons != prod {
+            // SAFETY: slot `cons` lies between our consumer and the producer we
+            // loaded with Acquire, so the kernel finished writing it; it is a
+            // whole 8-aligned slot of at least 64 bytes (the kernel's minimum).
+            let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
+            out[n] = wqe::decode_cqe(&raw);
+            cons = (cons + 1) & mask;
+            n += 1;
+        }
+        if n > 0 {
+            // Release: our copies are done before the kernel may reuse the slots.
+            self.q.publish_consumer(cons);
+        }
+        n
+    }
+}

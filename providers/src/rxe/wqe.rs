@@ -1,0 +1,250 @@
+//! rxe work-queue entries and completions in the kernel's layout
+//! (`include/uapi/rdma/rdma_user_rxe.h`): encoding `rxe_send_wqe` and
+//! `rxe_recv_wqe`, decoding `ib_uverbs_wc`.
+//!
+//! Offsets come from the uapi structs (asserted at compile time in
+//! `rverbs-uapi`); the element stride comes from the queue header, never
+//! from a Rust size.
+
+use core::mem::offset_of;
+use core::ptr;
+
+use rverbs_uapi::ib_user_verbs::ib_uverbs_wc;
+use rverbs_uapi::ib_verbs_values::{IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE};
+use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe};
+
+use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus};
+
+/// Offset of the SGE array / inline data in a send WQE (208).
+pub const SEND_DATA: usize = size_of::<rxe_send_wqe>();
+/// Offset of the SGE array in a receive WQE (40).
+pub const RECV_DATA: usize = size_of::<rxe_recv_wqe>();
+
+const DMA: usize = offset_of!(rxe_send_wqe, dma);
+const RDMA_DMA: usize = offset_of!(rxe_recv_wqe, dma);
+const IOVA: usize = offset_of!(rxe_send_wqe, iova);
+const DMA_LENGTH: usize = offset_of!(rxe_dma_info, length);
+const DMA_RESID: usize = offset_of!(rxe_dma_info, resid);
+const DMA_NUM_SGE: usize = offset_of!(rxe_dma_info, num_sge);
+
+/// QP transport, as far as posting cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// Limits a send WQE must respect (from the create-QP response).
+#[derive(Clone, Copy, Debug)]
+pub struct SendLimits {
+    /// QP transport.
+    pub transport: Transport,
+    /// SGEs per WQE.
+    pub max_sge: u32,
+    /// Inline bytes per WQE.
+    pub max_inline: u32,
+}
+
+/// Checks one send work request against the QP; returns its payload length.
+#[inline]
+pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
+    let allowed = match lim.transport {
+        Transport::Rc => true,
+        Transport::Uc => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..)),
+        Transport::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+    };
+    if !allowed {
+        return Err(PostErrorKind::OpcodeNotSupported);
+    }
+    if (lim.transport == Transport::Ud) != wr.ud.is_some() {
+        return Err(PostErrorKind::BadDestination);
+    }
+    let mut total: u64 = 0;
+    for s in wr.sgl {
+        total += u64::from(s.length);
+    }
+    if total > u64::from(u32::MAX) {
+        return Err(PostErrorKind::TooLong);
+    }
+    if wr.flags.contains(crate::wr::SendFlags::INLINE) {
+        if total > u64::from(lim.max_inline) {
+            return Err(PostErrorKind::InlineTooLong { given: total, max: lim.max_inline });
+        }
+    } else if wr.sgl.len() > lim.max_sge as usize {
+        return Err(PostErrorKind::TooManySge { given: wr.sgl.len(), max: lim.max_sge });
+    }
+    if wr.op.is_atomic() {
+        let remote = match wr.op {
+            SendOp::AtomicCmpAndSwp { remote, .. } | SendOp::AtomicFetchAndAdd { remote, .. } => remote,
+            _ => unreachable!(),
+        };
+        if wr.sgl.len() != 1 || wr.sgl[0].length < 8 || remote.addr % 8 != 0 {
+            return Err(PostErrorKind::BadAtomic);
+        }
+    }
+    Ok(total as u32)
+}
+
+/// Writes `v` at byte offset `off` of `dst`.
+///
+/// # Safety
+/// `dst + off .. + size_of::<T>()` is inside a WQE slot we own.
+#[inline(always)]
+unsafe fn put<T: Copy>(dst: *mut u8, off: usize, v: T) {
+    // SAFETY: forwarded; unaligned because some union members are only 4-aligned.
+    unsafe { ptr::write_unaligned(dst.add(off).cast::<T>(), v) }
+}
+
+/// Encodes a send WQE into the slot at `dst`.
+///
+/// # Safety
+/// `dst` points at a whole, 8-aligned SQ slot of at least
+/// `SEND_DATA + max(max_sge * 16, max_inline)` bytes that the kernel does not
+/// own (between our producer and its consumer); `wr` passed [`check_send`]
+/// with `total` its payload length; for `INLINE` sends every SGE's
+/// `addr..addr+length` is readable memory.
+#[inline]
+pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32) {
+    // SAFETY: the slot is ours and at least SEND_DATA bytes long.
+    unsafe {
+        // The header, zeroed: the kernel expects `state` 0 and clean cursors;
+        // the rest is its scratch space.
+        ptr::write_bytes(dst, 0, SEND_DATA);
+        put(dst, 0, wr.wr_id);
+        put(dst, 8, wr.sgl.len() as u32); // `reserved` since 6.1, num_sge before
+        put(dst, 12, wr.op.kernel_opcode());
+        put(dst, 16, wr.flags.bits());
+        let mut iova = 0u64;
+        match wr.op {
+            SendOp::Send => {}
+            SendOp::SendWithImm(imm) => put(dst, 20, imm.to_be()),
+            SendOp::RdmaWrite(r) | SendOp::RdmaRead(r) => {
+                put(dst, 24, r.addr);
+                put(dst, 32, r.rkey);
+                iova = r.addr;
+            }
+            SendOp::RdmaWriteWithImm(r, imm) => {
+                put(dst, 20, imm.to_be());
+                put(dst, 24, r.addr);
+                put(dst, 32, r.rkey);
+                iova = r.addr;
+            }
+            SendOp::AtomicCmpAndSwp { remote, compare, swap } => {
+                put(dst, 24, remote.addr);
+                put(dst, 32, compare);
+                put(dst, 40, swap);
+                put(dst, 48, remote.rkey);
+                iova = remote.addr;
+            }
+            SendOp::AtomicFetchAndAdd { remote, add } => {
+                put(dst, 24, remote.addr);
+                put(dst, 32, add);
+                put(dst, 48, remote.rkey);
+                iova = remote.addr;
+            }
+        }
+        if let Some(ud) = wr.ud {
+            put(dst, 24, ud.remote_qpn);
+            put(dst, 28, ud.remote_qkey);
+            put(dst, 36, ud.ah_num);
+        }
+        put(dst, IOVA, iova);
+        put(dst, DMA + DMA_LENGTH, total);
+        put(dst, DMA + DMA_RESID, total);
+        put(dst, DMA + DMA_NUM_SGE, wr.sgl.len() as u32);
+        let data = dst.add(SEND_DATA);
+        if wr.flags.contains(crate::wr::SendFlags::INLINE) {
+            let mut at = data;
+            for s in wr.sgl {
+                ptr::copy_nonoverlapping(s.addr as usize as *const u8, at, s.length as usize);
+                at = at.add(s.length as usize);
+            }
+        } else {
+            ptr::copy_nonoverlapping(wr.sgl.as_ptr(), data.cast::<Sge>(), wr.sgl.len());
+        }
+    }
+}
+
+/// Checks a receive work request against the queue's SGE limit.
+#[inline]
+pub fn check_recv(wr: &RecvWr<'_>, max_sge: u32) -> Result<u32, PostErrorKind> {
+    if wr.sgl.len() > max_sge as usize {
+        return Err(PostErrorKind::TooManySge { given: wr.sgl.len(), max: max_sge });
+    }
+    let total: u64 = wr.sgl.iter().map(|s| u64::from(s.length)).sum();
+    u32::try_from(total).map_err(|_| PostErrorKind::TooLong)
+}
+
+/// Encodes a receive WQE into the slot at `dst`.
+///
+/// # Safety
+/// `dst` points at a whole, 8-aligned RQ/SRQ slot of at least
+/// `RECV_DATA + max_sge * 16` bytes that the kernel does not own; `wr`
+/// passed [`check_recv`] with `total` its length.
+#[inline]
+pub unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
+    // SAFETY: the slot is ours and large enough (contract).
+    unsafe {
+        ptr::write_bytes(dst, 0, RECV_DATA);
+        put(dst, 0, wr.wr_id);
+        put(dst, 8, wr.sgl.len() as u32);
+        put(dst, RDMA_DMA + DMA_LENGTH, total);
+        put(dst, RDMA_DMA + DMA_RESID, total);
+        put(dst, RDMA_DMA + DMA_NUM_SGE, wr.sgl.len() as u32);
+        ptr::copy_nonoverlapping(wr.sgl.as_ptr(), dst.add(RECV_DATA).cast::<Sge>(), wr.sgl.len());
+    }
+}
+
+/// Maps rxe's `wc_flags` (the kernel's `IB_WC_*` bits, copied unchanged into
+/// user CQEs) to libibverbs' bits: kernel bit 2 is WITH_INVALIDATE and bit 3
+/// IP_CSUM_OK, libibverbs has them the other way round.
+#[inline]
+pub fn map_wc_flags(k: u32) -> WcFlags {
+    let mut f = WcFlags::from_bits_truncate(k & (WcFlags::GRH | WcFlags::WITH_IMM).bits());
+    if k & IB_WC_WITH_INVALIDATE != 0 {
+        f |= WcFlags::WITH_INV;
+    }
+    if k & IB_WC_IP_CSUM_OK != 0 {
+        f |= WcFlags::IP_CSUM_OK;
+    }
+    f
+}
+
+/// Decodes a CQE copied out of the completion ring.
+#[inline]
+pub fn decode_cqe(c: &ib_uverbs_wc) -> Wc {
+    let flags = map_wc_flags(c.wc_flags);
+    let ex = if flags.contains(WcFlags::WITH_IMM) { u32::from_be(c.ex) } else { c.ex };
+    Wc {
+        wr_id: c.wr_id,
+        status: WcStatus::from_raw(c.status),
+        opcode: WcOpcode::from_raw(c.opcode),
+        vendor_err: c.vendor_err,
+        byte_len: c.byte_len,
+        imm_data: ex,
+        qp_num: c.qp_num,
+        src_qp: c.src_qp,
+        wc_flags: flags,
+        pkey_index: c.pkey_index,
+        slid: c.slid,
+        sl: c.sl,
+        dlid_path_bits: c.dlid_path_bits,
+        port_num: c.port_num,
+    }
+}
+
+/// Copies the CQE at `src` out of the ring.
+///
+/// # Safety
+/// `src` points at a CQ slot the kernel has published (between our consumer
+/// and its producer, read after an Acquire load of the producer) and at
+/// least 48 bytes long, 8-aligned.
+#[inline]
+pub unsafe fn read_cqe(src: *const u8) -> ib_uverbs_wc {
+    // SAFETY: forwarded from the contract; a copy, never a reference.
+    unsafe { ptr::read(src.cast::<ib_uverbs_wc>()) }
+}

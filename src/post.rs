@@ -1,0 +1,188 @@
+//! Posting work requests: the send and receive halves of a QP.
+//!
+//! This module may use `unsafe`: it offers the unchecked post whose inline
+//! payloads are read through raw SGE addresses, and forwards to the
+//! provider's ring code. Every block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rverbs_providers::rxe;
+
+use crate::qp::QpShared;
+use crate::{PostError, PostErrorKind, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
+
+#[derive(Debug)]
+pub(crate) enum SendDriver {
+    Rxe(rxe::SendRing<rxe::UverbsDoorbell>),
+}
+
+#[derive(Debug)]
+pub(crate) enum RecvDriver {
+    Rxe(rxe::RecvRing),
+}
+
+/// The send half of a QP. Usable from one thread while another uses the
+/// [`RecvQueue`] half, without locks (see [`QueuePair::split`]).
+#[derive(Debug)]
+pub struct SendQueue {
+    ring: SendDriver,
+    shared: Arc<QpShared>,
+}
+
+/// The receive half of a QP (absent when it receives from an SRQ).
+#[derive(Debug)]
+pub struct RecvQueue {
+    ring: RecvDriver,
+    shared: Arc<QpShared>,
+}
+
+fn state_of(shared: &QpShared) -> u8 {
+    shared.state.load(Ordering::Relaxed)
+}
+
+impl SendQueue {
+    pub(crate) fn new(ring: SendDriver, shared: Arc<QpShared>) -> Self {
+        SendQueue { ring, shared }
+    }
+
+    #[inline]
+    fn check_state(&self) -> std::result::Result<(), PostError> {
+        // Sends need RTS or later (SQD, SQE, ERR flush).
+        if state_of(&self.shared) < QpState::Rts as u8 {
+            return Err(PostError { index: 0, kind: PostErrorKind::BadState });
+        }
+        Ok(())
+    }
+
+    /// Posts send work requests (`ibv_post_send`): WQEs into the ring the
+    /// kernel shares with us, then one doorbell (rxe: one `write()`) for
+    /// the whole list. On a refused request the ones before it are posted,
+    /// none after it, and the error names its index.
+    ///
+    /// Safe because the device reaches memory only through registered
+    /// regions, which stay valid while registered (owned regions never
+    /// expose references; caller regions are under `reg_mr`'s contract), and
+    /// deregistration waits for the device. `INLINE` payloads are read by the
+    /// CPU now, so here they must come as bytes: see [`post_send_inline`](Self::post_send_inline).
+    #[doc(alias = "ibv_post_send")]
+    #[inline]
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        if let Some(index) = wrs.iter().position(|w| w.flags.contains(SendFlags::INLINE)) {
+            // Post the ones before it, as for any refused request.
+            if index > 0 {
+                self.post_send(&wrs[..index])?;
+            }
+            return Err(PostError { index, kind: PostErrorKind::InlineNeedsBytes });
+        }
+        // SAFETY: no request is INLINE, so nothing is read through the SGEs.
+        unsafe { self.post_send_unchecked(wrs) }
+    }
+
+    /// Posts one send whose payload is copied into the WQE now (`IBV_SEND_INLINE`):
+    /// `data` may be reused as soon as this returns. At most the QP's
+    /// `max_inline_data` bytes.
+    #[inline]
+    pub fn post_send_inline(
+        &mut self,
+        wr_id: u64,
+        op: SendOp,
+        flags: SendFlags,
+        data: &[u8],
+        ud: Option<UdDest>,
+    ) -> std::result::Result<(), PostError> {
+        let Ok(length) = u32::try_from(data.len()) else {
+            return Err(PostError { index: 0, kind: PostErrorKind::TooLong });
+        };
+        let sge = [Sge { addr: data.as_ptr() as u64, length, lkey: 0 }];
+        let wr = SendWr { wr_id, op, flags: flags | SendFlags::INLINE, sgl: &sge, ud };
+        // SAFETY: the one SGE is `data`, borrowed for this call, readable.
+        unsafe { self.post_send_unchecked(std::slice::from_ref(&wr)) }
+    }
+
+    /// Like [`post_send`](Self::post_send) but also takes `INLINE` requests
+    /// whose SGEs point at arbitrary memory.
+    ///
+    /// # Safety
+    /// For every `INLINE` request, each SGE's `addr..addr+length` must be
+    /// memory this process may read for the duration of the call.
+    #[inline]
+    pub unsafe fn post_send_unchecked(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        self.check_state()?;
+        match &mut self.ring {
+            // SAFETY: forwarded from this function's contract.
+            SendDriver::Rxe(r) => unsafe { r.post(wrs) },
+        }
+    }
+}
+
+impl RecvQueue {
+    pub(crate) fn new(ring: RecvDriver, shared: Arc<QpShared>) -> Self {
+        RecvQueue { ring, shared }
+    }
+
+    /// Posts receive work requests (`ibv_post_recv`): pure memory, no
+    /// syscall. Allowed from INIT on. On a refused request the ones before
+    /// it are posted, none after it.
+    #[doc(alias = "ibv_post_recv")]
+    #[inline]
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
+        if state_of(&self.shared) == QpState::Reset as u8 {
+            return Err(PostError { index: 0, kind: PostErrorKind::BadState });
+        }
+        match &mut self.ring {
+            RecvDriver::Rxe(r) => r.post(wrs),
+        }
+    }
+}
+
+
+impl QueuePair {
+    /// See [`SendQueue::post_send`].
+    #[doc(alias = "ibv_post_send")]
+    #[inline]
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        self.sq.post_send(wrs)
+    }
+
+    /// See [`SendQueue::post_send_inline`].
+    #[inline]
+    pub fn post_send_inline(
+        &mut self,
+        wr_id: u64,
+        op: SendOp,
+        flags: SendFlags,
+        data: &[u8],
+        ud: Option<UdDest>,
+    ) -> std::result::Result<(), PostError> {
+        self.sq.post_send_inline(wr_id, op, flags, data, ud)
+    }
+
+    /// See [`SendQueue::post_send_unchecked`].
+    ///
+    /// # Safety
+    /// As for [`SendQueue::post_send_unchecked`].
+    #[inline]
+    pub unsafe fn post_send_unchecked(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        // SAFETY: forwarded.
+        unsafe { self.sq.post_send_unchecked(wrs) }
+    }
+
+    /// See [`RecvQueue::post_recv`]. A QP that receives from an SRQ has no
+    /// receive queue: post to the SRQ instead.
+    #[doc(alias = "ibv_post_recv")]
+    #[inline]
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
+        match &mut self.rq {
+            Some(rq) => rq.post_recv(wrs),
+            None => Err(PostError { index: 0, kind: PostErrorKind::BadState }),
+        }
+    }
+
+    /// The two halves, for two threads (e.g. with `std::thread::scope`):
+    /// each posts without locks. The receive half is `None` with an SRQ.
+    pub fn split(&mut self) -> (&mut SendQueue, Option<&mut RecvQueue>) {
+        (&mut self.sq, self.rq.as_mut())
+    }
+}
