@@ -7,7 +7,7 @@ use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
 
 use crate::qp::{check_av, AhAttr};
-use crate::ProtectionDomain;
+use crate::{ProtectionDomain, UdDest};
 
 /// An address handle for UD sends. The kernel resolved the destination MAC
 /// when it was created (RoCE); the provider keeps what the kernel answered
@@ -100,6 +100,12 @@ impl AddressHandle {
     /// rxe's AH number (0 when the kernel gave none or on other providers).
     pub fn ah_num(&self) -> u32 {
         self.ah_num
+    }
+
+    /// The destination of a UD send through this AH to QP `remote_qpn`
+    /// with Q_Key `remote_qkey`.
+    pub fn ud_dest(&self, remote_qpn: u32, remote_qkey: u32) -> UdDest {
+        UdDest { ah_num: self.ah_num, remote_qpn, remote_qkey }
     }
 
     fn destroy_inner(&mut self) -> Result<()> {

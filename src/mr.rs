@@ -16,7 +16,7 @@ use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::*;
 use tracing::debug;
 
-use crate::ProtectionDomain;
+use crate::{ProtectionDomain, RemoteAddr, Sge};
 
 bitflags! {
     /// `enum ibv_access_flags` (`IB_UVERBS_ACCESS_*`): what the device may do
@@ -226,6 +226,26 @@ impl MemoryRegion {
             _ => Err(Error::os(verb, Errno::EINVAL)
                 .with_message(format!("range {offset}+{n} is outside the {}-byte region", self.len))),
         }
+    }
+
+    /// A scatter/gather entry for `len` bytes at `offset` of this region.
+    ///
+    /// # Errors
+    /// `EINVAL` when the range is outside the region.
+    pub fn sge(&self, offset: usize, len: u32) -> Result<Sge> {
+        self.check_range("MemoryRegion::sge", offset, len as usize)?;
+        Ok(Sge { addr: self.addr() + offset as u64, length: len, lkey: self.lkey })
+    }
+
+    /// The whole region as one scatter/gather entry.
+    pub fn sge_all(&self) -> Sge {
+        Sge { addr: self.addr(), length: self.len as u32, lkey: self.lkey }
+    }
+
+    /// The remote address of byte `offset` of this region, for a peer's (or
+    /// a loopback) RDMA READ/WRITE or atomic.
+    pub fn remote(&self, offset: usize) -> RemoteAddr {
+        RemoteAddr { addr: self.addr() + offset as u64, rkey: self.rkey }
     }
 
     /// Copies `data` into the region at `offset`.

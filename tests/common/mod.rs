@@ -50,3 +50,72 @@ pub fn sysfs(path: impl AsRef<std::path::Path>) -> String {
     let p = path.as_ref();
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())).trim().to_owned()
 }
+
+/// Two QPs of one type on one device, connected to each other over the
+/// device's loopback path, each with its own CQ.
+pub struct Loopback {
+    pub ctx: rverbs::Context,
+    pub pd: rverbs::ProtectionDomain,
+    pub cq_a: rverbs::CompletionQueue,
+    pub cq_b: rverbs::CompletionQueue,
+    pub a: rverbs::QueuePair,
+    pub b: rverbs::QueuePair,
+}
+
+/// Builds a connected loopback pair (RC/UC connected; UD readied), or
+/// `None` when the test should skip.
+pub fn loopback(qp_type: rverbs::QpType, cap: rverbs::QpCap, cqe: u32) -> Option<Loopback> {
+    let dev = first_device()?;
+    let ctx = dev.open().expect("open");
+    let pd = ctx.alloc_pd().unwrap();
+    let cq_a = ctx.create_cq(cqe, None, 0).unwrap();
+    let cq_b = ctx.create_cq(cqe, None, 0).unwrap();
+    let mk = |cq: &rverbs::CompletionQueue| {
+        let mut init = rverbs::QpInitAttr::new(qp_type, cq);
+        init.cap = cap;
+        pd.create_qp(&init).unwrap()
+    };
+    let a = mk(&cq_a);
+    let b = mk(&cq_b);
+    connect_pair(&ctx, &a, &b, &rverbs::ConnectOptions::default());
+    Some(Loopback { ctx, pd, cq_a, cq_b, a, b })
+}
+
+/// Connects `a` and `b` to each other with `opts` (PSNs 100 and 200).
+pub fn connect_pair(ctx: &rverbs::Context, a: &rverbs::QueuePair, b: &rverbs::QueuePair, opts: &rverbs::ConnectOptions) {
+    let idx = ctx.default_sgid_index(opts.port).unwrap();
+    let gid = ctx.query_gid(opts.port, idx.into()).unwrap().unwrap().gid;
+    let ep = |qp: &rverbs::QueuePair, psn| rverbs::RemoteEndpoint { lid: 0, qpn: qp.qp_num(), psn, gid };
+    a.connect(&ep(b, 200), 100, opts).unwrap();
+    b.connect(&ep(a, 100), 200, opts).unwrap();
+}
+
+/// Polls `cq` until `n` completions arrived (yielding while empty), or
+/// panics after a generous bound so a lost completion fails instead of hanging.
+pub fn poll_n(cq: &mut rverbs::CompletionQueue, n: usize) -> Vec<rverbs::Wc> {
+    let mut out = Vec::with_capacity(n);
+    let mut buf = [rverbs::Wc::default(); 32];
+    let start = std::time::Instant::now();
+    while out.len() < n {
+        let want = (n - out.len()).min(buf.len());
+        let got = cq.poll(&mut buf[..want]);
+        out.extend_from_slice(&buf[..got]);
+        if got == 0 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(120),
+                "only {} of {n} completions after 120 s: {out:?}",
+                out.len()
+            );
+            std::thread::yield_now();
+        }
+    }
+    out
+}
+
+/// Asserts that no completion arrives for a short while.
+pub fn assert_no_more(cq: &mut rverbs::CompletionQueue) {
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut buf = [rverbs::Wc::default(); 4];
+    let n = cq.poll(&mut buf);
+    assert_eq!(n, 0, "unexpected completions: {:?}", &buf[..n]);
+}

@@ -128,12 +128,13 @@ fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
 /// Boots one kernel with the tests and records the results.
 fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, keep: bool, tally: &mut Tally) {
     let what = format!("kernel {}", s.name);
+    println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
     let k = match kernel::fetch(s, &ws.vm_dir(), &prep.tools, &mut prep.apt) {
         Ok(k) => k,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
-    println!("==> {what}: {}", k.describe());
+    println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
     let out = match runner::run(&k, &prep.tools, &ws.vm_dir(), &prep.payload, knobs, keep, &mut show) {

@@ -57,10 +57,6 @@ pub fn run(args: &VmArgs) -> Result<i32> {
         return Ok(if out.boot.timed_out { 124 } else { 1 });
     }
     let code = out.report.runs.first().and_then(|r| r.exit).unwrap_or(1);
-    if code != 0 && !out.report.dmesg.is_empty() && !verbose {
-        eprintln!("---- dmesg | tail -n 80:");
-        out.report.dmesg.iter().for_each(|l| eprintln!("{l}"));
-    }
     note(format!("exit {code}; kernel {}; {took}", k.release));
     Ok(code)
 }

@@ -8,6 +8,11 @@ pub const MARK: &str = "@@RVERBS";
 /// IPv4 address of the rxe0 netdev (`v0`, one end of a veth pair).
 pub const GUEST_IP: &str = "192.168.77.1/24";
 
+/// Modules `/init` loads. rxe computes its ICRC with the crypto API's
+/// "crc32", which Debian builds as a module (`crc32_generic`) that nothing
+/// in modules.dep pulls in: without it `rdma link add` fails with ENOENT.
+pub const LOAD_MODULES: &str = "rdma_rxe veth crc32_generic";
+
 /// Guest path of the project's CLI.
 pub const RVERBS_BIN: &str = "/usr/local/bin/rverbs";
 
@@ -40,7 +45,7 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mark uname "$(uname -r)"
 
-/usr/sbin/modprobe -a rdma_rxe veth || die "modprobe rdma_rxe veth failed"
+/usr/sbin/modprobe -a {LOAD_MODULES} || die "modprobe {LOAD_MODULES} failed"
 /usr/bin/ip link set lo up
 /usr/bin/ip link add v0 type veth peer name v1 || die "cannot create veth pair v0/v1"
 /usr/bin/ip addr add {GUEST_IP} dev v0 || die "cannot set the address of v0"
@@ -72,7 +77,7 @@ test)
     done ;;
 cmd)
     mark begin cmd
-    rverbs_cmd
+    ( rverbs_cmd )
     rc=$?
     mark end cmd $rc
     [ $rc = 0 ] || failed=1 ;;

@@ -25,9 +25,9 @@ use crate::host_tools::HostTools;
 use crate::kernel::Kernel;
 use crate::util::{self, Context, Fnv, Result};
 
-/// Kernel modules the guest loads (with their dependencies): rxe over a
-/// veth pair now, virtio-net for two-VM runs later.
-pub const MODULES: &[&str] = &["rdma_rxe", "veth", "virtio_net", "net_failover", "failover"];
+/// Kernel modules copied into the guest (with their dependencies): those
+/// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs.
+pub const MODULES: &[&str] = &["rdma_rxe", "veth", "crc32_generic", "virtio_net", "net_failover", "failover"];
 
 /// Where one guest file comes from.
 #[derive(Debug, Clone)]

@@ -130,7 +130,12 @@ fn download(package: &str, version: &str, cache: &Path) -> Result<PathBuf> {
         return Ok(deb);
     }
     note(format!("downloading {package} {version}"));
-    util::run(Command::new("apt-get").args(["download", "-q", &format!("{package}={version}")]).current_dir(cache))?;
+    let mut cmd = Command::new("apt-get");
+    if util::is_root() {
+        // As root apt downloads as `_apt`, which cannot write to target/.
+        cmd.args(["-o", "APT::Sandbox::User=root"]);
+    }
+    util::run(cmd.args(["download", "-q", &format!("{package}={version}")]).current_dir(cache))?;
     if !deb.exists() {
         return Err(format!("apt-get download did not produce {}", deb.display()));
     }

@@ -72,14 +72,14 @@ fn choose_accel(qemu: &Path) -> Accel {
     if !kvm_usable {
         return Accel::Tcg;
     }
-    // `-cpu max` first; some nested hosts refuse an MSR that `max` sets
-    // (`failed to set MSR 0x10a`), which dropping arch-capabilities avoids.
-    for cpu in ["max", "max,-arch-capabilities"] {
-        if probe_kvm(qemu, cpu) {
-            return Accel::Kvm(cpu.into());
-        }
+    // On some nested hosts KVM refuses `-cpu max` (`failed to set MSR
+    // 0x10a`) and QEMU aborts; dropping arch-capabilities gets past that
+    // but the guest then hangs, so only plain `max` is tried.
+    if probe_kvm(qemu, "max") {
+        Accel::Kvm("max".into())
+    } else {
+        Accel::Tcg
     }
-    Accel::Tcg
 }
 
 /// Starts a paused KVM guest with `-cpu cpu` and quits it from the
@@ -219,33 +219,47 @@ pub struct BootEnd {
     /// Every console line.
     pub console: Vec<String>,
     pub timed_out: bool,
+    /// Killed because the guest showed no sign of life in time.
+    pub stalled: bool,
     pub status: Option<ExitStatus>,
     pub stderr: String,
     pub elapsed: Duration,
 }
 
 /// Boots `spec`, handing each console line to `on_line` as it arrives,
-/// and kills QEMU after `timeout`.
-pub fn boot(spec: &BootSpec, timeout: Duration, on_line: &mut dyn FnMut(&str)) -> Result<BootEnd> {
+/// and kills QEMU after `timeout`. With `alive = Some((grace, seen))`, QEMU
+/// is also killed (`stalled`) when no line satisfies `seen` within
+/// `grace`: a KVM guest that hangs is caught early that way.
+pub fn boot(
+    spec: &BootSpec,
+    timeout: Duration,
+    alive: Option<(Duration, &dyn Fn(&str) -> bool)>,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<BootEnd> {
     let start = Instant::now();
     let deadline = start + timeout;
+    let mut alive_by = alive.map(|(grace, _)| start + grace.min(timeout));
     let mut vm = Vm::start(spec)?;
-    let mut console = Vec::new();
-    let mut timed_out = false;
+    let mut end = BootEnd { console: Vec::new(), timed_out: false, stalled: false, status: None, stderr: String::new(), elapsed: Duration::ZERO };
     loop {
-        match vm.next(deadline) {
+        match vm.next(alive_by.unwrap_or(deadline)) {
             Event::Line(l) => {
+                if alive.is_some_and(|(_, seen)| seen(&l)) {
+                    alive_by = None;
+                }
                 on_line(&l);
-                console.push(l);
+                end.console.push(l);
             }
             Event::Eof => break,
             Event::Timeout => {
-                timed_out = true;
+                end.stalled = alive_by.is_some();
+                end.timed_out = !end.stalled;
                 vm.kill();
                 break;
             }
         }
     }
-    let (status, stderr) = vm.finish();
-    Ok(BootEnd { console, timed_out, status, stderr, elapsed: start.elapsed() })
+    (end.status, end.stderr) = vm.finish();
+    end.elapsed = start.elapsed();
+    Ok(end)
 }

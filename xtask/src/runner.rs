@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::console::{GuestReport, LineKind};
-use crate::guest::PAYLOAD;
+use crate::guest::{MARK, PAYLOAD};
 use crate::host_tools::HostTools;
 use crate::initramfs::{self, Manifest};
 use crate::kernel::Kernel;
@@ -14,6 +14,9 @@ use crate::util::{self, note, Context, Result};
 
 /// Default wall-clock limit of one boot (`RVERBS_VM_TIMEOUT`, seconds).
 pub const DEFAULT_TIMEOUT_S: u64 = 20 * 60;
+
+/// How long a KVM guest may take to reach `/init` before KVM is given up.
+const KVM_GRACE: Duration = Duration::from_secs(60);
 
 /// What to put in the guest besides the base image.
 pub struct Payload {
@@ -46,7 +49,9 @@ impl Outcome {
     /// if it did.
     pub fn problem(&self) -> Option<String> {
         let r = &self.report;
-        if self.boot.timed_out {
+        if self.boot.stalled {
+            Some("the guest showed no sign of life (stalled)".into())
+        } else if self.boot.timed_out {
             Some(format!("timeout after {} s (RVERBS_VM_TIMEOUT)", self.timeout.as_secs()))
         } else if let Some(e) = &r.setup_error {
             Some(format!("guest setup failed: {e}"))
@@ -106,6 +111,7 @@ pub fn run(
     let mut accel = qemu::accel(&tools.qemu);
     let mut outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
     if matches!(accel, Accel::Kvm(_)) && outcome.report.release.is_none() && !outcome.boot.timed_out {
+        // KVM that passed the probe but did not get the guest to /init.
         note(format!("KVM guest did not start ({}); retrying under TCG", exit_text(&outcome.boot)));
         qemu::demote_to_tcg();
         accel = Accel::Tcg;
@@ -130,9 +136,21 @@ fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload)
     m.bytes(PAYLOAD, 0o644, payload.script.clone());
     let dir = vm_dir.join("run");
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    remove_stale_initrds(&dir);
     let initrd = dir.join(format!("{}-{}-{}.initrd", k.release, payload.label, std::process::id()));
     initramfs::concat_initrd(&base, &mut m, &initrd)?;
     Ok(initrd)
+}
+
+/// Removes initrds left by runs that were killed (their pid is gone).
+fn remove_stale_initrds(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_suffix(".initrd").and_then(|n| n.rsplit('-').next()).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 fn boot_once(
@@ -153,7 +171,11 @@ fn boot_once(
         accel: accel.clone(),
     };
     let mut report = GuestReport::default();
-    let boot = qemu::boot(&spec, knobs.timeout, &mut |line| {
+    // Under KVM /init starts within seconds; waiting longer means KVM is
+    // not working here, and the caller falls back to TCG.
+    let started = |l: &str| l.contains(MARK);
+    let alive = matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started as &dyn Fn(&str) -> bool));
+    let boot = qemu::boot(&spec, knobs.timeout, alive, &mut |line| {
         let kind = report.push(line);
         show(kind, line);
     })?;

@@ -5,7 +5,11 @@
 //! rxe provider issue.
 
 pub mod datapath;
+#[cfg(any(test, feature = "mock"))]
+pub mod mock;
 pub mod queue;
+#[cfg(test)]
+mod tests;
 pub mod wqe;
 
 use rverbs_uapi::rdma_user_rxe::{rxe_create_ah_resp, rxe_create_cq_resp, rxe_create_qp_resp, rxe_create_srq_resp};

@@ -67,7 +67,7 @@ impl Queue {
         let q = Queue { base, log2_elem_size, index_mask, _backing: Backing::Mapped(map) };
         let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
         let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
-        if log2_elem_size >= 16 || !slots.is_power_of_two() || need.is_none_or(|n| n > size) {
+        if log2_elem_size >= 16 || !slots.is_power_of_two() || need.map_or(true, |n| n > size) {
             return Err(Errno::EPROTO);
         }
         Ok(q)

@@ -1,0 +1,1073 @@
+//! Host tests of the rxe fast path: golden WQE/CQE bytes built by hand from
+//! the offsets in providers.md §A.3, and ring behaviour against the mock of
+//! the kernel side (`rxe::mock`).
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+
+use crate::rxe::mock::{recv_cqe, KSendWqe, MockKernel, JUNK};
+use crate::rxe::wqe::{self, SendLimits, Transport};
+use crate::rxe::{CqRing, Doorbell, Queue, RecvRing, SendRing};
+use crate::wr::{
+    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode,
+    WcStatus,
+};
+use crate::Errno;
+
+// ---------------------------------------------------------------------------
+// Hand-written little-endian byte placement: the expectations never use the
+// encoder, `offset_of!` or the uapi structs.
+
+fn put_u8(b: &mut [u8], off: usize, v: u8) {
+    b[off] = v;
+}
+fn put_u16(b: &mut [u8], off: usize, v: u16) {
+    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+/// A `__be32` (immediate data): network order.
+fn put_be32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
+}
+/// An `rxe_sge` at `off`: addr @0, length @8, lkey @12.
+fn put_sge(b: &mut [u8], off: usize, s: Sge) {
+    put_u64(b, off, s.addr);
+    put_u32(b, off + 8, s.length);
+    put_u32(b, off + 12, s.lkey);
+}
+
+/// Size of the buffers the golden WQEs are encoded into (one 512-byte slot).
+const SLOT: usize = 512;
+
+/// The bytes of a `Vec<u64>` buffer.
+fn bytes_of(buf: &[u64]) -> Vec<u8> {
+    buf.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+const RC: SendLimits = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
+const UC: SendLimits = SendLimits { transport: Transport::Uc, max_sge: 4, max_inline: 64 };
+const UD: SendLimits = SendLimits { transport: Transport::Ud, max_sge: 4, max_inline: 64 };
+
+/// Checks `wr` and encodes it into a slot pre-filled with `fill`.
+fn encode_send_over(wr: &SendWr<'_>, lim: &SendLimits, fill: u8) -> Vec<u8> {
+    let total = wqe::check_send(wr, lim).expect("valid request");
+    let mut buf = vec![u64::from_ne_bytes([fill; 8]); SLOT / 8];
+    // SAFETY: `buf` is a whole, 8-aligned 512-byte slot (>= 208 + 4*16 and
+    // >= 208 + 64) that nothing else touches; `wr` passed check_send; INLINE
+    // requests in these tests point at live local arrays.
+    unsafe { wqe::write_send_wqe(buf.as_mut_ptr().cast::<u8>(), wr, total) };
+    bytes_of(&buf)
+}
+
+fn encode_send(wr: &SendWr<'_>, lim: &SendLimits) -> Vec<u8> {
+    encode_send_over(wr, lim, 0)
+}
+
+fn assert_bytes(got: &[u8], want: &[u8]) {
+    assert_eq!(got.len(), want.len());
+    let diffs: Vec<String> = (0..got.len())
+        .filter(|&i| got[i] != want[i])
+        .map(|i| format!("@{i}: got {:#04x} want {:#04x}", got[i], want[i]))
+        .collect();
+    assert!(diffs.is_empty(), "{} byte(s) differ: {}", diffs.len(), diffs.join(", "));
+}
+
+const SGE_A: Sge = Sge { addr: 0x0000_7f00_1234_5000, length: 0x1000, lkey: 0x0102_0304 };
+const SGE_B: Sge = Sge { addr: 0x0000_7f00_dead_0008, length: 0x20, lkey: 0x0a0b_0c0d };
+const ATOMIC_SGE: Sge = Sge { addr: 0x0000_7f00_0000_0040, length: 8, lkey: 0x55 };
+const REMOTE: RemoteAddr = RemoteAddr { addr: 0x0000_5555_aaaa_0010, rkey: 0x8765_4321 };
+
+/// The bytes every send WQE shares: wr_id @0, reserved (num_sge) @8,
+/// opcode @12, send_flags @16; dma.length @184, dma.resid @188,
+/// dma.num_sge @196; state @148 and the rest 0.
+fn want_send(wr_id: u64, opcode: u32, flags: u32, num_sge: u32, total: u32) -> Vec<u8> {
+    let mut w = vec![0u8; SLOT];
+    put_u64(&mut w, 0, wr_id);
+    put_u32(&mut w, 8, num_sge);
+    put_u32(&mut w, 12, opcode);
+    put_u32(&mut w, 16, flags);
+    put_u32(&mut w, 184, total);
+    put_u32(&mut w, 188, total);
+    put_u32(&mut w, 196, num_sge);
+    w
+}
+
+#[test]
+fn golden_send() {
+    let sgl = [SGE_A, SGE_B];
+    let wr = SendWr { wr_id: 0x1122_3344_5566_7788, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sgl, ud: None };
+    let mut want = want_send(0x1122_3344_5566_7788, 2, 2, 2, 0x1020);
+    put_sge(&mut want, 208, SGE_A);
+    put_sge(&mut want, 224, SGE_B);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_send_with_imm() {
+    let sgl = [SGE_A];
+    let wr = SendWr {
+        wr_id: 7,
+        op: SendOp::SendWithImm(0xdead_beef),
+        flags: SendFlags::SIGNALED | SendFlags::SOLICITED,
+        sgl: &sgl,
+        ud: None,
+    };
+    let mut want = want_send(7, 3, 2 | 4, 1, 0x1000);
+    put_be32(&mut want, 20, 0xdead_beef);
+    assert_eq!(&want[20..24], &[0xde, 0xad, 0xbe, 0xef]);
+    put_sge(&mut want, 208, SGE_A);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_rdma_write() {
+    let sgl = [SGE_B];
+    let wr = SendWr { wr_id: 8, op: SendOp::RdmaWrite(REMOTE), flags: SendFlags::FENCE, sgl: &sgl, ud: None };
+    let mut want = want_send(8, 0, 1, 1, 0x20);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u32(&mut want, 32, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr); // iova
+    put_sge(&mut want, 208, SGE_B);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_rdma_write_with_imm() {
+    let sgl = [SGE_A, SGE_B];
+    let wr = SendWr {
+        wr_id: 9,
+        op: SendOp::RdmaWriteWithImm(REMOTE, 0x0102_0304),
+        flags: SendFlags::SIGNALED,
+        sgl: &sgl,
+        ud: None,
+    };
+    let mut want = want_send(9, 1, 2, 2, 0x1020);
+    put_be32(&mut want, 20, 0x0102_0304);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u32(&mut want, 32, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    put_sge(&mut want, 208, SGE_A);
+    put_sge(&mut want, 224, SGE_B);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_rdma_read() {
+    let sgl = [SGE_A];
+    let wr = SendWr { wr_id: 10, op: SendOp::RdmaRead(REMOTE), flags: SendFlags::SIGNALED, sgl: &sgl, ud: None };
+    let mut want = want_send(10, 4, 2, 1, 0x1000);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u32(&mut want, 32, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    put_sge(&mut want, 208, SGE_A);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_atomic_cmp_and_swp() {
+    let sgl = [ATOMIC_SGE];
+    let op = SendOp::AtomicCmpAndSwp { remote: REMOTE, compare: 0x1111_2222_3333_4444, swap: 0x5555_6666_7777_8888 };
+    let wr = SendWr { wr_id: 11, op, flags: SendFlags::SIGNALED, sgl: &sgl, ud: None };
+    let mut want = want_send(11, 5, 2, 1, 8);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u64(&mut want, 32, 0x1111_2222_3333_4444);
+    put_u64(&mut want, 40, 0x5555_6666_7777_8888);
+    put_u32(&mut want, 48, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    put_sge(&mut want, 208, ATOMIC_SGE);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_atomic_fetch_and_add() {
+    let sgl = [ATOMIC_SGE];
+    let op = SendOp::AtomicFetchAndAdd { remote: REMOTE, add: 0x0000_0000_0000_0003 };
+    let wr = SendWr { wr_id: 12, op, flags: SendFlags::empty(), sgl: &sgl, ud: None };
+    let mut want = want_send(12, 6, 0, 1, 8);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u64(&mut want, 32, 3);
+    put_u32(&mut want, 48, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    put_sge(&mut want, 208, ATOMIC_SGE);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_inline_send() {
+    let a: [u8; 5] = *b"hello";
+    let b: [u8; 7] = *b", world";
+    let sgl = [
+        Sge { addr: a.as_ptr() as u64, length: 5, lkey: 0xffff_ffff },
+        Sge { addr: b.as_ptr() as u64, length: 7, lkey: 0 },
+    ];
+    let wr = SendWr {
+        wr_id: 13,
+        op: SendOp::Send,
+        flags: SendFlags::INLINE | SendFlags::SIGNALED,
+        sgl: &sgl,
+        ud: None,
+    };
+    // INLINE (8) stays in send_flags; num_sge stays the WR's; the payload is
+    // contiguous at 208 and no SGE is written.
+    let mut want = want_send(13, 2, 8 | 2, 2, 12);
+    want[208..220].copy_from_slice(b"hello, world");
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
+fn golden_ud_send() {
+    let sgl = [SGE_B];
+    let ud = UdDest { ah_num: 3, remote_qpn: 0x00ab_cdef, remote_qkey: 0x1111_1111 };
+    let wr = SendWr { wr_id: 14, op: SendOp::SendWithImm(0x00c0_ffee), flags: SendFlags::SIGNALED, sgl: &sgl, ud: Some(ud) };
+    let mut want = want_send(14, 3, 2, 1, 0x20);
+    put_be32(&mut want, 20, 0x00c0_ffee);
+    put_u32(&mut want, 24, 0x00ab_cdef); // wr.ud.remote_qpn
+    put_u32(&mut want, 28, 0x1111_1111); // wr.ud.remote_qkey
+    put_u16(&mut want, 32, 0); // wr.ud.pkey_index
+    put_u32(&mut want, 36, 3); // wr.ud.ah_num
+    put_sge(&mut want, 208, SGE_B);
+    assert_bytes(&encode_send(&wr, &UD), &want);
+}
+
+/// A slot holding junk from the kernel's last use: the whole 208-byte
+/// header is rewritten (state 0, cursors 0, kernel scratch 0), the data
+/// written, and nothing past the data touched.
+#[test]
+fn golden_send_over_junk_slot() {
+    let sgl = [SGE_A];
+    let wr = SendWr { wr_id: 15, op: SendOp::RdmaWrite(REMOTE), flags: SendFlags::SIGNALED, sgl: &sgl, ud: None };
+    let mut want = want_send(15, 0, 2, 1, 0x1000);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u32(&mut want, 32, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    put_sge(&mut want, 208, SGE_A);
+    for b in &mut want[224..] {
+        *b = 0xee;
+    }
+    assert_bytes(&encode_send_over(&wr, &RC, 0xee), &want);
+}
+
+#[test]
+fn golden_recv_two_sges() {
+    let sgl = [SGE_A, SGE_B];
+    let wr = RecvWr { wr_id: 0x0123_4567_89ab_cdef, sgl: &sgl };
+    let total = wqe::check_recv(&wr, 4).unwrap();
+    let mut buf = vec![u64::MAX; 128 / 8];
+    // SAFETY: `buf` is a whole, 8-aligned 128-byte slot (>= 40 + 4*16) that
+    // nothing else touches; `wr` passed check_recv.
+    unsafe { wqe::write_recv_wqe(buf.as_mut_ptr().cast::<u8>(), &wr, total) };
+    let mut want = vec![0xffu8; 128];
+    for b in &mut want[..40] {
+        *b = 0;
+    }
+    put_u64(&mut want, 0, 0x0123_4567_89ab_cdef); // wr_id
+    put_u32(&mut want, 8, 2); // reserved (num_sge before 6.1)
+    put_u32(&mut want, 16, 0x1020); // dma.length
+    put_u32(&mut want, 20, 0x1020); // dma.resid
+    put_u32(&mut want, 28, 2); // dma.num_sge
+    put_sge(&mut want, 40, SGE_A);
+    put_sge(&mut want, 56, SGE_B);
+    assert_bytes(&bytes_of(&buf), &want);
+}
+
+/// A hand-built 48-byte `ib_uverbs_wc` in a 128-byte CQ slot.
+fn cqe_bytes(wc_flags: u32, ex: [u8; 4]) -> Vec<u64> {
+    let mut b = vec![JUNK; 128];
+    put_u64(&mut b, 0, 0xfeed_f00d_0000_0042); // wr_id
+    put_u32(&mut b, 8, 0); // status SUCCESS
+    put_u32(&mut b, 12, 129); // opcode RECV_RDMA_WITH_IMM
+    put_u32(&mut b, 16, 0); // vendor_err
+    put_u32(&mut b, 20, 4096); // byte_len
+    b[24..28].copy_from_slice(&ex); // ex
+    put_u32(&mut b, 28, 0x11); // qp_num
+    put_u32(&mut b, 32, 0x22); // src_qp
+    put_u32(&mut b, 36, wc_flags);
+    put_u16(&mut b, 40, 0); // pkey_index
+    put_u16(&mut b, 42, 0x0304); // slid
+    put_u8(&mut b, 44, 5); // sl
+    put_u8(&mut b, 45, 6); // dlid_path_bits
+    put_u8(&mut b, 46, 1); // port_num
+    put_u8(&mut b, 47, 0); // reserved
+    b.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect()
+}
+
+fn decode(buf: &[u64]) -> Wc {
+    // SAFETY: `buf` is 128 bytes, 8-aligned, and nothing writes it.
+    let raw = unsafe { wqe::read_cqe(buf.as_ptr().cast::<u8>()) };
+    wqe::decode_cqe(&raw)
+}
+
+#[test]
+fn cqe_decode_grh_imm_inv() {
+    // Kernel bits GRH|WITH_IMM|WITH_INVALIDATE = 1|2|4; imm in network order.
+    let wc = decode(&cqe_bytes(1 | 2 | 4, [0xca, 0xfe, 0xba, 0xbe]));
+    assert_eq!(
+        wc,
+        Wc {
+            wr_id: 0xfeed_f00d_0000_0042,
+            status: WcStatus::Success,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            vendor_err: 0,
+            byte_len: 4096,
+            imm_data: 0xcafe_babe,
+            qp_num: 0x11,
+            src_qp: 0x22,
+            wc_flags: WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV,
+            pkey_index: 0,
+            slid: 0x0304,
+            sl: 5,
+            dlid_path_bits: 6,
+            port_num: 1,
+        }
+    );
+    assert_eq!(wc.wc_flags.bits(), 1 | 2 | 8, "libibverbs bits");
+}
+
+#[test]
+fn cqe_decode_ip_csum_ok() {
+    let wc = decode(&cqe_bytes(8, [0, 0, 0, 0]));
+    assert_eq!(wc.wc_flags, WcFlags::IP_CSUM_OK);
+    assert_eq!(wc.wc_flags.bits(), 4, "kernel IP_CSUM_OK (8) is libibverbs 4");
+}
+
+#[test]
+fn cqe_decode_invalidated_rkey_is_host_order() {
+    // WITH_INVALIDATE alone: `ex` is the rkey as a plain u32.
+    let wc = decode(&cqe_bytes(4, 0x1234_5678u32.to_le_bytes()));
+    assert_eq!(wc.wc_flags, WcFlags::WITH_INV);
+    assert_eq!(wc.imm_data, 0x1234_5678);
+}
+
+#[test]
+fn cqe_decode_error_status_and_unknown_opcode() {
+    let mut b = cqe_bytes(0, [0; 4]);
+    // status 5 = WR_FLUSH_ERR @8, opcode 0x77 @12, vendor_err @16.
+    let mut bytes = bytes_of(&b);
+    put_u32(&mut bytes, 8, 5);
+    put_u32(&mut bytes, 12, 0x77);
+    put_u32(&mut bytes, 16, 0x99);
+    b = bytes.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+    let wc = decode(&b);
+    assert_eq!(wc.status, WcStatus::WrFlushErr);
+    assert_eq!(wc.opcode, WcOpcode::Other(0x77));
+    assert_eq!(wc.vendor_err, 0x99);
+    assert!(wc.wc_flags.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Rings against the mock kernel.
+
+/// A doorbell that counts, and fails on demand.
+#[derive(Debug, Default)]
+struct CountingDoorbell {
+    rings: Cell<u32>,
+    fail: Cell<Option<Errno>>,
+}
+
+impl Doorbell for CountingDoorbell {
+    fn ring(&self) -> Result<(), Errno> {
+        self.rings.set(self.rings.get() + 1);
+        self.fail.get().map_or(Ok(()), Err)
+    }
+}
+
+/// An SQ of `slots` 512-byte slots (rxe's size for 4 SGEs / 64 inline bytes).
+fn sq(slots: u32, lim: SendLimits) -> SendRing<CountingDoorbell> {
+    SendRing::new(Queue::new_heap(slots, 9), lim, CountingDoorbell::default())
+}
+/// An RQ/SRQ of `slots` 128-byte slots taking 4 SGEs.
+fn rq(slots: u32) -> RecvRing {
+    RecvRing::new(Queue::new_heap(slots, 7), 4)
+}
+/// A CQ of `slots` 128-byte slots.
+fn cq(slots: u32) -> CqRing {
+    CqRing::new(Queue::new_heap(slots, 7))
+}
+
+fn rings(s: &SendRing<CountingDoorbell>) -> u32 {
+    s.doorbell().rings.get()
+}
+
+/// Posts requests none of which is INLINE (or whose INLINE SGEs point at
+/// live memory).
+fn post(s: &mut SendRing<CountingDoorbell>, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+    // SAFETY: the tests only pass INLINE requests whose SGEs point at live
+    // local arrays; nothing else is read.
+    unsafe { s.post(wrs) }
+}
+
+const ONE_SGE: [Sge; 1] = [SGE_A];
+
+fn send(wr_id: u64) -> SendWr<'static> {
+    SendWr { wr_id, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &ONE_SGE, ud: None }
+}
+
+fn recv(wr_id: u64) -> RecvWr<'static> {
+    RecvWr { wr_id, sgl: &ONE_SGE }
+}
+
+/// Fills every slot of `q` with `b`.
+fn fill_slots(q: &Queue, b: u8) {
+    for i in 0..=q.index_mask() {
+        // SAFETY: the test owns the heap queue and no post or mock call is
+        // running; each slot is `elem_size` bytes inside the allocation.
+        unsafe { core::ptr::write_bytes(q.elem_ptr(i), b, q.elem_size()) };
+    }
+}
+
+/// A copy of slot `i` of `q`.
+fn slot(q: &Queue, i: u32) -> Vec<u8> {
+    // SAFETY: as in `fill_slots`, reading.
+    unsafe { core::slice::from_raw_parts(q.elem_ptr(i), q.elem_size()).to_vec() }
+}
+
+fn ids(v: &[KSendWqe]) -> Vec<u64> {
+    v.iter().map(|w| w.wr_id).collect()
+}
+
+#[test]
+fn sq_empty() {
+    let mut s = sq(4, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(post(&mut s, &[]), Ok(()));
+    assert_eq!(rings(&s), 0, "no doorbell for an empty post");
+    assert_eq!(k.pending(s.queue()), 0);
+    assert!(k.consume_send(s.queue(), usize::MAX).is_empty());
+    assert_eq!(s.queue().producer_own(), 0);
+    assert_eq!(s.queue().consumer_acquire(), 0);
+}
+
+#[test]
+fn rq_and_cq_empty() {
+    let mut r = rq(4);
+    let mut c = cq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(r.post(&[]), Ok(()));
+    assert!(k.consume_recv(r.queue(), usize::MAX).is_empty());
+    let mut out = [Wc::default(); 16];
+    assert_eq!(c.poll(&mut out), 0);
+    assert_eq!(c.poll(&mut out[..1]), 0);
+    assert_eq!(c.poll(&mut []), 0);
+    assert_eq!(c.queue().consumer_own(), 0, "an empty poll publishes nothing");
+    assert_eq!(k.cq_free(c.queue()), 3);
+}
+
+#[test]
+fn sq_full() {
+    let mut s = sq(4, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    fill_slots(s.queue(), 0x5a);
+    let wrs: Vec<_> = (1..=5).map(send).collect();
+    assert_eq!(post(&mut s, &wrs), Err(PostError { index: 3, kind: PostErrorKind::QueueFull }));
+    assert_eq!(rings(&s), 1, "rung once for the three posted");
+    assert_eq!(s.queue().producer_own(), 3);
+    assert_eq!(slot(s.queue(), 3), vec![0x5a; 512], "the slot beyond is untouched");
+    // Full now: a further post refuses its first request and rings nothing.
+    assert_eq!(post(&mut s, &[send(6)]), Err(PostError { index: 0, kind: PostErrorKind::QueueFull }));
+    assert_eq!(rings(&s), 1);
+    assert_eq!(slot(s.queue(), 3), vec![0x5a; 512]);
+    assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![1, 2, 3]);
+}
+
+#[test]
+fn rq_full() {
+    let mut r = rq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    fill_slots(r.queue(), 0x5a);
+    let wrs: Vec<_> = (1..=4).map(recv).collect();
+    assert_eq!(r.post(&wrs), Err(PostError { index: 3, kind: PostErrorKind::QueueFull }));
+    assert_eq!(slot(r.queue(), 3), vec![0x5a; 128]);
+    let got: Vec<u64> = k.consume_recv(r.queue(), usize::MAX).iter().map(|w| w.wr_id).collect();
+    assert_eq!(got, vec![1, 2, 3]);
+}
+
+#[test]
+fn cq_full() {
+    let mut c = cq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    for i in 0..3 {
+        assert!(k.produce_cqe(c.queue(), &recv_cqe(i, 1, 10, None)));
+    }
+    assert!(!k.produce_cqe(c.queue(), &recv_cqe(99, 1, 10, None)), "a 4-slot CQ holds 3");
+    let mut out = [Wc::default(); 16];
+    assert_eq!(c.poll(&mut out), 3);
+    assert_eq!(out[..3].iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(k.cq_free(c.queue()), 3);
+}
+
+#[test]
+fn one_slot_always_empty() {
+    let mut s = sq(8, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(s.queue().capacity(), 7);
+    let wrs: Vec<_> = (0..7).map(send).collect();
+    assert_eq!(post(&mut s, &wrs), Ok(()));
+    assert_eq!(post(&mut s, &[send(7)]), Err(PostError { index: 0, kind: PostErrorKind::QueueFull }));
+    assert_eq!(ids(&k.consume_send(s.queue(), 1)), vec![0]);
+    assert_eq!(post(&mut s, &[send(7)]), Ok(()));
+    assert_eq!(post(&mut s, &[send(8)]), Err(PostError { index: 0, kind: PostErrorKind::QueueFull }));
+    assert_eq!(rings(&s), 2);
+
+    let mut r = rq(8);
+    let wrs: Vec<_> = (0..8).map(recv).collect();
+    assert_eq!(r.post(&wrs), Err(PostError { index: 7, kind: PostErrorKind::QueueFull }));
+}
+
+#[test]
+fn sq_wraparound() {
+    let mut s = sq(4, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut next = 0u64;
+    // Steps of 1, 2 and 3 so every slot is the start of a batch; ~7 laps.
+    for round in 0..30 {
+        let n = round % 3 + 1;
+        let wrs: Vec<_> = (next..next + n).map(send).collect();
+        assert_eq!(post(&mut s, &wrs), Ok(()));
+        let got = k.consume_send(s.queue(), usize::MAX);
+        assert_eq!(ids(&got), (next..next + n).collect::<Vec<_>>());
+        for (j, w) in got.iter().enumerate() {
+            assert_eq!(w.slot, ((next + j as u64) % 4) as u32);
+            assert_eq!((w.state, w.dma.cur_sge, w.dma.sge_offset), (0, 0, 0), "scratch re-zeroed");
+            assert_eq!(w.sges, vec![SGE_A]);
+        }
+        next += n;
+    }
+    assert_eq!(rings(&s), 30);
+    assert_eq!(k.sends_consumed, next);
+}
+
+#[test]
+fn sq_batch_across_wrap() {
+    let mut s = sq(4, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(post(&mut s, &[send(0), send(1)]), Ok(()));
+    assert_eq!(k.consume_send(s.queue(), 2).len(), 2);
+    // producer and consumer at 2: slots 2, 3, 0.
+    assert_eq!(post(&mut s, &[send(2), send(3), send(4)]), Ok(()));
+    assert_eq!(s.queue().producer_own(), 1);
+    let got = k.consume_send(s.queue(), usize::MAX);
+    assert_eq!(ids(&got), vec![2, 3, 4]);
+    assert_eq!(got.iter().map(|w| w.slot).collect::<Vec<_>>(), vec![2, 3, 0]);
+    assert_eq!(rings(&s), 2);
+}
+
+fn recv_wraparound(slots: u32) {
+    let mut r = rq(slots);
+    let mut k = MockKernel::new(Transport::Rc);
+    let sgl = [SGE_A, SGE_B];
+    let mut next = 0u64;
+    for round in 0..(slots as u64 * 8) {
+        let n = round % u64::from(slots - 1) + 1;
+        let wrs: Vec<_> = (next..next + n).map(|id| RecvWr { wr_id: id, sgl: &sgl }).collect();
+        assert_eq!(r.post(&wrs), Ok(()));
+        let got = k.consume_recv(r.queue(), usize::MAX);
+        assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (next..next + n).collect::<Vec<_>>());
+        for (j, w) in got.iter().enumerate() {
+            assert_eq!(w.slot, ((next + j as u64) % u64::from(slots)) as u32);
+            assert_eq!(w.sges, sgl.to_vec());
+            assert_eq!((w.dma.length, w.dma.resid, w.dma.num_sge), (0x1020, 0x1020, 2));
+            assert_eq!((w.dma.cur_sge, w.dma.sge_offset, w.padding), (0, 0, 0), "cursors re-zeroed");
+        }
+        next += n;
+    }
+}
+
+#[test]
+fn rq_wraparound() {
+    recv_wraparound(4);
+}
+
+#[test]
+fn srq_wraparound() {
+    recv_wraparound(8);
+}
+
+#[test]
+fn recv_batch_across_wrap() {
+    let mut r = rq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(r.post(&[recv(0), recv(1), recv(2)]), Ok(()));
+    assert_eq!(k.consume_recv(r.queue(), 3).len(), 3);
+    assert_eq!(r.post(&[recv(3), recv(4), recv(5)]), Ok(()));
+    let got = k.consume_recv(r.queue(), usize::MAX);
+    assert_eq!(got.iter().map(|w| (w.wr_id, w.slot)).collect::<Vec<_>>(), vec![(3, 3), (4, 0), (5, 1)]);
+}
+
+#[test]
+fn recv_too_many_sges() {
+    let mut r = RecvRing::new(Queue::new_heap(4, 7), 1);
+    let sgl = [SGE_A, SGE_B];
+    let mut k = MockKernel::new(Transport::Rc);
+    assert_eq!(
+        r.post(&[recv(0), RecvWr { wr_id: 1, sgl: &sgl }, recv(2)]),
+        Err(PostError { index: 1, kind: PostErrorKind::TooManySge { given: 2, max: 1 } })
+    );
+    assert_eq!(k.consume_recv(r.queue(), usize::MAX).iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0]);
+}
+
+#[test]
+fn cq_wraparound() {
+    let mut c = cq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut out = [Wc::default(); 16];
+    let mut next = 0u64;
+    let mut seen = 0u64;
+    for round in 0..40u64 {
+        let n = round % 3 + 1;
+        for id in next..next + n {
+            assert!(k.produce_cqe(c.queue(), &recv_cqe(id, 7, id as u32, Some(id as u32))));
+        }
+        next += n;
+        // Alternate batches of 16 and of 1.
+        let batch = if round % 2 == 0 { 16 } else { 1 };
+        loop {
+            let got = c.poll(&mut out[..batch]);
+            if got == 0 {
+                break;
+            }
+            for w in &out[..got] {
+                assert_eq!(w.wr_id, seen);
+                assert_eq!(w.imm_data, seen as u32);
+                assert_eq!(w.byte_len, seen as u32);
+                assert_eq!(w.wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
+                assert_eq!(w.opcode, WcOpcode::Recv);
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, next);
+    assert_eq!(c.queue().consumer_own(), c.queue().producer_acquire());
+}
+
+#[test]
+fn partial_post() {
+    let mut s = sq(8, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    fill_slots(s.queue(), 0x5a);
+    let five = [SGE_A; 5];
+    let bad = SendWr { wr_id: 2, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &five, ud: None };
+    assert_eq!(
+        post(&mut s, &[send(1), bad, send(3)]),
+        Err(PostError { index: 1, kind: PostErrorKind::TooManySge { given: 5, max: 4 } })
+    );
+    assert_eq!(rings(&s), 1);
+    assert_eq!(s.queue().producer_own(), 1);
+    assert_eq!(slot(s.queue(), 1), vec![0x5a; 512], "neither the 2nd nor the 3rd is written");
+    assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![1]);
+}
+
+#[test]
+fn doorbell_once_per_call() {
+    let mut s = sq(8, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    let five = [SGE_A; 5];
+    let bad = SendWr { wr_id: 99, op: SendOp::Send, flags: SendFlags::empty(), sgl: &five, ud: None };
+    let mut want = 0;
+    for (call, wrs) in [
+        vec![send(0)],
+        vec![send(1), send(2), send(3)],
+        vec![],
+        vec![bad],
+        vec![bad, send(4)],
+        vec![send(4), bad],
+        vec![send(5), send(6)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let first_ok = wrs.first().is_some_and(|w| w.wr_id != 99);
+        let _ = post(&mut s, &wrs);
+        if first_ok {
+            want += 1;
+        }
+        assert_eq!(rings(&s), want, "call {call}");
+    }
+    assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![0, 1, 2, 3, 4, 5, 6]);
+    // Full ring: the call posts nothing and rings nothing.
+    let wrs: Vec<_> = (10..17).map(send).collect();
+    assert_eq!(post(&mut s, &wrs), Ok(()));
+    assert_eq!(post(&mut s, &[send(17)]).unwrap_err().kind, PostErrorKind::QueueFull);
+    assert_eq!(rings(&s), want + 1);
+}
+
+#[test]
+fn doorbell_failure_keeps_wqes_queued() {
+    let mut s = sq(8, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    s.doorbell().fail.set(Some(Errno::EINVAL));
+    let err = post(&mut s, &[send(1), send(2)]).unwrap_err();
+    assert_eq!(err.kind, PostErrorKind::Doorbell(Errno::EINVAL as i32));
+    assert_eq!(rings(&s), 1);
+    assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![1, 2]);
+}
+
+/// Posts `wr` alone on an empty ring: it must be refused with `kind` at
+/// index 0, nothing written, no doorbell.
+fn refused(lim: SendLimits, wr: SendWr<'_>, kind: PostErrorKind) {
+    let mut s = sq(4, lim);
+    let k = MockKernel::new(lim.transport);
+    fill_slots(s.queue(), 0x5a);
+    assert_eq!(wqe::check_send(&wr, &lim), Err(kind));
+    assert_eq!(post(&mut s, &[wr]), Err(PostError { index: 0, kind }));
+    assert_eq!(rings(&s), 0);
+    assert_eq!(k.pending(s.queue()), 0);
+    assert_eq!(slot(s.queue(), 0), vec![0x5a; 512]);
+}
+
+const UD_DEST: UdDest = UdDest { ah_num: 1, remote_qpn: 2, remote_qkey: 3 };
+
+fn wr_op(op: SendOp, sgl: &[Sge]) -> SendWr<'_> {
+    SendWr { wr_id: 0, op, flags: SendFlags::SIGNALED, sgl, ud: None }
+}
+
+#[test]
+fn refused_opcode_not_supported() {
+    let at = [ATOMIC_SGE];
+    let cas = SendOp::AtomicCmpAndSwp { remote: REMOTE, compare: 0, swap: 0 };
+    let faa = SendOp::AtomicFetchAndAdd { remote: REMOTE, add: 0 };
+    for op in [SendOp::RdmaRead(REMOTE), cas, faa] {
+        refused(UC, wr_op(op, &at), PostErrorKind::OpcodeNotSupported);
+    }
+    for op in [SendOp::RdmaWrite(REMOTE), SendOp::RdmaWriteWithImm(REMOTE, 1), SendOp::RdmaRead(REMOTE), cas, faa] {
+        let wr = SendWr { ud: Some(UD_DEST), ..wr_op(op, &at) };
+        refused(UD, wr, PostErrorKind::OpcodeNotSupported);
+    }
+    // And what UC / UD do accept.
+    for op in [SendOp::Send, SendOp::SendWithImm(1), SendOp::RdmaWrite(REMOTE), SendOp::RdmaWriteWithImm(REMOTE, 1)] {
+        assert!(wqe::check_send(&wr_op(op, &at), &UC).is_ok());
+    }
+    for op in [SendOp::Send, SendOp::SendWithImm(1)] {
+        assert!(wqe::check_send(&SendWr { ud: Some(UD_DEST), ..wr_op(op, &at) }, &UD).is_ok());
+    }
+}
+
+#[test]
+fn refused_bad_destination() {
+    refused(UD, wr_op(SendOp::Send, &ONE_SGE), PostErrorKind::BadDestination);
+    refused(RC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
+    refused(UC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
+}
+
+#[test]
+fn refused_too_many_sges() {
+    let five = [SGE_A; 5];
+    refused(RC, wr_op(SendOp::Send, &five), PostErrorKind::TooManySge { given: 5, max: 4 });
+    refused(RC, wr_op(SendOp::RdmaWrite(REMOTE), &five), PostErrorKind::TooManySge { given: 5, max: 4 });
+}
+
+#[test]
+fn refused_inline_too_long() {
+    let buf = [0u8; 65];
+    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 65, lkey: 0 }];
+    let wr = SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) };
+    refused(RC, wr, PostErrorKind::InlineTooLong { given: 65, max: 64 });
+    // Exactly max_inline is fine.
+    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 64, lkey: 0 }];
+    assert_eq!(wqe::check_send(&SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) }, &RC), Ok(64));
+}
+
+#[test]
+fn refused_bad_atomic() {
+    let misaligned = RemoteAddr { addr: REMOTE.addr + 4, rkey: 1 };
+    let short = [Sge { length: 4, ..ATOMIC_SGE }];
+    let two = [ATOMIC_SGE, ATOMIC_SGE];
+    let cas = |remote| SendOp::AtomicCmpAndSwp { remote, compare: 0, swap: 0 };
+    let faa = |remote| SendOp::AtomicFetchAndAdd { remote, add: 0 };
+    for op in [cas(REMOTE), faa(REMOTE)] {
+        refused(RC, wr_op(op, &[]), PostErrorKind::BadAtomic);
+        refused(RC, wr_op(op, &short), PostErrorKind::BadAtomic);
+        refused(RC, wr_op(op, &two), PostErrorKind::BadAtomic);
+    }
+    refused(RC, wr_op(cas(misaligned), &[ATOMIC_SGE]), PostErrorKind::BadAtomic);
+    refused(RC, wr_op(faa(misaligned), &[ATOMIC_SGE]), PostErrorKind::BadAtomic);
+}
+
+#[test]
+fn refused_too_long() {
+    let big = [Sge { length: u32::MAX, ..SGE_A }, Sge { length: 1, ..SGE_B }];
+    refused(RC, wr_op(SendOp::Send, &big), PostErrorKind::TooLong);
+}
+
+/// Every opcode through the ring and back out of the mock's decoder.
+#[test]
+fn mock_decodes_every_opcode() {
+    let mut s = sq(8, RC);
+    let mut k = MockKernel::new(Transport::Rc);
+    let at = [ATOMIC_SGE];
+    let ops = [
+        (SendOp::Send, 2),
+        (SendOp::SendWithImm(0x0102_0304), 3),
+        (SendOp::RdmaWrite(REMOTE), 0),
+        (SendOp::RdmaWriteWithImm(REMOTE, 5), 1),
+        (SendOp::RdmaRead(REMOTE), 4),
+        (SendOp::AtomicCmpAndSwp { remote: REMOTE, compare: 10, swap: 20 }, 5),
+        (SendOp::AtomicFetchAndAdd { remote: REMOTE, add: 30 }, 6),
+    ];
+    let wrs: Vec<_> = ops.iter().enumerate().map(|(i, &(op, _))| SendWr { wr_id: i as u64, ..wr_op(op, &at) }).collect();
+    assert_eq!(post(&mut s, &wrs), Ok(()));
+    let got = k.consume_send(s.queue(), usize::MAX);
+    for (w, &(op, opcode)) in got.iter().zip(&ops) {
+        assert_eq!(w.opcode, opcode);
+        assert_eq!(w.send_flags, 2);
+        assert_eq!(w.sges, vec![ATOMIC_SGE]);
+        assert_eq!((w.dma.length, w.dma.resid, w.dma.num_sge), (8, 8, 1));
+        match op {
+            SendOp::SendWithImm(i) => assert_eq!(w.imm, i),
+            SendOp::RdmaWriteWithImm(r, i) => {
+                assert_eq!(w.imm, i);
+                assert_eq!(w.rdma, Some(crate::rxe::mock::KRdma { remote_addr: r.addr, rkey: r.rkey }));
+            }
+            SendOp::RdmaWrite(r) | SendOp::RdmaRead(r) => {
+                assert_eq!(w.rdma, Some(crate::rxe::mock::KRdma { remote_addr: r.addr, rkey: r.rkey }));
+                assert_eq!(w.iova, r.addr);
+            }
+            SendOp::AtomicCmpAndSwp { remote, compare, swap } => {
+                let a = w.atomic.unwrap();
+                assert_eq!((a.remote_addr, a.compare_add, a.swap, a.rkey), (remote.addr, compare, swap, remote.rkey));
+                assert_eq!(w.iova, remote.addr);
+            }
+            SendOp::AtomicFetchAndAdd { remote, add } => {
+                let a = w.atomic.unwrap();
+                assert_eq!((a.remote_addr, a.compare_add, a.rkey), (remote.addr, add, remote.rkey));
+            }
+            SendOp::Send => assert_eq!((w.iova, w.ex_raw), (0, 0)),
+        }
+    }
+}
+
+#[test]
+fn mock_decodes_ud_and_inline() {
+    let mut s = sq(4, UD);
+    let mut k = MockKernel::new(Transport::Ud);
+    let payload = *b"0123456789abcdef0123456789abcdef";
+    let sgl = [Sge { addr: payload.as_ptr() as u64, length: 32, lkey: 0 }];
+    let ud = UdDest { ah_num: 9, remote_qpn: 0xffffff, remote_qkey: 0x8000_0000 };
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, flags: SendFlags::INLINE, sgl: &sgl, ud: Some(ud) };
+    // The slot is dirty from the mock: write, consume, then reuse each slot.
+    for round in 0..8 {
+        assert_eq!(post(&mut s, &[SendWr { wr_id: round, ..wr }]), Ok(()));
+        let got = k.consume_send(s.queue(), usize::MAX);
+        assert_eq!(got.len(), 1);
+        let w = &got[0];
+        assert_eq!(w.inline, payload.to_vec());
+        assert!(w.sges.is_empty());
+        let d = w.ud.unwrap();
+        assert_eq!((d.ah_num, d.remote_qpn, d.remote_qkey, d.pkey_index), (9, 0xffffff, 0x8000_0000, 0));
+        assert_eq!((w.state, w.dma.cur_sge, w.dma.sge_offset, w.dma.length), (0, 0, 0, 32));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Randomized: 10,000 operations through SQ, RQ, SRQ and one shared CQ.
+
+/// xorshift64*: deterministic, no crates.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const TAG_SQ: u64 = 1 << 56;
+const TAG_RQ: u64 = 2 << 56;
+const TAG_SRQ: u64 = 3 << 56;
+
+/// What was posted, to compare against what the mock decodes.
+#[derive(Clone, Debug)]
+struct Posted {
+    opcode: u32,
+    sgl: Vec<Sge>,
+}
+
+#[derive(Default)]
+struct RingModel {
+    /// Posted, not yet consumed by the kernel.
+    queued: VecDeque<u64>,
+    /// Consumed; CQE produced, not yet polled.
+    completing: VecDeque<u64>,
+    next: u64,
+}
+
+#[test]
+fn randomized_posts_and_polls() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut s = sq(8, RC);
+    let mut r = rq(8);
+    let mut srq = rq(4);
+    let mut c = cq(16);
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut models: [RingModel; 3] = Default::default();
+    models[0].next = TAG_SQ;
+    models[1].next = TAG_RQ;
+    models[2].next = TAG_SRQ;
+    let mut posted: HashMap<u64, Posted> = HashMap::new();
+    let mut completed: HashMap<u64, u32> = HashMap::new();
+    let mut want_rings = 0u32;
+    let mut out = [Wc::default(); 16];
+
+    let poll = |c: &mut CqRing, out: &mut [Wc], models: &mut [RingModel; 3], completed: &mut HashMap<u64, u32>| {
+        let n = c.poll(out);
+        for w in &out[..n] {
+            let ring = (w.wr_id >> 56) as usize - 1;
+            assert_eq!(models[ring].completing.pop_front(), Some(w.wr_id), "completion order of ring {ring}");
+            assert!(w.is_success());
+            *completed.entry(w.wr_id).or_default() += 1;
+        }
+        n
+    };
+
+    for _ in 0..10_000 {
+        match rng.below(6) {
+            0 => {
+                // Post 1..=5 sends; one in ten batches has an invalid request.
+                let n = rng.below(5) as usize + 1;
+                let bad_at = (rng.below(10) == 0).then(|| rng.below(n as u64) as usize);
+                let mut sgls: Vec<Vec<Sge>> = Vec::new();
+                let mut ops = Vec::new();
+                for j in 0..n {
+                    let nsge = if bad_at == Some(j) { 5 } else { rng.below(5) as usize };
+                    let sgl: Vec<Sge> = (0..nsge)
+                        .map(|_| Sge { addr: rng.next() & !7, length: rng.below(1 << 20) as u32, lkey: rng.next() as u32 })
+                        .collect();
+                    let remote = RemoteAddr { addr: rng.next() & !7, rkey: rng.next() as u32 };
+                    let op = match rng.below(5) {
+                        0 => SendOp::Send,
+                        1 => SendOp::SendWithImm(rng.next() as u32),
+                        2 => SendOp::RdmaWrite(remote),
+                        3 => SendOp::RdmaWriteWithImm(remote, rng.next() as u32),
+                        _ => SendOp::RdmaRead(remote),
+                    };
+                    sgls.push(sgl);
+                    ops.push(op);
+                }
+                let m = &mut models[0];
+                let wrs: Vec<SendWr<'_>> = (0..n)
+                    .map(|j| SendWr { wr_id: m.next + j as u64, op: ops[j], flags: SendFlags::SIGNALED, sgl: &sgls[j], ud: None })
+                    .collect();
+                let free = (s.queue().capacity() as usize) - m.queued.len();
+                let stop = (0..n).find(|&j| bad_at == Some(j) || j >= free);
+                let res = post(&mut s, &wrs);
+                match stop {
+                    None => assert_eq!(res, Ok(())),
+                    Some(j) if bad_at == Some(j) => {
+                        assert_eq!(res, Err(PostError { index: j, kind: PostErrorKind::TooManySge { given: 5, max: 4 } }))
+                    }
+                    Some(j) => assert_eq!(res, Err(PostError { index: j, kind: PostErrorKind::QueueFull })),
+                }
+                let done = stop.unwrap_or(n);
+                if done > 0 {
+                    want_rings += 1;
+                }
+                for wr in &wrs[..done] {
+                    posted.insert(wr.wr_id, Posted { opcode: wr.op.kernel_opcode(), sgl: wr.sgl.to_vec() });
+                    m.queued.push_back(wr.wr_id);
+                }
+                m.next += done as u64;
+                assert_eq!(rings(&s), want_rings);
+            }
+            which @ (1 | 2) => {
+                let (ring, m) = if which == 1 { (&mut r, &mut models[1]) } else { (&mut srq, &mut models[2]) };
+                let n = rng.below(4) as usize + 1;
+                let sgls: Vec<Vec<Sge>> = (0..n)
+                    .map(|_| (0..rng.below(5)).map(|_| Sge { addr: rng.next(), length: rng.below(4096) as u32, lkey: 7 }).collect())
+                    .collect();
+                let wrs: Vec<RecvWr<'_>> = (0..n).map(|j| RecvWr { wr_id: m.next + j as u64, sgl: &sgls[j] }).collect();
+                let free = ring.queue().capacity() as usize - m.queued.len();
+                let res = ring.post(&wrs);
+                let done = n.min(free);
+                if done < n {
+                    assert_eq!(res, Err(PostError { index: done, kind: PostErrorKind::QueueFull }));
+                } else {
+                    assert_eq!(res, Ok(()));
+                }
+                for wr in &wrs[..done] {
+                    posted.insert(wr.wr_id, Posted { opcode: u32::MAX, sgl: wr.sgl.to_vec() });
+                    m.queued.push_back(wr.wr_id);
+                }
+                m.next += done as u64;
+            }
+            3 => {
+                // The requester runs: consume some sends, one CQE each.
+                let max = rng.below(6).min(u64::from(k.cq_free(c.queue()))) as usize;
+                let got = k.consume_send(s.queue(), max);
+                let m = &mut models[0];
+                for w in &got {
+                    let want = m.queued.pop_front().expect("the mock consumed more than was posted");
+                    assert_eq!(w.wr_id, want, "SQ order");
+                    let p = &posted[&want];
+                    assert_eq!((w.opcode, &w.sges, w.state), (p.opcode, &p.sgl, 0));
+                    assert_eq!(w.dma.length, p.sgl.iter().map(|s| s.length).sum::<u32>());
+                    m.completing.push_back(want);
+                }
+                let list: Vec<(u64, u32)> = got.iter().map(|w| (w.wr_id, w.dma.length)).collect();
+                assert_eq!(k.complete(c.queue(), 1, 0, &list), got.len());
+            }
+            4 => {
+                // The responder runs on the RQ or the SRQ.
+                let (ring, idx) = if rng.below(2) == 0 { (&r, 1) } else { (&srq, 2) };
+                let max = rng.below(6).min(u64::from(k.cq_free(c.queue()))) as usize;
+                let got = k.consume_recv(ring.queue(), max);
+                for w in &got {
+                    let want = models[idx].queued.pop_front().expect("consumed more than posted");
+                    assert_eq!(w.wr_id, want, "receive order");
+                    assert_eq!(w.sges, posted[&want].sgl);
+                    models[idx].completing.push_back(want);
+                    let imm = (rng.below(2) == 0).then(|| rng.next() as u32);
+                    assert!(k.produce_cqe(c.queue(), &recv_cqe(w.wr_id, 2, w.dma.length, imm)));
+                }
+            }
+            _ => {
+                let batch = if rng.below(2) == 0 { 1 } else { rng.below(16) as usize + 1 };
+                poll(&mut c, &mut out[..batch], &mut models, &mut completed);
+            }
+        }
+    }
+
+    // Drain: the kernel finishes everything, we poll everything.
+    loop {
+        let room = k.cq_free(c.queue()) as usize;
+        let got = k.consume_send(s.queue(), room);
+        for w in &got {
+            assert_eq!(models[0].queued.pop_front(), Some(w.wr_id));
+            models[0].completing.push_back(w.wr_id);
+        }
+        let list: Vec<(u64, u32)> = got.iter().map(|w| (w.wr_id, w.dma.length)).collect();
+        k.complete(c.queue(), 1, 0, &list);
+        for (ring, idx) in [(&r, 1), (&srq, 2)] {
+            let room = k.cq_free(c.queue()) as usize;
+            for w in k.consume_recv(ring.queue(), room) {
+                assert_eq!(models[idx].queued.pop_front(), Some(w.wr_id));
+                models[idx].completing.push_back(w.wr_id);
+                assert!(k.produce_cqe(c.queue(), &recv_cqe(w.wr_id, 2, 0, None)));
+            }
+        }
+        let n = poll(&mut c, &mut out, &mut models, &mut completed);
+        if n == 0 && models.iter().all(|m| m.queued.is_empty() && m.completing.is_empty()) {
+            break;
+        }
+    }
+
+    assert_eq!(completed.len(), posted.len(), "every posted wr_id completed");
+    assert!(completed.values().all(|&n| n == 1), "exactly once");
+    for (tag, m) in [TAG_SQ, TAG_RQ, TAG_SRQ].iter().zip(&models) {
+        let count = m.next - tag;
+        assert!(count > 500, "ring {tag:#x} saw only {count} requests");
+        for id in *tag..m.next {
+            assert_eq!(completed.get(&id), Some(&1), "wr_id {id:#x}");
+        }
+    }
+    assert_eq!(k.cqes_produced, posted.len() as u64);
+}
