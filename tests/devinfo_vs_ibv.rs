@@ -145,12 +145,12 @@ fn diff(expected: &[String], actual: &[String]) -> String {
             out += &format!("  {}\n", expected[i]);
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out += &format!("+ {}\n", actual[j]);
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             out += &format!("- {}\n", expected[i]);
             i += 1;
+        } else {
+            out += &format!("+ {}\n", actual[j]);
+            j += 1;
         }
     }
     out
@@ -403,4 +403,15 @@ fn help_and_bad_flags() {
         );
         assert!(out.stdout.is_empty(), "{args:?}: printed to stdout");
     }
+}
+
+#[test]
+fn diff_helper_marks_changes() {
+    let a: Vec<String> = ["x", "y", "z"].map(String::from).to_vec();
+    let b: Vec<String> = ["x", "Y", "z", "w"].map(String::from).to_vec();
+    assert_eq!(diff(&a, &b), "  x\n- y\n+ Y\n  z\n+ w\n");
+    assert_eq!(
+        lines("a \t\nb\n\n\n"),
+        vec!["a".to_string(), "b".to_string()]
+    );
 }

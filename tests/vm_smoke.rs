@@ -41,7 +41,10 @@ fn uverbs_device_present() {
     assert!(Path::new(UVERBS0).exists(), "{UVERBS0} does not exist");
     let state = std::fs::read_to_string(RXE0_PORT1_STATE)
         .unwrap_or_else(|e| panic!("cannot read {RXE0_PORT1_STATE}: {e}"));
-    assert!(state.contains("ACTIVE"), "rxe0 port 1 state is {state:?}, not ACTIVE");
+    assert!(
+        state.contains("ACTIVE"),
+        "rxe0 port 1 state is {state:?}, not ACTIVE"
+    );
 }
 
 #[test]
@@ -54,9 +57,15 @@ fn ibv_devices_lists_rxe0() {
         .unwrap_or_else(|e| panic!("cannot run ibv_devices: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ibv_devices failed ({}): {stdout}{stderr}", out.status);
     assert!(
-        stdout.lines().any(|l| l.split_whitespace().next() == Some("rxe0")),
+        out.status.success(),
+        "ibv_devices failed ({}): {stdout}{stderr}",
+        out.status
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("rxe0")),
         "ibv_devices does not list rxe0:\n{stdout}{stderr}"
     );
 }

@@ -1,25 +1,32 @@
 //! Fast-path microbenchmark of the rxe provider against the mock kernel
-//! (`--features mock`). Not a test: it prints numbers.
+//! (`--features mock`). Not a test: it prints numbers. See
+//! docs/PERFORMANCE.md for the method and the results.
 //!
 //! ```text
 //! cargo run --release -p rverbs-providers --example rxe_bench --features mock
-//! rxe_bench                  # ns/op for post, poll-16, poll-1
-//! rxe_bench count post N     # N posts, untimed (for callgrind / perf)
-//! rxe_bench count poll16 N   # N CQEs polled in batches of 16
-//! rxe_bench count poll1 N    # N CQEs polled one at a time
+//! rxe_bench                 # ns/op for every case
+//! rxe_bench count CASE N    # N operations of CASE, untimed (for callgrind)
 //! ```
 //!
-//! The measured functions are `bench_post`, `bench_poll` (never inlined):
-//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=<fn>`
-//! counts exactly their instructions. The mock kernel's work (consuming
-//! WQEs, producing CQEs) happens outside them.
+//! Cases: `post` (one `SendRing::post` of one 1-SGE SEND per call),
+//! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs).
+//!
+//! Each case runs inside one never-inlined `loop_*` function, which calls
+//! the ring method as an application's event loop would; the mock kernel's
+//! work (consuming WQEs, producing CQEs) happens outside it, so
+//! `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='rxe_bench::loop_*'`
+//! counts exactly the fast path plus a few instructions of loop.
+//! `--toggle-collect` on the ring methods themselves
+//! (`*SendRing*::post`, `*CqRing::poll`) counts only them, as long as
+//! LLVM keeps them out of line (it does today: they are `#[inline]`, not
+//! `#[inline(always)]`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rverbs_providers::rxe::mock::{recv_cqe, MockKernel};
 use rverbs_providers::rxe::{CqRing, Doorbell, Queue, SendLimits, SendRing, Transport};
-use rverbs_providers::wr::{PostError, SendFlags, SendOp, SendWr, Sge, Wc};
+use rverbs_providers::wr::{SendFlags, SendOp, SendWr, Sge, Wc};
 use rverbs_providers::Errno;
 
 /// SQ depth (slots; one stays empty) and slot size: 512 bytes is what rxe
@@ -40,28 +47,31 @@ impl Doorbell for NoopDoorbell {
     }
 }
 
-/// One `SendRing::post` of one request: the measured unit.
+/// `n` calls of `SendRing::post` with `wr` (a fresh wr_id each).
 #[inline(never)]
-fn bench_post(s: &mut SendRing<NoopDoorbell>, wr: &SendWr<'_>) -> Result<(), PostError> {
-    // SAFETY: the request is not INLINE, so post reads no buffer.
-    unsafe { s.post(std::slice::from_ref(wr)) }
+fn loop_post(s: &mut SendRing<NoopDoorbell>, wr: &mut SendWr<'_>, n: u64) {
+    for _ in 0..n {
+        wr.wr_id += 1;
+        // SAFETY: the request is not INLINE, so post reads no buffer.
+        unsafe { s.post(std::slice::from_ref(wr)) }.expect("post");
+    }
 }
 
-/// One `CqRing::poll` into `out`: the measured unit.
+/// Calls `CqRing::poll` until `n` CQEs came back.
 #[inline(never)]
-fn bench_poll(c: &mut CqRing, out: &mut [Wc]) -> usize {
-    c.poll(out)
-}
-
-fn send_ring() -> SendRing<NoopDoorbell> {
-    let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
-    SendRing::new(Queue::new_heap(SQ_SLOTS, SQ_LOG2), lim, NoopDoorbell)
+fn loop_poll(c: &mut CqRing, out: &mut [Wc], n: u64) {
+    let mut got = 0;
+    while got < n {
+        got += c.poll(out) as u64;
+        black_box(&mut *out);
+    }
 }
 
 /// Posts `n` one-SGE SENDs; the mock empties the ring whenever it fills.
-/// Returns the time spent inside `bench_post` (the mock's work excluded).
+/// Returns the time spent inside the loop (the mock's work excluded).
 fn run_post(n: u64) -> Duration {
-    let mut s = send_ring();
+    let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
+    let mut s = SendRing::new(Queue::new_heap(SQ_SLOTS, SQ_LOG2), lim, NoopDoorbell);
     let mut k = MockKernel::new(Transport::Rc);
     let sge = [Sge { addr: 0x7f00_0000_1000, length: 64, lkey: 0x1234 }];
     let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
@@ -72,10 +82,7 @@ fn run_post(n: u64) -> Duration {
         k.discard_send(s.queue(), u32::MAX);
         let batch = cap.min(n - done);
         let t = Instant::now();
-        for _ in 0..batch {
-            wr.wr_id += 1;
-            black_box(bench_post(&mut s, black_box(&wr))).expect("post");
-        }
+        loop_post(&mut s, &mut wr, batch);
         spent += t.elapsed();
         done += batch;
     }
@@ -83,7 +90,7 @@ fn run_post(n: u64) -> Duration {
 }
 
 /// Polls `n` CQEs in calls of `batch`; the mock refills the CQ outside
-/// the timed region. Returns the time spent inside `bench_poll`.
+/// the timed region. Returns the time spent inside the loop.
 fn run_poll(n: u64, batch: usize) -> Duration {
     let mut c = CqRing::new(Queue::new_heap(CQ_SLOTS, CQ_LOG2));
     let mut k = MockKernel::new(Transport::Rc);
@@ -96,33 +103,39 @@ fn run_poll(n: u64, batch: usize) -> Duration {
         let fill = cap.min(n - done);
         for _ in 0..fill {
             id += 1;
+            // A receive completion with immediate data: the decode's longest path.
             assert!(k.produce_cqe(c.queue(), &recv_cqe(id, 1, 64, Some(id as u32))));
         }
-        let mut got = 0;
         let t = Instant::now();
-        while got < fill {
-            got += black_box(bench_poll(&mut c, black_box(&mut out))) as u64;
-        }
+        loop_poll(&mut c, &mut out, fill);
         spent += t.elapsed();
         done += fill;
     }
     spent
 }
 
-/// Best of `reps` runs of `n` operations, in ns per operation.
-fn best(reps: usize, n: u64, f: impl Fn(u64) -> Duration) -> f64 {
-    (0..reps).map(|_| f(n).as_nanos() as f64 / n as f64).fold(f64::INFINITY, f64::min)
+fn run(case: &str, n: u64) -> Option<Duration> {
+    Some(match case {
+        "post" => run_post(n),
+        "poll16" => run_poll(n, 16),
+        "poll1" => run_poll(n, 1),
+        _ => return None,
+    })
 }
+
+const CASES: [(&str, &str, &str, u32); 3] = [
+    ("post", "post, one 1-SGE SEND", "ns/post", 50),
+    ("poll16", "poll, batches of 16", "ns/CQE ", 20),
+    ("poll1", "poll, batches of 1", "ns/CQE ", 20),
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("count") {
         let n: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
-        match args.get(1).map(String::as_str) {
-            Some("post") => drop(run_post(n)),
-            Some("poll16") => drop(run_poll(n, 16)),
-            Some("poll1") => drop(run_poll(n, 1)),
-            _ => eprintln!("usage: rxe_bench count post|poll16|poll1 N"),
+        if run(args.get(1).map_or("", String::as_str), n).is_none() {
+            eprintln!("usage: rxe_bench count post|poll16|poll1 N");
+            std::process::exit(2);
         }
         return;
     }
@@ -131,11 +144,11 @@ fn main() {
     // Warm up (page faults, frequency).
     run_post(N / 4);
     run_poll(N / 4, 16);
-    let post = best(REPS, N, run_post);
-    let poll16 = best(REPS, N, |n| run_poll(n, 16));
-    let poll1 = best(REPS, N, |n| run_poll(n, 1));
-    println!("rxe fast path on the mock kernel (best of {REPS} x {N} ops)");
-    println!("  post, 1 SGE SEND, no-op doorbell : {post:6.2} ns/op   (target <= 50)");
-    println!("  poll, batches of 16              : {poll16:6.2} ns/CQE  (target <= 20)");
-    println!("  poll, batches of 1               : {poll1:6.2} ns/CQE  (target <= 20)");
+    println!("rxe fast path on the mock kernel, no-op doorbell (best of {REPS} x {N} ops)");
+    for (case, what, unit, target) in CASES {
+        let ns = (0..REPS)
+            .map(|_| run(case, N).unwrap().as_nanos() as f64 / N as f64)
+            .fold(f64::INFINITY, f64::min);
+        println!("  {what:24} {ns:6.2} {unit} (target <= {target})");
+    }
 }

@@ -37,16 +37,23 @@ struct Tally {
 }
 
 impl Tally {
-    /// Records one tier; a problem with no failing test still counts as a
-    /// failure, so "0 failed" never goes with a non-zero exit.
-    fn add(&mut self, what: String, mut counts: Counts, problems: Vec<String>, note: String) {
-        if !problems.is_empty() && counts.failed == 0 {
-            counts.failed = 1;
-        }
-        self.reasons.extend(problems.into_iter().map(|p| format!("{what}: {p}")));
+    /// Records one tier (see [`with_problems`]).
+    fn add(&mut self, what: String, counts: Counts, problems: Vec<String>, note: String) {
+        let counts = with_problems(counts, &problems);
+        self.reasons
+            .extend(problems.into_iter().map(|p| format!("{what}: {p}")));
         self.total += counts;
         self.rows.push(Row { what, counts, note });
     }
+}
+
+/// A problem with no failing test still counts as one failure, so that
+/// "0 failed" never goes with a non-zero exit.
+fn with_problems(mut counts: Counts, problems: &[String]) -> Counts {
+    if !problems.is_empty() && counts.failed == 0 {
+        counts.failed = 1;
+    }
+    counts
 }
 
 /// Runs the tiers; returns the process exit code.
@@ -82,8 +89,17 @@ fn host_tier(ws: &Workspace, tally: &mut Tally) -> Result<()> {
     if !host.log.failed.is_empty() {
         problems.push(format!("failed: {}", host.log.failed.join(", ")));
     }
-    println!("host: {} in {}", host.log.counts.describe(), secs(start.elapsed()));
-    tally.add("host".into(), host.log.counts, problems, secs(start.elapsed()));
+    println!(
+        "host: {} in {}",
+        host.log.counts.describe(),
+        secs(start.elapsed())
+    );
+    tally.add(
+        "host".into(),
+        host.log.counts,
+        problems,
+        secs(start.elapsed()),
+    );
     Ok(())
 }
 
@@ -100,15 +116,34 @@ fn prepare(ws: &Workspace) -> Result<Prepared> {
     let cli = project::build_cli(ws)?;
     let tests = project::build_integration_tests(ws)?;
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-    note(format!("integration tests for the guest: {}", if names.is_empty() { "none".into() } else { names.join(" ") }));
-    Ok(Prepared { tools, apt, payload: test_payload(cli, &tests) })
+    note(format!(
+        "integration tests for the guest: {}",
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(" ")
+        }
+    ));
+    Ok(Prepared {
+        tools,
+        apt,
+        payload: test_payload(cli, &tests),
+    })
 }
 
 fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
-    files.extend(tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
+    files.extend(
+        tests
+            .iter()
+            .map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())),
+    );
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-    Payload { files, script: crate::guest::test_payload(&names), label: "test" }
+    Payload {
+        files,
+        script: crate::guest::test_payload(&names),
+        label: "test",
+    }
 }
 
 fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
@@ -126,7 +161,14 @@ fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
 }
 
 /// Boots one kernel with the tests and records the results.
-fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, keep: bool, tally: &mut Tally) {
+fn one_kernel(
+    ws: &Workspace,
+    s: Series,
+    prep: &mut Prepared,
+    knobs: &Knobs,
+    keep: bool,
+    tally: &mut Tally,
+) {
     let what = format!("kernel {}", s.name);
     println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
@@ -137,7 +179,15 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
-    let out = match runner::run(&k, &prep.tools, &ws.vm_dir(), &prep.payload, knobs, keep, &mut show) {
+    let out = match runner::run(
+        &k,
+        &prep.tools,
+        &ws.vm_dir(),
+        &prep.payload,
+        knobs,
+        keep,
+        &mut show,
+    ) {
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
@@ -145,16 +195,25 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
     let mut problems: Vec<String> = out.problem().into_iter().collect();
     report_failures(&tag, &out, &mut problems);
     let took = start.elapsed();
-    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    let release = out
+        .report
+        .release
+        .clone()
+        .unwrap_or_else(|| k.release.clone());
     println!(
         "{what} ({release}, {}): {} in {} (boot {}); console: {}",
         out.accel.describe(),
-        counts.describe(),
+        with_problems(counts, &problems).describe(),
         secs(took),
         secs(out.boot.elapsed),
         out.log.display()
     );
-    tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
+    tally.add(
+        what,
+        counts,
+        problems,
+        format!("{} ({}), {}", k.package, release, secs(took)),
+    );
 }
 
 /// Progress: libtest result lines (everything with RVERBS_VM_VERBOSE).
@@ -177,7 +236,11 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
             }
         }
         if !run.log.failed.is_empty() {
-            problems.push(format!("{} failed: {}", run.name, run.log.failed.join(", ")));
+            problems.push(format!(
+                "{} failed: {}",
+                run.name,
+                run.log.failed.join(", ")
+            ));
         }
         if let Some(why) = run.crash_reason() {
             println!("{tag} ---- {why}; last lines of its output:");
@@ -207,7 +270,12 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
 fn print_summary(t: &Tally) -> i32 {
     println!("==> summary");
     for row in &t.rows {
-        println!("  {:<12} {:<40} {}", row.what, row.counts.describe(), row.note);
+        println!(
+            "  {:<12} {:<40} {}",
+            row.what,
+            row.counts.describe(),
+            row.note
+        );
     }
     let failed = t.total.failed > 0 || !t.reasons.is_empty();
     if failed {

@@ -29,7 +29,9 @@ pub const DEFAULT_KERNEL: &str = "6.12";
 /// Runs the command; returns the exit code to leave with.
 pub fn run(args: &VmArgs) -> Result<i32> {
     if args.command.is_empty() {
-        return Err("usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...".into());
+        return Err(
+            "usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...".into(),
+        );
     }
     let s = kernel::series(args.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
     let knobs = Knobs::from_env()?;
@@ -46,8 +48,21 @@ pub fn run(args: &VmArgs) -> Result<i32> {
             let _ = std::io::stdout().flush();
         }
     };
-    let out = runner::run(&k, &tools, &ws.vm_dir(), &payload, &knobs, args.keep, &mut show)?;
-    let took = format!("{} (accel {}), console: {}", secs(out.boot.elapsed), out.accel.describe(), out.log.display());
+    let out = runner::run(
+        &k,
+        &tools,
+        &ws.vm_dir(),
+        &payload,
+        &knobs,
+        args.keep,
+        &mut show,
+    )?;
+    let took = format!(
+        "{} (accel {}), console: {}",
+        secs(out.boot.elapsed),
+        out.accel.describe(),
+        out.log.display()
+    );
     if let Some(problem) = out.problem() {
         if !verbose {
             eprintln!("---- console tail:");
@@ -69,5 +84,9 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
             files.push((format!("{}/{}", guest::TESTS_DIR, t.name), t.path));
         }
     }
-    Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm" })
+    Ok(Payload {
+        files,
+        script: guest::cmd_payload(&args.command),
+        label: "vm",
+    })
 }

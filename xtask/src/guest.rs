@@ -101,7 +101,10 @@ pub fn test_payload(tests: &[String]) -> String {
 /// and read by the guest's shell, like `ssh host words...` does, so pipes
 /// and redirections work when quoted on the host.
 pub fn cmd_payload(words: &[String]) -> String {
-    format!("RVERBS_MODE=cmd\nrverbs_cmd() {{\n{}\n}}\n", words.join(" "))
+    format!(
+        "RVERBS_MODE=cmd\nrverbs_cmd() {{\n{}\n}}\n",
+        words.join(" ")
+    )
 }
 
 #[cfg(test)]
@@ -114,7 +117,13 @@ mod tests {
         assert!(init.starts_with("#!/bin/sh\n"));
         assert!(init.contains("/usr/bin/rdma link add rxe0 type rxe netdev v0"));
         assert!(init.contains("poweroff -f"));
-        assert_eq!(test_payload(&["a".into(), "b".into()]), "RVERBS_MODE=test\nRVERBS_TESTS='a b'\n");
-        assert!(cmd_payload(&["rverbs".into(), "devinfo".into(), "-v".into()]).contains("\nrverbs devinfo -v\n"));
+        assert_eq!(
+            test_payload(&["a".into(), "b".into()]),
+            "RVERBS_MODE=test\nRVERBS_TESTS='a b'\n"
+        );
+        assert!(
+            cmd_payload(&["rverbs".into(), "devinfo".into(), "-v".into()])
+                .contains("\nrverbs devinfo -v\n")
+        );
     }
 }

@@ -34,26 +34,65 @@ struct Need {
 }
 
 const fn need(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Need {
-    Need { what, paths, package }
+    Need {
+        what,
+        paths,
+        package,
+    }
 }
 
 /// Tools the guest and the harness need. Several paths: either layout of
 /// a merged or unmerged /usr.
 const NEEDS: &[Need] = &[
-    need("qemu-system-x86_64", &["/usr/bin/qemu-system-x86_64"], "qemu-system-x86"),
+    need(
+        "qemu-system-x86_64",
+        &["/usr/bin/qemu-system-x86_64"],
+        "qemu-system-x86",
+    ),
     need("strace", &["/usr/bin/strace"], "strace"),
-    need("ip", &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"], "iproute2"),
-    need("rdma", &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"], "iproute2"),
+    need(
+        "ip",
+        &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"],
+        "iproute2",
+    ),
+    need(
+        "rdma",
+        &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"],
+        "iproute2",
+    ),
     need("ibv_devinfo", &["/usr/bin/ibv_devinfo"], "ibverbs-utils"),
     need("ibv_devices", &["/usr/bin/ibv_devices"], "ibverbs-utils"),
-    need("ibv_rc_pingpong", &["/usr/bin/ibv_rc_pingpong"], "ibverbs-utils"),
-    need("ibv_ud_pingpong", &["/usr/bin/ibv_ud_pingpong"], "ibverbs-utils"),
-    need("ibv_srq_pingpong", &["/usr/bin/ibv_srq_pingpong"], "ibverbs-utils"),
+    need(
+        "ibv_rc_pingpong",
+        &["/usr/bin/ibv_rc_pingpong"],
+        "ibverbs-utils",
+    ),
+    need(
+        "ibv_ud_pingpong",
+        &["/usr/bin/ibv_ud_pingpong"],
+        "ibverbs-utils",
+    ),
+    need(
+        "ibv_srq_pingpong",
+        &["/usr/bin/ibv_srq_pingpong"],
+        "ibverbs-utils",
+    ),
     need("ib_send_lat", &["/usr/bin/ib_send_lat"], "perftest"),
-    need("rxe provider", &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"], "ibverbs-providers"),
+    need(
+        "rxe provider",
+        &[
+            "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
+            "/etc/libibverbs.d/rxe.driver",
+        ],
+        "ibverbs-providers",
+    ),
     need("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
     need("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
-    need("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
+    need(
+        "modprobe",
+        &["/usr/sbin/modprobe", "/sbin/modprobe"],
+        "kmod",
+    ),
 ];
 
 /// Optional extra perftest programs, copied when present.
@@ -128,7 +167,7 @@ fn missing_packages() -> Vec<&'static str> {
             add(n.package);
         }
     }
-    if !static_busybox().is_some() {
+    if static_busybox().is_none() {
         add("busybox-static");
     }
     pkgs
@@ -144,7 +183,9 @@ fn static_busybox() -> Option<PathBuf> {
 /// then returns the tools' paths.
 pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
     for b in BASE {
-        util::which(b).ok_or_else(|| format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host"))?;
+        util::which(b).ok_or_else(|| {
+            format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host")
+        })?;
     }
     let missing = missing_packages();
     if !missing.is_empty() {
@@ -158,7 +199,10 @@ pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
         apt.install(&missing)?;
         let still = missing_packages();
         if !still.is_empty() {
-            return Err(format!("still missing after apt-get install: {}", still.join(" ")));
+            return Err(format!(
+                "still missing after apt-get install: {}",
+                still.join(" ")
+            ));
         }
     }
     locate()
@@ -171,10 +215,25 @@ fn locate() -> Result<HostTools> {
         first_existing(n.paths).ok_or_else(|| format!("{what} not found"))
     };
     let mut guest_programs = Vec::new();
-    for what in ["ip", "rdma", "strace", "ibv_devinfo", "ibv_devices", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ib_send_lat"] {
+    for what in [
+        "ip",
+        "rdma",
+        "strace",
+        "ibv_devinfo",
+        "ibv_devices",
+        "ibv_rc_pingpong",
+        "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
+        "ib_send_lat",
+    ] {
         guest_programs.push(find(what)?);
     }
-    guest_programs.extend(OPTIONAL_PROGRAMS.iter().map(PathBuf::from).filter(|p| p.exists()));
+    guest_programs.extend(
+        OPTIONAL_PROGRAMS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists()),
+    );
     Ok(HostTools {
         qemu: find("qemu-system-x86_64")?,
         busybox: static_busybox().ok_or("static busybox not found")?,
@@ -192,7 +251,9 @@ fn rxe_provider_files() -> Result<Vec<PathBuf>> {
     let dir = Path::new(MULTIARCH_LIB).join("libibverbs");
     for e in std::fs::read_dir(&dir).ctx(format!("reading {}", dir.display()))? {
         let p = e.ctx("readdir")?.path();
-        if p.file_name().is_some_and(|n| n.to_string_lossy().contains("rxe")) {
+        if p.file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("rxe"))
+        {
             files.push(p);
         }
     }
@@ -204,7 +265,9 @@ fn rxe_provider_files() -> Result<Vec<PathBuf>> {
 /// True for an ELF file without a program interpreter (PT_INTERP),
 /// i.e. one that runs without a dynamic loader.
 pub fn is_static_elf(path: &Path) -> bool {
-    let Ok(b) = std::fs::read(path) else { return false };
+    let Ok(b) = std::fs::read(path) else {
+        return false;
+    };
     if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 {
         return false;
     }
@@ -213,6 +276,7 @@ pub fn is_static_elf(path: &Path) -> bool {
     let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
     (0..phnum).all(|i| {
         let o = phoff + i * phentsize;
-        b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
+        b.get(o..o + 4)
+            .is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
     })
 }

@@ -27,7 +27,14 @@ use crate::util::{self, Context, Fnv, Result};
 
 /// Kernel modules copied into the guest (with their dependencies): those
 /// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs.
-pub const MODULES: &[&str] = &["rdma_rxe", "veth", "crc32_generic", "virtio_net", "net_failover", "failover"];
+pub const MODULES: &[&str] = &[
+    "rdma_rxe",
+    "veth",
+    "crc32_generic",
+    "virtio_net",
+    "net_failover",
+    "failover",
+];
 
 /// Where one guest file comes from.
 #[derive(Debug, Clone)]
@@ -171,7 +178,8 @@ impl Manifest {
                 Source::Host(p) => {
                     let m = std::fs::metadata(p).ok();
                     let (size, mtime) = m.map_or((0, 0), |m| (m.size(), m.mtime()));
-                    h.add(p.as_os_str().as_encoded_bytes()).add(format!("{size} {mtime}"))
+                    h.add(p.as_os_str().as_encoded_bytes())
+                        .add(format!("{size} {mtime}"))
                 }
                 Source::Bytes(b) => h.add(b),
                 Source::Symlink(t) => h.add(t),
@@ -200,7 +208,12 @@ impl Manifest {
     }
 }
 
-fn copy_into<W: Write>(w: &mut CpioWriter<W>, path: &str, perm: u32, host: &Path) -> io::Result<()> {
+fn copy_into<W: Write>(
+    w: &mut CpioWriter<W>,
+    path: &str,
+    perm: u32,
+    host: &Path,
+) -> io::Result<()> {
     let mut f = File::open(host)?;
     let size = f.metadata()?.len();
     w.file(path, perm, size, &mut f)
@@ -209,8 +222,8 @@ fn copy_into<W: Write>(w: &mut CpioWriter<W>, path: &str, perm: u32, host: &Path
 /// The shared libraries (and loader) `ldd` lists for `path`; none for a
 /// static binary.
 pub fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
-    let (ok, out, err) = util::capture_lenient(Command::new("ldd").arg(path))
-        .ok_or("cannot run ldd")?;
+    let (ok, out, err) =
+        util::capture_lenient(Command::new("ldd").arg(path)).ok_or("cannot run ldd")?;
     if !ok {
         if (out + &err).contains("not a dynamic executable") {
             return Ok(Vec::new());
@@ -228,7 +241,11 @@ fn parse_ldd(out: &str) -> Result<Vec<PathBuf>> {
             return Err(format!("missing library: {line}"));
         }
         let target = line.split_once("=>").map_or(line, |(_, t)| t.trim());
-        if let Some(p) = target.split_whitespace().next().filter(|p| p.starts_with('/')) {
+        if let Some(p) = target
+            .split_whitespace()
+            .next()
+            .filter(|p| p.starts_with('/'))
+        {
             libs.push(PathBuf::from(p));
         }
     }
@@ -239,7 +256,21 @@ fn parse_ldd(out: &str) -> Result<Vec<PathBuf>> {
 /// host tools, libibverbs' rxe provider, `/init`.
 fn base_userland(tools: &HostTools) -> Result<Manifest> {
     let mut m = Manifest::default();
-    for d in ["usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "usr/local/bin", "proc", "sys", "dev", "tmp", "run", "root", "tests", "etc/rverbs"] {
+    for d in [
+        "usr/bin",
+        "usr/sbin",
+        "usr/lib",
+        "usr/lib64",
+        "usr/local/bin",
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "run",
+        "root",
+        "tests",
+        "etc/rverbs",
+    ] {
         m.dir(d);
     }
     for top in ["bin", "sbin", "lib", "lib64"] {
@@ -310,7 +341,8 @@ fn module_name(file: &str) -> String {
 /// The files (relative to the modules dir) of `wanted` and everything they
 /// depend on. Built-in modules need no file; unknown ones are an error.
 pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<String>> {
-    let dep_text = std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
+    let dep_text =
+        std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
     let builtin = std::fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
     let builtin: BTreeSet<String> = builtin.lines().map(module_name).collect();
     let mut deps: HashMap<String, (String, Vec<String>)> = HashMap::new();
@@ -329,7 +361,11 @@ pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<St
                 files.extend(d.iter().cloned());
             }
             None if builtin.contains(&name) => {}
-            None => return Err(format!("kernel module {name} is neither in modules.dep nor built in")),
+            None => {
+                return Err(format!(
+                    "kernel module {name} is neither in modules.dep nor built in"
+                ))
+            }
         }
     }
     Ok(files)
@@ -359,7 +395,9 @@ pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(Pat
     let _ = std::fs::remove_file(&key_file);
     match &tools.gzip {
         Some(gzip) => write_gzipped(&mut m, gzip, &file)?,
-        None => m.write_cpio(BufWriter::new(File::create(&file).ctx("creating the initramfs")?))?,
+        None => m.write_cpio(BufWriter::new(
+            File::create(&file).ctx("creating the initramfs")?,
+        ))?,
     }
     std::fs::write(&key_file, key).ctx("writing base.key")?;
     Ok((file, m))
@@ -390,7 +428,8 @@ pub fn concat_initrd(base: &Path, payload: &mut Manifest, dest: &Path) -> Result
     let mut out = BufWriter::new(File::create(dest).ctx(format!("creating {}", dest.display()))?);
     let mut b = File::open(base).ctx(format!("opening {}", base.display()))?;
     let n = io::copy(&mut b, &mut out).ctx("copying the base archive")?;
-    out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize]).ctx("padding")?;
+    out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize])
+        .ctx("padding")?;
     payload.write_cpio(&mut out)?;
     out.flush().ctx("writing the initrd")
 }
@@ -401,24 +440,42 @@ mod tests {
 
     #[test]
     fn maps_to_merged_usr() {
-        assert_eq!(guest_path(Path::new("/lib/x86_64-linux-gnu/libc.so.6")), "usr/lib/x86_64-linux-gnu/libc.so.6");
-        assert_eq!(guest_path(Path::new("/lib64/ld-linux-x86-64.so.2")), "usr/lib64/ld-linux-x86-64.so.2");
+        assert_eq!(
+            guest_path(Path::new("/lib/x86_64-linux-gnu/libc.so.6")),
+            "usr/lib/x86_64-linux-gnu/libc.so.6"
+        );
+        assert_eq!(
+            guest_path(Path::new("/lib64/ld-linux-x86-64.so.2")),
+            "usr/lib64/ld-linux-x86-64.so.2"
+        );
         assert_eq!(guest_path(Path::new("/usr/bin/ip")), "usr/bin/ip");
         assert_eq!(guest_path(Path::new("/sbin/modprobe")), "usr/sbin/modprobe");
-        assert_eq!(guest_path(Path::new("/etc/libibverbs.d/rxe.driver")), "etc/libibverbs.d/rxe.driver");
+        assert_eq!(
+            guest_path(Path::new("/etc/libibverbs.d/rxe.driver")),
+            "etc/libibverbs.d/rxe.driver"
+        );
     }
 
     #[test]
     fn parses_ldd() {
         let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
         let libs = parse_ldd(out).unwrap();
-        assert_eq!(libs, vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]);
+        assert_eq!(
+            libs,
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
         assert!(parse_ldd("\tlibfoo.so => not found\n").is_err());
     }
 
     #[test]
     fn module_names() {
-        assert_eq!(module_name("kernel/net/ipv6/ip6_udp_tunnel.ko.xz"), "ip6_udp_tunnel");
+        assert_eq!(
+            module_name("kernel/net/ipv6/ip6_udp_tunnel.ko.xz"),
+            "ip6_udp_tunnel"
+        );
         assert_eq!(module_name("kernel/drivers/net/veth.ko"), "veth");
         assert_eq!(module_name("kernel/x/crc32-pclmul.ko.zst"), "crc32_pclmul");
     }

@@ -70,7 +70,10 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
 fn value_of(arg: &str, rest: &mut std::slice::Iter<'_, String>) -> Result<String, String> {
     match arg.split_once('=') {
         Some((_, v)) => Ok(v.to_owned()),
-        None => rest.next().cloned().ok_or_else(|| format!("{arg} needs a value")),
+        None => rest
+            .next()
+            .cloned()
+            .ok_or_else(|| format!("{arg} needs a value")),
     }
 }
 
@@ -103,7 +106,9 @@ fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
             "--keep" => v.keep = true,
             _ if !a.starts_with('-') => {
                 // `cargo xtask vm rverbs devinfo` without `--` also works.
-                v.command = std::iter::once(a.clone()).chain(it.by_ref().cloned()).collect();
+                v.command = std::iter::once(a.clone())
+                    .chain(it.by_ref().cloned())
+                    .collect();
                 break;
             }
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
@@ -122,7 +127,14 @@ mod tests {
 
     #[test]
     fn parses_test_options() {
-        let t = parse_test(&s(&["--kernel", "6.1", "--kernel=6.12", "--vm-only", "--keep"])).unwrap();
+        let t = parse_test(&s(&[
+            "--kernel",
+            "6.1",
+            "--kernel=6.12",
+            "--vm-only",
+            "--keep",
+        ]))
+        .unwrap();
         assert_eq!(t.kernels, s(&["6.1", "6.12"]));
         assert!(t.vm_only && t.keep && !t.host_only);
         assert!(parse_test(&s(&["--bogus"])).is_err());

@@ -34,9 +34,15 @@ pub fn workspace() -> Result<Workspace> {
     let out = util::capture(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
     let j = Json::parse(&out)?;
     let field = |k: &str| -> Result<PathBuf> {
-        j.get(k).and_then(Json::as_str).map(PathBuf::from).ok_or_else(|| format!("cargo metadata lacks {k}"))
+        j.get(k)
+            .and_then(Json::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("cargo metadata lacks {k}"))
     };
-    Ok(Workspace { root: field("workspace_root")?, target_dir: field("target_directory")? })
+    Ok(Workspace {
+        root: field("workspace_root")?,
+        target_dir: field("target_directory")?,
+    })
 }
 
 /// A binary to copy into the guest.
@@ -53,14 +59,21 @@ pub struct Artifact {
 /// the terminal, rendered, on stderr).
 fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
     let mut cmd = cargo();
-    cmd.current_dir(&ws.root).args(args).arg("--message-format=json-render-diagnostics");
+    cmd.current_dir(&ws.root)
+        .args(args)
+        .arg("--message-format=json-render-diagnostics");
     let what = util::describe(&cmd);
     note(what.clone());
-    let mut child = cmd.stdout(Stdio::piped()).spawn().ctx(format!("starting {what}"))?;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .ctx(format!("starting {what}"))?;
     let mut artifacts = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let line = line.ctx("reading cargo's output")?;
-        let Ok(msg) = Json::parse(&line) else { continue };
+        let Ok(msg) = Json::parse(&line) else {
+            continue;
+        };
         if msg.get("reason").and_then(Json::as_str) == Some("compiler-artifact") {
             artifacts.push(msg);
         }
@@ -92,9 +105,15 @@ pub fn build_integration_tests(ws: &Workspace) -> Result<Vec<Artifact>> {
         if !has_kind(m, "test") || !src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
             continue;
         }
-        let (Some(path), Some(name)) = (executable(m), target_field(m, "name")) else { continue };
+        let (Some(path), Some(name)) = (executable(m), target_field(m, "name")) else {
+            continue;
+        };
         let package = package_name(m);
-        found.push(Artifact { name: name.to_owned(), package, path });
+        found.push(Artifact {
+            name: name.to_owned(),
+            package,
+            path,
+        });
     }
     disambiguate(&mut found);
     found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -135,7 +154,9 @@ fn package_name(m: &Json) -> String {
 fn under_tests_dir(src: &Path, root: &Path) -> bool {
     let rel = src.strip_prefix(root).unwrap_or(src);
     let parent = rel.parent().unwrap_or(Path::new(""));
-    parent.components().any(|c| c == Component::Normal("tests".as_ref()))
+    parent
+        .components()
+        .any(|c| c == Component::Normal("tests".as_ref()))
 }
 
 /// Two packages may have a test of the same name: prefix those with the
@@ -177,7 +198,9 @@ pub fn host_tier(ws: &Workspace) -> Result<HostTier> {
     let error = match status.success() {
         true => None,
         false if log.counts.failed > 0 => None,
-        false => Some(format!("cargo test failed ({status}) without a failing test: build error or crash")),
+        false => Some(format!(
+            "cargo test failed ({status}) without a failing test: build error or crash"
+        )),
     };
     Ok(HostTier { log, error })
 }
@@ -189,17 +212,32 @@ mod tests {
     #[test]
     fn package_names() {
         let m = |id: &str| Json::Obj(vec![("package_id".into(), Json::Str(id.into()))]);
-        assert_eq!(package_name(&m("path+file:///work/main#rverbs@0.1.0")), "rverbs");
-        assert_eq!(package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")), "rverbs-uapi");
-        assert_eq!(package_name(&m("path+file:///work/main/xtask#0.1.0")), "xtask");
-        assert_eq!(package_name(&m("rverbs 0.1.0 (path+file:///work/main)")), "rverbs");
+        assert_eq!(
+            package_name(&m("path+file:///work/main#rverbs@0.1.0")),
+            "rverbs"
+        );
+        assert_eq!(
+            package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")),
+            "rverbs-uapi"
+        );
+        assert_eq!(
+            package_name(&m("path+file:///work/main/xtask#0.1.0")),
+            "xtask"
+        );
+        assert_eq!(
+            package_name(&m("rverbs 0.1.0 (path+file:///work/main)")),
+            "rverbs"
+        );
     }
 
     #[test]
     fn integration_tests_only() {
         let root = Path::new("/w");
         assert!(under_tests_dir(Path::new("/w/tests/vm_smoke.rs"), root));
-        assert!(under_tests_dir(Path::new("/w/uapi/tests/abi/main.rs"), root));
+        assert!(under_tests_dir(
+            Path::new("/w/uapi/tests/abi/main.rs"),
+            root
+        ));
         assert!(!under_tests_dir(Path::new("/w/src/lib.rs"), root));
         assert!(!under_tests_dir(Path::new("/w/src/tests.rs"), root));
     }

@@ -68,7 +68,11 @@ fn choose_accel(qemu: &Path) -> Accel {
         Ok("kvm") => return Accel::Kvm("max".into()),
         _ => {}
     }
-    let kvm_usable = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+    let kvm_usable = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
     if !kvm_usable {
         return Accel::Tcg;
     }
@@ -86,7 +90,9 @@ fn choose_accel(qemu: &Path) -> Accel {
 /// monitor: true when QEMU exits cleanly (it aborts when KVM refuses).
 fn probe_kvm(qemu: &Path, cpu: &str) -> bool {
     let child = Command::new(qemu)
-        .args(["-accel", "kvm", "-machine", "q35", "-cpu", cpu, "-m", "128M"])
+        .args([
+            "-accel", "kvm", "-machine", "q35", "-cpu", cpu, "-m", "128M",
+        ])
         .args(["-nodefaults", "-display", "none", "-S", "-monitor", "stdio"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -130,7 +136,16 @@ impl BootSpec {
         let mut c = Command::new(&self.qemu);
         c.args(["-machine", "q35"])
             .args(self.accel.args())
-            .args(["-m", &self.memory, "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
+            .args([
+                "-m",
+                &self.memory,
+                "-smp",
+                "1",
+                "-nographic",
+                "-no-reboot",
+                "-nic",
+                "none",
+            ])
             .arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
@@ -176,7 +191,9 @@ impl Vm {
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
-                let text = String::from_utf8_lossy(&line).trim_end_matches('\r').to_owned();
+                let text = String::from_utf8_lossy(&line)
+                    .trim_end_matches('\r')
+                    .to_owned();
                 if tx.send(text).is_err() {
                     break;
                 }
@@ -187,7 +204,11 @@ impl Vm {
             let _ = stderr.read_to_string(&mut s);
             s
         });
-        Ok(Vm { child, lines, stderr: Some(stderr) })
+        Ok(Vm {
+            child,
+            lines,
+            stderr: Some(stderr),
+        })
     }
 
     /// The next console line, or end of output, or the deadline.
@@ -208,7 +229,11 @@ impl Vm {
     /// Waits for QEMU to exit; returns its status and its stderr.
     pub fn finish(mut self) -> (Option<ExitStatus>, String) {
         let status = self.child.wait().ok();
-        let stderr = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
         (status, stderr)
     }
 }
@@ -226,6 +251,9 @@ pub struct BootEnd {
     pub elapsed: Duration,
 }
 
+/// A liveness check: the grace period and the line that proves life.
+pub type Alive<'a> = (Duration, &'a dyn Fn(&str) -> bool);
+
 /// Boots `spec`, handing each console line to `on_line` as it arrives,
 /// and kills QEMU after `timeout`. With `alive = Some((grace, seen))`, QEMU
 /// is also killed (`stalled`) when no line satisfies `seen` within
@@ -233,14 +261,21 @@ pub struct BootEnd {
 pub fn boot(
     spec: &BootSpec,
     timeout: Duration,
-    alive: Option<(Duration, &dyn Fn(&str) -> bool)>,
+    alive: Option<Alive<'_>>,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<BootEnd> {
     let start = Instant::now();
     let deadline = start + timeout;
     let mut alive_by = alive.map(|(grace, _)| start + grace.min(timeout));
     let mut vm = Vm::start(spec)?;
-    let mut end = BootEnd { console: Vec::new(), timed_out: false, stalled: false, status: None, stderr: String::new(), elapsed: Duration::ZERO };
+    let mut end = BootEnd {
+        console: Vec::new(),
+        timed_out: false,
+        stalled: false,
+        status: None,
+        stderr: String::new(),
+        elapsed: Duration::ZERO,
+    };
     loop {
         match vm.next(alive_by.unwrap_or(deadline)) {
             Event::Line(l) => {

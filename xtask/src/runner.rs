@@ -52,15 +52,24 @@ impl Outcome {
         if self.boot.stalled {
             Some("the guest showed no sign of life (stalled)".into())
         } else if self.boot.timed_out {
-            Some(format!("timeout after {} s (RVERBS_VM_TIMEOUT)", self.timeout.as_secs()))
+            Some(format!(
+                "timeout after {} s (RVERBS_VM_TIMEOUT)",
+                self.timeout.as_secs()
+            ))
         } else if let Some(e) = &r.setup_error {
             Some(format!("guest setup failed: {e}"))
         } else if r.release.is_none() {
-            Some(format!("the guest never ran /init (QEMU: {})", exit_text(&self.boot)))
+            Some(format!(
+                "the guest never ran /init (QEMU: {})",
+                exit_text(&self.boot)
+            ))
         } else if !r.ready {
             Some("the guest stopped before rxe0 was up".into())
         } else if !r.done {
-            Some(format!("the guest stopped before finishing (QEMU: {})", exit_text(&self.boot)))
+            Some(format!(
+                "the guest stopped before finishing (QEMU: {})",
+                exit_text(&self.boot)
+            ))
         } else {
             None
         }
@@ -89,7 +98,10 @@ impl Knobs {
     pub fn from_env() -> Result<Knobs> {
         Ok(Knobs {
             timeout: Duration::from_secs(util::env_u64("RVERBS_VM_TIMEOUT", DEFAULT_TIMEOUT_S)?),
-            memory: std::env::var("RVERBS_VM_MEMORY").ok().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "2G".into()),
+            memory: std::env::var("RVERBS_VM_MEMORY")
+                .ok()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| "2G".into()),
             verbose: util::env_flag("RVERBS_VM_VERBOSE"),
         })
     }
@@ -110,9 +122,13 @@ pub fn run(
     let initrd = build_initrd(k, tools, vm_dir, payload)?;
     let mut accel = qemu::accel(&tools.qemu);
     let mut outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
-    if matches!(accel, Accel::Kvm(_)) && outcome.report.release.is_none() && !outcome.boot.timed_out {
+    if matches!(accel, Accel::Kvm(_)) && outcome.report.release.is_none() && !outcome.boot.timed_out
+    {
         // KVM that passed the probe but did not get the guest to /init.
-        note(format!("KVM guest did not start ({}); retrying under TCG", exit_text(&outcome.boot)));
+        note(format!(
+            "KVM guest did not start ({}); retrying under TCG",
+            exit_text(&outcome.boot)
+        ));
         qemu::demote_to_tcg();
         accel = Accel::Tcg;
         outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
@@ -127,7 +143,12 @@ pub fn run(
 }
 
 /// base archive (cached) + payload -> `target/vm/run/<release>-<label>-<pid>.initrd`.
-fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload) -> Result<PathBuf> {
+fn build_initrd(
+    k: &Kernel,
+    tools: &HostTools,
+    vm_dir: &Path,
+    payload: &Payload,
+) -> Result<PathBuf> {
     let (base, base_manifest) = initramfs::base_archive(k, tools, vm_dir)?;
     let mut m = Manifest::default();
     for (at, host) in &payload.files {
@@ -137,7 +158,12 @@ fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload)
     let dir = vm_dir.join("run");
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
     remove_stale_initrds(&dir);
-    let initrd = dir.join(format!("{}-{}-{}.initrd", k.release, payload.label, std::process::id()));
+    let initrd = dir.join(format!(
+        "{}-{}-{}.initrd",
+        k.release,
+        payload.label,
+        std::process::id()
+    ));
     initramfs::concat_initrd(&base, &mut m, &initrd)?;
     Ok(initrd)
 }
@@ -146,7 +172,10 @@ fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload)
 fn remove_stale_initrds(dir: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name.strip_suffix(".initrd").and_then(|n| n.rsplit('-').next()).and_then(|p| p.parse::<u32>().ok());
+        let pid = name
+            .strip_suffix(".initrd")
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
             let _ = std::fs::remove_file(e.path());
         }
@@ -174,12 +203,19 @@ fn boot_once(
     // Under KVM /init starts within seconds; waiting longer means KVM is
     // not working here, and the caller falls back to TCG.
     let started = |l: &str| l.contains(MARK);
-    let alive = matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started as &dyn Fn(&str) -> bool));
+    let alive: Option<qemu::Alive> =
+        matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started));
     let boot = qemu::boot(&spec, knobs.timeout, alive, &mut |line| {
         let kind = report.push(line);
         show(kind, line);
     })?;
-    Ok(Outcome { report, boot, accel: accel.clone(), timeout: knobs.timeout, log: PathBuf::new() })
+    Ok(Outcome {
+        report,
+        boot,
+        accel: accel.clone(),
+        timeout: knobs.timeout,
+        log: PathBuf::new(),
+    })
 }
 
 /// Writes the console to `target/vm/logs/<series>-<label>.log`.

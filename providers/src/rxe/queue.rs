@@ -29,7 +29,20 @@ const DATA: usize = size_of::<rxe_queue_buf>();
 #[derive(Debug)]
 enum Backing {
     Mapped(#[allow(dead_code)] MmapRaw),
-    Heap(#[allow(dead_code)] Box<[u64]>),
+    Heap(#[allow(dead_code)] Box<[HeapPage]>),
+}
+
+/// One page of a heap queue: page aligned like the kernel's mapping, so
+/// tests and benchmarks see the same slot alignment (and cache-line
+/// splits) as a real ring.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct HeapPage([u8; 4096]);
+
+impl std::fmt::Debug for HeapPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeapPage")
+    }
 }
 
 /// A mapped rxe queue.
@@ -79,10 +92,10 @@ impl Queue {
     pub fn new_heap(slots: u32, log2_elem_size: u32) -> Queue {
         assert!(slots.is_power_of_two() && slots >= 2 && log2_elem_size < 16);
         let bytes = DATA + ((slots as usize) << log2_elem_size);
-        let mut mem = vec![0u64; bytes / 8].into_boxed_slice();
+        let mut mem = vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice();
         let base = mem.as_mut_ptr().cast::<u8>();
-        // SAFETY: `mem` is at least DATA bytes, 8-aligned; we write the two
-        // header words the kernel would have written.
+        // SAFETY: `mem` is at least DATA bytes, page aligned; we write the
+        // two header words the kernel would have written.
         unsafe {
             base.cast::<u32>().write(log2_elem_size);
             base.add(4).cast::<u32>().write(slots - 1);

@@ -234,6 +234,26 @@ fn golden_ud_send() {
     assert_bytes(&encode_send(&wr, &UD), &want);
 }
 
+/// Three and four SGEs (the encoder's bulk-copy path; one and two are
+/// stored one by one).
+#[test]
+fn golden_send_three_and_four_sges() {
+    let c = Sge { addr: 0x1000, length: 3, lkey: 0x33 };
+    let d = Sge { addr: 0x2000, length: 4, lkey: 0x44 };
+    for sgl in [&[SGE_A, SGE_B, c][..], &[SGE_A, SGE_B, c, d][..]] {
+        let wr = SendWr { wr_id: 16, op: SendOp::RdmaRead(REMOTE), flags: SendFlags::SIGNALED, sgl, ud: None };
+        let total = sgl.iter().map(|s| s.length).sum();
+        let mut want = want_send(16, 4, 2, sgl.len() as u32, total);
+        put_u64(&mut want, 24, REMOTE.addr);
+        put_u32(&mut want, 32, REMOTE.rkey);
+        put_u64(&mut want, 152, REMOTE.addr);
+        for (i, s) in sgl.iter().enumerate() {
+            put_sge(&mut want, 208 + 16 * i, *s);
+        }
+        assert_bytes(&encode_send(&wr, &RC), &want);
+    }
+}
+
 /// A slot holding junk from the kernel's last use: the whole 208-byte
 /// header is rewritten (state 0, cursors 0, kernel scratch 0), the data
 /// written, and nothing past the data touched.
@@ -333,6 +353,24 @@ fn cqe_decode_ip_csum_ok() {
     let wc = decode(&cqe_bytes(8, [0, 0, 0, 0]));
     assert_eq!(wc.wc_flags, WcFlags::IP_CSUM_OK);
     assert_eq!(wc.wc_flags.bits(), 4, "kernel IP_CSUM_OK (8) is libibverbs 4");
+}
+
+/// Every combination of the kernel's low eight `IB_WC_*` bits: 1 and 2
+/// pass through, 4 (WITH_INVALIDATE) becomes 8, 8 (IP_CSUM_OK) becomes 4,
+/// the rest (SMAC 16, VLAN 32, NETWORK_HDR_TYPE 64, 128) is dropped.
+#[test]
+fn wc_flags_every_kernel_combination() {
+    for k in 0u32..256 {
+        let mut want = k & 3;
+        if k & 4 != 0 {
+            want |= 8;
+        }
+        if k & 8 != 0 {
+            want |= 4;
+        }
+        assert_eq!(wqe::map_wc_flags(k).bits(), want, "kernel flags {k:#x}");
+    }
+    assert_eq!(wqe::map_wc_flags(u32::MAX).bits(), 15);
 }
 
 #[test]

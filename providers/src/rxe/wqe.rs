@@ -10,7 +10,9 @@ use core::mem::offset_of;
 use core::ptr;
 
 use rverbs_uapi::ib_user_verbs::ib_uverbs_wc;
-use rverbs_uapi::ib_verbs_values::{IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE};
+use rverbs_uapi::ib_verbs_values::{
+    IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE,
+};
 use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe};
 
 use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus};
@@ -63,10 +65,11 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
     if (lim.transport == Transport::Ud) != wr.ud.is_some() {
         return Err(PostErrorKind::BadDestination);
     }
-    let mut total: u64 = 0;
-    for s in wr.sgl {
-        total += u64::from(s.length);
-    }
+    // One SGE is the common case: skip the (unrolled, vectorised) loop.
+    let total: u64 = match wr.sgl {
+        [s] => u64::from(s.length),
+        sgl => sgl.iter().map(|s| u64::from(s.length)).sum(),
+    };
     if total > u64::from(u32::MAX) {
         return Err(PostErrorKind::TooLong);
     }
@@ -97,6 +100,28 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
 unsafe fn put<T: Copy>(dst: *mut u8, off: usize, v: T) {
     // SAFETY: forwarded; unaligned because some union members are only 4-aligned.
     unsafe { ptr::write_unaligned(dst.add(off).cast::<T>(), v) }
+}
+
+/// Copies `sgl` to `dst`. One or two SGEs are stored directly: a
+/// `copy_nonoverlapping` of a run-time length becomes a call to libc's
+/// `memcpy`, which costs more than the copy itself.
+///
+/// # Safety
+/// `dst .. dst + sgl.len()` is writable, 8-aligned memory in a slot we own.
+#[inline(always)]
+unsafe fn copy_sges(dst: *mut Sge, sgl: &[Sge]) {
+    // SAFETY: forwarded; `Sge` is `Copy` and 8-aligned like `dst`.
+    unsafe {
+        match sgl {
+            [] => {}
+            [a] => ptr::write(dst, *a),
+            [a, b] => {
+                ptr::write(dst, *a);
+                ptr::write(dst.add(1), *b);
+            }
+            _ => ptr::copy_nonoverlapping(sgl.as_ptr(), dst, sgl.len()),
+        }
+    }
 }
 
 /// Encodes a send WQE into the slot at `dst`.
@@ -164,7 +189,7 @@ pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32) {
                 at = at.add(s.length as usize);
             }
         } else {
-            ptr::copy_nonoverlapping(wr.sgl.as_ptr(), data.cast::<Sge>(), wr.sgl.len());
+            copy_sges(data.cast::<Sge>(), wr.sgl);
         }
     }
 }
@@ -195,7 +220,7 @@ pub unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
         put(dst, RDMA_DMA + DMA_LENGTH, total);
         put(dst, RDMA_DMA + DMA_RESID, total);
         put(dst, RDMA_DMA + DMA_NUM_SGE, wr.sgl.len() as u32);
-        ptr::copy_nonoverlapping(wr.sgl.as_ptr(), dst.add(RECV_DATA).cast::<Sge>(), wr.sgl.len());
+        copy_sges(dst.add(RECV_DATA).cast::<Sge>(), wr.sgl);
     }
 }
 
@@ -204,14 +229,26 @@ pub unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
 /// IP_CSUM_OK, libibverbs has them the other way round.
 #[inline]
 pub fn map_wc_flags(k: u32) -> WcFlags {
-    let mut f = WcFlags::from_bits_truncate(k & (WcFlags::GRH | WcFlags::WITH_IMM).bits());
-    if k & IB_WC_WITH_INVALIDATE != 0 {
-        f |= WcFlags::WITH_INV;
-    }
-    if k & IB_WC_IP_CSUM_OK != 0 {
-        f |= WcFlags::IP_CSUM_OK;
-    }
-    f
+    // Kernel bits 0..=3 -> libibverbs bits, one table lookup; the kernel's
+    // higher bits (SMAC, VLAN, network header type) have no libibverbs
+    // counterpart in `WcFlags` and are dropped.
+    const MAP: [u8; 16] = {
+        let mut t = [0u8; 16];
+        let mut k = 0;
+        while k < 16 {
+            let mut f = k as u32 & (IBV_WC_GRH | IBV_WC_WITH_IMM);
+            if k as u32 & IB_WC_WITH_INVALIDATE != 0 {
+                f |= IBV_WC_WITH_INV;
+            }
+            if k as u32 & IB_WC_IP_CSUM_OK != 0 {
+                f |= IBV_WC_IP_CSUM_OK;
+            }
+            t[k] = f as u8;
+            k += 1;
+        }
+        t
+    };
+    WcFlags::from_bits_retain(u32::from(MAP[(k & 15) as usize]))
 }
 
 /// Decodes a CQE copied out of the completion ring.

@@ -41,7 +41,19 @@
 //! Differences in behaviour rather than output: `-i` accepts only a whole
 //! number 1..=255 (rdma-core's `strtol` ignores trailing junk and truncates
 //! to `u8`), errors go to stderr as `rverbs: <message>` with exit status 1
-//! (rdma-core exits with 255 or the OR of per-device codes).
+//! (rdma-core exits with 255 or the OR of per-device codes), and with `-v`
+//! the rverbs-only part (GID table, port capability names) follows all the
+//! `ibv_devinfo`-compatible output.
+//!
+//! # How the format is checked
+//!
+//! The unit tests render three fixture devices (rxe, an mlx5-like device
+//! with every optional section and unknown flag bits, an iWARP device with
+//! out-of-range values) and compare the result byte for byte with what
+//! rdma-core 44's unmodified `devinfo.c` prints for the same values
+//! (`testdata/`, produced once, off-tree, by linking that file against stub
+//! `ibv_*` functions returning the fixture values; no C is kept in the tree).
+//! `tests/devinfo_vs_ibv.rs` compares against the real `ibv_devinfo` on rxe.
 
 use std::fmt::Write as _;
 
@@ -878,9 +890,8 @@ mod tests {
     // `testdata/fixtures.*.txt` are the outputs of rdma-core 44's
     // `libibverbs/examples/devinfo.c` (the `ibv_devinfo` of Debian 12),
     // compiled unchanged against stub `ibv_*` functions that return exactly
-    // the values below (`testdata/oracle_stub.c`; see the comment there for
-    // how to rebuild them). The Rust formatting must reproduce them byte for
-    // byte.
+    // the values below (the stub was a throwaway, not kept: rverbs has no C).
+    // The Rust formatting must reproduce them byte for byte.
 
     struct Fixture {
         info: DeviceInfo<'static>,
