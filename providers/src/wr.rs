@@ -179,7 +179,9 @@ pub enum PostErrorKind {
     BadState,
     /// The SGE list's total length overflows 32 bits.
     TooLong,
-    /// The doorbell `write()` failed with this errno (WQEs stay queued).
+    /// The doorbell `write()` failed with this errno. The requests before
+    /// `index` are in the ring all the same (the kernel takes them on the
+    /// next successful doorbell); `index` may equal the list's length.
     Doorbell(i32),
     /// `INLINE` with SGEs through the safe API: inline payloads are read by
     /// the CPU at post time, so they must come as bytes (`post_send_inline`)

@@ -75,7 +75,6 @@ pub fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out: &mut [
         let (mut cmd, h) = create_cq_cmd(a, &mut cqe, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(CqCreated { handle, cqe });
         }
@@ -115,7 +114,6 @@ pub fn destroy_cq(fd: &UverbsFd, handle: u32) -> Result<EventsReported> {
         cmd.in_obj(UVERBS_ATTR_DESTROY_CQ_HANDLE, handle);
         cmd.out_struct(UVERBS_ATTR_DESTROY_CQ_RESP, &mut resp);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(EventsReported { comp: resp.comp_events_reported, async_: resp.async_events_reported });
         }

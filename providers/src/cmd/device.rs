@@ -142,7 +142,6 @@ pub fn query_gid_table(fd: &UverbsFd, max_entries: usize) -> Result<Option<Vec<i
     if !fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
         return Ok(None);
     }
-    drop(cmd);
     traced(VERB, CmdPath::Ioctl);
     entries.truncate(num as usize);
     Ok(Some(entries))
@@ -160,7 +159,6 @@ pub fn query_gid_entry(fd: &UverbsFd, port: u8, index: u32) -> Result<Option<ib_
     cmd.out_struct(UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, &mut entry);
     match fd.ioctl(&mut cmd) {
         Ok(()) => {
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             Ok(Some(entry))
         }

@@ -108,7 +108,6 @@ pub fn query_mr(fd: &UverbsFd, handle: u32) -> Result<MrQuery> {
     cmd.out_struct(UVERBS_ATTR_QUERY_MR_RESP_RKEY, &mut rkey);
     cmd.out_struct(UVERBS_ATTR_QUERY_MR_RESP_LENGTH, &mut length);
     fd.ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))?;
-    drop(cmd);
     traced(VERB, CmdPath::Ioctl);
     Ok(MrQuery { lkey, rkey, length })
 }

@@ -79,7 +79,6 @@ pub fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mut [u8])
         let (mut cmd, h) = create_qp_cmd(a, &mut cap, &mut qpn, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(QpCreated { handle, qpn, cap });
         }
@@ -130,7 +129,6 @@ pub fn destroy_qp(fd: &UverbsFd, handle: u32) -> Result<u32> {
         cmd.in_obj(UVERBS_ATTR_DESTROY_QP_HANDLE, handle);
         cmd.out_struct(UVERBS_ATTR_DESTROY_QP_RESP, &mut resp);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(resp.events_reported);
         }

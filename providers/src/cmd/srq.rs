@@ -51,7 +51,6 @@ pub fn create_srq(
         cmd.uhw(drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(SrqCreated { handle, max_wr: rwr, max_sge: rsge, srqn });
         }
@@ -83,7 +82,6 @@ pub fn destroy_srq(fd: &UverbsFd, handle: u32) -> Result<u32> {
         cmd.in_obj(UVERBS_ATTR_DESTROY_SRQ_HANDLE, handle);
         cmd.out_struct(UVERBS_ATTR_DESTROY_SRQ_RESP, &mut resp);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-            drop(cmd);
             traced(VERB, CmdPath::Ioctl);
             return Ok(resp.events_reported);
         }

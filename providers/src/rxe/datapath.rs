@@ -26,8 +26,14 @@ pub struct SendRing<D> {
 }
 
 impl<D: Doorbell> SendRing<D> {
-    /// A send ring over `q` with the QP's limits.
-    pub fn new(q: Queue, lim: SendLimits, doorbell: D) -> Self {
+    /// A send ring over `q` with the QP's limits, clamped to what one slot
+    /// holds (`elem_size - 208` bytes of SGEs or inline data), so a create
+    /// response that promised more than the kernel's ring can hold makes
+    /// posts fail instead of writing past a slot.
+    pub fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+        let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
+        lim.max_sge = lim.max_sge.min((room / 16) as u32);
+        lim.max_inline = lim.max_inline.min(room as u32);
         SendRing { q, lim, doorbell }
     }
 
@@ -54,6 +60,8 @@ impl<D: Doorbell> SendRing<D> {
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mask = self.q.index_mask();
+        // Relaxed: the SQ producer is ours; Acquire (in free_slots) on the
+        // kernel's consumer: it has finished with the slots it released.
         let mut prod = self.q.producer_own();
         let mut free = self.q.free_slots(prod);
         let mut failed = None;
@@ -82,7 +90,9 @@ impl<D: Doorbell> SendRing<D> {
             // Release: the WQEs above are written before the kernel sees the index.
             self.q.publish_producer(prod);
             if let Err(e) = self.doorbell.ring() {
-                return Err(PostError { index: posted.min(wrs.len().saturating_sub(1)), kind: PostErrorKind::Doorbell(e as i32) });
+                // `index` keeps its meaning: requests before it are in the
+                // ring (the kernel looks at them on the next doorbell).
+                return Err(PostError { index: posted, kind: PostErrorKind::Doorbell(e as i32) });
             }
         }
         failed.map_or(Ok(()), Err)
@@ -97,9 +107,11 @@ pub struct RecvRing {
 }
 
 impl RecvRing {
-    /// A receive ring over `q` taking `max_sge` SGEs per request.
+    /// A receive ring over `q` taking `max_sge` SGEs per request, clamped
+    /// to what one slot holds (`(elem_size - 40) / 16`).
     pub fn new(q: Queue, max_sge: u32) -> Self {
-        RecvRing { q, max_sge }
+        let room = q.elem_size().saturating_sub(wqe::RECV_DATA);
+        RecvRing { max_sge: max_sge.min((room / 16) as u32), q }
     }
 
     /// The ring.
@@ -113,6 +125,8 @@ impl RecvRing {
     #[inline]
     pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
         let mask = self.q.index_mask();
+        // Relaxed: the RQ/SRQ producer is ours; Acquire (in free_slots) on
+        // the kernel's consumer: it has finished with the slots it released.
         let mut prod = self.q.producer_own();
         let mut free = self.q.free_slots(prod);
         let mut failed = None;
@@ -135,6 +149,7 @@ impl RecvRing {
             free -= 1;
         }
         if failed.map_or(wrs.len(), |e| e.index) > 0 {
+            // Release: the WQEs above are written before the kernel sees the index.
             self.q.publish_producer(prod);
         }
         failed.map_or(Ok(()), Err)
@@ -166,7 +181,8 @@ impl CqRing {
         let mask = self.q.index_mask();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
-        let mut cons = self.q.consumer_own() & mask;
+        // Relaxed: the CQ consumer is ours.
+        let mut cons = self.q.consumer_own();
         // Count first, then a loop with one exit: fewer instructions per CQE.
         let n = ((prod.wrapping_sub(cons) & mask) as usize).min(out.len());
         if n == 0 {

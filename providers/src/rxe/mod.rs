@@ -45,7 +45,13 @@ pub const AH_RESP_LEN: usize = size_of::<rxe_create_ah_resp>();
 /// Maps the completion ring described by a create-CQ (or resize-CQ) driver response.
 pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
     let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
-    Ok(CqRing::new(map("ibv_create_cq", fd, &resp.mi, "completion queue")?))
+    let q = map("ibv_create_cq", fd, &resp.mi, "completion queue")?;
+    // Each slot must hold a whole `ib_uverbs_wc`, which poll copies out.
+    if q.elem_size() < size_of::<rverbs_uapi::ib_user_verbs::ib_uverbs_wc>() {
+        return Err(Error::os("ibv_create_cq", Errno::EPROTO)
+            .with_message(format!("the kernel's CQ slots are {} bytes, smaller than a completion", q.elem_size())));
+    }
+    Ok(CqRing::new(q))
 }
 
 /// The doorbell of one rxe QP: `POST_SEND` with no work requests on the

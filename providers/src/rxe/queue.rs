@@ -171,6 +171,7 @@ impl Queue {
     /// Number of free slots for a producer at `prod` (one slot always stays empty).
     #[inline]
     pub fn free_slots(&self, prod: u32) -> u32 {
+        // Acquire: the kernel's reads of the slots it released happen before our rewrites.
         let cons = self.consumer_acquire();
         self.index_mask - (prod.wrapping_sub(cons) & self.index_mask)
     }

@@ -648,6 +648,26 @@ fn recv_too_many_sges() {
     assert_eq!(k.consume_recv(r.queue(), usize::MAX).iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0]);
 }
 
+/// Limits larger than a slot holds (a create response the ring cannot
+/// honour) are clamped: the post is refused instead of overrunning the slot.
+#[test]
+fn limits_clamped_to_slot() {
+    // 256-byte send slots hold (256 - 208) / 16 = 3 SGEs or 48 inline bytes.
+    let big = SendLimits { transport: Transport::Rc, max_sge: 16, max_inline: 256 };
+    let mut s = SendRing::new(Queue::new_heap(4, 8), big, CountingDoorbell::default());
+    let four = [SGE_A; 4];
+    assert_eq!(post(&mut s, &[wr_op(SendOp::Send, &four)]).unwrap_err().kind, PostErrorKind::TooManySge { given: 4, max: 3 });
+    let buf = [7u8; 49];
+    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 49, lkey: 0 }];
+    let inline = SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) };
+    assert_eq!(post(&mut s, &[inline]).unwrap_err().kind, PostErrorKind::InlineTooLong { given: 49, max: 48 });
+    assert_eq!(post(&mut s, &[wr_op(SendOp::Send, &four[..3])]), Ok(()));
+    // 64-byte receive slots hold (64 - 40) / 16 = 1 SGE.
+    let mut r = RecvRing::new(Queue::new_heap(4, 6), 4);
+    assert_eq!(r.post(&[RecvWr { wr_id: 0, sgl: &four[..2] }]).unwrap_err().kind, PostErrorKind::TooManySge { given: 2, max: 1 });
+    assert_eq!(r.post(&[recv(1)]), Ok(()));
+}
+
 #[test]
 fn cq_wraparound() {
     let mut c = cq(4);

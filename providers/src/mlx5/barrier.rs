@@ -1,0 +1,108 @@
+//! The DMA and MMIO barriers of the mlx5 fast path, named for what they
+//! order, one definition per architecture (rdma-core `util/udma_barrier.h`).
+//!
+//! Unsafe code: this file uses `core::arch::asm!` (allowed below) because
+//! Rust's `fence`s emit the inner-shareable `dmb ish*` forms on aarch64 and
+//! nothing at all for device memory ordering on x86_64, while the HCA needs
+//! rdma-core's exact instructions: `dmb oshst`, `dmb oshld`, `dsb st`,
+//! `lfence`, `sfence`. An `asm!` block without `nomem` is also a compiler
+//! barrier: no memory access moves across it.
+//!
+//! Providers call these and never `fence`/`asm!` directly, so a grep for
+//! `barrier::` finds every DMA ordering point of the mlx5 provider.
+//!
+//! | function | rdma-core | x86_64 | aarch64 | orders |
+//! |---|---|---|---|---|
+//! | [`to_device`] | `udma_to_device_barrier` | compiler barrier | `dmb oshst` | WQE / dbrec stores before the next store the device may act on |
+//! | [`from_device`] | `udma_from_device_barrier` | `lfence` | `dmb oshld` | the CQE owner byte load before the loads of the rest of the CQE |
+//! | [`wc_start`] | `mmio_wc_start` | `sfence` | `dsb st` | the dbrec store before the UAR / BlueFlame store |
+//! | [`mmio_flush_writes`] | `mmio_flush_writes` | `sfence` | `dsb st` | pushes write-combined UAR stores out of the CPU |
+//! | [`cqe_reads_done`] | (none; see its docs) | compiler barrier | `dmb oshld` | CQE loads before the consumer-index store that frees the slots |
+//!
+//! Other architectures get `core::sync::atomic::fence(SeqCst)`, a best
+//! effort that rdma-core's per-arch choices were not checked against.
+#![allow(unsafe_code)]
+
+/// `udma_to_device_barrier()`: memory the device reads by DMA (WQEs, the
+/// doorbell record) written before this point is visible to the device
+/// before any store after it. x86_64 stores are ordered (TSO), so a
+/// compiler barrier suffices; aarch64 needs `dmb oshst`.
+#[inline(always)]
+pub fn to_device() {
+    #[cfg(target_arch = "x86_64")]
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction; no operands, no memory of ours touched.
+    unsafe {
+        core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// `udma_from_device_barrier()`: loads after this point see device writes
+/// at least as new as what the loads before it saw. Used between the CQE
+/// ownership check and reading the CQE body.
+#[inline(always)]
+pub fn from_device() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a barrier instruction; no operands.
+    unsafe {
+        core::arch::asm!("lfence", options(nostack, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction; no operands.
+    unsafe {
+        core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// `mmio_flush_writes()`: write-combined stores issued before this point
+/// leave the CPU (as whole TLPs) before any later store. After every
+/// UAR / BlueFlame write.
+#[inline(always)]
+pub fn mmio_flush_writes() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a barrier instruction; no operands.
+    unsafe {
+        core::arch::asm!("sfence", options(nostack, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction; no operands.
+    unsafe {
+        core::arch::asm!("dsb st", options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// `mmio_wc_start()`: the doorbell-record store (ordinary memory) is
+/// ordered before the write-combined / uncached UAR store that follows.
+/// rdma-core defines it as [`mmio_flush_writes`].
+#[inline(always)]
+pub fn wc_start() {
+    mmio_flush_writes()
+}
+
+/// Before publishing a CQ consumer index (`CQ_SET_CI`): the loads of the
+/// CQEs being retired complete before the store that lets the HCA reuse
+/// their slots.
+///
+/// rdma-core has no barrier here. x86_64 never reorders a load after a
+/// later store, so this is a compiler barrier there; aarch64 may, so this is
+/// `dmb oshld` (earlier loads before later loads *and stores*). An addition
+/// of ours, following the recommendation in providers.md §B.8.
+#[inline(always)]
+pub fn cqe_reads_done() {
+    #[cfg(target_arch = "x86_64")]
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction; no operands.
+    unsafe {
+        core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}
