@@ -12,3 +12,4 @@ pub mod sys;
 pub mod wr;
 
 pub use error::{Errno, Error, Result};
+pub mod mlx5;

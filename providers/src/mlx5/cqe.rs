@@ -286,7 +286,7 @@ pub enum ReqLen {
 
 /// See [`ReqKind`]. Unknown opcodes (UMR, NOP, ...) map to `WcOpcode::Other`.
 #[inline(always)]
-pub fn req_kind(send_opcode: u8) -> ReqKind {
+pub const fn req_kind(send_opcode: u8) -> ReqKind {
     let (opcode, with_imm, len) = match send_opcode {
         wqe_op::SEND | wqe_op::SEND_INVAL => (WcOpcode::Send, false, ReqLen::Zero),
         wqe_op::SEND_IMM => (WcOpcode::Send, true, ReqLen::Zero),
@@ -295,7 +295,7 @@ pub fn req_kind(send_opcode: u8) -> ReqKind {
         wqe_op::RDMA_READ => (WcOpcode::RdmaRead, false, ReqLen::Cqe),
         wqe_op::ATOMIC_CS => (WcOpcode::CompSwap, false, ReqLen::Eight),
         wqe_op::ATOMIC_FA => (WcOpcode::FetchAdd, false, ReqLen::Eight),
-        o => (WcOpcode::Other(u32::from(o)), false, ReqLen::Zero),
+        o => (WcOpcode::Other(o as u32), false, ReqLen::Zero),
     };
     ReqKind { opcode, with_imm, len }
 }

@@ -150,6 +150,35 @@ impl CtrlSeg {
     }
 }
 
+/// The 16 bytes of a control segment as two native `u64`s whose
+/// in-memory bytes are exactly [`CtrlSeg::new`]'s (little- and big-endian
+/// hosts alike): the post fast path stores these with two 64-bit stores,
+/// and the first one is also the 8-byte doorbell. `qpn8_be` is
+/// `(qpn << 8).to_be()`, precomputed per QP.
+#[inline(always)]
+pub fn ctrl_words(opcode: u8, wqe_index: u16, qpn8_be: u32, ds: u8, fm_ce_se: u8, imm: u32) -> [u64; 2] {
+    // Each 32-bit field's bytes in memory order, as a native u32.
+    let opmod_idx_opcode = (u32::from(wqe_index) << 8 | u32::from(opcode)).to_be();
+    let qpn_ds = qpn8_be | u32::from(ds & 0x3f).to_be();
+    let sig_fm = u32::from_ne_bytes([0, 0, 0, fm_ce_se]);
+    let join = |a: u32, b: u32| {
+        let mut w = [0u8; 8];
+        w[..4].copy_from_slice(&a.to_ne_bytes());
+        w[4..].copy_from_slice(&b.to_ne_bytes());
+        u64::from_ne_bytes(w)
+    };
+    [join(opmod_idx_opcode, qpn_ds), join(sig_fm, imm.to_be())]
+}
+
+/// A data segment as two native `u64`s with [`DataSeg::new`]'s bytes.
+#[inline(always)]
+pub fn data_words(byte_count: u32, lkey: u32, addr: u64) -> [u64; 2] {
+    let mut w = [0u8; 8];
+    w[..4].copy_from_slice(&byte_count.to_be_bytes());
+    w[4..].copy_from_slice(&lkey.to_be_bytes());
+    [u64::from_ne_bytes(w), u64::from_ne_bytes(addr.to_be_bytes())]
+}
+
 /// `struct mlx5_wqe_raddr_seg` (16 bytes): RDMA READ/WRITE and atomics.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]

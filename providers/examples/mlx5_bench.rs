@@ -1,0 +1,167 @@
+//! Fast-path microbenchmark of the mlx5 provider against the HCA model
+//! (`--features mock`). Not a test: it prints numbers.
+//!
+//! ```text
+//! cargo run --release -p rverbs-providers --example mlx5_bench --features mock
+//! mlx5_bench                  # ns/op for post, poll-16, poll-1
+//! mlx5_bench count post N     # N posts, untimed (for callgrind / perf)
+//! mlx5_bench count poll16 N   # N CQEs polled in batches of 16
+//! mlx5_bench count poll1 N    # N CQEs polled one at a time
+//! ```
+//!
+//! The measured functions are `bench_post` and `bench_poll` (never
+//! inlined): `valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect='*bench_post*'` counts exactly their instructions.
+//!
+//! - `bench_post`: one `SendQueue::post` of one RC SEND with one SGE,
+//!   signaled, through [`NoopMmio`]: the UAR store (BlueFlame copy or 8-byte
+//!   doorbell) and its two `sfence`s compile away; the doorbell *record*
+//!   store and the BlueFlame-half flip are counted. Requests are retired
+//!   outside the measured function.
+//! - `bench_poll`: one `Cq::poll` into a slice; the CQEs (RDMA WRITE
+//!   completions) are produced by the model outside the measured function.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use rverbs_providers::mlx5::mmio::NoopMmio;
+use rverbs_providers::mlx5::model::{access, retire_all_sends, Hca, HcaMmio, ModelCfg};
+use rverbs_providers::mlx5::{Context, Cq, Qp, QpCaps, QpPrepareArgs, QpType};
+use rverbs_providers::wr::{PostError, RemoteAddr, SendFlags, SendOp, SendWr, Sge, Wc};
+
+/// Send queue depth (requests; one WQEBB each) and CQ depth.
+const SQ_WR: u32 = 256;
+const CQ_DEPTH: u32 = 255;
+
+/// One `SendQueue::post` of one request: the measured unit.
+#[inline(never)]
+fn bench_post(qp: &mut Qp<NoopMmio>, wr: &SendWr<'_>) -> Result<(), PostError> {
+    // SAFETY: the request is not INLINE, so post reads no buffer.
+    unsafe { qp.sq.post(std::slice::from_ref(wr)) }
+}
+
+/// One `Cq::poll` into `out`: the measured unit.
+#[inline(never)]
+fn bench_poll(cq: &mut Cq<HcaMmio>, out: &mut [Wc]) -> usize {
+    cq.poll(out)
+}
+
+fn caps() -> QpCaps {
+    QpCaps { max_send_wr: SQ_WR, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+}
+
+fn args() -> QpPrepareArgs {
+    QpPrepareArgs { qp_type: QpType::Rc, caps: caps(), srq: None, sq_sig_all: false }
+}
+
+/// A QP whose doorbell goes nowhere, in RTS.
+fn noop_qp(hca: &Hca, ctx: &Context) -> Qp<NoopMmio> {
+    let cq = hca.new_cq(ctx, CQ_DEPTH);
+    let (p, u) = ctx.qp_prepare(&args()).expect("qp_prepare");
+    let (qpn, resp) = hca.create_qp(&u, QpType::Rc, &p.core_caps(), cq.cqn(), cq.cqn(), None).expect("create_qp");
+    let qp = ctx.qp_finish_with(p, &resp, qpn, |_, _| NoopMmio).map_err(|e| e.error).expect("qp_finish");
+    for s in 1..=3 {
+        qp.on_state_change(s);
+    }
+    std::mem::forget(cq); // lives as long as the process
+    qp
+}
+
+/// Posts `n` one-SGE SENDs; retires them whenever the queue fills.
+/// Returns the time spent inside `bench_post`.
+fn run_post(n: u64) -> Duration {
+    let hca = Hca::new(ModelCfg::default());
+    let ctx = hca.context();
+    let mut qp = noop_qp(&hca, &ctx);
+    let sge = [Sge { addr: 0x7f00_0000_1000, length: 64, lkey: 0x1234 }];
+    let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    let cap = u64::from(qp.sq.max_post());
+    let mut spent = Duration::ZERO;
+    let mut done = 0;
+    while done < n {
+        retire_all_sends(&qp);
+        let batch = cap.min(n - done);
+        let t = Instant::now();
+        for _ in 0..batch {
+            wr.wr_id += 1;
+            black_box(bench_post(&mut qp, black_box(&wr))).expect("post");
+        }
+        spent += t.elapsed();
+        done += batch;
+    }
+    spent
+}
+
+/// Polls `n` CQEs in calls of `batch`; the model produces them (RDMA WRITE
+/// completions) outside the timed region.
+fn run_poll(n: u64, batch: usize) -> Duration {
+    let hca = Hca::new(ModelCfg::default());
+    let ctx = hca.context();
+    let mut cq = hca.new_cq(&ctx, CQ_DEPTH);
+    let other = hca.new_cq(&ctx, CQ_DEPTH);
+    let mut a = hca.new_qp(&ctx, &args(), cq.cqn(), cq.cqn());
+    let b = hca.new_qp(&ctx, &args(), other.cqn(), other.cqn());
+    hca.connect(&a, &b);
+    let mem = vec![0u8; 4096].into_boxed_slice();
+    let base = Box::into_raw(mem).cast::<u8>() as u64; // leaked: the model writes it
+    let (lkey, rkey) = hca.reg_mr(base, 4096, access::ALL);
+    let sge = [Sge { addr: base, length: 8, lkey }];
+    let wr = SendWr {
+        wr_id: 0,
+        op: SendOp::RdmaWrite(RemoteAddr { addr: base + 2048, rkey }),
+        flags: SendFlags::SIGNALED,
+        sgl: &sge,
+        ud: None,
+    };
+    let mut out = vec![Wc::default(); batch];
+    let fill_max = u64::from(cq.ncqe()).min(u64::from(a.sq.max_post()));
+    let mut spent = Duration::ZERO;
+    let mut done = 0;
+    while done < n {
+        let fill = fill_max.min(n - done);
+        let wrs: Vec<SendWr<'_>> = (0..fill).map(|i| SendWr { wr_id: done + i, ..wr }).collect();
+        // SAFETY: not INLINE.
+        unsafe { a.sq.post(&wrs) }.expect("post");
+        hca.run();
+        let mut got = 0;
+        let t = Instant::now();
+        while got < fill {
+            got += black_box(bench_poll(&mut cq, black_box(&mut out))) as u64;
+        }
+        spent += t.elapsed();
+        done += fill;
+    }
+    hca.assert_clean();
+    spent
+}
+
+/// Best of `reps` runs of `n` operations, in ns per operation.
+fn best(reps: usize, n: u64, f: impl Fn(u64) -> Duration) -> f64 {
+    (0..reps).map(|_| f(n).as_nanos() as f64 / n as f64).fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("count") {
+        let n: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+        match args.get(1).map(String::as_str) {
+            Some("post") => drop(run_post(n)),
+            Some("poll16") => drop(run_poll(n, 16)),
+            Some("poll1") => drop(run_poll(n, 1)),
+            _ => eprintln!("usage: mlx5_bench count post|poll16|poll1 N"),
+        }
+        return;
+    }
+    const N: u64 = 1_000_000;
+    const REPS: usize = 5;
+    run_post(N / 4);
+    run_poll(N / 8, 16);
+    let post = best(REPS, N, run_post);
+    let poll16 = best(REPS, N / 4, |n| run_poll(n, 16));
+    let poll1 = best(REPS, N / 4, |n| run_poll(n, 1));
+    println!("mlx5 fast path on the HCA model (best of {REPS})");
+    println!("  post, 1 SGE SEND, no UAR store : {post:6.2} ns/op");
+    println!("  poll, batches of 16            : {poll16:6.2} ns/CQE");
+    println!("  poll, batches of 1             : {poll1:6.2} ns/CQE");
+    println!("instruction counts: valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*bench_post*' ...");
+}

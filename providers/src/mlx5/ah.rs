@@ -1,0 +1,209 @@
+//! Address handles: the 48-byte address vector ([`Av`]) a UD send WQE
+//! carries (rdma-core `verbs.c mlx5_create_ah`), and the per-context table
+//! the post path finds it in by [`UdDest::ah_num`](crate::wr::UdDest).
+//!
+//! mlx5 AHs are userspace objects built from the address attributes; for
+//! RoCE the kernel's `CREATE_AH` resolves the destination MAC and returns
+//! it in `mlx5_ib_create_ah_resp.dmac` (when `cmds_supp_uhw & CREATE_AH`).
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rverbs_uapi::mlx5_abi::mlx5_ib_create_ah_resp;
+
+use crate::mlx5::seg::Av;
+use crate::{Errno, Error, Result};
+
+/// The GRH part of an address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grh {
+    /// Destination GID.
+    pub dgid: [u8; 16],
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+    /// Source GID index.
+    pub sgid_index: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+}
+
+/// What an mlx5 address vector is built from (`struct ibv_ah_attr` plus the
+/// port facts rdma-core looks up).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AhAttr {
+    /// The port's link layer is Ethernet (RoCE).
+    pub is_eth: bool,
+    /// The source GID is a RoCE v2 GID (UDP encapsulation: `rlid` carries
+    /// the UDP source port).
+    pub roce_v2: bool,
+    /// Destination LID (InfiniBand).
+    pub dlid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Source path bits (InfiniBand).
+    pub src_path_bits: u8,
+    /// `enum ibv_rate`.
+    pub static_rate: u8,
+    /// Global route; required on Ethernet.
+    pub grh: Option<Grh>,
+}
+
+/// rdma-core `ib_to_mlx5_rate_table`: `enum ibv_rate` → the mlx5 rate code.
+const RATE: [u8; 22] = [0, 0, 7, 8, 9, 10, 11, 12, 13, 14, 15, 11, 13, 15, 0, 9, 15, 0, 0, 9, 13, 0];
+
+/// `ibv_flow_label_to_udp_sport`: `(fl & 0x3fff) ^ ((fl & 0xfc000) >> 14) | 0xc000`.
+pub fn flow_label_to_udp_sport(fl: u32) -> u16 {
+    let low = fl & 0x03fff;
+    let high = fl & 0xfc000;
+    ((low ^ (high >> 14)) | 0xc000) as u16
+}
+
+/// Builds the address vector. `dmac` is required on Ethernet;
+/// `random_sport` is the UDP source port used for RoCE v2 when the flow
+/// label is 0 (rdma-core picks a random one in `0xc000..=0xffff`).
+pub fn build_av(attr: &AhAttr, dmac: Option<[u8; 6]>, random_sport: u16) -> Result<Av> {
+    const VERB: &str = "ibv_create_ah";
+    let rate = RATE.get(attr.static_rate as usize).copied().unwrap_or(0);
+    let mut av = Av::default();
+    if attr.is_eth {
+        let Some(grh) = attr.grh else {
+            return Err(Error::invalid(VERB, "RoCE addresses need a GRH (is_global)"));
+        };
+        if attr.roce_v2 {
+            let fl = grh.flow_label & 0x000f_ffff;
+            av.set_rlid(if fl != 0 { flow_label_to_udp_sport(fl) } else { random_sport | 0xc000 });
+        }
+        av.set_stat_rate_sl_eth(rate, attr.sl);
+        let Some(mac) = dmac else {
+            return Err(Error::os(VERB, Errno::EOPNOTSUPP)
+                .with_message("the kernel did not resolve the destination MAC (no CREATE_AH udata support)"));
+        };
+        av.set_rmac(mac);
+    } else {
+        av.set_fl_mlid(attr.src_path_bits);
+        av.set_rlid(attr.dlid);
+        av.set_stat_rate_sl_ib(rate, attr.sl);
+    }
+    if let Some(g) = attr.grh {
+        av.set_tclass_hop_limit(g.traffic_class, g.hop_limit);
+        av.set_grh_gid_fl(!attr.is_eth, g.sgid_index, g.flow_label);
+        av.set_rgid(g.dgid);
+    }
+    Ok(av)
+}
+
+/// The destination MAC of a create-AH driver answer.
+pub fn dmac_of(drv_out: &[u8]) -> Result<[u8; 6]> {
+    use zerocopy::FromBytes;
+    mlx5_ib_create_ah_resp::read_from_prefix(drv_out)
+        .map(|(r, _)| r.dmac)
+        .map_err(|_| Error::os("ibv_create_ah", Errno::EPROTO))
+}
+
+/// A random UDP source port for RoCE v2 (no `rand` dependency: std's
+/// randomly keyed hasher).
+pub(crate) fn random_sport() -> u16 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+    (h.finish() as u16) | 0xc000
+}
+
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    av: Option<Av>,
+}
+
+/// Address vectors by AH number: `generation << 20 | (slot + 1)`, so a
+/// number stays invalid after its AH is gone even if the slot is reused
+/// (until the 12-bit generation wraps).
+#[derive(Debug, Default)]
+pub struct AhTable {
+    slots: RwLock<Vec<Slot>>,
+    free: Mutex<Vec<u32>>,
+}
+
+impl AhTable {
+    /// A fresh table.
+    pub fn new() -> Arc<AhTable> {
+        Arc::new(AhTable::default())
+    }
+
+    /// Stores `av`; returns its AH number (never 0).
+    pub(crate) fn insert(&self, av: Av) -> Result<u32> {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        let slot = match self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            Some(s) => s,
+            None => {
+                if slots.len() as u32 >= SLOT_MASK {
+                    return Err(Error::os("ibv_create_ah", Errno::ENOMEM));
+                }
+                slots.push(Slot::default());
+                slots.len() as u32 - 1
+            }
+        };
+        let s = &mut slots[slot as usize];
+        s.av = Some(av);
+        Ok((s.generation & 0xfff) << SLOT_BITS | (slot + 1))
+    }
+
+    /// Forgets AH number `ah_num`.
+    pub(crate) fn remove(&self, ah_num: u32) {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        let slot = (ah_num & SLOT_MASK).wrapping_sub(1);
+        if let Some(s) = slots.get_mut(slot as usize) {
+            if s.av.is_some() && (s.generation & 0xfff) == ah_num >> SLOT_BITS {
+                s.av = None;
+                s.generation = s.generation.wrapping_add(1);
+                self.free.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
+            }
+        }
+    }
+
+    /// The address vector of AH number `ah_num`, if it exists.
+    #[inline]
+    pub(crate) fn get(&self, ah_num: u32) -> Option<Av> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let s = slots.get(((ah_num & SLOT_MASK).wrapping_sub(1)) as usize)?;
+        if (s.generation & 0xfff) != ah_num >> SLOT_BITS {
+            return None;
+        }
+        s.av
+    }
+}
+
+/// An mlx5 address handle: its AH number (put it in
+/// [`UdDest::ah_num`](crate::wr::UdDest)) and its address vector. Dropping
+/// it forgets the number; WQEs already posted carry their own copy.
+#[derive(Debug)]
+pub struct Ah {
+    table: Arc<AhTable>,
+    ah_num: u32,
+    av: Av,
+}
+
+impl Ah {
+    pub(crate) fn new(table: &Arc<AhTable>, av: Av) -> Result<Ah> {
+        let ah_num = table.insert(av)?;
+        Ok(Ah { table: table.clone(), ah_num, av })
+    }
+    /// The number UD work requests name it by.
+    pub fn ah_num(&self) -> u32 {
+        self.ah_num
+    }
+    /// The address vector.
+    pub fn av(&self) -> &Av {
+        &self.av
+    }
+}
+
+impl Drop for Ah {
+    fn drop(&mut self) {
+        self.table.remove(self.ah_num);
+    }
+}

@@ -1,0 +1,210 @@
+//! Memory the HCA reaches by DMA and that this provider allocates: queue
+//! buffers ([`DmaBuf`]) and doorbell records ([`DbRec`], carved out of
+//! shared pages by [`DbRecPool`]).
+//!
+//! Unsafe code (allowed below): the HCA writes CQ buffers and may read or
+//! write every byte of these allocations at any time while the kernel
+//! object exists, so they are only reached through raw pointers; never a
+//! `&[u8]`/`&mut [u8]`. Doorbell records are written with single volatile
+//! 32-bit stores (the HCA reads them as big-endian words).
+#![allow(unsafe_code)]
+
+use std::sync::{Arc, Mutex};
+
+use memmap2::MmapRaw;
+
+use crate::sys::event::{anon_pages, page_size};
+use crate::{Errno, Error, Result};
+
+/// A page-aligned, zeroed buffer of anonymous memory handed to the HCA
+/// (its address goes into the create command's driver data, the kernel
+/// pins it). Dropping it unmaps it: only drop after the kernel object that
+/// uses it is destroyed.
+#[derive(Debug)]
+pub struct DmaBuf {
+    map: MmapRaw,
+    len: usize,
+}
+
+impl DmaBuf {
+    /// `len` bytes rounded up to whole pages (at least one page), zeroed.
+    pub fn new(verb: &'static str, len: usize) -> Result<DmaBuf> {
+        let ps = page_size();
+        let len = len.max(1).div_ceil(ps) * ps;
+        let map = anon_pages(len).map_err(|e| {
+            Error::os(verb, Errno::from_raw(e.raw_os_error().unwrap_or(Errno::ENOMEM as i32)))
+                .with_message(format!("cannot allocate {len} bytes of queue memory"))
+        })?;
+        Ok(DmaBuf { map, len })
+    }
+
+    /// The start (page aligned).
+    #[inline(always)]
+    pub fn ptr(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+
+    /// The start as the address the kernel is given.
+    pub fn addr(&self) -> u64 {
+        self.ptr() as u64
+    }
+
+    /// Length in bytes (whole pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a buffer has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// One page of doorbell records.
+#[derive(Debug)]
+struct DbPage {
+    buf: DmaBuf,
+    free: Vec<u16>,
+}
+
+/// Doorbell-record pages, shared by the CQs, QPs and SRQs of a context, one
+/// `cache_line_size` slot per record (rdma-core `dbrec.c`). The kernel pins
+/// the whole page containing a record (once per page, refcounted), so a
+/// record never crosses a page. Pages stay until the pool goes (the pool
+/// lives as long as any record of it).
+#[derive(Debug)]
+pub struct DbRecPool {
+    stride: usize,
+    pages: Mutex<Vec<DbPage>>,
+}
+
+impl DbRecPool {
+    /// A pool handing out records `stride` bytes apart (the context's
+    /// `cache_line_size`; at least 8, a power of two, at most a page).
+    pub fn new(stride: usize) -> Arc<DbRecPool> {
+        let stride = stride.clamp(8, page_size()).next_power_of_two();
+        Arc::new(DbRecPool { stride, pages: Mutex::new(Vec::new()) })
+    }
+
+    /// A zeroed record (both 32-bit words 0).
+    pub fn alloc(self: &Arc<Self>, verb: &'static str) -> Result<DbRec> {
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        let found = pages.iter().position(|p| !p.free.is_empty());
+        let page = match found {
+            Some(i) => i,
+            None => {
+                let buf = DmaBuf::new(verb, page_size())?;
+                let n = (buf.len() / self.stride) as u16;
+                pages.push(DbPage { buf, free: (0..n).rev().collect() });
+                pages.len() - 1
+            }
+        };
+        let p = &mut pages[page];
+        let slot = p.free.pop().expect("page with a free slot") as usize;
+        // SAFETY: `slot * stride + 8 <= page length` (slots were counted
+        // from the length, stride >= 8); the page lives as long as the pool,
+        // which the record keeps alive.
+        let ptr = unsafe { p.buf.ptr().add(slot * self.stride) }.cast::<u32>();
+        let rec = DbRec { pool: self.clone(), page, slot, ptr };
+        rec.store(0, 0);
+        rec.store(1, 0);
+        Ok(rec)
+    }
+
+    fn release(&self, page: usize, slot: usize) {
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        pages[page].free.push(slot as u16);
+    }
+}
+
+/// One doorbell record: two big-endian 32-bit words the HCA reads (QP:
+/// `[0]` receive counter, `[1]` send counter; CQ: `[0]` consumer index,
+/// `[1]` arm word; SRQ: `[0]` counter). Returned to its pool on drop.
+#[derive(Debug)]
+pub struct DbRec {
+    pool: Arc<DbRecPool>,
+    page: usize,
+    slot: usize,
+    ptr: *mut u32,
+}
+
+// SAFETY: the record points into a page owned by `pool`, which this value
+// keeps alive; the words are only accessed with volatile loads/stores, and
+// the data-path owner (`&mut self` of a queue) serialises our stores.
+unsafe impl Send for DbRec {}
+// SAFETY: as above; shared access only does whole-word volatile accesses.
+unsafe impl Sync for DbRec {}
+
+impl DbRec {
+    /// The address given to the kernel (`db_addr`).
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// Pointer to word `i` (0 or 1).
+    #[inline(always)]
+    pub fn word_ptr(&self, i: usize) -> *mut u32 {
+        debug_assert!(i < 2);
+        // SAFETY: the record has two words (8 bytes) inside its page.
+        unsafe { self.ptr.add(i & 1) }
+    }
+
+    /// Stores `v` big-endian into word `i` with one volatile 32-bit store.
+    /// The caller puts the barrier in front that the location needs.
+    #[inline(always)]
+    pub fn store(&self, i: usize, v: u32) {
+        // SAFETY: an aligned word of our record (slots are `stride`-aligned
+        // in a page-aligned page); volatile because the HCA reads it.
+        unsafe { self.word_ptr(i).write_volatile(v.to_be()) }
+    }
+
+    /// Loads word `i` (host order) with one volatile load.
+    #[inline(always)]
+    pub fn load(&self, i: usize) -> u32 {
+        // SAFETY: as in `store`.
+        u32::from_be(unsafe { self.word_ptr(i).read_volatile() })
+    }
+}
+
+impl Drop for DbRec {
+    fn drop(&mut self) {
+        self.pool.release(self.page, self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dbrecs_are_zeroed_aligned_reused_and_never_cross_a_page() {
+        let pool = DbRecPool::new(64);
+        let a = pool.alloc("t").unwrap();
+        let b = pool.alloc("t").unwrap();
+        assert_eq!(a.addr() % 64, 0);
+        assert_eq!(b.addr() - a.addr(), 64);
+        a.store(0, 0x1234);
+        a.store(1, 0xabcd_ef01);
+        assert_eq!(a.load(0), 0x1234);
+        // Big-endian in memory.
+        // SAFETY: reading our own record's first byte.
+        assert_eq!(unsafe { a.word_ptr(1).cast::<u8>().read_volatile() }, 0xab);
+        let addr = a.addr();
+        drop(a);
+        let c = pool.alloc("t").unwrap();
+        assert_eq!(c.addr(), addr, "freed slot reused");
+        assert_eq!((c.load(0), c.load(1)), (0, 0), "reused slot zeroed");
+        let ps = page_size() as u64;
+        let all: Vec<DbRec> = (0..(ps / 64) * 2).map(|_| pool.alloc("t").unwrap()).collect();
+        for r in &all {
+            assert_eq!(r.addr() / ps, (r.addr() + 7) / ps);
+        }
+    }
+
+    #[test]
+    fn dma_buf_is_page_aligned_whole_pages() {
+        let b = DmaBuf::new("t", 100).unwrap();
+        assert_eq!(b.addr() % page_size() as u64, 0);
+        assert_eq!(b.len(), page_size());
+    }
+}

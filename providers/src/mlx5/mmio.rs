@@ -1,0 +1,114 @@
+//! The doorbell seam: every store the provider makes to a UAR page goes
+//! through [`Mmio`], so host tests and the HCA model can record what a
+//! real device would receive (providers.md §C.4).
+//!
+//! [`UarMmio`] is the real one: volatile stores into a mapped UAR page.
+//! Posting and arming are generic over `M: Mmio` (static dispatch, no `dyn`).
+//!
+//! Unsafe code (allowed below): [`UarMmio`] writes device memory through a
+//! raw pointer with `write_volatile` only; never a reference.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use crate::mlx5::barrier;
+use crate::mlx5::uar::UarPage;
+
+/// Stores to one doorbell / BlueFlame register window (a QP's register,
+/// or a UAR page for the CQ arm register at +0x20). Offsets are bytes from
+/// the start of the window.
+pub trait Mmio {
+    /// One 64-bit store of `val` at `offset` (8-aligned). The device
+    /// receives `val`'s in-memory bytes, so callers pass
+    /// `u64::from_ne_bytes(big_endian_bytes)` (`mmio_write64_be`).
+    fn write64(&self, offset: usize, val: u64);
+    /// One 64-byte BlueFlame block at `offset` (64-aligned): eight ordered
+    /// 64-bit stores in ascending address order (`mmio_memcpy_x64`), the
+    /// bytes of `block` as they lie in memory.
+    fn bf_copy(&self, offset: usize, block: &[u64; 8]);
+    /// `mmio_wc_start()`: orders the doorbell-record store before the
+    /// register store(s) that follow.
+    fn wc_start(&self);
+    /// `mmio_flush_writes()`: after the register store(s).
+    fn flush(&self);
+}
+
+/// A register window in a mapped UAR page: the real [`Mmio`].
+#[derive(Debug)]
+pub struct UarMmio {
+    base: *mut u8,
+    len: usize,
+    // Keeps the mapping alive as long as the window.
+    _page: Arc<UarPage>,
+}
+
+// SAFETY: the window points into a mapping owned by `_page` (kept alive
+// here); the only accesses are volatile stores, which the data-path owner
+// (`&mut` of the queue) serialises for per-QP registers; shared registers
+// only take single 64-bit stores, which are atomic on the bus.
+unsafe impl Send for UarMmio {}
+// SAFETY: as above.
+unsafe impl Sync for UarMmio {}
+
+impl UarMmio {
+    /// The window of `len` bytes at byte `offset` of `page`.
+    pub(crate) fn new(page: &Arc<UarPage>, offset: usize, len: usize) -> UarMmio {
+        assert!(offset + len <= page.len(), "register window outside its UAR page");
+        // SAFETY: in bounds of the mapping (asserted above).
+        let base = unsafe { page.base().add(offset) };
+        UarMmio { base, len, _page: page.clone() }
+    }
+}
+
+impl Mmio for UarMmio {
+    #[inline(always)]
+    fn write64(&self, offset: usize, val: u64) {
+        debug_assert!(offset + 8 <= self.len && offset % 8 == 0);
+        // SAFETY: inside the window (the callers' offsets are the register's
+        // two halves or the arm register, all within `len`), 8-aligned
+        // (page-aligned mapping, 8-aligned offsets); a single volatile
+        // 64-bit store, which the CPU issues as one bus write.
+        unsafe { self.base.add(offset).cast::<u64>().write_volatile(val) }
+    }
+
+    #[inline(always)]
+    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+        debug_assert!(offset + 64 <= self.len && offset % 64 == 0);
+        // SAFETY: as in `write64`, for the 64 bytes at `offset`; eight
+        // volatile stores stay in program order, ascending addresses.
+        unsafe {
+            let dst = self.base.add(offset).cast::<u64>();
+            for (i, w) in block.iter().enumerate() {
+                dst.add(i).write_volatile(*w);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn wc_start(&self) {
+        barrier::wc_start()
+    }
+
+    #[inline(always)]
+    fn flush(&self) {
+        barrier::mmio_flush_writes()
+    }
+}
+
+/// An [`Mmio`] that stores nothing: to measure the post path without the
+/// doorbell store (benchmarks), or to post into a ring nobody executes.
+#[cfg(any(test, feature = "mock"))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoopMmio;
+
+#[cfg(any(test, feature = "mock"))]
+impl Mmio for NoopMmio {
+    #[inline(always)]
+    fn write64(&self, _offset: usize, _val: u64) {}
+    #[inline(always)]
+    fn bf_copy(&self, _offset: usize, _block: &[u64; 8]) {}
+    #[inline(always)]
+    fn wc_start(&self) {}
+    #[inline(always)]
+    fn flush(&self) {}
+}

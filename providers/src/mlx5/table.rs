@@ -1,0 +1,131 @@
+//! Per-context tables: the resource registry CQs use to find a QP's (or
+//! SRQ's) work-request ids, and the user-index allocator.
+//!
+//! rdma-core keeps `qp_table` (by QPN, CQE version 0) and `uidx_table` (by
+//! user index, version 1) and has the CQ cache its last lookup
+//! (`cur_rsc`). Here the registry holds `Arc`s; a CQ caches the last one
+//! and drops its cache whenever the registry's generation moves (every
+//! removal bumps it), so a stale entry is never used.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::mlx5::qp::QpShared;
+use crate::mlx5::srq::SrqShared;
+use crate::{Errno, Error, Result};
+
+/// QPs by resource number (user index with CQE version 1, QPN with 0) and
+/// SRQs by SRQN (what version-0 responder CQEs name).
+#[derive(Debug, Default)]
+pub struct Registry {
+    qps: RwLock<HashMap<u32, Arc<QpShared>>>,
+    srqs: RwLock<HashMap<u32, Arc<SrqShared>>>,
+    generation: AtomicU64,
+}
+
+impl Registry {
+    /// Registers a QP under `rsn`.
+    pub(crate) fn insert_qp(&self, rsn: u32, qp: Arc<QpShared>) -> Result<()> {
+        let mut m = self.qps.write().unwrap_or_else(|p| p.into_inner());
+        if m.contains_key(&rsn) {
+            return Err(Error::os("ibv_create_qp", Errno::EEXIST)
+                .with_message(format!("resource number {rsn:#x} is already registered")));
+        }
+        m.insert(rsn, qp);
+        Ok(())
+    }
+
+    /// Removes a QP; bumps the generation so CQ caches forget it.
+    pub(crate) fn remove_qp(&self, rsn: u32) -> Option<Arc<QpShared>> {
+        let r = self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&rsn);
+        self.generation.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Looks a QP up.
+    #[inline]
+    pub(crate) fn qp(&self, rsn: u32) -> Option<Arc<QpShared>> {
+        self.qps.read().unwrap_or_else(|p| p.into_inner()).get(&rsn).cloned()
+    }
+
+    /// Registers an SRQ under its SRQN.
+    pub(crate) fn insert_srq(&self, srqn: u32, srq: Arc<SrqShared>) {
+        self.srqs.write().unwrap_or_else(|p| p.into_inner()).insert(srqn, srq);
+    }
+
+    /// Removes an SRQ; bumps the generation.
+    pub(crate) fn remove_srq(&self, srqn: u32) -> Option<Arc<SrqShared>> {
+        let r = self.srqs.write().unwrap_or_else(|p| p.into_inner()).remove(&srqn);
+        self.generation.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Looks an SRQ up.
+    #[inline]
+    pub(crate) fn srq(&self, srqn: u32) -> Option<Arc<SrqShared>> {
+        self.srqs.read().unwrap_or_else(|p| p.into_inner()).get(&srqn).cloned()
+    }
+
+    /// Changes on every removal.
+    #[inline(always)]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Registered QPs (tests).
+    pub fn qp_count(&self) -> usize {
+        self.qps.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// Hands out user indexes `0..0xffffff` (the kernel rejects ≥ 0xffffff with
+/// CQE version 1; `0xffffff` itself means "none" with version 0).
+#[derive(Debug, Default)]
+pub struct IdAlloc {
+    state: Mutex<(u32, Vec<u32>)>,
+}
+
+/// `MLX5_IB_DEFAULT_UIDX`: "no user index" (CQE version 0).
+pub const NO_UIDX: u32 = 0x00ff_ffff;
+
+impl IdAlloc {
+    /// A fresh allocator.
+    pub fn new() -> Arc<IdAlloc> {
+        Arc::new(IdAlloc::default())
+    }
+
+    /// One index, returned on drop of the lease.
+    pub fn alloc(self: &Arc<Self>, verb: &'static str) -> Result<IdLease> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let id = match st.1.pop() {
+            Some(id) => id,
+            None if st.0 < NO_UIDX => {
+                st.0 += 1;
+                st.0 - 1
+            }
+            None => return Err(Error::os(verb, Errno::ENOMEM).with_message("no free mlx5 user index")),
+        };
+        Ok(IdLease { alloc: self.clone(), id })
+    }
+}
+
+/// A user index in use.
+#[derive(Debug)]
+pub struct IdLease {
+    alloc: Arc<IdAlloc>,
+    id: u32,
+}
+
+impl IdLease {
+    /// The index.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl Drop for IdLease {
+    fn drop(&mut self) {
+        self.alloc.state.lock().unwrap_or_else(|p| p.into_inner()).1.push(self.id);
+    }
+}
