@@ -8,7 +8,7 @@ use crate::guest::TESTS_DIR;
 use crate::host_tools::{self, Apt, HostTools};
 use crate::kernel::{self, Series};
 use crate::project::{self, Artifact, Workspace};
-use crate::runner::{self, Knobs, Payload};
+use crate::runner::{self, Guest, Knobs, Payload};
 use crate::util::{note, secs, Result};
 
 /// Options of `cargo xtask test`.
@@ -179,15 +179,14 @@ fn one_kernel(
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
-    let out = match runner::run(
-        &k,
-        &prep.tools,
-        &ws.vm_dir(),
-        &prep.payload,
+    let vm_dir = ws.vm_dir();
+    let guest = Guest {
+        kernel: &k,
+        tools: &prep.tools,
+        vm_dir: &vm_dir,
         knobs,
-        keep,
-        &mut show,
-    ) {
+    };
+    let out = match runner::run(&guest, &prep.payload, keep, &mut show) {
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
@@ -216,10 +215,15 @@ fn one_kernel(
     );
 }
 
-/// Progress: libtest result lines (everything with RVERBS_VM_VERBOSE).
+/// Progress: libtest result lines (both consoles with RVERBS_VM_VERBOSE;
+/// kernel lines tagged `kernel`).
 fn show_line(tag: &str, verbose: bool, kind: LineKind, line: &str) {
     let interesting = kind == LineKind::Program && crate::console::parse_test_line(line).is_some();
-    if verbose || interesting {
+    if kind == LineKind::Kernel {
+        if verbose {
+            println!("{tag} kernel: {line}");
+        }
+    } else if verbose || interesting {
         println!("{tag} {line}");
     }
 }
@@ -252,8 +256,12 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
         }
     }
     if out.problem().is_some() {
-        println!("{tag} ---- console tail:");
-        for l in out.tail(60) {
+        println!("{tag} ---- guest console tail:");
+        for l in out.tail(40) {
+            println!("{tag}   {l}");
+        }
+        println!("{tag} ---- kernel console tail:");
+        for l in out.kernel_tail(40) {
             println!("{tag}   {l}");
         }
     }

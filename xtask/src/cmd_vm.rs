@@ -8,7 +8,7 @@ use crate::guest;
 use crate::host_tools::{self, Apt};
 use crate::kernel;
 use crate::project;
-use crate::runner::{self, Knobs, Payload};
+use crate::runner::{self, Guest, Knobs, Payload};
 use crate::util::{note, secs, Result};
 
 /// Options of `cargo xtask vm`.
@@ -42,21 +42,25 @@ pub fn run(args: &VmArgs) -> Result<i32> {
     let k = kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt)?;
     note(format!("kernel {}: {}", s.name, k.describe()));
     let verbose = knobs.verbose;
-    let mut show = |kind: LineKind, line: &str| {
-        if verbose || kind == LineKind::Program {
+    // The command's output on stdout; with RVERBS_VM_VERBOSE the rest of
+    // both consoles on stderr.
+    let mut show = |kind: LineKind, line: &str| match kind {
+        LineKind::Program => {
             println!("{line}");
             let _ = std::io::stdout().flush();
         }
+        LineKind::Kernel if verbose => eprintln!("kernel: {line}"),
+        _ if verbose => eprintln!("{line}"),
+        _ => {}
     };
-    let out = runner::run(
-        &k,
-        &tools,
-        &ws.vm_dir(),
-        &payload,
-        &knobs,
-        args.keep,
-        &mut show,
-    )?;
+    let vm_dir = ws.vm_dir();
+    let guest = Guest {
+        kernel: &k,
+        tools: &tools,
+        vm_dir: &vm_dir,
+        knobs: &knobs,
+    };
+    let out = runner::run(&guest, &payload, args.keep, &mut show)?;
     let took = format!(
         "{} (accel {}), console: {}",
         secs(out.boot.elapsed),
@@ -65,8 +69,10 @@ pub fn run(args: &VmArgs) -> Result<i32> {
     );
     if let Some(problem) = out.problem() {
         if !verbose {
-            eprintln!("---- console tail:");
-            out.tail(60).iter().for_each(|l| eprintln!("{l}"));
+            eprintln!("---- guest console tail:");
+            out.tail(40).iter().for_each(|l| eprintln!("{l}"));
+            eprintln!("---- kernel console tail:");
+            out.kernel_tail(40).iter().for_each(|l| eprintln!("{l}"));
         }
         note(format!("kernel {}: {problem}; {took}", s.name));
         return Ok(if out.boot.timed_out { 124 } else { 1 });

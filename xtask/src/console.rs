@@ -172,8 +172,10 @@ pub enum LineKind {
     Program,
     /// Part of the dmesg tail.
     Dmesg,
-    /// Anything else (kernel messages, setup output).
+    /// Anything else on the guest console (setup output).
     Other,
+    /// A line of the kernel console.
+    Kernel,
 }
 
 impl GuestReport {

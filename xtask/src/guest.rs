@@ -43,6 +43,11 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
+# The kernel keeps ttyS0; with rverbs.console=ttyS1 on the command line (see
+# qemu.rs) our output goes there, so kernel messages cannot split a line.
+for word in $(cat /proc/cmdline); do
+    case $word in rverbs.console=*) exec </dev/null >"/dev/${{word#rverbs.console=}}" 2>&1 ;; esac
+done
 mark uname "$(uname -r)"
 
 /usr/sbin/modprobe -a {LOAD_MODULES} || die "modprobe {LOAD_MODULES} failed"

@@ -378,29 +378,46 @@ pub fn base_manifest(k: &Kernel, tools: &HostTools) -> Result<Manifest> {
     Ok(m)
 }
 
-/// Returns the cached base archive for `k`, (re)building it when its
-/// contents changed. Also returns the manifest, for building payloads.
+/// Returns the cached base archive for `k`, building it when no archive
+/// with these contents exists yet. Also returns the manifest, for building
+/// payloads. The file is named after its contents' key and written under a
+/// temporary name first, so concurrent runs never read a partial one.
 pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(PathBuf, Manifest)> {
     let mut m = base_manifest(k, tools)?;
-    let gz = tools.gzip.is_some();
-    let key = format!("{}{}", m.cache_key(), if gz { "-gz" } else { "" });
+    let ext = if tools.gzip.is_some() {
+        "cpio.gz"
+    } else {
+        "cpio"
+    };
     let dir = vm_dir.join("initramfs").join(&k.release);
-    let file = dir.join(if gz { "base.cpio.gz" } else { "base.cpio" });
-    let key_file = dir.join("base.key");
-    if file.is_file() && std::fs::read_to_string(&key_file).is_ok_and(|s| s.trim() == key) {
+    let file = dir.join(format!("base-{}.{ext}", m.cache_key()));
+    if file.is_file() {
         return Ok((file, m));
     }
     util::note(format!("building the initramfs for {}", k.release));
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
-    let _ = std::fs::remove_file(&key_file);
+    let tmp = dir.join(format!(".base-{}.tmp", std::process::id()));
     match &tools.gzip {
-        Some(gzip) => write_gzipped(&mut m, gzip, &file)?,
+        Some(gzip) => write_gzipped(&mut m, gzip, &tmp)?,
         None => m.write_cpio(BufWriter::new(
-            File::create(&file).ctx("creating the initramfs")?,
+            File::create(&tmp).ctx("creating the initramfs")?,
         ))?,
     }
-    std::fs::write(&key_file, key).ctx("writing base.key")?;
+    std::fs::rename(&tmp, &file).ctx(format!("renaming to {}", file.display()))?;
+    remove_other_bases(&dir, &file);
     Ok((file, m))
+}
+
+/// Deletes the base archives of earlier contents.
+fn remove_other_bases(dir: &Path, keep: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path() != keep
+            && (name.starts_with("base-") || name == "base.key" || name.starts_with("base.cpio"))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Streams the archive through `gzip -n -6` into `dest`.

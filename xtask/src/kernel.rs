@@ -177,7 +177,9 @@ fn download(package: &str, version: &str, cache: &Path) -> Result<PathBuf> {
 }
 
 /// Unpacks `deb` into `dest/root`, runs depmod and writes the stamp that
-/// marks the directory complete.
+/// marks the directory complete. Works in a temporary directory renamed
+/// into place at the end, so an interrupted or concurrent run never leaves
+/// (or sees) a half-unpacked kernel.
 fn unpack(
     s: Series,
     deb: &Path,
@@ -187,10 +189,9 @@ fn unpack(
     tools: &HostTools,
 ) -> Result<Kernel> {
     note(format!("unpacking {}", deb.display()));
-    if dest.exists() {
-        std::fs::remove_dir_all(dest).ctx(format!("removing {}", dest.display()))?;
-    }
-    let root = dest.join("root");
+    let tmp = dest.with_file_name(format!(".{package}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let root = tmp.join("root");
     std::fs::create_dir_all(&root).ctx(format!("creating {}", root.display()))?;
     util::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
     let release = find_release(&root)?;
@@ -202,7 +203,18 @@ fn unpack(
             .arg(&release),
     )?;
     let stamp = format!("{}\n{package}\n{version}\n{release}\n", s.name);
-    std::fs::write(dest.join("ready"), stamp).ctx("writing the kernel stamp")?;
+    std::fs::write(tmp.join("ready"), stamp).ctx("writing the kernel stamp")?;
+    if dest.exists() {
+        // Stale (other version) or just finished by a concurrent run.
+        match load_stamp(s, dest) {
+            Some(k) if k.deb_version == version => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Ok(k);
+            }
+            _ => std::fs::remove_dir_all(dest).ctx(format!("removing {}", dest.display()))?,
+        }
+    }
+    std::fs::rename(&tmp, dest).ctx(format!("renaming to {}", dest.display()))?;
     load_stamp(s, dest).ok_or_else(|| format!("unpacked {package} is incomplete"))
 }
 

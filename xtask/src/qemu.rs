@@ -4,11 +4,13 @@
 //! [`Vm`] is one running QEMU; later, two-VM runs start two of them with
 //! extra arguments (`-netdev socket,...`) and read both consoles.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -128,9 +130,27 @@ pub struct BootSpec {
     /// Extra QEMU arguments (networking for two-VM runs).
     pub extra_args: Vec<String>,
     pub accel: Accel,
+    /// Where the kernel console (ttyS0) goes. When set, the guest's own
+    /// console is ttyS1 (`/init` switches to it) and only that reaches
+    /// stdout, so kernel messages never break a line of test output. When
+    /// `None`, both share ttyS0 on stdout.
+    pub kernel_log: Option<PathBuf>,
 }
 
 impl BootSpec {
+    /// The kernel command line.
+    fn append(&self) -> String {
+        let mut a = String::from("console=ttyS0 quiet panic=-1");
+        if self.kernel_log.is_some() {
+            a.push_str(" rverbs.console=ttyS1");
+        }
+        if !self.cmdline.is_empty() {
+            a.push(' ');
+            a.push_str(&self.cmdline);
+        }
+        a
+    }
+
     /// The full QEMU command.
     pub fn command(&self) -> Command {
         let mut c = Command::new(&self.qemu);
@@ -151,34 +171,60 @@ impl BootSpec {
             .arg("-initrd")
             .arg(&self.initrd)
             .arg("-append")
-            .arg(format!("console=ttyS0 quiet panic=-1 {}", self.cmdline).trim_end())
-            .args(&self.extra_args);
+            .arg(self.append());
+        if let Some(log) = &self.kernel_log {
+            c.args(["-monitor", "none", "-serial"])
+                .arg(format!("file:{}", log.display()))
+                .args(["-serial", "stdio"]);
+        }
+        c.args(&self.extra_args);
         c
     }
 }
 
+/// Which serial port a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// ttyS1 (or the only console): `/init` and the programs it runs.
+    Guest,
+    /// ttyS0: the kernel's console, tailed from its log file.
+    Kernel,
+}
+
 /// One console event.
 pub enum Event {
-    Line(String),
+    Line(Stream, String),
     /// QEMU closed its stdout (it exited).
     Eof,
     /// The deadline passed.
     Timeout,
 }
 
-/// A running QEMU whose serial console is read line by line.
+/// What the reader threads send.
+enum Msg {
+    Line(Stream, String),
+    StdoutClosed,
+}
+
+/// A running QEMU whose serial consoles are read line by line.
 pub struct Vm {
     child: Child,
-    lines: Receiver<String>,
+    lines: Receiver<Msg>,
     stderr: Option<JoinHandle<String>>,
+    tailer: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl Vm {
-    /// Starts QEMU (stdin closed, console on stdout).
+    /// Starts QEMU (stdin closed, guest console on stdout, kernel console
+    /// into `spec.kernel_log` when set).
     pub fn start(spec: &BootSpec) -> Result<Vm> {
         let mut cmd = spec.command();
         if util::env_flag("RVERBS_VM_VERBOSE") {
             note(format!("running {}", util::describe(&cmd)));
+        }
+        if let Some(log) = &spec.kernel_log {
+            // QEMU creates it; a stale one must not be read meanwhile.
+            let _ = std::fs::remove_file(log);
         }
         let mut child = cmd
             .stdin(Stdio::null())
@@ -189,15 +235,18 @@ impl Vm {
         let stdout = child.stdout.take().expect("piped stdout");
         let mut stderr = child.stderr.take().expect("piped stderr");
         let (tx, lines) = mpsc::channel();
+        let tailer = spec.kernel_log.clone().map(|log| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (tx, stop2) = (tx.clone(), stop.clone());
+            (stop, thread::spawn(move || tail_file(&log, &tx, &stop2)))
+        });
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
-                let text = String::from_utf8_lossy(&line)
-                    .trim_end_matches('\r')
-                    .to_owned();
-                if tx.send(text).is_err() {
-                    break;
+                if tx.send(Msg::Line(Stream::Guest, clean(&line))).is_err() {
+                    return;
                 }
             }
+            let _ = tx.send(Msg::StdoutClosed);
         });
         let stderr = thread::spawn(move || {
             let mut s = String::new();
@@ -208,6 +257,7 @@ impl Vm {
             child,
             lines,
             stderr: Some(stderr),
+            tailer,
         })
     }
 
@@ -215,9 +265,9 @@ impl Vm {
     pub fn next(&mut self, deadline: Instant) -> Event {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.lines.recv_timeout(left) {
-            Ok(l) => Event::Line(l),
+            Ok(Msg::Line(s, l)) => Event::Line(s, l),
+            Ok(Msg::StdoutClosed) | Err(RecvTimeoutError::Disconnected) => Event::Eof,
             Err(RecvTimeoutError::Timeout) => Event::Timeout,
-            Err(RecvTimeoutError::Disconnected) => Event::Eof,
         }
     }
 
@@ -226,23 +276,97 @@ impl Vm {
         let _ = self.child.kill();
     }
 
-    /// Waits for QEMU to exit; returns its status and its stderr.
-    pub fn finish(mut self) -> (Option<ExitStatus>, String) {
+    /// Waits for QEMU to exit; returns its status, its stderr, and the
+    /// kernel-console lines not yet returned by [`Vm::next`].
+    pub fn finish(mut self) -> (Option<ExitStatus>, String, Vec<String>) {
         let status = self.child.wait().ok();
+        if let Some((stop, handle)) = self.tailer.take() {
+            stop.store(true, Ordering::Release);
+            let _ = handle.join();
+        }
+        let rest = self
+            .lines
+            .try_iter()
+            .filter_map(|m| match m {
+                Msg::Line(Stream::Kernel, l) => Some(l),
+                _ => None,
+            })
+            .collect();
         let stderr = self
             .stderr
             .take()
             .and_then(|h| h.join().ok())
             .unwrap_or_default();
-        (status, stderr)
+        (status, stderr, rest)
+    }
+}
+
+/// A console line as text, without the tty's `\r` and without terminal
+/// escape sequences (SeaBIOS clears the screen).
+fn clean(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.trim_end_matches(['\r', '\n']).chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => skip_escape(&mut chars),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Skips the rest of an escape sequence: `ESC [ params final` or `ESC x`.
+fn skip_escape(chars: &mut std::str::Chars) {
+    if chars.next() == Some('[') {
+        for c in chars.by_ref() {
+            if ('@'..='~').contains(&c) {
+                break;
+            }
+        }
+    }
+}
+
+/// Follows `path` (written by QEMU) and sends its lines until `stop` is
+/// set, then sends what is left.
+fn tail_file(path: &Path, tx: &Sender<Msg>, stop: &AtomicBool) {
+    let mut file: Option<File> = None;
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if file.is_none() {
+            file = File::open(path).ok();
+        }
+        let mut got = false;
+        while let Some(Ok(n @ 1..)) = file.as_mut().map(|f| f.read(&mut buf)) {
+            pending.extend_from_slice(&buf[..n]);
+            got = true;
+        }
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            let _ = tx.send(Msg::Line(Stream::Kernel, clean(&line)));
+        }
+        if stopping && !got {
+            if !pending.is_empty() {
+                let _ = tx.send(Msg::Line(Stream::Kernel, clean(&pending)));
+            }
+            return;
+        }
+        if !got {
+            thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
 /// How a boot ended.
 #[derive(Debug)]
 pub struct BootEnd {
-    /// Every console line.
+    /// Every line of the guest console (ttyS1).
     pub console: Vec<String>,
+    /// Every line of the kernel console (ttyS0), when it was separate.
+    pub kernel: Vec<String>,
     pub timed_out: bool,
     /// Killed because the guest showed no sign of life in time.
     pub stalled: bool,
@@ -251,18 +375,18 @@ pub struct BootEnd {
     pub elapsed: Duration,
 }
 
-/// A liveness check: the grace period and the line that proves life.
+/// A liveness check: the grace period and the guest line that proves life.
 pub type Alive<'a> = (Duration, &'a dyn Fn(&str) -> bool);
 
 /// Boots `spec`, handing each console line to `on_line` as it arrives,
 /// and kills QEMU after `timeout`. With `alive = Some((grace, seen))`, QEMU
-/// is also killed (`stalled`) when no line satisfies `seen` within
+/// is also killed (`stalled`) when no guest line satisfies `seen` within
 /// `grace`: a KVM guest that hangs is caught early that way.
 pub fn boot(
     spec: &BootSpec,
     timeout: Duration,
     alive: Option<Alive<'_>>,
-    on_line: &mut dyn FnMut(&str),
+    on_line: &mut dyn FnMut(Stream, &str),
 ) -> Result<BootEnd> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -270,6 +394,7 @@ pub fn boot(
     let mut vm = Vm::start(spec)?;
     let mut end = BootEnd {
         console: Vec::new(),
+        kernel: Vec::new(),
         timed_out: false,
         stalled: false,
         status: None,
@@ -278,12 +403,16 @@ pub fn boot(
     };
     loop {
         match vm.next(alive_by.unwrap_or(deadline)) {
-            Event::Line(l) => {
+            Event::Line(Stream::Guest, l) => {
                 if alive.is_some_and(|(_, seen)| seen(&l)) {
                     alive_by = None;
                 }
-                on_line(&l);
+                on_line(Stream::Guest, &l);
                 end.console.push(l);
+            }
+            Event::Line(Stream::Kernel, l) => {
+                on_line(Stream::Kernel, &l);
+                end.kernel.push(l);
             }
             Event::Eof => break,
             Event::Timeout => {
@@ -294,7 +423,23 @@ pub fn boot(
             }
         }
     }
-    (end.status, end.stderr) = vm.finish();
+    let rest;
+    (end.status, end.stderr, rest) = vm.finish();
+    for l in rest {
+        on_line(Stream::Kernel, &l);
+        end.kernel.push(l);
+    }
     end.elapsed = start.elapsed();
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean;
+
+    #[test]
+    fn cleans_console_lines() {
+        assert_eq!(clean(b"\x1bc\x1b[?7l\x1b[2JSeaBIOS (x)\r\n"), "SeaBIOS (x)");
+        assert_eq!(clean(b"test a ... ok\r"), "test a ... ok");
+    }
 }

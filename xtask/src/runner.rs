@@ -9,7 +9,7 @@ use crate::guest::{MARK, PAYLOAD};
 use crate::host_tools::HostTools;
 use crate::initramfs::{self, Manifest};
 use crate::kernel::Kernel;
-use crate::qemu::{self, Accel, BootEnd, BootSpec};
+use crate::qemu::{self, Accel, BootEnd, BootSpec, Stream};
 use crate::util::{self, note, Context, Result};
 
 /// Default wall-clock limit of one boot (`RVERBS_VM_TIMEOUT`, seconds).
@@ -39,9 +39,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The last `n` console lines.
+    /// The last `n` lines of the guest console.
     pub fn tail(&self, n: usize) -> &[String] {
         let c = &self.boot.console;
+        &c[c.len().saturating_sub(n)..]
+    }
+
+    /// The last `n` lines of the kernel console.
+    pub fn kernel_tail(&self, n: usize) -> &[String] {
+        let c = &self.boot.kernel;
         &c[c.len().saturating_sub(n)..]
     }
 
@@ -107,33 +113,38 @@ impl Knobs {
     }
 }
 
-/// Builds the initrd, boots `k`, and hands each console line (with what
-/// it was) to `show`. Falls back to TCG once if a KVM guest never reaches
-/// `/init`. Keeps the initrd only with `keep`.
+/// What one boot needs besides its payload.
+pub struct Guest<'a> {
+    pub kernel: &'a Kernel,
+    pub tools: &'a HostTools,
+    /// `target/vm`.
+    pub vm_dir: &'a Path,
+    pub knobs: &'a Knobs,
+}
+
+/// Builds the initrd, boots the guest, and hands each console line (with
+/// what it was) to `show`. Falls back to TCG once if a KVM guest never
+/// reaches `/init`. Keeps the initrd only with `keep`.
 pub fn run(
-    k: &Kernel,
-    tools: &HostTools,
-    vm_dir: &Path,
+    g: &Guest,
     payload: &Payload,
-    knobs: &Knobs,
     keep: bool,
     show: &mut dyn FnMut(LineKind, &str),
 ) -> Result<Outcome> {
-    let initrd = build_initrd(k, tools, vm_dir, payload)?;
-    let mut accel = qemu::accel(&tools.qemu);
-    let mut outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
-    if matches!(accel, Accel::Kvm(_)) && outcome.report.release.is_none() && !outcome.boot.timed_out
-    {
-        // KVM that passed the probe but did not get the guest to /init.
+    let initrd = build_initrd(g.kernel, g.tools, g.vm_dir, payload)?;
+    let accel = qemu::accel(&g.tools.qemu);
+    let mut outcome = boot_once(g, payload.label, &initrd, &accel, show)?;
+    let kvm_failed = outcome.report.release.is_none() && !outcome.boot.timed_out;
+    if matches!(accel, Accel::Kvm(_)) && kvm_failed {
+        // KVM passed the probe but did not get the guest to /init.
+        let why = exit_text(&outcome.boot);
         note(format!(
-            "KVM guest did not start ({}); retrying under TCG",
-            exit_text(&outcome.boot)
+            "KVM guest did not start ({why}); retrying under TCG"
         ));
         qemu::demote_to_tcg();
-        accel = Accel::Tcg;
-        outcome = boot_once(k, tools, &initrd, &accel, knobs, show)?;
+        outcome = boot_once(g, payload.label, &initrd, &Accel::Tcg, show)?;
     }
-    outcome.log = save_log(vm_dir, k, payload.label, &outcome.boot.console)?;
+    outcome.log = save_log(g.vm_dir, g.kernel, payload.label, &outcome.boot.console)?;
     if keep {
         note(format!("kept {}", initrd.display()));
     } else {
@@ -183,21 +194,21 @@ fn remove_stale_initrds(dir: &Path) {
 }
 
 fn boot_once(
-    k: &Kernel,
-    tools: &HostTools,
+    g: &Guest,
+    label: &str,
     initrd: &Path,
     accel: &Accel,
-    knobs: &Knobs,
     show: &mut dyn FnMut(LineKind, &str),
 ) -> Result<Outcome> {
     let spec = BootSpec {
-        qemu: tools.qemu.clone(),
-        kernel: k.vmlinuz.clone(),
+        qemu: g.tools.qemu.clone(),
+        kernel: g.kernel.vmlinuz.clone(),
         initrd: initrd.to_path_buf(),
         cmdline: String::new(),
-        memory: knobs.memory.clone(),
+        memory: g.knobs.memory.clone(),
         extra_args: Vec::new(),
         accel: accel.clone(),
+        kernel_log: Some(log_path(g.vm_dir, g.kernel, label, "kernel.log")?),
     };
     let mut report = GuestReport::default();
     // Under KVM /init starts within seconds; waiting longer means KVM is
@@ -205,24 +216,33 @@ fn boot_once(
     let started = |l: &str| l.contains(MARK);
     let alive: Option<qemu::Alive> =
         matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started));
-    let boot = qemu::boot(&spec, knobs.timeout, alive, &mut |line| {
-        let kind = report.push(line);
+    let boot = qemu::boot(&spec, g.knobs.timeout, alive, &mut |stream, line| {
+        let kind = match stream {
+            Stream::Guest => report.push(line),
+            Stream::Kernel => LineKind::Kernel,
+        };
         show(kind, line);
     })?;
     Ok(Outcome {
         report,
         boot,
         accel: accel.clone(),
-        timeout: knobs.timeout,
+        timeout: g.knobs.timeout,
         log: PathBuf::new(),
     })
 }
 
-/// Writes the console to `target/vm/logs/<series>-<label>.log`.
-fn save_log(vm_dir: &Path, k: &Kernel, label: &str, console: &[String]) -> Result<PathBuf> {
+/// `target/vm/logs/<series>-<label>.<suffix>` (directory created).
+fn log_path(vm_dir: &Path, k: &Kernel, label: &str, suffix: &str) -> Result<PathBuf> {
     let dir = vm_dir.join("logs");
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}-{label}.log", k.series));
+    Ok(dir.join(format!("{}-{label}.{suffix}", k.series)))
+}
+
+/// Writes the guest console to `target/vm/logs/<series>-<label>.log` (the
+/// kernel's is next to it, `.kernel.log`, written by QEMU itself).
+fn save_log(vm_dir: &Path, k: &Kernel, label: &str, console: &[String]) -> Result<PathBuf> {
+    let path = log_path(vm_dir, k, label, "log")?;
     let mut text = console.join("\n");
     text.push('\n');
     std::fs::write(&path, text).ctx(format!("writing {}", path.display()))?;

@@ -4,6 +4,8 @@
 //! rverbs devices                      like ibv_devices
 //! rverbs devinfo [-d DEV] [-i PORT] [-l] [-v]
 //!                                     like ibv_devinfo; -v adds a GID table
+//! rverbs pingpong [--ud|--srq] [options] [server]
+//!                                     like ibv_rc/ud/srq_pingpong, wire-compatible
 //! ```
 //!
 //! Argument parsing is hand-written (getopt-style: clustered short options,
@@ -14,6 +16,7 @@
 mod devices;
 mod devinfo;
 mod gids;
+mod pingpong;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -31,6 +34,9 @@ without libibverbs.
 Commands:
   devices               list the RDMA devices and their node GUIDs (like ibv_devices)
   devinfo [options]     print device and port attributes (like ibv_devinfo)
+  pingpong [options] [server]
+                        ping-pong SENDs with a peer (like ibv_rc_pingpong;
+                        --ud, --srq like ibv_ud_pingpong, ibv_srq_pingpong)
   help                  print this help
 
 Options:
@@ -113,6 +119,7 @@ fn run(args: &[String]) -> CliResult<()> {
         "-V" | "--version" => emit(&format!("rverbs {}\n", env!("CARGO_PKG_VERSION"))),
         "devices" => cmd_devices(rest),
         "devinfo" => cmd_devinfo(rest),
+        "pingpong" => pingpong::cmd_pingpong(rest),
         s if s.starts_with('-') => Err(Fail::Msg(format!(
             "unrecognized option '{s}' (try 'rverbs --help')"
         ))),

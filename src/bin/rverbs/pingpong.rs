@@ -1,0 +1,1273 @@
+//! `rverbs pingpong`: the ping-pong of rdma-core's `ibv_rc_pingpong`,
+//! `ibv_ud_pingpong` (`--ud`) and `ibv_srq_pingpong` (`--srq`), with their
+//! options, defaults and output, and their TCP exchange byte for byte, so
+//! either side can be rdma-core's program.
+//!
+//! The out-of-band exchange, as rdma-core's examples do it:
+//!
+//! * each QP is described by a 52-byte message: `printf("%04x:%06x:%06x:%s")`
+//!   of LID, QPN, PSN and the *wire GID* (the GID's 16 bytes in memory order
+//!   as 32 lowercase hex digits), then the terminating NUL;
+//! * the client connects and writes its message(s) (`--srq`: always 256,
+//!   the unused ones all zero), reads the server's, writes `done\0` (5
+//!   bytes) and closes;
+//! * the server accepts one connection (then closes its listener), reads
+//!   the client's message(s), connects its QPs, writes its own, reads the
+//!   `done`.
+//!
+//! The data path: `rx-depth` receives posted up front (refilled when the
+//! number posted drops to 1, `--srq`: to the number of QPs), the client
+//! posts the first send, and each side posts its next send once both its
+//! last send and a receive have completed (work request ids 1 = receive,
+//! 2 = send; every send signaled). The run ends when both `iters` sends and
+//! `iters` receives have completed.
+//!
+//! Where rverbs differs on purpose: on RoCE ports `-g` defaults to the
+//! port's IPv4-mapped RoCE v2 GID (rdma-core sends the zero GID and fails
+//! there); every wait is bounded (`--timeout`); errors are one line on
+//! stderr; `-c` finding bad data makes the exit status 1.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use rverbs::{
+    AccessFlags, AddressHandle, AhAttr, CompletionChannel, CompletionQueue, Context, Gid, GlobalRoute, LinkLayer,
+    MemoryRegion, Mtu, ProtectionDomain, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr,
+    SendFlags, SendOp, SendWr, SharedReceiveQueue, UdDest, Wc, WcStatus,
+};
+
+use super::{parse_c_int, CliResult, Fail};
+
+const USAGE: &str = "\
+Usage:
+  rverbs pingpong [options]              start a server and wait for connection
+  rverbs pingpong [options] <host>       connect to server at <host>
+
+Ping-pong SENDs between two QPs, wire-compatible with rdma-core's
+ibv_rc_pingpong (default), ibv_ud_pingpong (--ud) and ibv_srq_pingpong
+(--srq): either side may be rdma-core's program.
+
+Options:
+  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
+  -i, --ib-port=<port>   use port <port> of IB device (default 1)
+  -s, --size=<size>      size of message to exchange (default 4096; --ud 1024)
+  -m, --mtu=<size>       path MTU (default 1024; not with --ud)
+  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)
+  -n, --iters=<iters>    number of exchanges (default 1000)
+  -l, --sl=<sl>          service level value (default 0)
+  -e, --events           sleep on CQ events (default poll)
+  -g, --gid-idx=<gid index> local port gid index (default: none on
+                         InfiniBand; on RoCE the port's IPv4-mapped
+                         RoCE v2 GID, see 'rverbs devinfo -v')
+  -c, --chk              validate received buffer
+      --ud               UD QP, like ibv_ud_pingpong
+      --srq              RC QPs sharing one SRQ, like ibv_srq_pingpong
+  -q, --num-qp=<num>     number of QPs to use with --srq (default 16)
+      --timeout=<sec>    give up when the peer does not answer or no
+                         completion arrives for <sec> seconds (default 10;
+                         a server waits for its client without limit)
+  -N, --new_send         accepted for compatibility (one post path here)
+  -h, --help             print this help
+";
+
+/// Work request id of receives (`PINGPONG_RECV_WRID`).
+const RECV_WRID: u64 = 1;
+/// Work request id of sends (`PINGPONG_SEND_WRID`).
+const SEND_WRID: u64 = 2;
+/// ibv_srq_pingpong always exchanges this many addresses (`MAX_QP`).
+const MAX_QP: usize = 256;
+/// The Q_Key both UD sides use.
+const UD_QKEY: u32 = 0x1111_1111;
+/// The GRH in front of every UD receive.
+const GRH_LEN: usize = 40;
+/// One address message: `"0000:000000:000000:" + 32 hex digits + NUL`.
+const MSG_LEN: usize = 52;
+/// What the client sends after it has the server's address.
+const DONE: &[u8; 5] = b"done\0";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Rc,
+    Ud,
+    Srq,
+}
+
+/// The parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Opts {
+    mode: Mode,
+    tcp_port: u16,
+    ib_dev: Option<String>,
+    ib_port: u8,
+    size: u32,
+    mtu: Mtu,
+    rx_depth: u32,
+    iters: u32,
+    sl: u8,
+    events: bool,
+    gid_idx: Option<u8>,
+    validate: bool,
+    num_qp: u32,
+    timeout: Duration,
+    server: Option<String>,
+    help: bool,
+}
+
+/// Option names (the long ones without a short form get a key of their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    Port,
+    Dev,
+    IbPort,
+    Size,
+    Mtu,
+    RxDepth,
+    Iters,
+    Sl,
+    Events,
+    Gid,
+    Chk,
+    NumQp,
+    Ud,
+    Srq,
+    Timeout,
+    NewSend,
+    Help,
+    /// rdma-core options rverbs does not do: the text says what they are.
+    Unsupported(&'static str),
+}
+
+struct Spec {
+    short: Option<char>,
+    long: &'static str,
+    has_arg: bool,
+    key: Key,
+}
+
+const fn spec(short: Option<char>, long: &'static str, has_arg: bool, key: Key) -> Spec {
+    Spec { short, long, has_arg, key }
+}
+
+const SPECS: &[Spec] = &[
+    spec(Some('p'), "port", true, Key::Port),
+    spec(Some('d'), "ib-dev", true, Key::Dev),
+    spec(Some('i'), "ib-port", true, Key::IbPort),
+    spec(Some('s'), "size", true, Key::Size),
+    spec(Some('m'), "mtu", true, Key::Mtu),
+    spec(Some('r'), "rx-depth", true, Key::RxDepth),
+    spec(Some('n'), "iters", true, Key::Iters),
+    spec(Some('l'), "sl", true, Key::Sl),
+    spec(Some('e'), "events", false, Key::Events),
+    spec(Some('g'), "gid-idx", true, Key::Gid),
+    spec(Some('c'), "chk", false, Key::Chk),
+    spec(Some('q'), "num-qp", true, Key::NumQp),
+    spec(None, "ud", false, Key::Ud),
+    spec(None, "srq", false, Key::Srq),
+    spec(None, "timeout", true, Key::Timeout),
+    spec(Some('N'), "new_send", false, Key::NewSend),
+    spec(Some('h'), "help", false, Key::Help),
+    spec(Some('o'), "odp", false, Key::Unsupported("-o/--odp (on-demand paging)")),
+    spec(Some('O'), "iodp", false, Key::Unsupported("-O/--iodp (implicit on-demand paging)")),
+    spec(Some('P'), "prefetch", false, Key::Unsupported("-P/--prefetch (on-demand paging)")),
+    spec(Some('t'), "ts", false, Key::Unsupported("-t/--ts (completion timestamps)")),
+    spec(Some('j'), "dm", false, Key::Unsupported("-j/--dm (device memory)")),
+];
+
+const HINT: &str = "(try 'rverbs pingpong --help')";
+
+/// GNU `getopt_long` style: clustered short options, `-sVALUE`/`-s VALUE`,
+/// `--long=VALUE`/`--long VALUE`, unambiguous prefixes of long names,
+/// operands anywhere (permuted), `--` ends the options.
+/// Options in command-line order with their arguments, and the operands.
+type Parsed = (Vec<(Key, String)>, Vec<String>);
+
+fn getopt(args: &[String]) -> Result<Parsed, String> {
+    let mut found = Vec::new();
+    let mut operands = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if arg == "--" {
+            operands.extend(args[i..].iter().cloned());
+            break;
+        }
+        if let Some(body) = arg.strip_prefix("--") {
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let spec = match SPECS.iter().find(|s| s.long == name) {
+                Some(s) => s,
+                None => {
+                    let matches: Vec<&Spec> = SPECS.iter().filter(|s| s.long.starts_with(name)).collect();
+                    match matches.as_slice() {
+                        [one] if !name.is_empty() => *one,
+                        [] | [_] => return Err(format!("unrecognized option '--{name}' {HINT}")),
+                        _ => return Err(format!("option '--{name}' is ambiguous {HINT}")),
+                    }
+                }
+            };
+            let value = match (spec.has_arg, inline) {
+                (true, Some(v)) => v,
+                (true, None) => {
+                    let Some(v) = args.get(i) else {
+                        return Err(format!("option '--{}' requires an argument {HINT}", spec.long));
+                    };
+                    i += 1;
+                    v.clone()
+                }
+                (false, Some(_)) => {
+                    return Err(format!("option '--{}' doesn't allow an argument {HINT}", spec.long))
+                }
+                (false, None) => String::new(),
+            };
+            found.push((spec.key, value));
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            for (pos, c) in arg[1..].char_indices() {
+                let Some(spec) = SPECS.iter().find(|s| s.short == Some(c)) else {
+                    return Err(format!("invalid option -- '{c}' {HINT}"));
+                };
+                if spec.has_arg {
+                    let attached = &arg[1 + pos + c.len_utf8()..];
+                    let value = if !attached.is_empty() {
+                        attached.to_string()
+                    } else if let Some(v) = args.get(i) {
+                        i += 1;
+                        v.clone()
+                    } else {
+                        return Err(format!("option requires an argument -- '{c}' {HINT}"));
+                    };
+                    found.push((spec.key, value));
+                    break;
+                }
+                found.push((spec.key, String::new()));
+            }
+        } else {
+            operands.push(arg.clone());
+        }
+    }
+    Ok((found, operands))
+}
+
+/// A C-syntax integer (`strtol(s, NULL, 0)`, but all of `s`) in `range`.
+fn int_in(s: &str, range: std::ops::RangeInclusive<i64>, what: &str) -> Result<i64, String> {
+    match parse_c_int(s) {
+        Some(v) if range.contains(&v) => Ok(v),
+        _ => Err(format!("invalid {what} '{s}' (expected {}..{})", range.start(), range.end())),
+    }
+}
+
+/// `pp_mtu_to_enum()`.
+fn mtu_from_bytes(v: i64) -> Option<Mtu> {
+    Some(match v {
+        256 => Mtu::Mtu256,
+        512 => Mtu::Mtu512,
+        1024 => Mtu::Mtu1024,
+        2048 => Mtu::Mtu2048,
+        4096 => Mtu::Mtu4096,
+        _ => return None,
+    })
+}
+
+fn parse_args(args: &[String]) -> Result<Opts, String> {
+    let (found, operands) = getopt(args)?;
+    let mut o = Opts {
+        mode: Mode::Rc,
+        tcp_port: 18515,
+        ib_dev: None,
+        ib_port: 1,
+        size: 0,
+        mtu: Mtu::Mtu1024,
+        rx_depth: 500,
+        iters: 1000,
+        sl: 0,
+        events: false,
+        gid_idx: None,
+        validate: false,
+        num_qp: 16,
+        timeout: Duration::from_secs(10),
+        server: None,
+        help: false,
+    };
+    let (mut size, mut mtu_given, mut num_qp_given, mut ud, mut srq) = (None, false, false, false, false);
+    for (key, v) in found {
+        match key {
+            Key::Port => o.tcp_port = int_in(&v, 1..=65535, "port")? as u16,
+            Key::Dev if v.is_empty() => return Err("invalid IB device name '' (empty)".into()),
+            Key::Dev => o.ib_dev = Some(v),
+            Key::IbPort => o.ib_port = int_in(&v, 1..=255, "IB port number")? as u8,
+            Key::Size => size = Some(int_in(&v, 1..=i64::from(i32::MAX), "message size")? as u32),
+            Key::Mtu => {
+                o.mtu = parse_c_int(&v)
+                    .and_then(mtu_from_bytes)
+                    .ok_or_else(|| format!("invalid MTU '{v}' (expected 256, 512, 1024, 2048 or 4096)"))?;
+                mtu_given = true;
+            }
+            Key::RxDepth => o.rx_depth = int_in(&v, 1..=i64::from(i32::MAX), "receive depth")? as u32,
+            Key::Iters => o.iters = int_in(&v, 1..=i64::from(i32::MAX), "iteration count")? as u32,
+            Key::Sl => o.sl = int_in(&v, 0..=15, "service level")? as u8,
+            Key::Events => o.events = true,
+            Key::Gid => {
+                // Negative means "none", as in rdma-core (-1 is its default).
+                let g = int_in(&v, i64::from(i32::MIN)..=255, "GID index")?;
+                o.gid_idx = u8::try_from(g).ok();
+            }
+            Key::Chk => o.validate = true,
+            Key::NumQp => {
+                o.num_qp = int_in(&v, 1..=(MAX_QP as i64 - 1), "number of QPs")? as u32;
+                num_qp_given = true;
+            }
+            Key::Ud => ud = true,
+            Key::Srq => srq = true,
+            Key::Timeout => o.timeout = Duration::from_secs(int_in(&v, 1..=86400, "timeout")? as u64),
+            Key::NewSend => {}
+            Key::Help => o.help = true,
+            Key::Unsupported(what) => return Err(format!("{what} is not supported by rverbs")),
+        }
+    }
+    if o.help {
+        return Ok(o);
+    }
+    match operands.as_slice() {
+        [] => {}
+        [host] => o.server = Some(host.clone()),
+        [_, extra, ..] => return Err(format!("unexpected argument '{extra}' {HINT}")),
+    }
+    o.mode = match (ud, srq) {
+        (true, true) => return Err("--ud and --srq cannot be combined".into()),
+        (true, false) => Mode::Ud,
+        (false, true) => Mode::Srq,
+        (false, false) => Mode::Rc,
+    };
+    if o.mode == Mode::Ud && mtu_given {
+        return Err("-m/--mtu does not apply to --ud (a UD message must fit in the port's active MTU)".into());
+    }
+    if o.mode != Mode::Srq && num_qp_given {
+        return Err("-q/--num-qp needs --srq".into());
+    }
+    // ibv_ud_pingpong's usage text says 2048, but its code (and so its wire
+    // behaviour) uses 1024; the receive buffers must match, so follow the code.
+    o.size = size.unwrap_or(if o.mode == Mode::Ud { 1024 } else { 4096 });
+    if o.mode == Mode::Srq && o.num_qp > o.rx_depth {
+        return Err(format!(
+            "rx_depth {} is too small for {} QPs -- must have at least one receive per QP",
+            o.rx_depth, o.num_qp
+        ));
+    }
+    Ok(o)
+}
+
+/// One side's QP as the exchange describes it (`struct pingpong_dest`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Dest {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: Gid,
+}
+
+/// `gid_to_wire_gid()`: the 16 bytes in memory order, as 32 hex digits.
+fn wire_gid(g: &Gid) -> String {
+    g.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The 52-byte message for `d`, NUL included.
+fn encode_dest(d: &Dest) -> [u8; MSG_LEN] {
+    let text = format!("{:04x}:{:06x}:{:06x}:{}", d.lid, d.qpn & 0xff_ffff, d.psn & 0xff_ffff, wire_gid(&d.gid));
+    let mut m = [0u8; MSG_LEN];
+    m[..text.len()].copy_from_slice(text.as_bytes());
+    m
+}
+
+/// Parses a message as rdma-core writes it (`%x:%x:%x:%s`, then
+/// `wire_gid_to_gid()`), refusing anything else.
+fn decode_dest(m: &[u8; MSG_LEN]) -> Result<Dest, String> {
+    let bad = || {
+        let end = m.iter().position(|&b| b == 0).unwrap_or(MSG_LEN);
+        format!(
+            "malformed address \"{}\" (expected LID:QPN:PSN:GID as 0000:000000:000000:<32 hex digits>, \
+             from an rdma-core-compatible ping-pong)",
+            m[..end].escape_ascii()
+        )
+    };
+    let nul = m.iter().position(|&b| b == 0).ok_or_else(bad)?;
+    let text = std::str::from_utf8(&m[..nul]).map_err(|_| bad())?;
+    let fields: Vec<&str> = text.split(':').collect();
+    let [lid, qpn, psn, gid] = fields.as_slice() else { return Err(bad()) };
+    let hex = |s: &str, max_digits: usize| {
+        if s.is_empty() || s.len() > max_digits || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(s, 16).ok()
+    };
+    let (Some(lid), Some(qpn), Some(psn)) = (hex(lid, 4), hex(qpn, 6), hex(psn, 6)) else { return Err(bad()) };
+    if gid.len() != 32 || !gid.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let mut g = [0u8; 16];
+    for (i, b) in g.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(Dest { lid: lid as u16, qpn, psn, gid: Gid(g) })
+}
+
+/// The GID as glibc's `inet_ntop(AF_INET6)` writes it (which, unlike Rust's
+/// `Ipv6Addr`, also writes `::a.b.c.d` for IPv4-compatible addresses).
+fn gid_text(g: &Gid) -> String {
+    let a = Ipv6Addr::from(g.0);
+    let w = a.segments();
+    if w[..6].iter().all(|&x| x == 0) && w[6] != 0 {
+        format!("::{}", Ipv4Addr::new(g.0[12], g.0[13], g.0[14], g.0[15]))
+    } else {
+        a.to_string()
+    }
+}
+
+/// `  local address:  LID 0x0000, QPN 0x000011, PSN 0x6a5e4c, GID ::ffff:192.168.77.1`
+/// (ibv_ud_pingpong writes `PSN 0x......: GID` there, and so does `--ud`).
+fn address_line(label: &str, d: &Dest, psn_sep: char) -> String {
+    format!(
+        "  {label} LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}{psn_sep} GID {}\n",
+        d.lid,
+        d.qpn,
+        d.psn,
+        gid_text(&d.gid)
+    )
+}
+
+/// The two summary lines, computed like rdma-core (a `float` of
+/// microseconds, `size * iters * 2` bytes).
+fn summary(size: u32, iters: u32, elapsed: Duration) -> String {
+    let usec = elapsed.as_micros() as f32;
+    let bytes = u64::from(size) * u64::from(iters) * 2;
+    let secs = f64::from(usec) / 1_000_000.0;
+    let mbit = bytes as f64 * 8.0 / f64::from(usec);
+    let per_iter = f64::from(usec / iters as f32);
+    format!(
+        "{bytes} bytes in {} seconds = {} Mbit/sec\n{iters} iters in {} seconds = {} usec/iter\n",
+        c_fixed2(secs),
+        c_fixed2(mbit),
+        c_fixed2(secs),
+        c_fixed2(per_iter)
+    )
+}
+
+/// `printf("%.2f")`, including its `inf`/`nan`.
+fn c_fixed2(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Writes to stdout as the program goes (ignoring a closed stdout, as
+/// rdma-core does).
+fn say(s: &str) {
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+}
+
+/// A random 24-bit PSN (`lrand48() & 0xffffff`).
+fn random_psn(salt: u64) -> u32 {
+    (RandomState::new().hash_one((salt, Instant::now())) as u32) & 0xff_ffff
+}
+
+/// `rverbs pingpong ...`. Errors are printed here as one line,
+/// `rverbs pingpong: <what>`.
+pub fn cmd_pingpong(args: &[String]) -> CliResult<()> {
+    let result = parse_args(args).and_then(|o| {
+        if o.help {
+            say(USAGE);
+            Ok(())
+        } else {
+            run(&o)
+        }
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(m) => {
+            let _ = io::stdout().flush();
+            eprintln!("rverbs pingpong: {}", m.replace('\n', " "));
+            Err(Fail::Quiet)
+        }
+    }
+}
+
+/// Everything one side holds.
+struct PingPong {
+    mode: Mode,
+    size: u32,
+    rx_depth: u32,
+    /// Where the payload sits in the buffer (after the GRH for UD).
+    payload_off: usize,
+    /// Length of each receive (payload + GRH for UD).
+    recv_len: u32,
+    /// Copy the payload into the WQE (the QP's `max_inline_data` >= size).
+    inline: bool,
+    scratch: Vec<u8>,
+    ib_port: u8,
+    sl: u8,
+    mtu: Mtu,
+    link_layer: LinkLayer,
+    /// Our GID index: `-g`, or the default on RoCE, or none (IB without `-g`).
+    sgid_index: Option<u8>,
+    dev_name: String,
+    ud: Option<UdDest>,
+    // Dropped in this order: AH, QPs, SRQ, MR, PD, context.
+    ah: Option<AddressHandle>,
+    qps: Vec<QueuePair>,
+    srq: Option<SharedReceiveQueue>,
+    mr: MemoryRegion,
+    pd: ProtectionDomain,
+    ctx: Context,
+}
+
+fn lib_err(what: &str) -> impl Fn(rverbs::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+impl PingPong {
+    /// The receive half of the posting pattern: `n` receives of the whole
+    /// buffer, wr_id 1. Returns how many were posted.
+    fn post_recv(&mut self, n: u32) -> u32 {
+        let Ok(sge) = self.mr.sge(0, self.recv_len) else { return 0 };
+        let sgl = [sge];
+        let wrs = vec![RecvWr { wr_id: RECV_WRID, sgl: &sgl }; n as usize];
+        let r = match &mut self.srq {
+            Some(srq) => srq.post_recv(&wrs),
+            None => self.qps[0].post_recv(&wrs),
+        };
+        match r {
+            Ok(()) => n,
+            Err(e) => e.index as u32,
+        }
+    }
+
+    /// One signaled SEND of the payload on QP `i`, wr_id 2.
+    fn post_send(&mut self, i: usize) -> Result<(), String> {
+        let flags = SendFlags::SIGNALED;
+        let r = if self.inline {
+            self.mr.read_at(self.payload_off, &mut self.scratch).map_err(lib_err("Couldn't post send"))?;
+            self.qps[i].post_send_inline(SEND_WRID, SendOp::Send, flags, &self.scratch, self.ud)
+        } else {
+            let sgl = [self.mr.sge(self.payload_off, self.size).map_err(lib_err("Couldn't post send"))?];
+            self.qps[i].post_send(&[SendWr { wr_id: SEND_WRID, op: SendOp::Send, flags, sgl: &sgl, ud: self.ud }])
+        };
+        r.map_err(|e| format!("Couldn't post send: {e}"))
+    }
+
+    /// The local descriptions: QPN, a random PSN, our LID and GID.
+    fn local_dests(&self, lid: u16, gid: Gid) -> Vec<Dest> {
+        self.qps
+            .iter()
+            .enumerate()
+            .map(|(i, qp)| Dest { lid, qpn: qp.qp_num(), psn: random_psn(i as u64), gid })
+            .collect()
+    }
+
+    /// The GRH towards `remote`: present when the peer gave a GID (its
+    /// interface id is not zero, rdma-core's test), mandatory on RoCE.
+    fn route(&self, remote: &Gid, hop_limit: u8) -> Result<Option<GlobalRoute>, String> {
+        if remote.0[8..].iter().all(|&b| b == 0) {
+            if self.link_layer == LinkLayer::Ethernet {
+                return Err(format!(
+                    "the peer sent no GID ({}), but port {} of {} is RoCE, where the GID is the address: \
+                     give the peer -g <GID index> (its IPv4-mapped RoCE v2 GID, see 'rverbs devinfo -v')",
+                    gid_text(remote),
+                    self.ib_port,
+                    self.dev_name
+                ));
+            }
+            return Ok(None);
+        }
+        let sgid_index = match self.sgid_index {
+            Some(i) => i,
+            None => self.ctx.default_sgid_index(self.ib_port).map_err(lib_err("cannot pick a GID index"))?,
+        };
+        Ok(Some(GlobalRoute { dgid: *remote, sgid_index, hop_limit, ..GlobalRoute::default() }))
+    }
+
+    /// `pp_connect_ctx()`: RTR and RTS towards the peer's QP(s); for UD
+    /// also the address handle.
+    fn connect(&mut self, mine: &[Dest], remote: &[Dest]) -> Result<(), String> {
+        if self.mode == Mode::Ud {
+            let qp = &self.qps[0];
+            qp.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, QpAttrMask::STATE)
+                .map_err(lib_err("Failed to modify QP to RTR"))?;
+            qp.modify(
+                &QpAttr { qp_state: QpState::Rts, sq_psn: mine[0].psn, ..QpAttr::default() },
+                QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+            )
+            .map_err(lib_err("Failed to modify QP to RTS"))?;
+            let grh = self.route(&remote[0].gid, 64)?;
+            let ah = self
+                .pd
+                .create_ah(&AhAttr { dlid: remote[0].lid, sl: self.sl, port_num: self.ib_port, grh, ..AhAttr::default() })
+                .map_err(lib_err("Failed to create AH"))?;
+            self.ud = Some(ah.ud_dest(remote[0].qpn, UD_QKEY));
+            self.ah = Some(ah);
+            return Ok(());
+        }
+        for (i, (qp, (me, peer))) in self.qps.iter().zip(mine.iter().zip(remote)).enumerate() {
+            let label = if self.mode == Mode::Srq { format!("QP[{i}]") } else { "QP".to_string() };
+            if peer.qpn == 0 {
+                return Err(format!(
+                    "the peer sent no address for {label}: it uses fewer QPs (give both sides the same -q)"
+                ));
+            }
+            let grh = self.route(&peer.gid, 1)?;
+            let rtr = QpAttr {
+                qp_state: QpState::Rtr,
+                path_mtu: self.mtu,
+                dest_qp_num: peer.qpn,
+                rq_psn: peer.psn,
+                max_dest_rd_atomic: 1,
+                min_rnr_timer: 12,
+                ah_attr: AhAttr { dlid: peer.lid, sl: self.sl, port_num: self.ib_port, grh, ..AhAttr::default() },
+                ..QpAttr::default()
+            };
+            qp.modify(
+                &rtr,
+                QpAttrMask::STATE
+                    | QpAttrMask::AV
+                    | QpAttrMask::PATH_MTU
+                    | QpAttrMask::DEST_QPN
+                    | QpAttrMask::RQ_PSN
+                    | QpAttrMask::MAX_DEST_RD_ATOMIC
+                    | QpAttrMask::MIN_RNR_TIMER,
+            )
+            .map_err(|e| format!("Failed to modify {label} to RTR: {e}"))?;
+            let rts = QpAttr {
+                qp_state: QpState::Rts,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                sq_psn: me.psn,
+                max_rd_atomic: 1,
+                ..QpAttr::default()
+            };
+            qp.modify(
+                &rts,
+                QpAttrMask::STATE
+                    | QpAttrMask::TIMEOUT
+                    | QpAttrMask::RETRY_CNT
+                    | QpAttrMask::RNR_RETRY
+                    | QpAttrMask::SQ_PSN
+                    | QpAttrMask::MAX_QP_RD_ATOMIC,
+            )
+            .map_err(|e| format!("Failed to modify {label} to RTS: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// What `-d` names, or the first device.
+fn pick_device(name: Option<&str>) -> Result<rverbs::Device, String> {
+    let devs = rverbs::devices().map_err(|e| format!("Failed to get IB devices list: {e}"))?;
+    match name {
+        None => devs.into_iter().next().ok_or_else(|| "No IB devices found".to_string()),
+        Some(n) => {
+            let names: Vec<String> = devs.iter().map(|d| d.name().to_string()).collect();
+            devs.into_iter().find(|d| d.name() == n).ok_or_else(|| {
+                if names.is_empty() {
+                    format!("IB device {n} not found (there are no RDMA devices)")
+                } else {
+                    format!("IB device {n} not found (devices: {})", names.join(", "))
+                }
+            })
+        }
+    }
+}
+
+/// Builds the context, PD, buffer, CQ, SRQ and QPs, and moves the QPs to INIT
+/// (`pp_init_ctx()`). Returns the object, the CQ and the channel.
+fn init(o: &Opts) -> Result<(PingPong, CompletionQueue, Option<CompletionChannel>, rverbs::PortAttr), String> {
+    let dev = pick_device(o.ib_dev.as_deref())?;
+    let name = dev.name().to_string();
+    let ctx = dev.open().map_err(|e| format!("Couldn't get context for {name}: {e}"))?;
+    let port = ctx
+        .query_port(o.ib_port)
+        .map_err(|e| format!("Unable to query port info for port {} of {name}: {e}", o.ib_port))?;
+    if o.mode == Mode::Ud {
+        if let Some(mtu) = port.active_mtu.bytes() {
+            if o.size > mtu {
+                return Err(format!("Requested size larger than port MTU ({mtu})"));
+            }
+        }
+    }
+    let channel = if o.events {
+        Some(ctx.create_comp_channel().map_err(lib_err("Couldn't create completion channel"))?)
+    } else {
+        None
+    };
+    let pd = ctx.alloc_pd().map_err(lib_err("Couldn't allocate PD"))?;
+    let extra = if o.mode == Mode::Ud { GRH_LEN } else { 0 };
+    let buf_len = o.size as usize + extra;
+    let mr = pd.alloc_mr(buf_len, AccessFlags::LOCAL_WRITE).map_err(lib_err("Couldn't register MR"))?;
+    // rdma-core fills the RC and UD buffers with 0x7b; srq_pingpong zeroes its own.
+    if o.mode != Mode::Srq {
+        mr.write_at(0, &vec![0x7b; buf_len]).map_err(lib_err("Couldn't fill the buffer"))?;
+    }
+    let nqp = if o.mode == Mode::Srq { o.num_qp } else { 1 };
+    let cqe = if o.mode == Mode::Srq { o.rx_depth + o.num_qp } else { o.rx_depth + 1 };
+    let cq = ctx.create_cq(cqe, channel.as_ref(), 0).map_err(lib_err("Couldn't create CQ"))?;
+    let srq = if o.mode == Mode::Srq {
+        Some(pd.create_srq(o.rx_depth, 1, 0).map_err(lib_err("Couldn't create SRQ"))?)
+    } else {
+        None
+    };
+    let mut qps = Vec::with_capacity(nqp as usize);
+    let mut inline = false;
+    for i in 0..nqp {
+        let mut init = QpInitAttr::new(if o.mode == Mode::Ud { QpType::Ud } else { QpType::Rc }, &cq);
+        init.srq = srq.as_ref();
+        init.cap = QpCap {
+            max_send_wr: 1,
+            max_recv_wr: if srq.is_some() { 0 } else { o.rx_depth },
+            max_send_sge: 1,
+            max_recv_sge: if srq.is_some() { 0 } else { 1 },
+            max_inline_data: 0,
+        };
+        let qp = pd.create_qp(&init).map_err(|e| {
+            if o.mode == Mode::Srq {
+                format!("Couldn't create QP[{i}]: {e}")
+            } else {
+                format!("Couldn't create QP: {e}")
+            }
+        })?;
+        if qp.cap().max_inline_data >= o.size {
+            inline = true;
+        }
+        let (attr, mask) = if o.mode == Mode::Ud {
+            (
+                QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: o.ib_port, qkey: UD_QKEY, ..QpAttr::default() },
+                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+            )
+        } else {
+            (
+                QpAttr {
+                    qp_state: QpState::Init,
+                    pkey_index: 0,
+                    port_num: o.ib_port,
+                    qp_access_flags: AccessFlags::empty(),
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
+            )
+        };
+        qp.modify(&attr, mask).map_err(lib_err("Failed to modify QP to INIT"))?;
+        qps.push(qp);
+    }
+    let pp = PingPong {
+        mode: o.mode,
+        size: o.size,
+        rx_depth: o.rx_depth,
+        payload_off: extra,
+        recv_len: o.size + extra as u32,
+        inline,
+        scratch: vec![0; o.size as usize],
+        ib_port: o.ib_port,
+        sl: o.sl,
+        mtu: o.mtu,
+        link_layer: port.link_layer,
+        sgid_index: None,
+        dev_name: name,
+        ud: None,
+        ah: None,
+        qps,
+        srq,
+        mr,
+        pd,
+        ctx,
+    };
+    Ok((pp, cq, channel, port))
+}
+
+/// Which end of the TCP connection we talk to, for messages.
+#[derive(Clone, Copy)]
+enum Peer {
+    Server,
+    Client,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::Server => "server",
+            Peer::Client => "client",
+        }
+    }
+}
+
+fn read_exact_from(s: &mut TcpStream, buf: &mut [u8], peer: Peer, what: &str, timeout: Duration) -> Result<(), String> {
+    let mut n = 0;
+    while n < buf.len() {
+        match s.read(&mut buf[n..]) {
+            Ok(0) => {
+                return Err(format!(
+                    "the {} closed the connection after {n} of the {} bytes of {what}",
+                    peer.name(),
+                    buf.len()
+                ))
+            }
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(format!(
+                    "no {what} from the {} within {} s (got {n} of {} bytes)",
+                    peer.name(),
+                    timeout.as_secs(),
+                    buf.len()
+                ))
+            }
+            Err(e) => return Err(format!("cannot read {what} from the {}: {e}", peer.name())),
+        }
+    }
+    Ok(())
+}
+
+fn write_to(s: &mut TcpStream, buf: &[u8], peer: Peer, what: &str) -> Result<(), String> {
+    s.write_all(buf).map_err(|e| format!("cannot send {what} to the {}: {e}", peer.name()))
+}
+
+/// Messages on the wire: one per QP, 256 with `--srq` (unused ones zero).
+fn encode_all(mode: Mode, mine: &[Dest]) -> Vec<u8> {
+    let count = if mode == Mode::Srq { MAX_QP } else { 1 };
+    let mut v = Vec::with_capacity(count * MSG_LEN);
+    for i in 0..count {
+        v.extend_from_slice(&encode_dest(&mine.get(i).copied().unwrap_or_default()));
+    }
+    v
+}
+
+fn read_all(s: &mut TcpStream, mode: Mode, peer: Peer, timeout: Duration) -> Result<Vec<Dest>, String> {
+    let count = if mode == Mode::Srq { MAX_QP } else { 1 };
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut m = [0u8; MSG_LEN];
+        let what = if count == 1 { "its address".to_string() } else { format!("its address [{i}]") };
+        read_exact_from(s, &mut m, peer, &what, timeout)?;
+        out.push(decode_dest(&m).map_err(|e| format!("the {} sent a {e}", peer.name()))?);
+    }
+    Ok(out)
+}
+
+/// `pp_client_exch_dest()`.
+fn client_exchange(host: &str, port: u16, timeout: Duration, mode: Mode, mine: &[Dest]) -> Result<Vec<Dest>, String> {
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let mut last = None;
+    let mut stream = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, timeout) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(mut s) = stream else {
+        return Err(match last {
+            Some(e) => format!("Couldn't connect to {host}:{port}: {e}"),
+            None => format!("Couldn't connect to {host}:{port}: the name has no address"),
+        });
+    };
+    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    write_to(&mut s, &encode_all(mode, mine), Peer::Server, "our address")?;
+    let remote = read_all(&mut s, mode, Peer::Server, timeout).map_err(|e| {
+        if e.contains("closed the connection after 0 of") {
+            format!(
+                "{e} (it gave up on our address: same mode (--ud/--srq, -q) on both sides? \
+                 an rdma-core server on RoCE needs -g)"
+            )
+        } else {
+            e
+        }
+    })?;
+    write_to(&mut s, DONE, Peer::Server, "'done'")?;
+    Ok(remote)
+}
+
+/// Listens on every address of `port` (IPv6 and IPv4 where the kernel
+/// has a dual stack), with `SO_REUSEADDR` as rdma-core sets it.
+fn listen(port: u16) -> Result<TcpListener, String> {
+    let v6 = TcpListener::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
+    match v6 {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(format!("Couldn't listen to port {port}: {e}")),
+        Err(_) => TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+            .map_err(|e| format!("Couldn't listen to port {port}: {e}")),
+    }
+}
+
+/// `pp_server_exch_dest()`: accept one client, read its address(es),
+/// connect, answer with ours, wait for its `done`.
+fn server_exchange(
+    pp: &mut PingPong,
+    port: u16,
+    timeout: Duration,
+    mine: &[Dest],
+) -> Result<Vec<Dest>, String> {
+    let listener = listen(port)?;
+    let (mut s, _) = loop {
+        match listener.accept() {
+            Ok(c) => break c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("accept() failed: {e}")),
+        }
+    };
+    drop(listener);
+    s.set_read_timeout(Some(timeout)).and_then(|()| s.set_write_timeout(Some(timeout))).map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    let remote = read_all(&mut s, pp.mode, Peer::Client, timeout)?;
+    pp.connect(mine, &remote).map_err(|e| format!("Couldn't connect to remote QP: {e}"))?;
+    write_to(&mut s, &encode_all(pp.mode, mine), Peer::Client, "our address")?;
+    let mut done = [0u8; DONE.len()];
+    read_exact_from(&mut s, &mut done, Peer::Client, "'done'", timeout)?;
+    if &done != DONE {
+        return Err(format!("the client sent \"{}\" instead of 'done'", done.escape_ascii()));
+    }
+    Ok(remote)
+}
+
+fn run(o: &Opts) -> Result<(), String> {
+    let (mut pp, mut cq, channel, port) = init(o)?;
+    let nqp = pp.qps.len();
+
+    let mut routs = i64::from(pp.post_recv(pp.rx_depth));
+    if routs < i64::from(pp.rx_depth) {
+        return Err(format!("Couldn't post receive ({routs})"));
+    }
+    if channel.is_some() {
+        cq.req_notify(false).map_err(lib_err("Couldn't request CQ notification"))?;
+    }
+
+    // Our address: the LID (InfiniBand) and the GID of -g, or on RoCE the
+    // default RoCE v2 GID.
+    if port.link_layer != LinkLayer::Ethernet && port.lid == 0 {
+        return Err(format!("Couldn't get local LID (port {} of {} has none: is a subnet manager running?)", o.ib_port, pp.dev_name));
+    }
+    pp.sgid_index = match o.gid_idx {
+        Some(i) => Some(i),
+        None if port.link_layer == LinkLayer::Ethernet => {
+            Some(pp.ctx.default_sgid_index(o.ib_port).map_err(lib_err("cannot pick a GID index"))?)
+        }
+        None => None,
+    };
+    let gid = match pp.sgid_index {
+        None => Gid::default(),
+        Some(i) => match pp.ctx.query_gid(o.ib_port, u32::from(i)) {
+            Ok(Some(e)) => e.gid,
+            Ok(None) => {
+                return Err(format!(
+                    "can't read sgid of index {i}: GID index {i} of port {} of {} is empty (see 'rverbs devinfo -v')",
+                    o.ib_port, pp.dev_name
+                ))
+            }
+            Err(e) => return Err(format!("can't read sgid of index {i}: {e}")),
+        },
+    };
+    let mine = pp.local_dests(port.lid, gid);
+    let psn_sep = if o.mode == Mode::Ud { ':' } else { ',' };
+    for d in &mine {
+        say(&address_line("local address: ", d, psn_sep));
+    }
+
+    let remote = match &o.server {
+        Some(host) => client_exchange(host, o.tcp_port, o.timeout, o.mode, &mine)?,
+        None => server_exchange(&mut pp, o.tcp_port, o.timeout, &mine)?,
+    };
+    for d in remote.iter().take(nqp) {
+        say(&address_line("remote address:", d, ','));
+    }
+    if o.server.is_some() {
+        pp.connect(&mine, &remote)?;
+    }
+
+    let page = rverbs_providers::sys::event::page_size();
+    let mut pending = vec![RECV_WRID; nqp];
+    if o.server.is_some() {
+        if o.validate {
+            // rdma-core marks the first byte of every page with
+            // `i / page_size % sizeof(char)`, which is always 0.
+            for i in (0..o.size as usize).step_by(page) {
+                pp.mr.write_at(pp.payload_off + i, &[0]).map_err(lib_err("Couldn't mark the buffer"))?;
+            }
+        }
+        for (i, p) in pending.iter_mut().enumerate() {
+            pp.post_send(i)?;
+            *p |= SEND_WRID;
+        }
+    }
+
+    let iters = u64::from(o.iters);
+    let refill_at = if o.mode == Mode::Srq { nqp as i64 } else { 1 };
+    let mut wcs = vec![Wc::default(); if o.mode == Mode::Srq { nqp + o.rx_depth as usize } else { 2 }];
+    let timeout_ms = i32::try_from(o.timeout.as_millis()).unwrap_or(i32::MAX);
+    let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
+    let start = Instant::now();
+    while rcnt < iters || scnt < iters {
+        let ne = if let Some(ch) = &channel {
+            let ev = ch
+                .get_cq_event_timeout(timeout_ms)
+                .map_err(lib_err("Failed to get cq_event"))?
+                .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
+            num_events += 1;
+            if ev.cq_user_handle != cq.user_handle() {
+                return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
+            }
+            cq.req_notify(false).map_err(lib_err("Couldn't request CQ notification"))?;
+            cq.poll(&mut wcs)
+        } else {
+            let mut n = cq.poll(&mut wcs);
+            if n == 0 {
+                let since = Instant::now();
+                let mut spins = 0u32;
+                while n == 0 {
+                    spins = spins.wrapping_add(1);
+                    if spins % 1024 == 0 && since.elapsed() >= o.timeout {
+                        return Err(stalled(o, rcnt, scnt, "completion"));
+                    }
+                    n = cq.poll(&mut wcs);
+                }
+            }
+            n
+        };
+        for wc in &wcs[..ne] {
+            if wc.status != WcStatus::Success {
+                let hint = match (wc.status, wc.wr_id) {
+                    (WcStatus::RetryExcErr, _) => " (the peer's QP does not answer: is it still running?)",
+                    (WcStatus::RnrRetryExcErr, _) => " (the peer has no receive posted)",
+                    // rxe reports an oversized message as a QP operation error.
+                    (WcStatus::LocLenErr | WcStatus::LocQpOpErr, RECV_WRID) => {
+                        " (did the peer send more than -s bytes? give both sides the same -s)"
+                    }
+                    _ => "",
+                };
+                return Err(format!(
+                    "Failed status {} ({}) for wr_id {}{hint}",
+                    wc.status, wc.status as u32, wc.wr_id
+                ));
+            }
+            let q = if o.mode == Mode::Srq {
+                pp.qps
+                    .iter()
+                    .position(|qp| qp.qp_num() == wc.qp_num)
+                    .ok_or_else(|| format!("Couldn't find QPN {:06x}", wc.qp_num))?
+            } else {
+                0
+            };
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    routs -= 1;
+                    if routs <= refill_at {
+                        routs += i64::from(pp.post_recv((i64::from(pp.rx_depth) - routs) as u32));
+                        if routs < i64::from(pp.rx_depth) {
+                            return Err(format!("Couldn't post receive ({routs})"));
+                        }
+                    }
+                    rcnt += 1;
+                }
+                other => return Err(format!("Completion for unknown wr_id {other}")),
+            }
+            pending[q] &= !wc.wr_id;
+            if scnt < iters && pending[q] == 0 {
+                pp.post_send(q)?;
+                pending[q] = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    say(&summary(o.size, o.iters, elapsed));
+
+    let mut bad_pages = 0;
+    if o.server.is_none() && o.validate {
+        for i in (0..o.size as usize).step_by(page) {
+            let mut b = [0u8];
+            pp.mr.read_at(pp.payload_off + i, &mut b).map_err(lib_err("Couldn't read the buffer"))?;
+            if b[0] != 0 {
+                say(&format!("invalid data in page {}\n", i / page));
+                bad_pages += 1;
+            }
+        }
+    }
+    cq.ack_events(num_events);
+    drop(pp);
+    drop(cq);
+    if bad_pages > 0 {
+        return Err(format!("-c: the received data is wrong in {bad_pages} page(s)"));
+    }
+    Ok(())
+}
+
+fn stalled(o: &Opts, rcnt: u64, scnt: u64, what: &str) -> String {
+    format!(
+        "no {what} for {} s after {scnt} of {} sends and {rcnt} of {} receives (is the peer still running? \
+         --timeout sets the limit)",
+        o.timeout.as_secs(),
+        o.iters,
+        o.iters
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_match_rdma_core() {
+        let o = parse_args(&[]).unwrap();
+        assert_eq!(
+            (o.mode, o.tcp_port, o.ib_port, o.size, o.mtu, o.rx_depth, o.iters, o.sl, o.events, o.gid_idx),
+            (Mode::Rc, 18515, 1, 4096, Mtu::Mtu1024, 500, 1000, 0, false, None)
+        );
+        assert_eq!((o.validate, o.server, o.timeout), (false, None, Duration::from_secs(10)));
+        assert_eq!(parse_args(&args(&["--ud"])).unwrap().size, 1024);
+        let s = parse_args(&args(&["--srq"])).unwrap();
+        assert_eq!((s.mode, s.size, s.num_qp), (Mode::Srq, 4096, 16));
+    }
+
+    #[test]
+    fn options_like_getopt_long() {
+        let o = parse_args(&args(&[
+            "-p", "0x4000", "-drxe0", "-i", "1", "-s", "64", "-m", "2048", "-r", "10", "-n", "50", "-l", "3", "-ec",
+            "-g", "1", "host.example", "--timeout=3",
+        ]))
+        .unwrap();
+        assert_eq!(o.tcp_port, 0x4000);
+        assert_eq!(o.ib_dev.as_deref(), Some("rxe0"));
+        assert_eq!((o.size, o.mtu, o.rx_depth, o.iters, o.sl), (64, Mtu::Mtu2048, 10, 50, 3));
+        assert!(o.events && o.validate);
+        assert_eq!(o.gid_idx, Some(1));
+        assert_eq!(o.server.as_deref(), Some("host.example"));
+        assert_eq!(o.timeout, Duration::from_secs(3));
+        let o = parse_args(&args(&["10.0.0.1", "--ib-dev", "mlx5_0", "--iters=7", "--gid", "-1", "-N"])).unwrap();
+        assert_eq!((o.server.as_deref(), o.ib_dev.as_deref(), o.iters, o.gid_idx), (Some("10.0.0.1"), Some("mlx5_0"), 7, None));
+        let o = parse_args(&args(&["--srq", "-q", "4", "--", "srv"])).unwrap();
+        assert_eq!((o.num_qp, o.server.as_deref()), (4, Some("srv")));
+        assert!(parse_args(&args(&["-h"])).unwrap().help);
+    }
+
+    #[test]
+    fn bad_options_are_one_line_errors() {
+        for (a, want) in [
+            (&["-x"][..], "invalid option -- 'x'"),
+            (&["--frob"][..], "unrecognized option '--frob'"),
+            (&["--s"][..], "option '--s' is ambiguous"),
+            (&["-p"][..], "option requires an argument -- 'p'"),
+            (&["-p", "70000"][..], "invalid port '70000'"),
+            (&["-p", "12x"][..], "invalid port '12x'"),
+            (&["-m", "1000"][..], "invalid MTU '1000'"),
+            (&["-i", "0"][..], "invalid IB port number '0'"),
+            (&["-s", "0"][..], "invalid message size '0'"),
+            (&["-n", "0"][..], "invalid iteration count '0'"),
+            (&["-g", "256"][..], "invalid GID index '256'"),
+            (&["-l", "16"][..], "invalid service level '16'"),
+            (&["a", "b"][..], "unexpected argument 'b'"),
+            (&["--ud", "--srq"][..], "--ud and --srq cannot be combined"),
+            (&["--ud", "-m", "1024"][..], "-m/--mtu does not apply to --ud"),
+            (&["-q", "2"][..], "-q/--num-qp needs --srq"),
+            (&["--srq", "-q", "256"][..], "invalid number of QPs '256'"),
+            (&["--srq", "-r", "4"][..], "rx_depth 4 is too small for 16 QPs"),
+            (&["-t"][..], "-t/--ts (completion timestamps) is not supported"),
+            (&["--events=1"][..], "option '--events' doesn't allow an argument"),
+            (&["--timeout", "0"][..], "invalid timeout '0'"),
+        ] {
+            let e = parse_args(&args(a)).unwrap_err();
+            assert!(e.starts_with(want), "{a:?}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn wire_format_is_rdma_cores() {
+        let gid = Gid::parse("::ffff:192.168.77.1").unwrap();
+        let d = Dest { lid: 0, qpn: 0x11, psn: 0x6a5e4c, gid };
+        let m = encode_dest(&d);
+        assert_eq!(&m[..51], b"0000:000011:6a5e4c:00000000000000000000ffffc0a84d01");
+        assert_eq!(m[51], 0);
+        assert_eq!(decode_dest(&m).unwrap(), d);
+        let ib = Dest { lid: 0x1234, qpn: 0xabcdef, psn: 0xffffff, gid: Gid::parse("fe80::2:c903:1:2345").unwrap() };
+        let m = encode_dest(&ib);
+        assert_eq!(&m[..51], b"1234:abcdef:ffffff:fe800000000000000002c90300012345");
+        assert_eq!(decode_dest(&m).unwrap(), ib);
+        // The all-zero entries srq_pingpong pads with.
+        let z = encode_dest(&Dest::default());
+        assert_eq!(&z[..19], b"0000:000000:000000:");
+        assert_eq!(decode_dest(&z).unwrap(), Dest::default());
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        let mut m = [b'x'; MSG_LEN];
+        assert!(decode_dest(&m).unwrap_err().contains("malformed address"));
+        m[10] = 0;
+        assert!(decode_dest(&m).unwrap_err().contains("\"xxxxxxxxxx\""));
+        let mut short = [0u8; MSG_LEN];
+        short[..18].copy_from_slice(b"0000:000011:6a5e4c");
+        assert!(decode_dest(&short).is_err());
+        let mut badgid = encode_dest(&Dest::default());
+        badgid[20] = b'g';
+        assert!(decode_dest(&badgid).is_err());
+        let mut ctl = [0u8; MSG_LEN];
+        ctl[..3].copy_from_slice(b"\x01\n\xff");
+        let e = decode_dest(&ctl).unwrap_err();
+        assert!(!e.contains('\n') && e.contains("\\x01\\n\\xff"), "{e}");
+    }
+
+    #[test]
+    fn gids_print_like_inet_ntop() {
+        let t = |s: &str| gid_text(&Gid::parse(s).unwrap());
+        assert_eq!(t("::ffff:192.168.77.1"), "::ffff:192.168.77.1");
+        assert_eq!(t("::"), "::");
+        assert_eq!(t("fe80:0000:0000:0000:5054:00ff:fe12:3456"), "fe80::5054:ff:fe12:3456");
+        assert_eq!(t("::c0a8:4d01"), "::192.168.77.1");
+        assert_eq!(t("::1"), "::1");
+        assert_eq!(t("1:0:0:2:0:0:0:3"), "1:0:0:2::3");
+    }
+
+    #[test]
+    fn address_and_summary_lines() {
+        let d = Dest { lid: 0, qpn: 0x11, psn: 0x6a5e4c, gid: Gid::parse("::ffff:192.168.77.1").unwrap() };
+        assert_eq!(
+            address_line("local address: ", &d, ','),
+            "  local address:  LID 0x0000, QPN 0x000011, PSN 0x6a5e4c, GID ::ffff:192.168.77.1\n"
+        );
+        assert_eq!(
+            address_line("remote address:", &d, ':'),
+            "  remote address: LID 0x0000, QPN 0x000011, PSN 0x6a5e4c: GID ::ffff:192.168.77.1\n"
+        );
+        assert_eq!(
+            summary(4096, 1000, Duration::from_micros(120_000)),
+            "8192000 bytes in 0.12 seconds = 546.13 Mbit/sec\n1000 iters in 0.12 seconds = 120.00 usec/iter\n"
+        );
+        assert!(summary(1, 1, Duration::ZERO).contains("= inf Mbit/sec"));
+    }
+
+    #[test]
+    fn srq_exchanges_256_messages() {
+        let mine = [Dest { lid: 0, qpn: 0x20, psn: 1, gid: Gid::default() }];
+        let v = encode_all(Mode::Srq, &mine);
+        assert_eq!(v.len(), 256 * MSG_LEN);
+        assert_eq!(&v[..11], b"0000:000020");
+        assert_eq!(&v[MSG_LEN..MSG_LEN + 11], b"0000:000000");
+        assert_eq!(encode_all(Mode::Rc, &mine).len(), MSG_LEN);
+    }
+}
