@@ -1,0 +1,80 @@
+//! Async events from the real kernel (VM tier): the SRQ limit event names
+//! the SRQ, port events name the port.
+
+mod common;
+
+use rverbs::{AccessFlags, AsyncEventType, ConnectOptions, EventObject, QpInitAttr, QpType, RecvWr, SendFlags, SendOp, SendWr};
+
+#[test]
+fn srq_limit_reached_names_the_srq() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut cq_a = ctx.create_cq(64, None, 0).unwrap();
+    let mut cq_b = ctx.create_cq(64, None, 0).unwrap();
+    let mut srq = pd.create_srq(16, 1, 0).unwrap();
+    let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
+    init.srq = Some(&srq);
+    let b = pd.create_qp(&init).unwrap();
+    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
+    for i in 0..8 {
+        srq.post_recv(&[RecvWr { wr_id: i, sgl: &[m.sge(i as usize * 64, 64).unwrap()] }]).unwrap();
+    }
+    // Arm: fire when fewer than 6 receives remain.
+    srq.modify_limit(6).unwrap();
+    assert_eq!(ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
+    let s = [m.sge(0, 8).unwrap()];
+    for i in 0..3 {
+        a.post_send(&[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: None }]).unwrap();
+    }
+    common::poll_n(&mut cq_a, 3);
+    common::poll_n(&mut cq_b, 3);
+    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("SRQ limit event");
+    assert_eq!(ev.event_type, AsyncEventType::SrqLimitReached, "{ev:?}");
+    assert_eq!(ev.object, EventObject::Srq { user_handle: srq.user_handle() });
+    // One-shot: disarmed after firing.
+    assert_eq!(srq.query().unwrap().srq_limit, 0);
+}
+
+fn ip(args: &[&str]) {
+    let out = common::run("/usr/bin/ip", args);
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn port_state(dev: &rverbs::Device) -> String {
+    common::sysfs(dev.sysfs_path().join("ports/1/state"))
+}
+
+#[test]
+fn port_events_name_the_port() {
+    let Some(dev) = common::first_device() else { return };
+    let Some(netdev) = dev.netdev().map(str::to_owned) else {
+        assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+        return;
+    };
+    let ctx = dev.open().unwrap();
+    ip(&["link", "set", &netdev, "down"]);
+    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("port error event");
+    ip(&["link", "set", &netdev, "up"]);
+    assert_eq!((ev.event_type, ev.object), (AsyncEventType::PortErr, EventObject::Port(1)), "{ev:?}");
+    // Back up: PORT_ACTIVE (GID changes may come first).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis() as i32;
+        let ev = ctx.get_async_event_timeout(left).unwrap().expect("port active event");
+        if ev.event_type == AsyncEventType::PortActive {
+            assert_eq!(ev.object, EventObject::Port(1));
+            break;
+        }
+        assert!(matches!(ev.event_type, AsyncEventType::GidChange), "unexpected {ev:?}");
+    }
+    for _ in 0..100 {
+        if port_state(&dev).contains("ACTIVE") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(port_state(&dev).contains("ACTIVE"), "port stays down: {}", port_state(&dev));
+}
