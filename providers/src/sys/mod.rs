@@ -7,6 +7,9 @@ pub mod ioctl;
 pub mod netlink;
 pub mod write;
 
+#[cfg(test)]
+mod fallback_tests;
+
 use std::fs::OpenOptions;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -118,7 +121,21 @@ impl UverbsFd {
         }
         match cmd.execute(self.fd.as_fd(), self.driver_id) {
             Ok(()) => {
-                tracing::trace!(object = obj, method = meth, path = ?CmdPath::Ioctl, "uverbs command ok");
+                tracing::trace!(
+                    object = obj,
+                    method = meth,
+                    path = ?CmdPath::Ioctl,
+                    // INVOKE_WRITE: the write command it carried (its UVERBS_ATTR_WRITE_CMD).
+                    write_cmd = (obj == UVERBS_OBJECT_DEVICE && meth == UVERBS_METHOD_INVOKE_WRITE)
+                        .then(|| {
+                            let attrs = cmd.finish(self.driver_id).ok()?.get(24..)?;
+                            let id = |a: &&[u8]| u16::from_le_bytes([a[0], a[1]]);
+                            let a = attrs.chunks_exact(16).find(|a| id(a) == UVERBS_ATTR_WRITE_CMD)?;
+                            Some(u64::from_le_bytes(a[8..16].try_into().unwrap_or_default()))
+                        })
+                        .flatten(),
+                    "uverbs command ok"
+                );
                 Ok(true)
             }
             Err(e) if self.note_failure(obj, meth, e) => Ok(false),
