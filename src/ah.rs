@@ -2,16 +2,19 @@
 
 use rverbs_providers::cmd::ah as cmd;
 use rverbs_providers::driver::Provider;
-use rverbs_providers::rxe;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
 
+use crate::attr::LinkLayer;
 use crate::qp::{check_av, AhAttr};
-use crate::{ProtectionDomain, UdDest};
+use crate::{Context, GidType, ProtectionDomain, UdDest};
 
 /// An address handle for UD sends. The kernel resolved the destination MAC
 /// when it was created (RoCE); the provider keeps what the kernel answered
-/// (rxe: the AH number its work requests carry).
+/// (rxe: the AH number its work requests carry; mlx5: the destination MAC,
+/// which goes into an address vector the provider keeps under its own AH
+/// number).
 ///
 /// ```no_run
 /// use rverbs::{AhAttr, GlobalRoute};
@@ -33,6 +36,9 @@ pub struct AddressHandle {
     attr: AhAttr,
     ah_num: u32,
     live: bool,
+    /// mlx5: the address vector UD sends copy into their WQEs (dropping it
+    /// forgets the number; WQEs already posted carry their own copy).
+    mlx5: Option<mlx5::Ah>,
 }
 
 impl ProtectionDomain {
@@ -66,8 +72,12 @@ impl ProtectionDomain {
             port_num: kattr.port_num,
             reserved: 0,
         };
-        let mut drv_out = [0u8; rxe::AH_RESP_LEN];
-        let handle = cmd::create_ah(ctx.fd(), self.handle(), &ah_attr, 0, &mut drv_out).map_err(|e| {
+        let out_len = match ctx.provider() {
+            Some(Provider::Mlx5) => mlx5::AH_RESP_LEN,
+            _ => rxe::AH_RESP_LEN,
+        };
+        let mut drv_out = [0u8; DRV_OUT_LEN];
+        let handle = cmd::create_ah(ctx.fd(), self.handle(), &ah_attr, 0, &mut drv_out[..out_len]).map_err(|e| {
             let err = Error::os(VERB, e);
             match (e, attr.grh) {
                 (Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA, Some(g)) => err
@@ -75,12 +85,55 @@ impl ProtectionDomain {
                 _ => err,
             }
         })?;
-        let ah_num = match ctx.provider() {
-            Some(Provider::Rxe) => rxe::ah_num(&drv_out)?,
-            _ => 0,
-        };
-        debug!(handle, ah_num, "AH created");
-        Ok(AddressHandle { pd: self.clone(), handle, attr: *attr, ah_num, live: true })
+        let mut ah = AddressHandle { pd: self.clone(), handle, attr: *attr, ah_num: 0, live: true, mlx5: None };
+        // On failure from here, dropping `ah` destroys the kernel AH.
+        match ctx.provider() {
+            Some(Provider::Rxe) => ah.ah_num = rxe::ah_num(&drv_out[..out_len])?,
+            Some(Provider::Mlx5) => {
+                let m = ctx.mlx5_or_err(VERB)?;
+                let mah = m.ah_create(&mlx5_ah_attr(ctx, attr)?, &drv_out[..out_len])?;
+                ah.ah_num = mah.ah_num();
+                ah.mlx5 = Some(mah);
+            }
+            None => {}
+        }
+        debug!(handle, ah_num = ah.ah_num, "AH created");
+        Ok(ah)
+    }
+}
+
+/// Room for the largest driver answer to create-AH.
+const DRV_OUT_LEN: usize = if rxe::AH_RESP_LEN > mlx5::AH_RESP_LEN { rxe::AH_RESP_LEN } else { mlx5::AH_RESP_LEN };
+
+/// What mlx5 builds its address vector from: the address plus the port's
+/// link layer (RoCE or InfiniBand) and, on RoCE, the source GID's type
+/// (v2: UDP encapsulation; the flow label picks the UDP source port).
+fn mlx5_ah_attr(ctx: &Context, attr: &AhAttr) -> Result<mlx5::AhAttr> {
+    let is_eth = ctx.query_port(attr.port_num)?.link_layer == LinkLayer::Ethernet;
+    let roce_v2 = match attr.grh {
+        Some(g) if is_eth => {
+            ctx.query_gid(attr.port_num, g.sgid_index.into())?.is_some_and(|e| e.gid_type == GidType::RoceV2)
+        }
+        _ => false,
+    };
+    Ok(mlx5_ah_attr_of(attr, is_eth, roce_v2))
+}
+
+pub(crate) fn mlx5_ah_attr_of(attr: &AhAttr, is_eth: bool, roce_v2: bool) -> mlx5::AhAttr {
+    mlx5::AhAttr {
+        is_eth,
+        roce_v2,
+        dlid: attr.dlid,
+        sl: attr.sl,
+        src_path_bits: attr.src_path_bits,
+        static_rate: attr.static_rate,
+        grh: attr.grh.map(|g| mlx5::Grh {
+            dgid: g.dgid.0,
+            flow_label: g.flow_label,
+            sgid_index: g.sgid_index,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+        }),
     }
 }
 
@@ -97,7 +150,8 @@ impl AddressHandle {
     pub fn attr(&self) -> &AhAttr {
         &self.attr
     }
-    /// rxe's AH number (0 when the kernel gave none or on other providers).
+    /// The AH number UD work requests name it by: rxe's (0 when the kernel
+    /// gave none), or the mlx5 provider's; 0 for drivers without a provider.
     pub fn ah_num(&self) -> u32 {
         self.ah_num
     }
@@ -129,5 +183,34 @@ impl Drop for AddressHandle {
         if let Err(e) = self.destroy_inner() {
             tracing::warn!(handle = self.handle, error = %e, "AH destroy failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Gid, GlobalRoute};
+
+    #[test]
+    fn mlx5_address_from_ah_attr() {
+        let dgid = Gid::parse("::ffff:10.0.0.2").unwrap();
+        let a = AhAttr {
+            dlid: 0,
+            sl: 3,
+            src_path_bits: 0,
+            static_rate: 2,
+            port_num: 1,
+            grh: Some(GlobalRoute { dgid, flow_label: 0x12345, sgid_index: 3, hop_limit: 64, traffic_class: 0x20 }),
+        };
+        let m = mlx5_ah_attr_of(&a, true, true);
+        assert!(m.is_eth && m.roce_v2);
+        assert_eq!((m.sl, m.static_rate, m.dlid), (3, 2, 0));
+        let g = m.grh.unwrap();
+        assert_eq!(g.dgid, dgid.0);
+        assert_eq!((g.flow_label, g.sgid_index, g.hop_limit, g.traffic_class), (0x12345, 3, 64, 0x20));
+        let ib = AhAttr { dlid: 0x17, src_path_bits: 1, grh: None, ..a };
+        let m = mlx5_ah_attr_of(&ib, false, false);
+        assert_eq!((m.dlid, m.src_path_bits, m.grh), (0x17, 1, None));
+        assert!(!m.is_eth && !m.roce_v2);
     }
 }

@@ -63,7 +63,9 @@ impl CompletionChannel {
         &self.inner.ctx
     }
 
-    /// Blocks until a completion event arrives (`ibv_get_cq_event`).
+    /// Blocks until a completion event arrives (`ibv_get_cq_event`). On
+    /// mlx5 reading an event also advances the CQ's arm sequence number
+    /// (used by its next [`req_notify`](crate::CompletionQueue::req_notify)).
     #[doc(alias = "ibv_get_cq_event")]
     pub fn get_cq_event(&self) -> Result<CqEvent> {
         loop {
@@ -95,7 +97,12 @@ impl CompletionChannel {
         const VERB: &str = "ibv_get_cq_event";
         let mut d = ib_uverbs_comp_event_desc::new_zeroed();
         match read_event(self.inner.fd.as_fd(), d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
-            Some(8) => Ok(Some(CqEvent { cq_user_handle: d.cq_handle })),
+            Some(8) => {
+                // mlx5: the CQ's next arm must carry the new event count
+                // (rdma-core's `mlx5_cq_event`, run by `ibv_get_cq_event`).
+                self.inner.ctx.count_cq_event(d.cq_handle);
+                Ok(Some(CqEvent { cq_user_handle: d.cq_handle }))
+            }
             Some(_) => Err(Error::os(VERB, Errno::EIO).with_message("short read from the completion channel")),
             None => Ok(None),
         }

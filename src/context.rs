@@ -4,17 +4,19 @@
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
+use rverbs_providers::mlx5;
 use rverbs_providers::sys::event::set_nonblocking;
 use rverbs_providers::sys::UverbsFd;
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
 use tracing::{debug_span, info};
+use zerocopy::IntoBytes;
 
 use crate::attr::{DeviceAttr, PortAttr};
 use crate::device::Device;
@@ -41,6 +43,14 @@ struct Inner {
     objects: Mutex<HashMap<u64, EventObject>>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
+    /// mlx5: completion events read from channels, per CQ `user_handle`
+    /// (the CQ's arm sequence number follows them).
+    cq_events: Mutex<HashMap<u64, Arc<AtomicU32>>>,
+    /// The mlx5 provider's half of the context (UAR pages, doorbell-record
+    /// pages, the QP/SRQ registry, address vectors); `None` for other drivers.
+    /// Before `fd`: its UAR mappings go first (it holds its own `Arc` of
+    /// the fd, so the fd closes after both).
+    mlx5: Option<mlx5::Context>,
     // Declared before `fd`: the async fd is closed first, then the uverbs fd
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
@@ -101,10 +111,20 @@ impl Context {
             Error::os(format!("ibv_open_device({})", dev.name()), Errno::ENODEV)
                 .with_message(format!("{} has no readable `dev` attribute", dev.verbs_sysfs_path().display()))
         })?;
-        let fd = UverbsFd::open(dev.dev_path(), dev.driver().0, Some(rdev)).map_err(|e| open_error(dev, e))?;
-        // Provider context data (mlx5's alloc_ucontext request) comes with the mlx5 provider;
-        // rxe and drivers without a provider send none.
-        let info = cmd::get_context(&fd, &[], &mut [])?;
+        let fd = Arc::new(UverbsFd::open(dev.dev_path(), dev.driver().0, Some(rdev)).map_err(|e| open_error(dev, e))?);
+        // mlx5 sends its alloc_ucontext request and reads the answer (UAR
+        // geometry, limits, CQE version); rxe and drivers without a
+        // provider send no driver data.
+        let (info, mlx5_ctx) = match provider {
+            Some(Provider::Mlx5) => {
+                let req = mlx5::ucontext_request();
+                let mut drv_out = [0u8; mlx5::UCONTEXT_RESP_LEN];
+                let info = cmd::get_context(&fd, req.as_bytes(), &mut drv_out)?;
+                let m = mlx5::Context::finish(&fd, &mlx5::parse_ucontext_resp(&drv_out))?;
+                (info, Some(m))
+            }
+            _ => (cmd::get_context(&fd, &[], &mut [])?, None),
+        };
         let async_fd = match info.async_fd {
             Some(a) => Some(a),
             None => match cmd::async_event_alloc(&fd) {
@@ -125,8 +145,10 @@ impl Context {
                 next_user_handle: AtomicU64::new(1),
                 objects: Mutex::new(HashMap::new()),
                 attr: OnceLock::new(),
+                cq_events: Mutex::new(HashMap::new()),
+                mlx5: mlx5_ctx,
                 async_fd,
-                fd: Arc::new(fd),
+                fd,
             }),
         })
     }
@@ -164,6 +186,34 @@ impl Context {
         &self.inner.fd
     }
 
+    /// The mlx5 provider's context, on mlx5 devices.
+    pub(crate) fn mlx5(&self) -> Option<&mlx5::Context> {
+        self.inner.mlx5.as_ref()
+    }
+
+    /// The mlx5 provider's context, or an error naming `verb` (only
+    /// reachable if a caller checked the provider wrongly).
+    pub(crate) fn mlx5_or_err(&self, verb: &'static str) -> Result<&mlx5::Context> {
+        self.mlx5().ok_or_else(|| Error::os(verb, Errno::EOPNOTSUPP).with_message("no mlx5 provider context"))
+    }
+
+    /// mlx5: starts counting completion events read for CQ `user_handle`.
+    pub(crate) fn track_cq_events(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        if let Ok(mut m) = self.inner.cq_events.lock() {
+            m.insert(user_handle, counter);
+        }
+    }
+
+    /// mlx5: a completion event for CQ `user_handle` was read from a channel.
+    pub(crate) fn count_cq_event(&self, user_handle: u64) {
+        if self.inner.mlx5.is_none() {
+            return;
+        }
+        if let Some(c) = self.inner.cq_events.lock().ok().and_then(|m| m.get(&user_handle).cloned()) {
+            c.fetch_add(1, Ordering::Release);
+        }
+    }
+
     /// A fresh `user_handle` for a new kernel object, registered as `obj`
     /// so async events about it can name it.
     pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
@@ -185,6 +235,11 @@ impl Context {
     pub(crate) fn unregister(&self, user_handle: u64) {
         if let Ok(mut m) = self.inner.objects.lock() {
             m.remove(&user_handle);
+        }
+        if self.inner.mlx5.is_some() {
+            if let Ok(mut m) = self.inner.cq_events.lock() {
+                m.remove(&user_handle);
+            }
         }
     }
 

@@ -1,13 +1,14 @@
 //! Completion queues (`ibv_cq`).
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rverbs_providers::cmd::cq as cmd;
 use rverbs_providers::driver::Provider;
-use rverbs_providers::rxe;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
+use zerocopy::IntoBytes;
 
 use crate::event::EventObject;
 use crate::Wc;
@@ -17,20 +18,80 @@ use crate::{CompletionChannel, Context};
 #[derive(Debug)]
 pub(crate) enum CqDriver {
     Rxe(rxe::CqRing),
+    Mlx5(mlx5::Cq),
+    /// Moved out (parked in [`CqShared`] or dropped): polls nothing. Only
+    /// a `CompletionQueue` being dropped or destroyed holds it.
+    Gone,
+}
+
+/// Where the provider half of a dropped user handle waits for its kernel
+/// object's destroy (mlx5: queue memory the device writes until then).
+/// Only control paths touch it (drop, destroy, a QP's destroy or RESET);
+/// the fast path never does.
+#[derive(Debug)]
+pub(crate) struct Parking<D>(Mutex<Option<D>>);
+
+impl<D> Parking<D> {
+    pub(crate) fn new() -> Self {
+        Parking(Mutex::new(None))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<D>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `d` until [`release`](Self::release), after running `last` on
+    /// it under the lock (so [`with`](Self::with) sees it either before
+    /// `last` or parked).
+    pub(crate) fn park(&self, mut d: D, last: impl FnOnce(&mut D)) {
+        let mut slot = self.lock();
+        last(&mut d);
+        *slot = Some(d);
+    }
+
+    /// Runs `f` on the parked driver (`None`: nothing parked) under the lock.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&mut D>) -> R) -> R {
+        f(self.lock().as_mut())
+    }
+
+    /// After the kernel object's destroy: `destroyed` hands the driver back
+    /// (drop it); otherwise the kernel object may still exist and the
+    /// device may still reach the driver's memory, so it is leaked.
+    pub(crate) fn release(&mut self, destroyed: bool) -> Option<D> {
+        let d = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if destroyed {
+            d
+        } else {
+            std::mem::forget(d);
+            None
+        }
+    }
 }
 
 /// The kernel CQ, shared by the `CompletionQueue` and the QPs that use it,
 /// which keep it alive. Destroyed when the last holder goes.
+///
+/// With mlx5 the CQ buffer and doorbell record are user memory the HCA
+/// writes until the kernel CQ is destroyed; a `CompletionQueue` dropped
+/// while QPs still hold the kernel CQ therefore parks its driver here, and
+/// it is freed only after the kernel destroy (field order + `Drop`).
 #[derive(Debug)]
 pub(crate) struct CqShared {
     ctx: Context,
     pub(crate) handle: u32,
     user_handle: u64,
     cqe: AtomicU32,
+    /// mlx5: the CQ number (clean requests name the CQ by it).
+    cqn: Option<u32>,
+    /// mlx5: completion events read from the channel for this CQ.
+    events: Arc<AtomicU32>,
     // Kept alive until the kernel CQ is gone: the kernel refcounts the
     // channel per CQ, and users expect to be able to drop theirs early.
     channel: Option<CompletionChannel>,
     live: bool,
+    /// The driver of a dropped `CompletionQueue` (mlx5 only; rxe drops its
+    /// mapping at once, as it always did). Dropped after `destroy`.
+    parked: Parking<CqDriver>,
 }
 
 impl CqShared {
@@ -38,10 +99,55 @@ impl CqShared {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        let ev = cmd::destroy_cq(self.ctx.fd(), self.handle)?;
-        self.ctx.unregister(self.user_handle);
-        debug!(handle = self.handle, comp_events = ev.comp, async_events = ev.async_, "CQ destroyed");
-        Ok(())
+        if let (Some(m), Some(cqn)) = (self.ctx.mlx5(), self.cqn) {
+            // Nobody polls this CQ again; before the destroy, as the CQN
+            // may be reused right after it.
+            m.cq_destroyed(cqn);
+        }
+        match cmd::destroy_cq(self.ctx.fd(), self.handle) {
+            Ok(ev) => {
+                self.ctx.unregister(self.user_handle);
+                debug!(handle = self.handle, comp_events = ev.comp, async_events = ev.async_, "CQ destroyed");
+                drop(self.parked.release(true));
+                Ok(())
+            }
+            Err(e) => {
+                // The kernel CQ may still exist, and an mlx5 HCA may still
+                // write its buffer: never free that memory.
+                self.parked.release(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// mlx5: QP `qp` was destroyed or moved to RESET (kernel command done):
+    /// its completions still in this CQ must go. A parked driver (no
+    /// `CompletionQueue` any more) is cleaned now; a live one is out of
+    /// reach (polled through `&mut` without a lock), so the clean is
+    /// requested and runs at its next poll, before it reads any entry.
+    /// Under the parking lock, so a `CompletionQueue` being dropped either
+    /// sees the request or is seen parked.
+    pub(crate) fn clean_qp(&self, m: &mlx5::Context, qp: &Arc<mlx5::QpShared>) {
+        self.parked.with(|parked| match (parked, self.cqn) {
+            (Some(CqDriver::Mlx5(cq)), _) => cq.clean_qp(qp),
+            (_, Some(cqn)) => m.request_clean(cqn, qp),
+            (_, None) => {}
+        })
+    }
+
+    /// Takes the driver of a `CompletionQueue` that goes away. rxe: dropped
+    /// now (its ring is a mapping of kernel memory; unmapping it before
+    /// the kernel destroy is what rverbs always did). mlx5: owed cleans are
+    /// run, then it is parked until the kernel CQ is destroyed.
+    fn park(&self, driver: CqDriver) {
+        match driver {
+            d @ CqDriver::Mlx5(_) => self.parked.park(d, |d| {
+                if let CqDriver::Mlx5(cq) = d {
+                    cq.apply_cleans();
+                }
+            }),
+            other => drop(other),
+        }
     }
 }
 
@@ -50,6 +156,8 @@ impl Drop for CqShared {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "CQ destroy failed");
         }
+        // `destroy` released a parked mlx5 CQ buffer after the kernel CQ
+        // was gone, or leaked it.
     }
 }
 
@@ -63,6 +171,10 @@ impl Drop for CqShared {
 /// dangles and destroy never waits. [`ack_events`](Self::ack_events) is kept
 /// for parity and bookkeeping.
 ///
+/// With mlx5 the queue is user memory the HCA writes: if QPs still use the
+/// CQ when this handle goes, its memory stays (parked with the kernel CQ)
+/// until the kernel CQ is destroyed.
+///
 /// ```no_run
 /// let ctx = rverbs::devices()?[0].open()?;
 /// let cq = ctx.create_cq(256, None, 0)?;
@@ -71,17 +183,25 @@ impl Drop for CqShared {
 /// ```
 #[derive(Debug)]
 pub struct CompletionQueue {
-    // Field order: the driver (ring mapping) goes before the kernel object.
     driver: CqDriver,
     pub(crate) shared: Arc<CqShared>,
     events_acked: AtomicU32,
+    /// mlx5: channel events already folded into the arm sequence number.
+    events_synced: u32,
+}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        // The driver goes before the kernel object (rxe), or is parked
+        // with it until the kernel destroy (mlx5).
+        let d = std::mem::replace(&mut self.driver, CqDriver::Gone);
+        self.shared.park(d);
+    }
 }
 
 pub(crate) fn need_provider(ctx: &Context, verb: &'static str, what: &str) -> Result<Provider> {
     match ctx.provider() {
-        Some(Provider::Rxe) => Ok(Provider::Rxe),
-        Some(Provider::Mlx5) => Err(Error::os(verb, Errno::EOPNOTSUPP)
-            .with_message(format!("{what} on mlx5 devices needs the mlx5 provider's queues, which rverbs does not have yet"))),
+        Some(p) => Ok(p),
         None => Err(Error::os(verb, Errno::EOPNOTSUPP).with_message(format!(
             "{what} need a userspace provider, and rverbs has none for driver {}",
             ctx.device().driver()
@@ -119,35 +239,88 @@ impl Context {
                     .with_message("the completion channel belongs to another device context"));
             }
         }
+        // mlx5: the buffer and doorbell record first; their addresses are the driver data.
+        let prepared = match provider {
+            Provider::Mlx5 => {
+                let m = self.mlx5_or_err(VERB)?;
+                let (pending, udata) = m.cq_prepare(cqe)?;
+                if let Some(page) = pending.uar_index_attr() {
+                    return Err(Error::os(VERB, Errno::EOPNOTSUPP).with_message(format!(
+                        "the CQ's UAR page id {page} needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX, which rverbs does not send"
+                    )));
+                }
+                Some((m, pending, udata))
+            }
+            Provider::Rxe => None,
+        };
         let user_handle = self.register(|h| EventObject::Cq { user_handle: h });
-        let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
-        let args = cmd::CreateCq { cqe, user_handle, channel: channel.map(|c| std::os::fd::AsFd::as_fd(c)), comp_vector };
-        let created = match cmd::create_cq(self.fd(), &args, &[], &mut drv_out) {
+        let channel_fd = channel.map(|c| std::os::fd::AsFd::as_fd(c));
+        let core_cqe = prepared.as_ref().map_or(cqe, |(_, p, _)| p.core_cqe());
+        let drv_in = prepared.as_ref().map_or(&[][..], |(_, _, u)| u.as_bytes());
+        let mut drv_out = [0u8; DRV_OUT_LEN];
+        let out_len = match provider {
+            Provider::Rxe => rxe::CQ_RESP_LEN,
+            Provider::Mlx5 => mlx5::CQ_RESP_LEN,
+        };
+        let args = cmd::CreateCq { cqe: core_cqe, user_handle, channel: channel_fd, comp_vector };
+        // On failure `prepared` (mlx5's memory) is dropped: the kernel never took it.
+        let created = match cmd::create_cq(self.fd(), &args, drv_in, &mut drv_out[..out_len]) {
             Ok(c) => c,
             Err(e) => {
                 self.unregister(user_handle);
                 return Err(e);
             }
         };
-        let shared = Arc::new(CqShared {
+        let mut shared = CqShared {
             ctx: self.clone(),
             handle: created.handle,
             user_handle,
             cqe: AtomicU32::new(created.cqe),
+            cqn: None,
+            events: Arc::new(AtomicU32::new(0)),
             channel: channel.cloned(),
             live: true,
-        });
-        // If the provider's half fails, dropping `shared` destroys the kernel CQ.
-        let driver = match provider {
-            Provider::Rxe => CqDriver::Rxe(rxe::cq_finish(self.fd(), &drv_out)?),
-            Provider::Mlx5 => unreachable!("refused above"),
+            parked: Parking::new(),
         };
-        debug!(handle = created.handle, cqe = created.cqe, "CQ created");
-        Ok(CompletionQueue { driver, shared, events_acked: AtomicU32::new(0) })
+        // If the provider's half fails, dropping `shared` destroys the kernel CQ.
+        let driver = match prepared {
+            None => {
+                let shared = Arc::new(shared);
+                let ring = rxe::cq_finish(self.fd(), &drv_out[..out_len])?;
+                debug!(handle = created.handle, cqe = created.cqe, "CQ created");
+                return Ok(CompletionQueue::new(CqDriver::Rxe(ring), shared));
+            }
+            // Nothing fallible between the kernel create and `cq_finish`:
+            // `pending` must not be dropped while the kernel CQ exists.
+            Some((m, pending, _)) => {
+                match m.cq_finish(pending, &drv_out[..out_len], created.cqe) {
+                    Ok(cq) => cq,
+                    Err(mlx5::FinishError { error, pending }) => {
+                        // The kernel CQ uses the pending memory: destroy it first.
+                        match shared.destroy() {
+                            Ok(()) => drop(pending),
+                            Err(_) => std::mem::forget(pending),
+                        }
+                        return Err(error);
+                    }
+                }
+            }
+        };
+        shared.cqn = Some(driver.cqn());
+        self.track_cq_events(user_handle, shared.events.clone());
+        debug!(handle = created.handle, cqe = created.cqe, cqn = driver.cqn(), "mlx5 CQ created");
+        Ok(CompletionQueue::new(CqDriver::Mlx5(driver), Arc::new(shared)))
     }
 }
 
+/// Room for the largest driver answer to create-CQ.
+const DRV_OUT_LEN: usize = if rxe::CQ_RESP_LEN > mlx5::CQ_RESP_LEN { rxe::CQ_RESP_LEN } else { mlx5::CQ_RESP_LEN };
+
 impl CompletionQueue {
+    fn new(driver: CqDriver, shared: Arc<CqShared>) -> CompletionQueue {
+        CompletionQueue { driver, shared, events_acked: AtomicU32::new(0), events_synced: 0 }
+    }
+
     /// The context it belongs to.
     pub fn context(&self) -> &Context {
         &self.shared.ctx
@@ -170,17 +343,35 @@ impl CompletionQueue {
     }
 
     /// Arms the CQ: the next completion (or the next solicited one) raises
-    /// one event on the channel (`ibv_req_notify_cq`; rxe:
-    /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`).
+    /// one event on the channel (`ibv_req_notify_cq`). rxe:
+    /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`, a syscall. mlx5: no syscall, the
+    /// arm word into the doorbell record and a store to the UAR arm
+    /// register; the arm carries a sequence number that counts the events
+    /// read from the channel for this CQ so far (rdma-core advances it in
+    /// `ibv_get_cq_event`): read the event before re-arming, as usual.
     #[doc(alias = "ibv_req_notify_cq")]
     pub fn req_notify(&mut self, solicited_only: bool) -> Result<()> {
-        match &self.driver {
+        match &mut self.driver {
             CqDriver::Rxe(_) => cmd::req_notify_cq(self.shared.ctx.fd(), self.shared.handle, solicited_only),
+            CqDriver::Mlx5(cq) => {
+                let seen = self.shared.events.load(Ordering::Acquire);
+                // At most one event per arm, so this is 0 or 1 in practice.
+                for _ in 0..seen.wrapping_sub(self.events_synced) {
+                    cq.on_event();
+                }
+                self.events_synced = seen;
+                cq.arm(solicited_only);
+                Ok(())
+            }
+            CqDriver::Gone => Err(gone("ibv_req_notify_cq")),
         }
     }
 
     /// Acknowledges `n` completion events (`ibv_ack_cq_events`). Batching
-    /// acknowledgements is fine; see the type's docs for why destroy never waits.
+    /// acknowledgements is fine; see the type's docs for why destroy never
+    /// waits. (mlx5's arm sequence number follows the events *read* from
+    /// the channel, as in rdma-core, not the acknowledgements: see
+    /// [`req_notify`](Self::req_notify).)
     #[doc(alias = "ibv_ack_cq_events")]
     pub fn ack_events(&self, n: u32) {
         self.events_acked.fetch_add(n, Ordering::Relaxed);
@@ -193,9 +384,21 @@ impl CompletionQueue {
 
     /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
     /// `ibv_resize_cq`). Completions not yet polled are kept by the kernel.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` on mlx5 (the provider has no resize: it would need a
+    /// second user buffer and copying the unpolled entries over).
     #[doc(alias = "ibv_resize_cq")]
     pub fn resize(&mut self, cqe: u32) -> Result<()> {
         const VERB: &str = "ibv_resize_cq";
+        match self.driver {
+            CqDriver::Rxe(_) => {}
+            CqDriver::Mlx5(_) => {
+                return Err(Error::os(VERB, Errno::EOPNOTSUPP)
+                    .with_message("resizing a CQ is not supported by the rverbs mlx5 provider; create a larger one"))
+            }
+            CqDriver::Gone => return Err(gone(VERB)),
+        }
         let max = self.shared.ctx.device_attr()?.max_cqe;
         if cqe == 0 || cqe > max {
             return Err(Error::os(VERB, Errno::EINVAL)
@@ -204,8 +407,8 @@ impl CompletionQueue {
         let fd = self.shared.ctx.fd();
         let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
         let new = cmd::resize_cq(fd, self.shared.handle, cqe, &mut drv_out)?;
-        match &mut self.driver {
-            CqDriver::Rxe(cq) => *cq = rxe::cq_finish(fd, &drv_out)?,
+        if let CqDriver::Rxe(cq) = &mut self.driver {
+            *cq = rxe::cq_finish(fd, &drv_out)?;
         }
         self.shared.cqe.store(new, Ordering::Relaxed);
         debug!(handle = self.shared.handle, cqe = new, "CQ resized");
@@ -217,24 +420,121 @@ impl CompletionQueue {
     /// # Errors
     /// `EBUSY` while QPs still use it (it is then destroyed after the last of them).
     #[doc(alias = "ibv_destroy_cq")]
-    pub fn destroy(self) -> Result<()> {
-        let CompletionQueue { driver, shared, .. } = self;
-        drop(driver);
-        match Arc::try_unwrap(shared) {
-            Ok(mut s) => s.destroy(),
-            Err(_) => Err(Error::os("ibv_destroy_cq", Errno::EBUSY)
+    pub fn destroy(mut self) -> Result<()> {
+        let d = std::mem::replace(&mut self.driver, CqDriver::Gone);
+        self.shared.park(d);
+        // Only QPs clone the shared CQ, and they need `&self` to be created.
+        match Arc::get_mut(&mut self.shared) {
+            Some(s) => s.destroy(),
+            None => Err(Error::os("ibv_destroy_cq", Errno::EBUSY)
                 .with_message("QPs still use this CQ; it is destroyed after the last of them")),
         }
+        // Dropping `self` then drops the shared CQ (and a parked mlx5
+        // buffer) after the kernel destroy.
     }
 
     /// Moves up to `out.len()` completions into `out` and returns how many
-    /// (`ibv_poll_cq`). No syscall, no allocation: a copy out of the ring
-    /// the kernel shares with us.
+    /// (`ibv_poll_cq`). No syscall, no allocation, no lock: a copy out of
+    /// the ring (rxe: shared with the kernel; mlx5: written by the HCA).
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
         match &mut self.driver {
             CqDriver::Rxe(ring) => ring.poll(out),
+            CqDriver::Mlx5(cq) => cq.poll(out),
+            CqDriver::Gone => 0,
         }
+    }
+}
+
+fn gone(verb: &'static str) -> Error {
+    Error::os(verb, Errno::EINVAL).with_message("the CQ was destroyed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A provider half that counts its drops (as an mlx5 CQ buffer would
+    /// be unmapped).
+    #[derive(Debug)]
+    struct Dummy(Arc<AtomicUsize>);
+    impl Drop for Dummy {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A kernel object holding a parked driver, in the shape of `CqShared`:
+    /// `Drop` destroys, then releases.
+    struct Holder {
+        log: Arc<Mutex<Vec<&'static str>>>,
+        destroy_ok: bool,
+        parked: Parking<Dummy>,
+    }
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            self.log.lock().unwrap().push("kernel destroy");
+            let d = self.parked.release(self.destroy_ok);
+            drop(d);
+            self.log.lock().unwrap().push("released");
+        }
+    }
+
+    #[test]
+    fn parked_driver_lives_until_the_kernel_destroy() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let h = Arc::new(Holder { log: log.clone(), destroy_ok: true, parked: Parking::new() });
+        let qp_ref = h.clone(); // a QP still holding the kernel object
+        let mut ran_last = false;
+        h.parked.park(Dummy(drops.clone()), |_| ran_last = true);
+        assert!(ran_last);
+        drop(h); // the user's handle goes
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "parked, not freed");
+        assert!(qp_ref.parked.with(|d| d.is_some()));
+        assert!(log.lock().unwrap().is_empty());
+        drop(qp_ref); // the last QP goes: destroy, then free
+        assert_eq!(*log.lock().unwrap(), ["kernel destroy", "released"]);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_failed_destroy_leaks_the_parked_driver() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let h = Holder { log, destroy_ok: false, parked: Parking::new() };
+        h.parked.park(Dummy(drops.clone()), |_| {});
+        drop(h);
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "never freed under a device that may still write it");
+    }
+
+    #[test]
+    fn nothing_parked_releases_nothing() {
+        let mut p: Parking<Dummy> = Parking::new();
+        assert!(p.with(|d| d.is_none()));
+        assert!(p.release(true).is_none());
+    }
+
+    #[test]
+    fn public_objects_stay_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::Context>();
+        send_sync::<CompletionQueue>();
+        send_sync::<CqShared>();
+        send_sync::<crate::QueuePair>();
+        send_sync::<crate::SendQueue>();
+        send_sync::<crate::RecvQueue>();
+        send_sync::<crate::SharedReceiveQueue>();
+        send_sync::<crate::AddressHandle>();
+        send_sync::<crate::CompletionChannel>();
+    }
+
+    #[test]
+    fn mlx5_drivers_fit_the_enums() {
+        // The fast path matches on these in place; no boxing.
+        assert!(size_of::<CqDriver>() >= size_of::<mlx5::Cq>());
+        assert!(size_of::<CqDriver>() < 512, "{} bytes", size_of::<CqDriver>());
     }
 }

@@ -57,7 +57,9 @@ impl Context {
     #[doc(alias = "ibv_alloc_pd")]
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         let _span = tracing::debug_span!("ibv_alloc_pd").entered();
-        let mut drv = [0u8; 8]; // mlx5 returns its PD number; rxe nothing.
+        // mlx5 answers its PD number (`mlx5_ib_alloc_pd_resp`, 4 bytes);
+        // nothing rverbs posts needs it, so it is ignored. rxe answers nothing.
+        let mut drv = [0u8; 8];
         let handle = cmd::alloc_pd(self.fd(), &mut drv)?;
         debug!(handle, "PD allocated");
         Ok(ProtectionDomain { inner: Arc::new(PdInner { ctx: self.clone(), handle, live: true }) })

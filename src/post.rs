@@ -8,19 +8,25 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rverbs_providers::rxe;
+use rverbs_providers::{mlx5, rxe};
 
 use crate::qp::QpShared;
 use crate::{PostError, PostErrorKind, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
+/// The provider half of a send queue. No `Gone` variant: mlx5 keeps a
+/// QP's queue memory in its `Arc<mlx5::QpShared>`, which its registry also
+/// holds until the kernel QP is destroyed, so this half may go at any time.
 #[derive(Debug)]
 pub(crate) enum SendDriver {
     Rxe(rxe::SendRing<rxe::UverbsDoorbell>),
+    Mlx5(mlx5::SendQueue<mlx5::UarMmio>),
 }
 
+/// The provider half of a receive queue (see [`SendDriver`] on lifetimes).
 #[derive(Debug)]
 pub(crate) enum RecvDriver {
     Rxe(rxe::RecvRing),
+    Mlx5(mlx5::RecvQueue),
 }
 
 /// The send half of a QP. Usable from one thread while another uses the
@@ -56,10 +62,11 @@ impl SendQueue {
         Ok(())
     }
 
-    /// Posts send work requests (`ibv_post_send`): WQEs into the ring the
-    /// kernel shares with us, then one doorbell (rxe: one `write()`) for
-    /// the whole list. On a refused request the ones before it are posted,
-    /// none after it, and the error names its index.
+    /// Posts send work requests (`ibv_post_send`): WQEs into the send
+    /// queue, then one doorbell for the whole list (rxe: one `write()`;
+    /// mlx5: the doorbell record and a UAR store or a BlueFlame copy, no
+    /// syscall). On a refused request the ones before it are posted, none
+    /// after it, and the error names its index.
     ///
     /// Safe because the device reaches memory only through registered
     /// regions, which stay valid while registered (owned regions never
@@ -113,6 +120,9 @@ impl SendQueue {
         match &mut self.ring {
             // SAFETY: forwarded from this function's contract.
             SendDriver::Rxe(r) => unsafe { r.post(wrs) },
+            // SAFETY: as above (mlx5's `post` has the same contract: only
+            // INLINE SGEs are read by the CPU).
+            SendDriver::Mlx5(q) => unsafe { q.post(wrs) },
         }
     }
 }
@@ -133,6 +143,7 @@ impl RecvQueue {
         }
         match &mut self.ring {
             RecvDriver::Rxe(r) => r.post(wrs),
+            RecvDriver::Mlx5(q) => q.post(wrs),
         }
     }
 }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use rverbs_providers::cmd::qp as cmd;
 use rverbs_providers::driver::Provider;
-use rverbs_providers::rxe;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
 use rverbs_uapi::ib_user_verbs::{ib_uverbs_modify_qp, ib_uverbs_qp_dest, ib_uverbs_query_qp_resp};
 use tracing::debug;
-use zerocopy::FromZeros;
+use zerocopy::{FromZeros, IntoBytes};
 
 use crate::attr::{LinkLayer, Mtu};
 use crate::cq::{need_provider, CqShared};
@@ -253,7 +253,7 @@ impl Default for QpAttr {
 
 impl QpAttr {
     /// The `ib_uverbs_modify_qp` body for `mask` (exactly 112 bytes).
-    pub(crate) fn to_kernel(&self, handle: u32, mask: QpAttrMask) -> ib_uverbs_modify_qp {
+    pub(crate) fn to_kernel(self, handle: u32, mask: QpAttrMask) -> ib_uverbs_modify_qp {
         let mut m = ib_uverbs_modify_qp::new_zeroed();
         m.dest = self.ah_attr.to_dest();
         m.alt_dest = self.alt_ah_attr.to_dest();
@@ -326,9 +326,13 @@ impl QpAttr {
 pub(crate) struct QpShared {
     pd: ProtectionDomain,
     // Held so the CQs and SRQ outlive the QP that reports into them.
-    _send_cq: Arc<CqShared>,
-    _recv_cq: Arc<CqShared>,
+    send_cq: Arc<CqShared>,
+    recv_cq: Arc<CqShared>,
     _srq: Option<Arc<SrqShared>>,
+    /// mlx5: the provider's shared QP state. It owns the queue memory and
+    /// is registered in the mlx5 context until the kernel QP is destroyed,
+    /// so the send and receive halves may be dropped at any time.
+    mlx5: Option<Arc<mlx5::QpShared>>,
     handle: u32,
     qp_num: u32,
     qp_type: QpType,
@@ -347,10 +351,38 @@ impl QpShared {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        let events = cmd::destroy_qp(self.pd.context().fd(), self.handle)?;
+        let events = match cmd::destroy_qp(self.pd.context().fd(), self.handle) {
+            Ok(ev) => ev,
+            Err(e) => {
+                // The kernel QP may still exist: an mlx5 QP's memory is
+                // leaked (it stays registered, and this reference is never
+                // released, not even when the context goes).
+                if let Some(mqp) = &self.mlx5 {
+                    std::mem::forget(mqp.clone());
+                }
+                return Err(e);
+            }
+        };
         self.pd.context().unregister(self.user_handle);
+        if let (Some(m), Some(mqp)) = (self.pd.context().mlx5(), &self.mlx5) {
+            // The HCA writes nothing more for this QP. Its completions still
+            // in the CQs go (cleaned now, or at each CQ's next poll, the
+            // request holding the QP and its user index until then); then
+            // it leaves the registry, and its memory goes with the last
+            // reference.
+            self.clean_cqs(m, mqp);
+            m.qp_shared_destroyed(mqp);
+        }
         debug!(handle = self.handle, qp_num = self.qp_num, async_events = events, "QP destroyed");
         Ok(())
+    }
+
+    /// mlx5: removes (or has removed) `mqp`'s completions from both CQs.
+    fn clean_cqs(&self, m: &mlx5::Context, mqp: &Arc<mlx5::QpShared>) {
+        self.send_cq.clean_qp(m, mqp);
+        if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+            self.recv_cq.clean_qp(m, mqp);
+        }
     }
 }
 
@@ -406,6 +438,23 @@ impl ProtectionDomain {
                 return Err(Error::os(VERB, Errno::EINVAL).with_message("the SRQ belongs to another device context"));
             }
         }
+        // mlx5: size the queues and allocate their memory first; the core
+        // command then carries the capacities the provider settled on.
+        let prepared = match provider {
+            Provider::Mlx5 => {
+                let m = ctx.mlx5_or_err(VERB)?;
+                let srq = match init.srq {
+                    Some(s) => Some(s.mlx5_shared().cloned().ok_or_else(|| {
+                        Error::os(VERB, Errno::EINVAL).with_message("the SRQ has no mlx5 receive queue")
+                    })?),
+                    None => None,
+                };
+                let (pending, udata) = m.qp_prepare(&mlx5_prepare_args(init, srq)?)?;
+                Some((m, pending, udata))
+            }
+            Provider::Rxe => None,
+        };
+        let cap = prepared.as_ref().map_or(init.cap, |(_, p, _)| cap_of(p.core_caps()));
         let user_handle = ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h });
         let args = cmd::CreateQp {
             qp_type: init.qp_type.to_kernel(),
@@ -413,30 +462,39 @@ impl ProtectionDomain {
             send_cq: init.send_cq.handle(),
             recv_cq: init.recv_cq.handle(),
             srq: init.srq.map(|s| s.handle()),
-            cap: init.cap.into(),
+            cap: cap.into(),
             sq_sig_all: init.sq_sig_all,
             user_handle,
         };
-        let mut drv_out = [0u8; rxe::QP_RESP_LEN];
-        let created = cmd::create_qp(ctx.fd(), &args, &[], &mut drv_out).inspect_err(|_| ctx.unregister(user_handle))?;
+        let drv_in = prepared.as_ref().map_or(&[][..], |(_, _, u)| u.as_bytes());
+        let out_len = match provider {
+            Provider::Rxe => rxe::QP_RESP_LEN,
+            Provider::Mlx5 => mlx5::QP_RESP_LEN,
+        };
+        let mut drv_out = [0u8; DRV_OUT_LEN];
+        // On failure `prepared` (mlx5's memory) is dropped: the kernel never took it.
+        let created = cmd::create_qp(ctx.fd(), &args, drv_in, &mut drv_out[..out_len])
+            .inspect_err(|_| ctx.unregister(user_handle))?;
         ctx.update_registration(user_handle, EventObject::Qp { qp_num: created.qpn, user_handle });
-        let shared = Arc::new(QpShared {
+        let make_shared = |cap: QpCap, mlx5: Option<Arc<mlx5::QpShared>>| QpShared {
             pd: self.clone(),
-            _send_cq: init.send_cq.shared.clone(),
-            _recv_cq: init.recv_cq.shared.clone(),
+            send_cq: init.send_cq.shared.clone(),
+            recv_cq: init.recv_cq.shared.clone(),
             _srq: init.srq.map(|s| s.shared.clone()),
+            mlx5,
             handle: created.handle,
             qp_num: created.qpn,
             qp_type: init.qp_type,
-            cap: created.cap.into(),
+            cap,
             user_handle,
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
             live: true,
-        });
-        // On failure from here, dropping `shared` destroys the kernel QP.
-        let (sq, rq) = match provider {
-            Provider::Rxe => {
+        };
+        let (sq, rq, shared) = match prepared {
+            None => {
+                let shared = Arc::new(make_shared(created.cap.into(), None));
+                // On failure from here, dropping `shared` destroys the kernel QP.
                 let transport = match init.qp_type {
                     QpType::Rc => rxe::Transport::Rc,
                     QpType::Uc => rxe::Transport::Uc,
@@ -452,10 +510,31 @@ impl ProtectionDomain {
                     max_recv_sge: created.cap.max_recv_sge,
                     has_srq: init.srq.is_some(),
                 };
-                let q = rxe::qp_finish(ctx.fd_arc(), &drv_out, &info)?;
-                (SendDriver::Rxe(q.sq), q.rq.map(RecvDriver::Rxe))
+                let q = rxe::qp_finish(ctx.fd_arc(), &drv_out[..out_len], &info)?;
+                (SendDriver::Rxe(q.sq), q.rq.map(RecvDriver::Rxe), shared)
             }
-            Provider::Mlx5 => unreachable!("refused by need_provider"),
+            // Nothing fallible between the kernel create and `qp_finish`:
+            // `pending` must not be dropped while the kernel QP exists.
+            Some((m, pending, _)) => {
+                // The provider's capacities, not the kernel's echo of the request.
+                let cap = cap_of(pending.caps());
+                match m.qp_finish(pending, &drv_out[..out_len], created.qpn) {
+                    Ok(q) => {
+                        let shared = Arc::new(make_shared(cap, Some(q.shared().clone())));
+                        let mlx5::Qp { sq, rq, .. } = q;
+                        (SendDriver::Mlx5(sq), rq.map(RecvDriver::Mlx5), shared)
+                    }
+                    Err(mlx5::FinishError { error, pending }) => {
+                        // The kernel QP uses the pending memory: destroy it first.
+                        let mut s = make_shared(cap, None);
+                        match s.destroy() {
+                            Ok(()) => drop(pending),
+                            Err(_) => std::mem::forget(pending),
+                        }
+                        return Err(error);
+                    }
+                }
+            }
         };
         debug!(handle = created.handle, qp_num = created.qpn, "QP created");
         Ok(QueuePair {
@@ -464,6 +543,54 @@ impl ProtectionDomain {
             shared,
         })
     }
+}
+
+/// Room for the largest driver answer to create-QP.
+const DRV_OUT_LEN: usize = if rxe::QP_RESP_LEN > mlx5::QP_RESP_LEN { rxe::QP_RESP_LEN } else { mlx5::QP_RESP_LEN };
+
+fn cap_of(c: mlx5::QpCaps) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// What the mlx5 provider sizes a QP from: the transport, the requested
+/// capacities, the SRQ's provider state, `sq_sig_all`. The provider's
+/// queues carry RC, UC and UD.
+pub(crate) fn mlx5_prepare_args(
+    init: &QpInitAttr<'_>,
+    srq: Option<Arc<mlx5::SrqShared>>,
+) -> Result<mlx5::QpPrepareArgs> {
+    mlx5_prepare_args_of(init.qp_type, init.cap, srq, init.sq_sig_all)
+}
+
+fn mlx5_prepare_args_of(
+    qp_type: QpType,
+    cap: QpCap,
+    srq: Option<Arc<mlx5::SrqShared>>,
+    sq_sig_all: bool,
+) -> Result<mlx5::QpPrepareArgs> {
+    let qp_type = match qp_type {
+        QpType::Rc => mlx5::QpType::Rc,
+        QpType::Uc => mlx5::QpType::Uc,
+        QpType::Ud => mlx5::QpType::Ud,
+        other => {
+            return Err(Error::os("ibv_create_qp", Errno::EOPNOTSUPP)
+                .with_message(format!("the rverbs mlx5 provider creates RC, UC and UD QPs, not {other}")))
+        }
+    };
+    let caps = mlx5::QpCaps {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: cap.max_inline_data,
+    };
+    Ok(mlx5::QpPrepareArgs { qp_type, caps, srq, sq_sig_all })
 }
 
 fn check_caps(ctx: &Context, init: &QpInitAttr<'_>) -> Result<()> {
@@ -529,6 +656,13 @@ impl QueuePair {
     /// first; an illegal one is an error naming the states and bits, and the
     /// kernel never sees it. Addresses are checked too: RoCE needs a GRH,
     /// the source GID index must exist.
+    ///
+    /// mlx5: the provider learns the new state (sends need RTS, receives
+    /// INIT; RESET starts the queue indices over). The completions a QP
+    /// moved to RESET left in its CQs are removed at each CQ's next
+    /// [`poll`](crate::CompletionQueue::poll) (rverbs cannot reach a CQ's
+    /// poller from here without a lock on the poll path); until then
+    /// RESET → INIT fails with `EBUSY`.
     #[doc(alias = "ibv_modify_qp")]
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         const VERB: &str = "ibv_modify_qp";
@@ -538,11 +672,29 @@ impl QueuePair {
         check_transition(self.qp_type(), cur, next, mask)
             .map_err(|e| Error::os(VERB, Errno::EINVAL).with_message(e.to_string()))?;
         self.check_attrs(attr, mask)?;
+        let mlx5 = self.context().mlx5().zip(self.shared.mlx5.as_ref());
+        if let Some((m, mqp)) = mlx5 {
+            if cur == QpState::Reset && next == QpState::Init && m.clean_pending(mqp) {
+                return Err(Error::os(VERB, Errno::EBUSY).with_message(
+                    "on mlx5 the completions this QP left before its move to RESET are removed when its CQs \
+                     are next polled, and that has not happened yet: poll its CQs once (an empty slice is \
+                     enough), then retry",
+                ));
+            }
+        }
         let req = attr.to_kernel(self.handle(), mask);
         let rate = mask.contains(QpAttrMask::RATE_LIMIT).then_some(attr.rate_limit);
         let path = cmd::modify_qp(self.context().fd(), &req, rate).map_err(|e| self.modify_error(e, attr, mask))?;
         if mask.contains(QpAttrMask::STATE) {
             self.shared.state.store(next as u8, Ordering::Relaxed);
+            if let Some((m, mqp)) = mlx5 {
+                if next == QpState::Reset {
+                    // Before the indices start over: the old completions
+                    // must not be matched against the new posts.
+                    self.shared.clean_cqs(m, mqp);
+                }
+                mqp.on_state_change(next as u8);
+            }
         }
         if mask.contains(QpAttrMask::PORT) {
             self.shared.port.store(attr.port_num, Ordering::Relaxed);
@@ -826,7 +978,34 @@ impl QueuePair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zerocopy::IntoBytes;
+
+    #[test]
+    fn qp_init_attr_to_mlx5_prepare_args() {
+        let cap = QpCap { max_send_wr: 64, max_recv_wr: 32, max_send_sge: 2, max_recv_sge: 3, max_inline_data: 60 };
+        for (t, m) in [(QpType::Rc, mlx5::QpType::Rc), (QpType::Uc, mlx5::QpType::Uc), (QpType::Ud, mlx5::QpType::Ud)] {
+            for sig in [false, true] {
+                let a = mlx5_prepare_args_of(t, cap, None, sig).unwrap();
+                assert_eq!(a.qp_type, m);
+                assert_eq!(a.sq_sig_all, sig);
+                assert!(!a.has_srq());
+                assert_eq!(
+                    a.caps,
+                    mlx5::QpCaps {
+                        max_send_wr: 64,
+                        max_recv_wr: 32,
+                        max_send_sge: 2,
+                        max_recv_sge: 3,
+                        max_inline_data: 60
+                    }
+                );
+                assert_eq!(cap_of(a.caps), cap, "and back");
+            }
+        }
+        for t in [QpType::RawPacket, QpType::XrcIni, QpType::XrcTgt] {
+            let e = mlx5_prepare_args_of(t, cap, None, false).unwrap_err();
+            assert_eq!(e.errno(), Some(Errno::EOPNOTSUPP), "{t}");
+        }
+    }
 
     /// INIT -> RTR of an RC QP over RoCE: the 112-byte `ib_uverbs_modify_qp`,
     /// hand-computed from the offsets in uverbs-abi.md §3.3, and its 120-byte

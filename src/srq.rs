@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use rverbs_providers::cmd::srq as cmd;
 use rverbs_providers::driver::Provider;
-use rverbs_providers::rxe;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::rdma_user_rxe::{mminfo, rxe_modify_srq_cmd};
 use tracing::debug;
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::cq::need_provider;
+use crate::cq::{need_provider, Parking};
 use crate::event::EventObject;
-use crate::{PostError, ProtectionDomain, RecvWr};
+use crate::{PostError, PostErrorKind, ProtectionDomain, RecvWr};
 
 /// `IBV_SRQ_MAX_WR` in `ibv_srq_attr_mask`.
 const SRQ_MAX_WR: u32 = 1;
@@ -34,15 +34,26 @@ pub struct SrqAttr {
 #[derive(Debug)]
 pub(crate) enum SrqDriver {
     Rxe(rxe::RecvRing),
+    Mlx5(mlx5::Srq),
+    /// Moved out (parked in [`SrqShared`] or dropped): posts nothing.
+    Gone,
 }
 
 /// The kernel SRQ, shared with the QPs attached to it.
+///
+/// With mlx5 the SRQ buffer and doorbell record are user memory the HCA
+/// reads and writes until the kernel SRQ is destroyed. The provider keeps
+/// them in its registry; a `SharedReceiveQueue` dropped while QPs still use
+/// the kernel SRQ parks its driver here, and the registry entry is removed
+/// (`srq_destroyed`) only after the kernel destroy.
 #[derive(Debug)]
 pub(crate) struct SrqShared {
     pd: ProtectionDomain,
     handle: u32,
     user_handle: u64,
     live: bool,
+    /// The driver of a dropped `SharedReceiveQueue` (mlx5 only).
+    parked: Parking<SrqDriver>,
 }
 
 impl SrqShared {
@@ -50,10 +61,30 @@ impl SrqShared {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        let events = cmd::destroy_srq(self.pd.context().fd(), self.handle)?;
+        // On failure the mlx5 SRQ stays registered, so its memory is
+        // leaked rather than freed under the HCA.
+        let events = match cmd::destroy_srq(self.pd.context().fd(), self.handle) {
+            Ok(ev) => ev,
+            Err(e) => {
+                self.parked.release(false);
+                return Err(e);
+            }
+        };
         self.pd.context().unregister(self.user_handle);
+        if let Some(SrqDriver::Mlx5(srq)) = self.parked.release(true) {
+            if let Some(m) = self.pd.context().mlx5() {
+                m.srq_destroyed(srq);
+            }
+        }
         debug!(handle = self.handle, async_events = events, "SRQ destroyed");
         Ok(())
+    }
+
+    fn park(&self, driver: SrqDriver) {
+        match driver {
+            d @ SrqDriver::Mlx5(_) => self.parked.park(d, |_| {}),
+            other => drop(other),
+        }
     }
 }
 
@@ -100,17 +131,65 @@ impl ProtectionDomain {
         if dev.max_srq == 0 {
             return Err(Error::os(VERB, Errno::EOPNOTSUPP).with_message("the device has no SRQs"));
         }
-        let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
-        let mut drv_out = [0u8; rxe::SRQ_RESP_LEN];
-        let created = cmd::create_srq(ctx.fd(), self.handle(), max_wr, max_sge, srq_limit, user_handle, &[], &mut drv_out)
-            .inspect_err(|_| ctx.unregister(user_handle))?;
-        let shared = Arc::new(SrqShared { pd: self.clone(), handle: created.handle, user_handle, live: true });
-        let driver = match provider {
-            Provider::Rxe => SrqDriver::Rxe(rxe::srq_finish(ctx.fd(), &drv_out, created.max_sge)?),
-            Provider::Mlx5 => unreachable!("refused by need_provider"),
+        // mlx5: the buffer, doorbell record and user index first; the core
+        // command then asks for exactly the geometry they have.
+        let prepared = match provider {
+            Provider::Mlx5 => {
+                let m = ctx.mlx5_or_err(VERB)?;
+                let (pending, udata) = m.srq_prepare(max_wr, max_sge)?;
+                Some((m, pending, udata))
+            }
+            Provider::Rxe => None,
         };
-        debug!(handle = created.handle, max_wr = created.max_wr, "SRQ created");
-        Ok(SharedReceiveQueue { driver, shared, max_wr: created.max_wr, max_sge: created.max_sge })
+        let (core_wr, core_sge) =
+            prepared.as_ref().map_or((max_wr, max_sge), |(_, p, _)| (p.core_max_wr(), p.core_max_sge()));
+        let drv_in = prepared.as_ref().map_or(&[][..], |(_, _, u)| u.as_bytes());
+        let out_len = match provider {
+            Provider::Rxe => rxe::SRQ_RESP_LEN,
+            Provider::Mlx5 => mlx5::SRQ_RESP_LEN,
+        };
+        let mut drv_out = [0u8; DRV_OUT_LEN];
+        let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
+        // On failure `prepared` (mlx5's memory) is dropped: the kernel never took it.
+        let created = cmd::create_srq(
+            ctx.fd(),
+            self.handle(),
+            core_wr,
+            core_sge,
+            srq_limit,
+            user_handle,
+            drv_in,
+            &mut drv_out[..out_len],
+        )
+        .inspect_err(|_| ctx.unregister(user_handle))?;
+        let mut shared =
+            SrqShared { pd: self.clone(), handle: created.handle, user_handle, live: true, parked: Parking::new() };
+        let (driver, max_wr, max_sge) = match prepared {
+            None => {
+                // If mapping fails, dropping `shared` destroys the kernel SRQ.
+                let ring = rxe::srq_finish(ctx.fd(), &drv_out[..out_len], created.max_sge)?;
+                (SrqDriver::Rxe(ring), created.max_wr, created.max_sge)
+            }
+            // Nothing fallible between the kernel create and `srq_finish`:
+            // `pending` must not be dropped while the kernel SRQ exists.
+            Some((m, pending, _)) => {
+                // What the provider's queue really holds (rdma-core reports the same).
+                let (wr, sge) = (pending.core_max_wr(), pending.core_max_sge());
+                match m.srq_finish(pending, &drv_out[..out_len]) {
+                    Ok(srq) => (SrqDriver::Mlx5(srq), wr, sge),
+                    Err(mlx5::FinishError { error, pending }) => {
+                        // The kernel SRQ uses the pending memory: destroy it first.
+                        match shared.destroy() {
+                            Ok(()) => drop(pending),
+                            Err(_) => std::mem::forget(pending),
+                        }
+                        return Err(error);
+                    }
+                }
+            }
+        };
+        debug!(handle = created.handle, max_wr, "SRQ created");
+        Ok(SharedReceiveQueue { driver, shared: Arc::new(shared), max_wr, max_sge })
     }
 }
 
@@ -144,6 +223,8 @@ impl SharedReceiveQueue {
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         match &mut self.driver {
             SrqDriver::Rxe(ring) => ring.post(wrs),
+            SrqDriver::Mlx5(srq) => srq.post(wrs),
+            SrqDriver::Gone => Err(PostError { index: 0, kind: PostErrorKind::BadState }),
         }
     }
 
@@ -159,11 +240,14 @@ impl SharedReceiveQueue {
         // rxe reads an `rxe_modify_srq_cmd` on every modify; its pointer is
         // where the kernel would describe a resized queue (not used for a
         // limit change, but it must be valid memory).
+        // mlx5 takes no driver data here.
         let mut mi = mminfo::new_zeroed();
-        let drv = match self.driver {
-            SrqDriver::Rxe(_) => rxe_modify_srq_cmd { mmap_info_addr: mi.as_mut_bytes().as_mut_ptr() as u64 },
+        let drv = rxe_modify_srq_cmd { mmap_info_addr: mi.as_mut_bytes().as_mut_ptr() as u64 };
+        let drv_in = match self.driver {
+            SrqDriver::Rxe(_) => drv.as_bytes(),
+            SrqDriver::Mlx5(_) | SrqDriver::Gone => &[],
         };
-        cmd::modify_srq(self.pd().context().fd(), self.handle(), SRQ_LIMIT, 0, limit, drv.as_bytes())
+        cmd::modify_srq(self.pd().context().fd(), self.handle(), SRQ_LIMIT, 0, limit, drv_in)
     }
 
     /// Queries the SRQ (`IB_USER_VERBS_CMD_QUERY_SRQ`, `ibv_query_srq`).
@@ -178,16 +262,38 @@ impl SharedReceiveQueue {
     /// # Errors
     /// `EBUSY` while QPs are attached (it goes after the last of them).
     #[doc(alias = "ibv_destroy_srq")]
-    pub fn destroy(self) -> Result<()> {
-        let SharedReceiveQueue { driver, shared, .. } = self;
-        drop(driver);
-        match Arc::try_unwrap(shared) {
-            Ok(mut s) => s.destroy(),
-            Err(_) => Err(Error::os("ibv_destroy_srq", Errno::EBUSY)
+    pub fn destroy(mut self) -> Result<()> {
+        let d = std::mem::replace(&mut self.driver, SrqDriver::Gone);
+        self.shared.park(d);
+        // Only QPs clone the shared SRQ, and they need `&self` to be created.
+        match Arc::get_mut(&mut self.shared) {
+            Some(s) => s.destroy(),
+            None => Err(Error::os("ibv_destroy_srq", Errno::EBUSY)
                 .with_message("QPs are still attached to this SRQ; it is destroyed after the last of them")),
         }
     }
+
+    /// mlx5: the provider's shared SRQ state, for QPs that receive from it.
+    pub(crate) fn mlx5_shared(&self) -> Option<&Arc<mlx5::SrqShared>> {
+        match &self.driver {
+            SrqDriver::Mlx5(srq) => Some(srq.shared()),
+            _ => None,
+        }
+    }
 }
+
+impl Drop for SharedReceiveQueue {
+    fn drop(&mut self) {
+        // rxe: the ring goes now, before the kernel object (as always).
+        // mlx5: parked with the kernel SRQ until its destroy.
+        let d = std::mem::replace(&mut self.driver, SrqDriver::Gone);
+        self.shared.park(d);
+    }
+}
+
+/// Room for the largest driver answer to create-SRQ.
+const DRV_OUT_LEN: usize =
+    if rxe::SRQ_RESP_LEN > mlx5::SRQ_RESP_LEN { rxe::SRQ_RESP_LEN } else { mlx5::SRQ_RESP_LEN };
 
 #[allow(dead_code)]
 const _: u32 = SRQ_MAX_WR;

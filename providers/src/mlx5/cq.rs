@@ -123,6 +123,10 @@ pub struct Cq<M: Mmio = UarMmio> {
 // `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer is only read through
 // raw copies and written (clean) through `&mut self`; `QpShared` is `Sync`.
 unsafe impl<M: Mmio + Send> Send for Cq<M> {}
+// SAFETY: every `&self` method reads plain fields of this value (numbers,
+// the doorbell record's address) or hands out `&M`; nothing reachable
+// through `&self` dereferences the raw pointers or writes anything.
+unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
 /// What the fast path needs to know about a send opcode: the completion
 /// opcode, flags and `byte_len` (`u32::MAX`: the CQE's `byte_cnt`).
@@ -356,6 +360,25 @@ impl<M: Mmio> Cq<M> {
         self.cur_rsn = u32::MAX;
         self.cur_slots = ptr::null();
         self.cur_tail = ptr::null();
+        // Requests are pushed before the generation moves, so they are seen here.
+        self.apply_cleans();
+    }
+
+    /// Runs the cleans requested for this CQ with
+    /// [`Context::request_clean`] (a QP destroyed or reset while this CQ's
+    /// poller could not be reached). `poll` does it by itself, before
+    /// looking at any entry, whenever the registry's generation moved; call
+    /// it directly before parking a CQ nobody will poll again.
+    #[cold]
+    pub fn apply_cleans(&mut self) {
+        let qps = self.registry.cleans_for(self.cqn);
+        if qps.is_empty() {
+            return;
+        }
+        for qp in &qps {
+            self.clean_qp(qp);
+        }
+        self.registry.cleans_done(self.cqn, &qps);
     }
 
     /// The common case: a requester CQE (the caller checked the opcode) of

@@ -63,6 +63,15 @@
 //! SRQ [`Context::srq_destroyed`]; a CQ is simply dropped after its
 //! kernel destroy (`mem::forget` it if the destroy fails).
 //!
+//! A caller whose QP halves and CQ pollers live in separate objects (the
+//! safe `rverbs` layer polls through `&mut` with no lock) uses instead:
+//! [`Context::qp_shared_destroyed`] after the kernel destroy, and
+//! [`Context::request_clean`] for each CQ it cannot reach: the CQ runs the
+//! clean ([`Cq::apply_cleans`]) at its next poll, before reading any entry,
+//! and the request holds the QP (and so its user index) until then;
+//! [`Context::clean_pending`] tells whether that happened;
+//! [`Context::cq_destroyed`] drops the requests of a CQ before its destroy.
+//!
 //! How CQs find the work-request ids: every QP's [`QpShared`] (slot →
 //! wr_id arrays, retire counters, its SRQ) is registered in the context
 //! under its user index (CQE version 1, the default) or QPN (version 0);
@@ -355,5 +364,36 @@ impl Context {
     pub fn ah_create_with_dmac(&self, attr: &AhAttr, dmac: Option<[u8; 6]>) -> Result<Ah> {
         let av = ah::build_av(attr, dmac, ah::random_sport())?;
         Ah::new(self.ah_table(), av)
+    }
+
+    /// [`qp_destroyed`](Self::qp_destroyed) for a caller that no longer has
+    /// the whole [`Qp`] (its send and receive halves live in separate
+    /// objects): after the kernel destroyed the QP, forgets it. Its memory
+    /// goes when the last half, CQ cache and clean request holding
+    /// `qp` goes. Returns false if `qp` was not the registered QP.
+    pub fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
+        self.registry().remove_qp_if(qp)
+    }
+
+    /// CQ `cqn` is to drop `qp`'s completions (the [`Cq::clean_qp`] owed
+    /// after a destroy or a move to RESET) the next time it is polled,
+    /// before it looks at any entry: for callers that cannot reach the
+    /// CQ's poller without a lock. Until then the request holds `qp`, so its
+    /// user index is not reused and its memory stays. No cost on the fast
+    /// path: `poll` already checks the registry's generation.
+    pub fn request_clean(&self, cqn: u32, qp: &Arc<QpShared>) {
+        self.registry().request_clean(cqn, qp)
+    }
+
+    /// Whether a CQ still owes a clean of `qp` ([`request_clean`](Self::request_clean)).
+    pub fn clean_pending(&self, qp: &Arc<QpShared>) -> bool {
+        self.registry().clean_pending(qp)
+    }
+
+    /// CQ `cqn` is about to be destroyed and will not be polled again:
+    /// drops the cleans requested of it. Call it before the kernel destroy
+    /// (the CQN may be reused right after).
+    pub fn cq_destroyed(&self, cqn: u32) -> usize {
+        self.registry().drop_cleans(cqn)
     }
 }

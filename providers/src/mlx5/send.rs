@@ -111,6 +111,10 @@ pub struct SendQueue<M: Mmio> {
 // is only written through `&mut self`, the shared words are atomics or
 // device words. The doorbell seam must be `Send` itself.
 unsafe impl<M: Mmio + Send> Send for SendQueue<M> {}
+// SAFETY: the public `&self` methods read plain fields (counters, sizes) or
+// hand out `&M` / `&Arc<QpShared>` (`Sync`); the private `&self` helpers
+// that write queue memory or MMIO are only called from `post(&mut self)`.
+unsafe impl<M: Mmio + Sync> Sync for SendQueue<M> {}
 
 /// What the ring step needs of the last WQE written.
 #[derive(Clone, Copy)]

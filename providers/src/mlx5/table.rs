@@ -22,6 +22,17 @@ pub struct Registry {
     qps: RwLock<HashMap<u32, Arc<QpShared>>>,
     srqs: RwLock<HashMap<u32, Arc<SrqShared>>>,
     generation: AtomicU64,
+    /// Cleans CQs owe (see [`Registry::request_clean`]).
+    cleans: Mutex<Vec<CleanReq>>,
+}
+
+/// CQ `cqn` must drop the completions of `qp` still in its ring. Holding
+/// `qp` keeps its resource number (user index) leased until then, so no
+/// other QP can be named by those CQEs.
+#[derive(Debug)]
+struct CleanReq {
+    cqn: u32,
+    qp: Arc<QpShared>,
 }
 
 impl Registry {
@@ -71,6 +82,63 @@ impl Registry {
     #[inline(always)]
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Removes QP `qp` if it is the one registered under its resource
+    /// number; bumps the generation.
+    pub(crate) fn remove_qp_if(&self, qp: &Arc<QpShared>) -> bool {
+        let mut m = self.qps.write().unwrap_or_else(|p| p.into_inner());
+        let mine = matches!(m.get(&qp.rsn()), Some(q) if Arc::ptr_eq(q, qp));
+        if mine {
+            m.remove(&qp.rsn());
+        }
+        drop(m);
+        self.generation.fetch_add(1, Ordering::Release);
+        mine
+    }
+
+    /// Asks CQ `cqn` to clean `qp` out of its ring ([`Cq::clean_qp`]) the
+    /// next time its poller runs: for a safe layer whose CQ poller cannot be
+    /// reached when a QP is destroyed or reset (the CQ is polled through
+    /// `&mut` without a lock). Bumps the generation, which `Cq::poll` already
+    /// checks on every call, so the clean costs the fast path nothing.
+    /// A request already pending for the same CQ and QP is not repeated.
+    ///
+    /// [`Cq::clean_qp`]: crate::mlx5::Cq::clean_qp
+    pub(crate) fn request_clean(&self, cqn: u32, qp: &Arc<QpShared>) {
+        let mut c = self.cleans.lock().unwrap_or_else(|p| p.into_inner());
+        if !c.iter().any(|r| r.cqn == cqn && Arc::ptr_eq(&r.qp, qp)) {
+            c.push(CleanReq { cqn, qp: qp.clone() });
+        }
+        drop(c);
+        // After the push: a poller that sees the new generation finds it.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The QPs CQ `cqn` has to clean (left pending until [`cleans_done`](Self::cleans_done)).
+    pub(crate) fn cleans_for(&self, cqn: u32) -> Vec<Arc<QpShared>> {
+        let c = self.cleans.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter().filter(|r| r.cqn == cqn).map(|r| r.qp.clone()).collect()
+    }
+
+    /// CQ `cqn` cleaned `done`: drops those requests (and their QP references).
+    pub(crate) fn cleans_done(&self, cqn: u32, done: &[Arc<QpShared>]) {
+        let mut c = self.cleans.lock().unwrap_or_else(|p| p.into_inner());
+        c.retain(|r| !(r.cqn == cqn && done.iter().any(|q| Arc::ptr_eq(q, &r.qp))));
+    }
+
+    /// Drops every request naming CQ `cqn` (it is being destroyed: no
+    /// poller will run). Returns how many there were.
+    pub(crate) fn drop_cleans(&self, cqn: u32) -> usize {
+        let mut c = self.cleans.lock().unwrap_or_else(|p| p.into_inner());
+        let before = c.len();
+        c.retain(|r| r.cqn != cqn);
+        before - c.len()
+    }
+
+    /// Whether some CQ still owes a clean of `qp`.
+    pub(crate) fn clean_pending(&self, qp: &Arc<QpShared>) -> bool {
+        self.cleans.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|r| Arc::ptr_eq(&r.qp, qp))
     }
 
     /// Registered QPs (tests).

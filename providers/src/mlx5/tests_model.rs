@@ -733,6 +733,78 @@ fn destroy_cleans_the_cq_and_unregisters() {
 }
 
 #[test]
+fn deferred_clean_runs_at_the_next_poll_and_holds_the_user_index() {
+    // The safe layer's way: the QP halves are gone, the CQ poller is out of
+    // reach; the clean is requested and runs when the CQ is next polled.
+    let mut t = Rc::new(ModelCfg::default(), 31);
+    let sge = [t.src.sge(0, 8)];
+    for i in 0..3 {
+        post_send(&mut t.a, &[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
+            .unwrap();
+    }
+    t.hca.run();
+    t.hca.destroy_qp(t.b.qpn());
+    let shared = t.b.shared().clone();
+    let uidx = shared.uidx();
+    t.ctx.request_clean(t.cq_b.cqn(), &shared);
+    t.ctx.request_clean(t.cq_b.cqn(), &shared); // not repeated
+    assert!(t.ctx.qp_shared_destroyed(&shared));
+    assert!(!t.ctx.qp_shared_destroyed(&shared), "already gone");
+    let b = std::mem::replace(&mut t.b, t.hca.new_qp(&t.ctx, &args(QpType::Rc, rc_caps()), t.cq_b.cqn(), t.cq_b.cqn()));
+    drop(b);
+    drop(shared);
+    // The request holds the old QP: its user index is not handed out again.
+    assert_ne!(t.b.shared().uidx(), uidx);
+    assert_eq!(t.cq_b.cons_index(), 0);
+    assert_eq!(t.cq_b.poll(&mut [Wc::default(); 8]), 0, "the 3 stale receives were cleaned, not skipped");
+    assert_eq!(t.cq_b.cons_index(), 3);
+    assert_eq!(t.cq_b.skipped(), 0);
+    assert_eq!(poll_n(&mut t.cq_a, 3).len(), 3);
+    // The other CQ had nothing to do; the request is gone, the index free.
+    let mut seen = false;
+    for _ in 0..4 {
+        let (p, _) = t.ctx.qp_prepare(&args(QpType::Rc, rc_caps())).unwrap();
+        seen |= p.uidx() == uidx;
+    }
+    assert!(seen, "user index {uidx} returned after the clean");
+    t.hca.assert_clean();
+}
+
+#[test]
+fn deferred_clean_after_reset_and_cq_destroyed() {
+    let mut t = Rc::new(ModelCfg::default(), 15);
+    let sge = [t.src.sge(0, 8)];
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    for _ in 0..4 {
+        post_send(&mut t.a, &[wr]).unwrap();
+    }
+    t.hca.run();
+    poll_n(&mut t.cq_b, 4);
+    // A's CQ still holds 4 send completions; A goes to RESET.
+    t.hca.set_state(&t.a, 0, None, None);
+    let sa = t.a.shared().clone();
+    t.ctx.request_clean(t.cq_a.cqn(), &sa);
+    assert!(t.ctx.clean_pending(&sa));
+    t.cq_a.apply_cleans();
+    assert!(!t.ctx.clean_pending(&sa));
+    assert_eq!(t.cq_a.poll(&mut [Wc::default(); 8]), 0);
+    assert_eq!(t.cq_a.cons_index(), 4);
+    // Requests of a CQ that goes away are dropped.
+    t.ctx.request_clean(t.cq_b.cqn(), &sa);
+    assert_eq!(t.ctx.cq_destroyed(t.cq_b.cqn()), 1);
+    assert!(!t.ctx.clean_pending(&sa));
+    t.recv_posted = 0;
+    t.recv_done = 0;
+    t.hca.set_state(&t.b, 0, None, None);
+    t.hca.connect(&t.a, &t.b);
+    t.refill();
+    post_send(&mut t.a, &[wr]).unwrap();
+    t.hca.run();
+    assert_eq!(poll_n(&mut t.cq_a, 1)[0].wr_id, 1);
+    t.hca.assert_clean();
+}
+
+#[test]
 fn reset_and_reconnect() {
     let mut t = Rc::new(ModelCfg::default(), 15);
     let sge = [t.src.sge(0, 8)];
