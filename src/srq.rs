@@ -14,8 +14,6 @@ use crate::cq::{need_provider, Parking};
 use crate::event::EventObject;
 use crate::{PostError, PostErrorKind, ProtectionDomain, RecvWr};
 
-/// `IBV_SRQ_MAX_WR` in `ibv_srq_attr_mask`.
-const SRQ_MAX_WR: u32 = 1;
 /// `IBV_SRQ_LIMIT` in `ibv_srq_attr_mask`.
 const SRQ_LIMIT: u32 = 2;
 
@@ -295,5 +293,3 @@ impl Drop for SharedReceiveQueue {
 const DRV_OUT_LEN: usize =
     if rxe::SRQ_RESP_LEN > mlx5::SRQ_RESP_LEN { rxe::SRQ_RESP_LEN } else { mlx5::SRQ_RESP_LEN };
 
-#[allow(dead_code)]
-const _: u32 = SRQ_MAX_WR;

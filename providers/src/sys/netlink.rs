@@ -169,10 +169,8 @@ impl RdmaNetlink {
                     _ => out.push((ty, payload.to_vec())),
                 }
             }
-            if flags & NLM_F_DUMP == 0 && !out.is_empty() {
-                // A single reply; the ack (NLMSG_ERROR 0) follows.
-                continue;
-            }
+            // A single request (NLM_F_ACK) ends with NLMSG_ERROR 0 after its
+            // reply; a dump ends with NLMSG_DONE: keep reading until either.
         }
     }
 
