@@ -386,10 +386,10 @@ impl<M: Mmio> Cq<M> {
     /// or returns false (untouched).
     #[inline(always)]
     fn decode_req(&self, p: *const u8, w: &mut Wc) -> bool {
-        // SAFETY: a whole 64-byte entry the HCA handed to software (owner
-        // bit checked, barrier passed); copied out (only the fields used are
-        // loaded), never referenced. The resource number is read at its
-        // offset for this CQE version: `srqn_uidx` or `sop_drop_qpn`.
+        // The resource number is read at its offset for this CQE version:
+        // `srqn_uidx` or `sop_drop_qpn`.
+        // SAFETY: a whole 64-byte entry the HCA handed to software (owner bit
+        // checked, barrier passed); copied out, never referenced.
         let (c, rsn_be) = unsafe { (ptr::read(p.cast::<Cqe64>()), ptr::read(p.add(self.rsn_off).cast::<[u8; 4]>())) };
         let c = &c;
         let rsn = u32::from_be_bytes(rsn_be) & 0x00ff_ffff;

@@ -208,11 +208,10 @@ impl<'a> IoctlCmd<'a> {
     pub fn execute(&mut self, fd: BorrowedFd<'_>, driver_id: u32) -> Result<(), Errno> {
         self.finish(driver_id)?;
         let ptr = &mut self.buf as *mut Buf;
-        // SAFETY: `ptr` points at our header followed by `num` initialised
-        // attributes, as `length` says; the kernel may write back into them
-        // (flags, data), which is why the buffer is ours and mutable. Every
-        // pointer inside an attribute refers to a buffer borrowed for `'a`,
-        // which outlives this call. The fd is valid for the call.
+        // The kernel may write back into the attributes (flags, data), which
+        // is why the buffer is ours and mutable.
+        // SAFETY: `ptr` is our header + `num` initialised attributes (`length`); each
+        // attribute pointer refers to a buffer borrowed for `'a`, outliving this call.
         let rc = unsafe { nix::libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL as _, ptr) };
         Errno::result(rc).map(drop)
     }
