@@ -9,6 +9,7 @@ use crate::host_tools::{self, Apt, HostTools};
 use crate::kernel::{self, Series};
 use crate::project::{self, Artifact, Workspace};
 use crate::runner::{self, Guest, Knobs, Payload};
+use crate::twohost;
 use crate::util::{note, secs, Result};
 
 /// Options of `cargo xtask test`.
@@ -18,6 +19,10 @@ pub struct TestArgs {
     pub kernels: Vec<String>,
     pub host_only: bool,
     pub vm_only: bool,
+    /// Only the two-host tier.
+    pub two_hosts_only: bool,
+    /// Skip the two-host tier.
+    pub no_two_hosts: bool,
     pub keep: bool,
 }
 
@@ -58,17 +63,24 @@ fn with_problems(mut counts: Counts, problems: &[String]) -> Counts {
 
 /// Runs the tiers; returns the process exit code.
 pub fn run(args: &TestArgs) -> Result<i32> {
-    if args.host_only && args.vm_only {
-        return Err("--host-only and --vm-only exclude each other".into());
+    let only = [args.host_only, args.vm_only, args.two_hosts_only];
+    if only.iter().filter(|&&o| o).count() > 1 {
+        return Err("--host-only, --vm-only and --two-hosts-only exclude each other".into());
+    }
+    if args.two_hosts_only && args.no_two_hosts {
+        return Err("--two-hosts-only and --no-two-hosts exclude each other".into());
     }
     let series = selected_series(&args.kernels)?;
     let ws = project::workspace()?;
     let mut tally = Tally::default();
-    if !args.vm_only {
+    if !args.vm_only && !args.two_hosts_only {
         host_tier(&ws, &mut tally)?;
     }
-    if !args.host_only {
+    if !args.host_only && !args.two_hosts_only {
         vm_tiers(&ws, &series, args.keep, &mut tally);
+    }
+    if !args.host_only && !args.no_two_hosts {
+        two_host_tiers(&ws, &series, &mut tally);
     }
     Ok(print_summary(&tally))
 }
@@ -143,6 +155,7 @@ fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
         files,
         script: crate::guest::test_payload(&names),
         label: "test",
+        qemu_args: Vec::new(),
     }
 }
 
@@ -215,6 +228,68 @@ fn one_kernel(
     );
 }
 
+/// The two-host tier: per kernel, two guests joined by a QEMU socket
+/// network run `rverbs pingpong -e` across it, RC and UD (one test each).
+fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
+    let fail = |tally: &mut Tally, e: String| {
+        tally.add("two hosts".into(), Counts::default(), vec![e], String::new())
+    };
+    let knobs = match Knobs::from_env() {
+        Ok(k) => k,
+        Err(e) => return fail(tally, e),
+    };
+    let mut apt = Apt::default();
+    let tools = match host_tools::ensure(&mut apt) {
+        Ok(t) => t,
+        Err(e) => return fail(tally, e),
+    };
+    let cli = match project::build_cli(ws) {
+        Ok(c) => c,
+        Err(e) => return fail(tally, e),
+    };
+    let spec = twohost::PairSpec::default();
+    for &s in series {
+        let what = format!("two hosts {}", s.name);
+        println!(
+            "==> {what}: rverbs pingpong -e -n {} between two guests on a QEMU socket network, RC and UD",
+            spec.iters
+        );
+        let start = Instant::now();
+        let k = match kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt) {
+            Ok(k) => k,
+            Err(e) => {
+                tally.add(what, Counts::default(), vec![e], String::new());
+                continue;
+            }
+        };
+        let show = twohost::progress(knobs.verbose);
+        let pair = match twohost::run(&k, &tools, &ws.vm_dir(), &knobs, &cli, &spec, &show) {
+            Ok(p) => p,
+            Err(e) => {
+                tally.add(what, Counts::default(), vec![e], String::new());
+                continue;
+            }
+        };
+        let tag = format!("[2h {}]", s.name);
+        for l in pair.report("") {
+            println!("{tag} {l}");
+        }
+        let (counts, problems) = pair.counts();
+        if !problems.is_empty() {
+            for l in pair.failure_tails() {
+                println!("{tag}   {l}");
+            }
+        }
+        println!("{what}: {} in {}", counts.describe(), secs(start.elapsed()));
+        tally.add(
+            what,
+            counts,
+            problems,
+            format!("{} ({}), {}", k.package, k.release, secs(start.elapsed())),
+        );
+    }
+}
+
 /// Progress: libtest result lines (both consoles with RVERBS_VM_VERBOSE;
 /// kernel lines tagged `kernel`).
 fn show_line(tag: &str, verbose: bool, kind: LineKind, line: &str) {
@@ -279,7 +354,7 @@ fn print_summary(t: &Tally) -> i32 {
     println!("==> summary");
     for row in &t.rows {
         println!(
-            "  {:<12} {:<40} {}",
+            "  {:<15} {:<40} {}",
             row.what,
             row.counts.describe(),
             row.note

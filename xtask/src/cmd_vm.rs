@@ -94,5 +94,6 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
         files,
         script: guest::cmd_payload(&args.command),
         label: "vm",
+        qemu_args: Vec::new(),
     })
 }

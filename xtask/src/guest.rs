@@ -13,6 +13,10 @@ pub const GUEST_IP: &str = "192.168.77.1/24";
 /// in modules.dep pulls in: without it `rdma link add` fails with ENOENT.
 pub const LOAD_MODULES: &str = "rdma_rxe veth crc32_generic";
 
+/// Modules `/init` also loads in two-host runs: the virtio NIC (`virtio_pci`
+/// is built into 6.12 but a module in 6.1).
+pub const NET_MODULES: &str = "virtio_pci virtio_net";
+
 /// Guest path of the project's CLI.
 pub const RVERBS_BIN: &str = "/usr/local/bin/rverbs";
 
@@ -50,12 +54,33 @@ for word in $(cat /proc/cmdline); do
 done
 mark uname "$(uname -r)"
 
+# The payload only sets variables and defines rverbs_cmd; read it first
+# because RVERBS_NETDEV (two-host runs) changes the network setup.
+RVERBS_MODE=none
+RVERBS_NETDEV=
+. /{PAYLOAD}
+
 /usr/sbin/modprobe -a {LOAD_MODULES} || die "modprobe {LOAD_MODULES} failed"
 /usr/bin/ip link set lo up
+if [ -n "$RVERBS_NETDEV" ]; then
+    # Two hosts: rxe0 on the virtio NIC that QEMU's socket network joins
+    # to the other VM (RVERBS_IP is this VM's address in the shared /24).
+    /usr/sbin/modprobe -a {NET_MODULES} || die "modprobe {NET_MODULES} failed"
+    i=0
+    until [ -e /sys/class/net/$RVERBS_NETDEV ]; do
+        i=$((i + 1))
+        [ $i -le 100 ] || die "no network interface $RVERBS_NETDEV (virtio-net) after 10 s"
+        usleep 100000
+    done
+    /usr/bin/ip addr add $RVERBS_IP dev $RVERBS_NETDEV || die "cannot set the address of $RVERBS_NETDEV"
+    /usr/bin/ip link set $RVERBS_NETDEV up || die "cannot bring $RVERBS_NETDEV up"
+    /usr/bin/rdma link add rxe0 type rxe netdev $RVERBS_NETDEV || die "rdma link add rxe0 (on $RVERBS_NETDEV) failed"
+else
 /usr/bin/ip link add v0 type veth peer name v1 || die "cannot create veth pair v0/v1"
 /usr/bin/ip addr add {GUEST_IP} dev v0 || die "cannot set the address of v0"
 /usr/bin/ip link set v0 up && /usr/bin/ip link set v1 up || die "cannot bring v0/v1 up"
 /usr/bin/rdma link add rxe0 type rxe netdev v0 || die "rdma link add rxe0 failed"
+fi
 state=/sys/class/infiniband/rxe0/ports/1/state
 i=0
 until grep -q ACTIVE $state 2>/dev/null; do
@@ -68,8 +93,6 @@ mark ready
 
 export RVERBS_REQUIRE_DEVICE=1 RVERBS_BIN={RVERBS_BIN} RUST_BACKTRACE=1
 failed=0
-RVERBS_MODE=none
-. /{PAYLOAD}
 cd /tmp
 case "$RVERBS_MODE" in
 test)
@@ -112,6 +135,16 @@ pub fn cmd_payload(words: &[String]) -> String {
     )
 }
 
+/// Payload for one VM of a two-host run: `/init` puts rxe0 on `netdev`
+/// (the virtio NIC) with address `ip` instead of on a veth pair, then runs
+/// `script` like [`cmd_payload`].
+pub fn net_payload(netdev: &str, ip: &str, script: &str) -> String {
+    format!(
+        "RVERBS_NETDEV={netdev}\nRVERBS_IP={ip}\n{}",
+        cmd_payload(&[script.to_owned()])
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +155,13 @@ mod tests {
         assert!(init.starts_with("#!/bin/sh\n"));
         assert!(init.contains("/usr/bin/rdma link add rxe0 type rxe netdev v0"));
         assert!(init.contains("poweroff -f"));
+        assert!(init.contains("rdma link add rxe0 type rxe netdev $RVERBS_NETDEV"));
+        assert!(
+            init.find(". /etc/rverbs/payload.sh").unwrap() < init.find("modprobe").unwrap(),
+            "the payload is read before the network is set up"
+        );
+        let p = net_payload("eth0", "192.168.78.1/24", "echo hi");
+        assert!(p.starts_with("RVERBS_NETDEV=eth0\nRVERBS_IP=192.168.78.1/24\nRVERBS_MODE=cmd\n"));
         assert_eq!(
             test_payload(&["a".into(), "b".into()]),
             "RVERBS_MODE=test\nRVERBS_TESTS='a b'\n"

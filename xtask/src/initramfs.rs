@@ -26,11 +26,13 @@ use crate::kernel::Kernel;
 use crate::util::{self, Context, Fnv, Result};
 
 /// Kernel modules copied into the guest (with their dependencies): those
-/// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs.
+/// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs
+/// ([`guest::NET_MODULES`]).
 pub const MODULES: &[&str] = &[
     "rdma_rxe",
     "veth",
     "crc32_generic",
+    "virtio_pci",
     "virtio_net",
     "net_failover",
     "failover",

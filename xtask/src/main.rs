@@ -1,38 +1,59 @@
 //! `cargo xtask`: the project's test harness.
 //!
+//! * `cargo xtask demo` boots a guest with soft-RoCE (rxe), runs an
+//!   `rverbs pingpong` server and client under strace and prints a report
+//!   that checks what rverbs claims (no libibverbs, the control path's
+//!   ioctls, one doorbell per post, timings next to rdma-core's);
+//!   `--two-hosts` runs the ping-pong between two guests instead.
 //! * `cargo xtask test` runs the host tier (`cargo test --workspace`, no
-//!   device) and then the integration tests inside QEMU guests that boot
-//!   real Debian kernels with soft-RoCE (rxe), one per kernel of the matrix.
+//!   device), the integration tests inside QEMU guests that boot real
+//!   Debian kernels with rxe, one per kernel of the matrix, and the
+//!   two-host tier (ping-pong between two guests) per kernel.
 //! * `cargo xtask vm -- COMMAND...` boots one such guest and runs a command.
 //!
 //! Layout: [`host_tools`] (apt), [`kernel`] (Debian kernels), [`initramfs`]
 //! and [`cpio`] (the guest image), [`guest`] (its `/init`), [`qemu`]
 //! (booting), [`console`] (reading results back), [`runner`] (one boot end
-//! to end), [`project`] (cargo builds, host tier), and one module per
-//! subcommand. See docs/TESTING.md.
+//! to end), [`project`] (cargo builds, host tier), [`twohost`] (two guests
+//! on one wire), [`strace`], [`names`] and [`elf`] (what the demo reads),
+//! and one module per subcommand. See docs/TESTING.md and docs/DEMO.md.
 
 mod cmd_test;
 mod cmd_vm;
 mod console;
 mod cpio;
+mod demo;
+mod elf;
 mod guest;
 mod host_tools;
 mod initramfs;
 mod json;
 mod kernel;
+mod names;
 mod project;
 mod qemu;
 mod runner;
+mod strace;
+mod twohost;
 mod util;
 
 use cmd_test::TestArgs;
 use cmd_vm::VmArgs;
+use demo::DemoArgs;
 
 const USAGE: &str = "\
 usage:
-  cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only] [--keep]
+  cargo xtask demo [--kernel 6.1|6.12] [--two-hosts] [--keep]
+      boot a guest (default kernel 6.12), run rverbs pingpong on rxe0 under
+      strace and report: no libibverbs, the control path's ioctls, the
+      data path's syscalls, timings next to ibv_rc_pingpong; exit 1 if a
+      check fails. --two-hosts: RC and UD ping-pong between two guests
+      joined by a QEMU socket network instead
+  cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
+                   --two-hosts-only] [--no-two-hosts] [--keep]
       host tier (cargo test --workspace), then the integration tests in a
-      QEMU guest with rxe0 for each kernel (default: all of them)
+      QEMU guest with rxe0 for each kernel (default: all of them), then
+      the two-host tier for each kernel (--vm-only runs both VM tiers)
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -58,6 +79,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
     match args.first().map(String::as_str) {
         Some("test") => cmd_test::run(&parse_test(&args[1..])?),
         Some("vm") => cmd_vm::run(&parse_vm(&args[1..])?),
+        Some("demo") => demo::run(&parse_demo(&args[1..])?),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)
@@ -85,11 +107,27 @@ fn parse_test(args: &[String]) -> Result<TestArgs, String> {
             "--kernel" => t.kernels.push(value_of(a, &mut it)?),
             "--host-only" => t.host_only = true,
             "--vm-only" => t.vm_only = true,
+            "--two-hosts-only" => t.two_hosts_only = true,
+            "--no-two-hosts" => t.no_two_hosts = true,
             "--keep" => t.keep = true,
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
     }
     Ok(t)
+}
+
+fn parse_demo(args: &[String]) -> Result<DemoArgs, String> {
+    let mut d = DemoArgs::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.split('=').next().unwrap_or(a) {
+            "--kernel" => d.kernel = Some(value_of(a, &mut it)?),
+            "--two-hosts" => d.two_hosts = true,
+            "--keep" => d.keep = true,
+            _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
+        }
+    }
+    Ok(d)
 }
 
 fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
@@ -133,11 +171,21 @@ mod tests {
             "--kernel=6.12",
             "--vm-only",
             "--keep",
+            "--no-two-hosts",
         ]))
         .unwrap();
+        assert!(t.no_two_hosts && !t.two_hosts_only);
         assert_eq!(t.kernels, s(&["6.1", "6.12"]));
         assert!(t.vm_only && t.keep && !t.host_only);
         assert!(parse_test(&s(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn parses_demo_options() {
+        let d = parse_demo(&s(&["--kernel=6.1", "--two-hosts"])).unwrap();
+        assert_eq!(d.kernel.as_deref(), Some("6.1"));
+        assert!(d.two_hosts && !d.keep);
+        assert!(parse_demo(&s(&["--frob"])).is_err());
     }
 
     #[test]

@@ -87,7 +87,19 @@ fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
 
 /// `cargo build --bin rverbs`: the CLI that goes to /usr/local/bin.
 pub fn build_cli(ws: &Workspace) -> Result<PathBuf> {
-    let msgs = build_json(ws, &["build", "--package", "rverbs", "--bin", "rverbs"])?;
+    build_cli_with(ws, &[])
+}
+
+/// `cargo build --release --bin rverbs`: the CLI for timing runs (`cargo
+/// xtask demo` compares it with rdma-core's optimised tools).
+pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
+    build_cli_with(ws, &["--release"])
+}
+
+fn build_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["build", "--package", "rverbs", "--bin", "rverbs"];
+    args.extend_from_slice(extra);
+    let msgs = build_json(ws, &args)?;
     msgs.iter()
         .filter(|m| target_field(m, "name") == Some("rverbs") && has_kind(m, "bin"))
         .find_map(executable)

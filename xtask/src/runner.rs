@@ -24,8 +24,11 @@ pub struct Payload {
     pub files: Vec<(String, PathBuf)>,
     /// The payload script `/init` sources (see [`crate::guest`]).
     pub script: String,
-    /// A short name for file names and logs (`test`, `vm`).
+    /// A short name for file names and logs (`test`, `vm`, `demo`,
+    /// `two-hosts-a`...).
     pub label: &'static str,
+    /// Extra QEMU arguments (the two-host network).
+    pub qemu_args: Vec<String>,
 }
 
 /// A finished boot.
@@ -133,7 +136,7 @@ pub fn run(
 ) -> Result<Outcome> {
     let initrd = build_initrd(g.kernel, g.tools, g.vm_dir, payload)?;
     let accel = qemu::accel(&g.tools.qemu);
-    let mut outcome = boot_once(g, payload.label, &initrd, &accel, show)?;
+    let mut outcome = boot_once(g, payload, &initrd, &accel, show)?;
     let kvm_failed = outcome.report.release.is_none() && !outcome.boot.timed_out;
     if matches!(accel, Accel::Kvm(_)) && kvm_failed {
         // KVM passed the probe but did not get the guest to /init.
@@ -142,7 +145,7 @@ pub fn run(
             "KVM guest did not start ({why}); retrying under TCG"
         ));
         qemu::demote_to_tcg();
-        outcome = boot_once(g, payload.label, &initrd, &Accel::Tcg, show)?;
+        outcome = boot_once(g, payload, &initrd, &Accel::Tcg, show)?;
     }
     outcome.log = save_log(g.vm_dir, g.kernel, payload.label, &outcome.boot.console)?;
     if keep {
@@ -195,7 +198,7 @@ fn remove_stale_initrds(dir: &Path) {
 
 fn boot_once(
     g: &Guest,
-    label: &str,
+    payload: &Payload,
     initrd: &Path,
     accel: &Accel,
     show: &mut dyn FnMut(LineKind, &str),
@@ -206,9 +209,9 @@ fn boot_once(
         initrd: initrd.to_path_buf(),
         cmdline: String::new(),
         memory: g.knobs.memory.clone(),
-        extra_args: Vec::new(),
+        extra_args: payload.qemu_args.clone(),
         accel: accel.clone(),
-        kernel_log: Some(log_path(g.vm_dir, g.kernel, label, "kernel.log")?),
+        kernel_log: Some(log_path(g.vm_dir, g.kernel, payload.label, "kernel.log")?),
     };
     let mut report = GuestReport::default();
     // Under KVM /init starts within seconds; waiting longer means KVM is

@@ -16,6 +16,7 @@
 mod devices;
 mod devinfo;
 mod gids;
+mod log;
 mod pingpong;
 
 use std::ffi::OsString;
@@ -88,6 +89,7 @@ impl From<String> for Fail {
 type CliResult<T> = Result<T, Fail>;
 
 fn main() -> ExitCode {
+    log::init(); // RVERBS_LOG=debug|trace [RVERBS_LOG_FILE=path]
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = args
         .into_iter()

@@ -998,6 +998,12 @@ fn run(o: &Opts) -> Result<(), String> {
 
     let page = rverbs_providers::sys::event::page_size();
     let mut pending = vec![RECV_WRID; nqp];
+    // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
+    // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
+    let mark = std::env::var("RVERBS_PINGPONG_MARK").ok().map(|d| [d.clone() + "/data-path-begin", d + "/data-path-end"]);
+    if let Some(m) = &mark {
+        let _ = std::fs::metadata(&m[0]);
+    }
     if o.server.is_some() {
         if o.validate {
             // rdma-core marks the first byte of every page with
@@ -1091,6 +1097,9 @@ fn run(o: &Opts) -> Result<(), String> {
         }
     }
     let elapsed = start.elapsed();
+    if let Some(m) = &mark {
+        let _ = std::fs::metadata(&m[1]);
+    }
     say(&summary(o.size, o.iters, elapsed));
 
     let mut bad_pages = 0;

@@ -1,0 +1,904 @@
+//! `cargo xtask demo`: boots one guest, runs an `rverbs pingpong` server
+//! and client on rxe0 under `strace -f`, and prints a short report that
+//! checks what rverbs claims (see docs/DEMO.md):
+//!
+//! 1. no libibverbs or provider library is involved (the binary's ELF
+//!    dependencies, the running server's `/proc/PID/maps`);
+//! 2. the control path is `RDMA_VERBS_IOCTL` commands, named from the
+//!    library's own `RVERBS_LOG=trace` events, plus `mmap` of the rings;
+//! 3. the data path makes one doorbell `write()` per post and nothing
+//!    else while polling; with `-e`, the completion channel's `read()`s and
+//!    one `REQ_NOTIFY_CQ` arm per event;
+//! 4. latency and throughput, next to rdma-core's `ibv_rc_pingpong` run in
+//!    the same boot with the same arguments.
+//!
+//! The exit status is 1 when any check fails.
+//!
+//! `cargo xtask demo --two-hosts` instead boots two guests joined by a
+//! QEMU socket network and runs RC and UD ping-pongs across it
+//! ([`crate::twohost`]).
+//!
+//! The guest prints each file the report needs between `@@DEMO file NAME`
+//! and `@@DEMO end NAME`; everything is analysed here, on the host.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+
+use crate::console::LineKind;
+use crate::elf;
+use crate::guest;
+use crate::host_tools::{self, Apt, HostTools};
+use crate::kernel::{self, Kernel};
+use crate::names::Names;
+use crate::project;
+use crate::runner::{self, Guest, Knobs, Payload};
+use crate::strace::{self, Call};
+use crate::twohost;
+use crate::util::{note, secs, Result};
+
+/// Options of `cargo xtask demo`.
+#[derive(Debug, Default)]
+pub struct DemoArgs {
+    /// Kernel series (default 6.12).
+    pub kernel: Option<String>,
+    pub two_hosts: bool,
+    pub keep: bool,
+}
+
+/// Iterations of the timed runs (no strace, no logging), polling and `-e`.
+const TIMED_ITERS: u32 = 500;
+/// Iterations of the straced polling run.
+const TRACED_ITERS: u32 = 200;
+/// Iterations of the straced `-e` run.
+const EVENT_ITERS: u32 = 100;
+/// Message size (rdma-core's default for RC).
+const SIZE: u32 = 4096;
+/// rxe0's IPv4-mapped RoCE v2 GID in the guest.
+const GID_INDEX: u32 = 1;
+/// What the marker stats look for (`RVERBS_PINGPONG_MARK`).
+const MARK_DIR: &str = "/rverbs-demo-mark";
+/// Marker prefix of the demo script.
+const DEMO: &str = "@@DEMO";
+/// Working directory in the guest.
+const DIR: &str = "/tmp/demo";
+
+/// Library names that must not appear in an rverbs process.
+const FORBIDDEN: &[&str] = &["ibverbs", "rdmav", "rdmacm", "librxe", "mlx4", "mlx5", "libefa"];
+/// Libraries a Rust program may need (the C runtime and the unwinder).
+const RUNTIME: &[&str] = &[
+    "libc.so.6",
+    "libgcc_s.so.1",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "ld-linux-x86-64.so.2",
+    "linux-vdso.so.1",
+];
+
+/// Runs the demo; returns the exit code.
+pub fn run(args: &DemoArgs) -> Result<i32> {
+    let s = kernel::series(args.kernel.as_deref().unwrap_or(crate::cmd_vm::DEFAULT_KERNEL))?;
+    let knobs = Knobs::from_env()?;
+    let ws = project::workspace()?;
+    let mut apt = Apt::default();
+    let tools = host_tools::ensure(&mut apt)?;
+    let cli = project::build_cli_release(&ws)?;
+    let k = kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt)?;
+    note(format!("kernel {}: {}", s.name, k.describe()));
+    let vm_dir = ws.vm_dir();
+    if args.two_hosts {
+        return two_hosts(&k, &tools, &vm_dir, &knobs, &cli);
+    }
+    let names = Names::load(&ws.root)?;
+    one_host(&k, &tools, &vm_dir, &knobs, &cli, &names, args.keep)
+}
+
+/// `--two-hosts`: the pair, its report, exit 1 unless both modes passed.
+fn two_hosts(k: &Kernel, tools: &HostTools, vm_dir: &Path, knobs: &Knobs, cli: &Path) -> Result<i32> {
+    note("booting two guests joined by a QEMU socket network (RC and UD ping-pong across it)");
+    let show = twohost::progress(knobs.verbose);
+    let pair = twohost::run(k, tools, vm_dir, knobs, cli, &twohost::PairSpec::default(), &show)?;
+    println!("==> rverbs pingpong between two hosts");
+    for l in pair.report("  ") {
+        println!("{l}");
+    }
+    let (counts, problems) = pair.counts();
+    if !problems.is_empty() {
+        for l in pair.failure_tails() {
+            println!("  {l}");
+        }
+        println!("FAILED: {}", problems.join("; "));
+        return Ok(1);
+    }
+    println!("==> {} of {} modes passed", counts.passed, counts.passed + counts.failed);
+    Ok(0)
+}
+
+/// The guest's script: the runs, then every file the report needs.
+fn script() -> String {
+    let pp = |port: u32, extra: &str| {
+        format!("rverbs pingpong -g {GID_INDEX} -s {SIZE} -p {port} {extra}")
+    };
+    let traced = |tag: &str, side: &str, port: u32, extra: &str, host: &str| {
+        format!(
+            "RVERBS_LOG=trace RVERBS_LOG_FILE={DIR}/{tag}-{side}.log RVERBS_PINGPONG_MARK={MARK_DIR} \
+             timeout 60 strace -f -y -s 64 -o {DIR}/{tag}-{side}.st {}{host}",
+            pp(port, extra)
+        )
+    };
+    let t_args = format!("-n {TRACED_ITERS}");
+    let e_args = format!("-e -n {EVENT_ITERS}");
+    let n_args = format!("-g {GID_INDEX} -s {SIZE} -n {TIMED_ITERS}");
+    format!(
+        r#"D={DIR}
+mkdir -p $D && cd $D
+mark() {{ echo "{DEMO} $*"; }}
+send() {{ mark file "$1"; cat "$2"; mark end "$1"; }}
+listening() {{
+    p=$(printf %04X "$1")
+    grep -q ":$p [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}}
+# pair TAG PORT PROGRAM SERVER CLIENT: the server in the background, its
+# /proc/PID/maps once it listens, then the client; exit codes into files.
+pair() {{
+    mark step "$1" $(cut -d' ' -f1 /proc/uptime)
+    eval "$4" >$D/$1-server.out 2>&1 &
+    bg=$!
+    i=0
+    until listening $2; do
+        i=$((i + 1))
+        [ $i -le 1200 ] || break
+        usleep 50000
+    done
+    if listening $2; then
+        pid=$(pidof $3)
+        cat /proc/${{pid%% *}}/maps >$D/$1-server.maps 2>&1
+        eval "$5" >$D/$1-client.out 2>&1
+        echo $? >$D/$1-client.rc
+    else
+        echo "the server never listened on port $2" >$D/$1-client.out
+        echo 99 >$D/$1-client.rc
+        kill $bg
+    fi
+    wait $bg
+    echo $? >$D/$1-server.rc
+}}
+/usr/lib64/ld-linux-x86-64.so.2 --list {bin} >$D/ldd.txt 2>&1
+pair t 18515 rverbs "{t_srv}" "{t_cli}"
+pair e 18516 rverbs "{e_srv}" "{e_cli}"
+pair r 18517 rverbs "timeout 60 rverbs pingpong {n_args} -p 18517" "timeout 60 rverbs pingpong {n_args} -p 18517 127.0.0.1"
+pair i 18518 ibv_rc_pingpong "timeout 60 ibv_rc_pingpong {n_args} -p 18518" "timeout 60 ibv_rc_pingpong {n_args} -p 18518 127.0.0.1"
+pair re 18519 rverbs "timeout 60 rverbs pingpong -e {n_args} -p 18519" "timeout 60 rverbs pingpong -e {n_args} -p 18519 127.0.0.1"
+pair ie 18520 ibv_rc_pingpong "timeout 60 ibv_rc_pingpong -e {n_args} -p 18520" "timeout 60 ibv_rc_pingpong -e {n_args} -p 18520 127.0.0.1"
+mark step send $(cut -d' ' -f1 /proc/uptime)
+cd $D
+rm -f [!ti]-server.maps [!t]?-server.maps
+for f in *; do send $f $D/$f; done
+mark step done $(cut -d' ' -f1 /proc/uptime)
+true
+"#,
+        bin = guest::RVERBS_BIN,
+        t_srv = traced("t", "server", 18515, &t_args, ""),
+        t_cli = traced("t", "client", 18515, &t_args, " 127.0.0.1"),
+        e_srv = traced("e", "server", 18516, &e_args, ""),
+        e_cli = traced("e", "client", 18516, &e_args, " 127.0.0.1"),
+    )
+}
+
+/// The files the guest sent, by name.
+fn collect_files(lines: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut files = BTreeMap::new();
+    let mut open: Option<(String, Vec<String>)> = None;
+    for l in lines {
+        if let Some(rest) = l.strip_prefix(DEMO) {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            match w.as_slice() {
+                ["file", name] => open = Some((name.to_string(), Vec::new())),
+                ["end", name] => {
+                    if let Some((n, v)) = open.take().filter(|(n, _)| n == name) {
+                        files.insert(n, v);
+                    }
+                }
+                _ => {}
+            }
+        } else if let Some((_, v)) = open.as_mut() {
+            v.push(l.clone());
+        }
+    }
+    files
+}
+
+fn one_host(
+    k: &Kernel,
+    tools: &HostTools,
+    vm_dir: &Path,
+    knobs: &Knobs,
+    cli: &Path,
+    names: &Names,
+    keep: bool,
+) -> Result<i32> {
+    let payload = Payload {
+        files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
+        script: guest::cmd_payload(&[script()]),
+        label: "demo",
+        qemu_args: Vec::new(),
+    };
+    let guest = Guest {
+        kernel: k,
+        tools,
+        vm_dir,
+        knobs,
+    };
+    note("booting the guest; strace'd and timed ping-pongs follow (about a minute under TCG)");
+    let verbose = knobs.verbose;
+    let mut show = |kind: LineKind, line: &str| {
+        if verbose {
+            match kind {
+                LineKind::Kernel => eprintln!("kernel: {line}"),
+                _ => eprintln!("{line}"),
+            }
+        } else if let Some(step) = line.strip_prefix(DEMO).and_then(|r| r.trim().strip_prefix("step ")) {
+            let mut w = step.split_whitespace();
+            let (step, at) = (w.next().unwrap_or(""), w.next().unwrap_or("?"));
+            let what = match step {
+                "t" => format!("strace'd rverbs pingpong, polling, -n {TRACED_ITERS}"),
+                "e" => format!("strace'd rverbs pingpong -e, -n {EVENT_ITERS}"),
+                "r" => format!("timed rverbs pingpong, -n {TIMED_ITERS}"),
+                "i" => format!("timed ibv_rc_pingpong, -n {TIMED_ITERS}"),
+                "re" => format!("timed rverbs pingpong -e, -n {TIMED_ITERS}"),
+                "ie" => format!("timed ibv_rc_pingpong -e, -n {TIMED_ITERS}"),
+                "send" => "sending the traces back over the serial console".into(),
+                _ => "done".into(),
+            };
+            note(format!("guest at {at} s: {what}"));
+        }
+    };
+    let out = runner::run(&guest, &payload, keep, &mut show)?;
+    if let Some(problem) = out.problem() {
+        println!("---- guest console tail:");
+        out.tail(40).iter().for_each(|l| println!("{l}"));
+        println!("---- kernel console tail:");
+        out.kernel_tail(40).iter().for_each(|l| println!("{l}"));
+        println!("FAILED: the demo guest: {problem} (console: {})", out.log.display());
+        return Ok(1);
+    }
+    let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
+    let files = collect_files(&lines);
+    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    let mut r = Report::default();
+    r.header(&release, &out.accel.describe(), cli);
+    r.no_libibverbs(cli, &files);
+    let t = [Traced::new(&files, "t", "server", names), Traced::new(&files, "t", "client", names)];
+    let e = [Traced::new(&files, "e", "server", names), Traced::new(&files, "e", "client", names)];
+    r.control_path(&t);
+    r.data_path(&t, &e);
+    r.timings(&files);
+    r.summary(&secs(out.boot.elapsed), &out.log);
+    let mut stdout = std::io::stdout().lock();
+    for l in &r.lines {
+        let _ = writeln!(stdout, "{l}");
+    }
+    Ok(i32::from(r.failed > 0))
+}
+
+/// One straced process: its calls, its log, the exchange window.
+struct Traced {
+    side: &'static str,
+    calls: Vec<Call>,
+    /// Index of the `data-path-begin` / `-end` stat in `calls`.
+    window: Option<(usize, usize)>,
+    /// `calls` index of each RDMA_VERBS_IOCTL -> its name.
+    ioctl_names: BTreeMap<usize, String>,
+    /// RDMA_VERBS_IOCTL calls and ioctl events of the log.
+    ioctls: usize,
+    events: usize,
+    log_path: String,
+    /// The kernel's count of completion events read (`CQ destroyed comp_events=`).
+    comp_events: Option<u64>,
+    exit: Option<i32>,
+    /// The program's own output.
+    out: Vec<String>,
+}
+
+/// The ioctl outcome lines of `RVERBS_LOG=trace` (providers/src/sys/mod.rs):
+/// one per `RDMA_VERBS_IOCTL`, written right after it returns.
+fn ioctl_event(line: &str, names: &Names) -> Option<String> {
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+            .map(|v| v.to_owned())
+    };
+    let ok = line.contains("uverbs command ok") && line.contains("path=Ioctl");
+    let failed = line.contains("uverbs ioctl failed");
+    let unsupported = line.contains("method not supported");
+    if line.contains("uverbs ioctl: ENOTTY") {
+        return Some("(no ioctl support: ENOTTY)".into());
+    }
+    if !(ok || failed || unsupported) {
+        return None;
+    }
+    let object: u16 = field("object")?.parse().ok()?;
+    let method: u16 = field("method")?.parse().ok()?;
+    let mut name = format!("{:<11} {}", names.object(object), names.method(object, method));
+    if let Some(cmd) = field("write_cmd").and_then(|c| c.parse::<u64>().ok()) {
+        name.push_str(&format!(": {}", names.write_cmd(cmd)));
+    }
+    if failed {
+        name.push_str(&format!(" (failed: {})", field("errno").unwrap_or_default()));
+    } else if unsupported {
+        name.push_str(" (not supported)");
+    }
+    Some(name)
+}
+
+impl Traced {
+    fn new(files: &BTreeMap<String, Vec<String>>, tag: &str, side: &'static str, names: &Names) -> Self {
+        let empty = Vec::new();
+        let get = |ext: &str| files.get(&format!("{tag}-{side}.{ext}")).unwrap_or(&empty);
+        let calls = strace::parse(get("st"));
+        let log = get("log");
+        let at = |what: &str| {
+            calls
+                .iter()
+                .position(|c| c.quoted().is_some_and(|q| q == format!("{MARK_DIR}/{what}")))
+        };
+        let window = match (at("data-path-begin"), at("data-path-end")) {
+            (Some(b), Some(e)) if b < e => Some((b, e)),
+            _ => None,
+        };
+        let events: Vec<String> = log.iter().filter_map(|l| ioctl_event(l, names)).collect();
+        let ioctl_idx: Vec<usize> = calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.name == "ioctl" && c.args.contains("RDMA_VERBS_IOCTL"))
+            .map(|(i, _)| i)
+            .collect();
+        let ioctl_names = if events.len() == ioctl_idx.len() {
+            ioctl_idx.iter().copied().zip(events.iter().cloned()).collect()
+        } else {
+            BTreeMap::new()
+        };
+        let comp_events = log
+            .iter()
+            .filter(|l| l.contains("CQ destroyed"))
+            .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("comp_events=")?.parse().ok()));
+        Traced {
+            side,
+            ioctls: ioctl_idx.len(),
+            events: events.len(),
+            calls,
+            window,
+            ioctl_names,
+            log_path: format!("{DIR}/{tag}-{side}.log"),
+            comp_events,
+            exit: get("rc").first().and_then(|l| l.trim().parse().ok()),
+            out: get("out").clone(),
+        }
+    }
+
+    fn outside(&self, i: usize) -> bool {
+        !matches!(self.window, Some((b, e)) if b <= i && i <= e)
+    }
+
+    fn inside(&self) -> &[Call] {
+        match self.window {
+            Some((b, e)) => &self.calls[b + 1..e],
+            None => &[],
+        }
+    }
+
+    fn ioctl_name(&self, i: usize) -> String {
+        self.ioctl_names.get(&i).cloned().unwrap_or_else(|| "(unnamed)".into())
+    }
+}
+
+/// A table row's key: where the call goes in the control-path table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Ctl {
+    Open,
+    Ioctl(String),
+    Mmap,
+    Munmap,
+    Write,
+    Close,
+    OtherDevice,
+    Sysfs,
+    Netlink,
+    Tcp,
+    Stdio,
+    Log,
+    Runtime,
+}
+
+fn is_dev(p: &str) -> bool {
+    p.starts_with("/dev/infiniband/")
+}
+
+fn is_event_fd(p: &str) -> bool {
+    p.starts_with("anon_inode:[infiniband")
+}
+
+/// Sorts every call outside the exchange into a [`Ctl`] row.
+fn control_rows(t: &Traced) -> Vec<Ctl> {
+    let mut rings: HashSet<String> = HashSet::new();
+    let mut netlink: HashSet<String> = HashSet::new();
+    let mut rows = Vec::new();
+    for (i, c) in t.calls.iter().enumerate() {
+        if !t.outside(i) {
+            continue;
+        }
+        let fd = c.fd_path().unwrap_or("");
+        let row = match c.name.as_str() {
+            "openat" | "open" if c.quoted().is_some_and(is_dev) => Ctl::Open,
+            "ioctl" if c.args.contains("RDMA_VERBS_IOCTL") => Ctl::Ioctl(t.ioctl_name(i)),
+            "mmap" if c.mentions_fd(is_dev) => {
+                rings.insert(c.ret.clone());
+                Ctl::Mmap
+            }
+            "munmap" if c.arg(0).is_some_and(|a| rings.contains(a)) => Ctl::Munmap,
+            "write" if is_dev(fd) => Ctl::Write,
+            "close" if is_dev(fd) => Ctl::Close,
+            _ if is_dev(fd) || is_event_fd(fd) => Ctl::OtherDevice,
+            "socket" if c.args.contains("AF_NETLINK") => {
+                if let Some(p) = c.ret_path() {
+                    netlink.insert(p.to_owned());
+                }
+                Ctl::Netlink
+            }
+            _ if netlink.contains(fd) => Ctl::Netlink,
+            "socket" => Ctl::Tcp,
+            _ if fd.starts_with("socket:[") => Ctl::Tcp,
+            _ if fd == t.log_path || c.quoted() == Some(t.log_path.as_str()) => Ctl::Log,
+            _ if fd.starts_with("/sys/") || c.quoted().is_some_and(|q| q.starts_with("/sys/")) => Ctl::Sysfs,
+            "write" if c.args.starts_with("1<") || c.args.starts_with("2<") => Ctl::Stdio,
+            _ => Ctl::Runtime,
+        };
+        rows.push(row);
+    }
+    rows
+}
+
+/// A row of the data-path table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Dat {
+    Doorbell,
+    Ioctl(String),
+    ReadEvent,
+    ReadEmpty,
+    Poll,
+    Log,
+    Other(String),
+}
+
+fn data_rows(t: &Traced) -> Vec<Dat> {
+    let Some((b, _)) = t.window else { return Vec::new() };
+    t.inside()
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let fd = c.fd_path().unwrap_or("");
+            match c.name.as_str() {
+                "write" if is_dev(fd) => Dat::Doorbell,
+                "ioctl" if c.args.contains("RDMA_VERBS_IOCTL") => Dat::Ioctl(t.ioctl_name(b + 1 + j)),
+                "read" if is_event_fd(fd) && c.errno() == Some("EAGAIN") => Dat::ReadEmpty,
+                "read" if is_event_fd(fd) && !c.failed() => Dat::ReadEvent,
+                "poll" | "ppoll" if c.mentions_fd(is_event_fd) => Dat::Poll,
+                "write" if fd == t.log_path => Dat::Log,
+                _ => Dat::Other(c.name.clone()),
+            }
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Report {
+    lines: Vec<String>,
+    checks: usize,
+    failed: usize,
+    failures: Vec<String>,
+}
+
+/// Width of a table's label column.
+const LABEL: usize = 52;
+
+impl Report {
+    fn say(&mut self, s: impl Into<String>) {
+        self.lines.push(s.into());
+    }
+
+    /// Records a check; returns the verdict word for the row.
+    fn check(&mut self, ok: bool, what: impl Into<String>) -> &'static str {
+        self.checks += 1;
+        if ok {
+            "ok"
+        } else {
+            self.failed += 1;
+            self.failures.push(what.into());
+            "FAIL"
+        }
+    }
+
+    /// `  label ....  verdict value`.
+    fn row(&mut self, label: &str, value: &str, verdict: &str) {
+        let line = format!("  {label:<44} {verdict:<4} {value}");
+        self.say(line.trim_end());
+    }
+
+    /// `  label ....  server client  note verdict`.
+    fn row2(&mut self, label: &str, a: impl ToString, b: impl ToString, note: &str) {
+        let line = format!("  {label:<LABEL$} {:>7} {:>7}  {note}", a.to_string(), b.to_string());
+        self.say(line.trim_end());
+    }
+
+    fn header(&mut self, release: &str, accel: &str, cli: &Path) {
+        let profile = if cli.components().any(|c| c.as_os_str() == "release") { "release" } else { "debug" };
+        self.say(format!(
+            "rverbs demo: Linux {release} under QEMU ({accel}, 1 vCPU); rxe0 on veth v0, {}",
+            guest::GUEST_IP
+        ));
+        self.say(format!(
+            "rverbs pingpong ({profile} build) server and client on rxe0, GID index {GID_INDEX} (RoCE v2), {SIZE}-byte SENDs"
+        ));
+    }
+
+    fn no_libibverbs(&mut self, cli: &Path, files: &BTreeMap<String, Vec<String>>) {
+        self.say("");
+        self.say("1. No libibverbs, no provider library");
+        let bad = |s: &str| FORBIDDEN.iter().any(|f| s.contains(f));
+        // The binary's DT_NEEDED.
+        let (value, ok) = match elf::needed(cli) {
+            Ok(n) => (n.join(" "), n.iter().all(|l| RUNTIME.contains(&l.as_str()) && !bad(l))),
+            Err(e) => (e, false),
+        };
+        let v = self.check(ok, "rverbs needs a library besides the C runtime");
+        self.row("rverbs' ELF NEEDED (host, like readelf -d)", &value, v);
+        // What the guest's loader resolves.
+        let ldd = files.get("ldd.txt").cloned().unwrap_or_default();
+        let libs: Vec<String> = ldd
+            .iter()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|l| l.contains(".so"))
+            .map(|l| l.rsplit('/').next().unwrap_or(l).to_owned())
+            .collect();
+        let ok = !libs.is_empty() && libs.iter().all(|l| RUNTIME.contains(&l.as_str()) && !bad(l));
+        let v = self.check(ok, "the guest's loader maps more than the C runtime for rverbs");
+        self.row("what the guest's ld.so loads for it", &libs.join(" "), v);
+        // The running server's mappings.
+        let (paths, uverbs) = mapped(files.get("t-server.maps"));
+        let ok = !paths.is_empty() && !paths.iter().any(|p| bad(p)) && uverbs > 0;
+        let v = self.check(ok, "the rverbs server maps a verbs library (or no uverbs rings)");
+        let shown: Vec<String> = paths.iter().map(|p| p.rsplit('/').next().unwrap_or(p).to_owned()).collect();
+        self.row("the running rverbs server's /proc/PID/maps", &shown.join(" "), v);
+        self.row("", &format!("     + /dev/infiniband/uverbs0 x{uverbs} (the rxe rings)"), "");
+        // The contrast: rdma-core's program maps exactly what we look for.
+        let (ibv, _) = mapped(files.get("i-server.maps"));
+        let theirs: Vec<String> =
+            ibv.iter().filter(|p| bad(p)).map(|p| p.rsplit('/').next().unwrap_or(p).to_owned()).collect();
+        let v = self.check(!theirs.is_empty(), "ibv_rc_pingpong's maps show no verbs library: the check sees nothing");
+        self.row("for contrast: ibv_rc_pingpong's maps have", &theirs.join(" "), v);
+    }
+
+    fn control_path(&mut self, t: &[Traced; 2]) {
+        self.say("");
+        self.say("2. Control path: every syscall outside the exchange (strace -f -y; names from RVERBS_LOG=trace)");
+        self.row2("", "server", "client", "");
+        let rows = [control_rows(&t[0]), control_rows(&t[1])];
+        let count = |i: usize, f: &dyn Fn(&Ctl) -> bool| rows[i].iter().filter(|r| f(r)).count();
+        let both = |f: &dyn Fn(&Ctl) -> bool| (count(0, f), count(1, f));
+        let (a, b) = both(&|r| *r == Ctl::Open);
+        self.row2("openat  /dev/infiniband/uverbs0", a, b, "");
+        let (a, b) = both(&|r| matches!(r, Ctl::Ioctl(_)));
+        self.row2("ioctl   RDMA_VERBS_IOCTL on uverbs0, of which", a, b, "");
+        // Named rows in the order the server made them.
+        let mut order: Vec<String> = Vec::new();
+        for r in rows[0].iter().chain(rows[1].iter()) {
+            if let Ctl::Ioctl(n) = r {
+                if !order.contains(n) {
+                    order.push(n.clone());
+                }
+            }
+        }
+        for n in &order {
+            let (a, b) = both(&|r| *r == Ctl::Ioctl(n.clone()));
+            self.row2(&format!("          {n}"), a, b, "");
+        }
+        let (a, b) = both(&|r| *r == Ctl::Mmap);
+        self.row2("mmap    uverbs0: the rxe CQ, SQ and RQ rings", a, b, "");
+        let (a, b) = both(&|r| *r == Ctl::Munmap);
+        self.row2("munmap  those rings", a, b, "");
+        let (a, b) = both(&|r| *r == Ctl::Write);
+        self.row2("write   uverbs0 (legacy write() commands)", a, b, "");
+        let (a, b) = both(&|r| *r == Ctl::Close);
+        self.row2("close   uverbs0", a, b, "");
+        let (a, b) = both(&|r| *r == Ctl::OtherDevice);
+        self.row2("statx, fcntl, close on uverbs0 / event fds", a, b, "");
+        let mut rest = Vec::new();
+        for (what, key) in [
+            ("sysfs", Ctl::Sysfs),
+            ("netlink", Ctl::Netlink),
+            ("TCP", Ctl::Tcp),
+            ("stdout", Ctl::Stdio),
+            ("RVERBS_LOG", Ctl::Log),
+            ("start-up", Ctl::Runtime),
+        ] {
+            let (a, b) = both(&|r| *r == key);
+            rest.push(format!("{what} {a}/{b}"));
+        }
+        self.say(format!("  other, server/client: {}", rest.join(", ")));
+        for x in t {
+            let ok = x.ioctls > 0 && x.ioctls == x.events && x.window.is_some() && x.exit == Some(0);
+            let what = format!(
+                "{}: {} RDMA_VERBS_IOCTLs, {} named by the library's trace events{}{}",
+                x.side,
+                x.ioctls,
+                x.events,
+                if x.window.is_some() { "" } else { ", no exchange markers" },
+                if x.exit == Some(0) { String::new() } else { format!(", exit {:?}", x.exit) }
+            );
+            let v = self.check(ok, what.clone());
+            if x.exit != Some(0) {
+                let tail: Vec<String> = x.out.iter().rev().take(4).rev().cloned().collect();
+                self.say(format!("  {} exited {:?}: {}", x.side, x.exit, tail.join(" | ")));
+            }
+            self.row(
+                &format!("{}: every ioctl named by a trace event", x.side),
+                &format!("{}/{}", x.events, x.ioctls),
+                v,
+            );
+        }
+    }
+
+    fn data_path(&mut self, t: &[Traced; 2], e: &[Traced; 2]) {
+        self.say("");
+        self.say("3. Data path: every syscall of the exchange loop (between the marker stats)");
+        self.say(format!("  polling, -n {TRACED_ITERS} (each side posts {TRACED_ITERS} sends):"));
+        self.row2("", "server", "client", "");
+        let rows = [data_rows(&t[0]), data_rows(&t[1])];
+        let n = |i: usize, f: &dyn Fn(&Dat) -> bool| rows[i].iter().filter(|r| f(r)).count();
+        let (a, b) = (n(0, &|r| *r == Dat::Doorbell), n(1, &|r| *r == Dat::Doorbell));
+        let ok = t.iter().all(|x| x.window.is_some()) && a == TRACED_ITERS as usize && b == a;
+        let v = self.check(ok, format!("polling: {a}/{b} doorbell writes for {TRACED_ITERS} posts per side"));
+        self.row2("write  uverbs0: rxe doorbell (POST_SEND, 0 WRs)", a, b, &format!("= posts  {v}"));
+        let others = |i: usize| rows[i].iter().filter(|r| **r != Dat::Doorbell).count();
+        let (a, b) = (others(0), others(1));
+        let v = self.check(a + b == 0, format!("polling: other syscalls in the loop: {}", other_names(&rows)));
+        self.row2("anything else (poll, read, clock_gettime...)", a, b, &format!("         {v}"));
+
+        self.say(format!("  completion events (-e), -n {EVENT_ITERS}:"));
+        let rows = [data_rows(&e[0]), data_rows(&e[1])];
+        let n = |i: usize, f: &dyn Fn(&Dat) -> bool| rows[i].iter().filter(|r| f(r)).count();
+        let pair = |f: &dyn Fn(&Dat) -> bool| (n(0, f), n(1, f));
+        let (a, b) = pair(&|r| *r == Dat::Doorbell);
+        let ok = e.iter().all(|x| x.window.is_some() && x.exit == Some(0)) && a == EVENT_ITERS as usize && b == a;
+        let v = self.check(ok, format!("-e: {a}/{b} doorbell writes for {EVENT_ITERS} posts per side"));
+        self.row2("write  uverbs0: rxe doorbell", a, b, &format!("= posts  {v}"));
+        let (ra, rb) = pair(&|r| *r == Dat::ReadEvent);
+        self.row2("read   completion channel: one event", ra, rb, "");
+        let (a, b) = pair(&|r| *r == Dat::ReadEmpty);
+        self.row2("read   completion channel: EAGAIN (none yet)", a, b, "");
+        let (a, b) = pair(&|r| *r == Dat::Poll);
+        self.row2("poll   completion channel (sleep until one)", a, b, "");
+        let arm = |r: &Dat| matches!(r, Dat::Ioctl(n) if n.ends_with("INVOKE_WRITE: REQ_NOTIFY_CQ"));
+        let (a, b) = pair(&arm);
+        let v = self.check(a == ra && b == rb && a > 0, format!("-e: {a}/{b} REQ_NOTIFY_CQ arms for {ra}/{rb} events"));
+        self.row2("ioctl  INVOKE_WRITE: REQ_NOTIFY_CQ (re-arm)", a, b, &format!("= events {v}"));
+        let kernel: Vec<String> = e.iter().map(|x| x.comp_events.map_or("?".into(), |c| c.to_string())).collect();
+        let ok = e[0].comp_events == Some(ra as u64) && e[1].comp_events == Some(rb as u64);
+        let v = self.check(ok, "-e: the kernel's count of events read differs from the reads seen");
+        self.row2("kernel's count of events read (CQ destroy)", &kernel[0], &kernel[1], &format!("= events {v}"));
+        let (a, b) = pair(&|r| *r == Dat::Log);
+        self.row2("write  RVERBS_LOG's own lines (the demo's)", a, b, "");
+        let rest = |r: &Dat| matches!(r, Dat::Other(_)) || (matches!(r, Dat::Ioctl(_)) && !arm(r));
+        let (a, b) = pair(&rest);
+        let v = self.check(a + b == 0, format!("-e: other syscalls in the loop: {}", other_names(&rows)));
+        self.row2("anything else", a, b, &format!("         {v}"));
+    }
+
+    fn timings(&mut self, files: &BTreeMap<String, Vec<String>>) {
+        self.say("");
+        self.say(format!(
+            "4. Latency and throughput, same boot, same arguments (-n {TIMED_ITERS} -s {SIZE} -g {GID_INDEX}), no strace, no logging"
+        ));
+        self.say(format!("  {:<27} {:>17}   {:>17}", "", "usec/iter", "Mbit/sec"));
+        self.say(format!("  {:<27} {:>8} {:>8}   {:>8} {:>8}", "", "server", "client", "server", "client"));
+        let mut all_ok = true;
+        for (tag, mode, prog) in [
+            ("r", "polling", "rverbs pingpong"),
+            ("i", "", "ibv_rc_pingpong"),
+            ("re", "-e", "rverbs pingpong"),
+            ("ie", "", "ibv_rc_pingpong"),
+        ] {
+            let side = |s: &str| twohost::Side {
+                lines: files.get(&format!("{tag}-{s}.out")).cloned().unwrap_or_default(),
+                exit: files.get(&format!("{tag}-{s}.rc")).and_then(|v| v.first()?.trim().parse().ok()),
+                ..Default::default()
+            };
+            let (srv, cli) = (side("server"), side("client"));
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+            let ok = srv.exit == Some(0)
+                && cli.exit == Some(0)
+                && srv.iters() == Some(TIMED_ITERS)
+                && cli.iters() == Some(TIMED_ITERS);
+            all_ok &= ok;
+            self.say(format!(
+                "  {mode:<8} {prog:<18} {:>8} {:>8}   {:>8} {:>8}",
+                f(srv.usec_per_iter()),
+                f(cli.usec_per_iter()),
+                f(srv.mbit()),
+                f(cli.mbit())
+            ));
+            if !ok {
+                let why: Vec<String> = srv.lines.iter().chain(cli.lines.iter()).rev().take(3).cloned().collect();
+                self.say(format!("    exit {:?}/{:?}: {}", srv.exit, cli.exit, why.join(" | ")));
+            }
+        }
+        let v = self.check(all_ok, "a timed run failed");
+        self.row("all four pairs completed every iteration", "", v);
+        self.say("  (one emulated vCPU: a polling side keeps the CPU until the scheduler hands it to the");
+        self.say("  other side and to rxe's kernel worker, so polling times the scheduler; -e times the stack)");
+    }
+
+    fn summary(&mut self, guest_time: &str, log: &Path) {
+        self.say("");
+        if self.failed == 0 {
+            self.say(format!("all {} checks hold; guest {guest_time}, console {}", self.checks, log.display()));
+        } else {
+            let f = self.failures.clone();
+            self.say(format!("FAILED: {} of {} checks: {}", self.failed, self.checks, f.join("; ")));
+            self.say(format!("guest {guest_time}, console {}", log.display()));
+        }
+    }
+}
+
+/// `name xN` of the unexpected calls in data-path rows, for messages.
+fn other_names(rows: &[Vec<Dat>; 2]) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in rows.iter().flatten() {
+        if let Dat::Other(n) = r {
+            *counts.entry(n.clone()).or_default() += 1;
+        } else if let Dat::Ioctl(n) = r {
+            if !n.ends_with("REQ_NOTIFY_CQ") {
+                *counts.entry(format!("ioctl {n}")).or_default() += 1;
+            }
+        }
+    }
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts.iter().map(|(n, c)| format!("{n} x{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The distinct files a maps dump names (in order) and how many mappings
+/// are of a uverbs device.
+fn mapped(maps: Option<&Vec<String>>) -> (Vec<String>, usize) {
+    let mut paths: Vec<String> = Vec::new();
+    let mut uverbs = 0;
+    for l in maps.map(|v| &v[..]).unwrap_or(&[]) {
+        let Some(p) = l.split_whitespace().nth(5) else { continue };
+        if is_dev(p) {
+            uverbs += 1;
+        } else if p.starts_with('/') && !paths.iter().any(|x| x == p) {
+            paths.push(p.to_owned());
+        }
+    }
+    (paths, uverbs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        Names::load(root).unwrap()
+    }
+
+    #[test]
+    fn names_ioctl_events() {
+        let n = names();
+        let ev = |l: &str| ioctl_event(l, &n);
+        assert_eq!(
+            ev("+0.9 TRACE rverbs_providers::sys: ibv_alloc_pd: uverbs command ok object=0 method=0 path=Ioctl write_cmd=3").as_deref(),
+            Some("DEVICE      INVOKE_WRITE: ALLOC_PD")
+        );
+        assert_eq!(
+            ev("+1.0 TRACE rverbs_providers::sys: uverbs command ok object=3 method=0 path=Ioctl").as_deref(),
+            Some("CQ          CQ_CREATE")
+        );
+        assert_eq!(
+            ev("+1.0 DEBUG rverbs_providers::sys: uverbs ioctl failed object=4 method=0 errno=EINVAL").as_deref(),
+            Some("QP          QP_CREATE (failed: EINVAL)")
+        );
+        assert_eq!(ev("+1.1 DEBUG rverbs_providers::cmd: uverbs command verb=ibv_create_cq path=Ioctl"), None);
+        assert_eq!(ev("+1.1 TRACE rverbs_providers::sys: uverbs command ok command=3 ex=false path=Write"), None);
+    }
+
+    #[test]
+    fn finds_files_and_sorts_calls() {
+        let console: Vec<String> = format!(
+            "{DEMO} step t\n{DEMO} file t-server.st\n\
+161   openat(AT_FDCWD</tmp>, \"/dev/infiniband/uverbs0\", O_RDWR|O_CLOEXEC) = 4</dev/infiniband/uverbs0>\n\
+161   write(3</tmp/demo/t-server.log>, \"\"..., 77) = 77\n\
+161   ioctl(4</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x7ffd) = 0\n\
+161   write(3</tmp/demo/t-server.log>, \"\"..., 77) = 77\n\
+161   mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_SHARED, 4</dev/infiniband/uverbs0>, 0x12000) = 0x7f1c5b58c000\n\
+161   socket(AF_NETLINK, SOCK_RAW|SOCK_CLOEXEC, NETLINK_RDMA) = 5<socket:[392]>\n\
+161   sendto(5<socket:[392]>, \"\"..., 16, 0, NULL, 0) = 16\n\
+161   accept4(6<socket:[400]>, NULL, NULL, SOCK_CLOEXEC) = 7<socket:[404]>\n\
+161   statx(AT_FDCWD</tmp>, \"{MARK_DIR}/data-path-begin\", AT_STATX_SYNC_AS_STAT, STATX_ALL, 0x7ffd) = -1 ENOENT (No such file or directory)\n\
+161   write(4</dev/infiniband/uverbs0>, \"\"..., 32) = 32\n\
+161   write(4</dev/infiniband/uverbs0>, \"\"..., 32) = 32\n\
+161   statx(AT_FDCWD</tmp>, \"{MARK_DIR}/data-path-end\", AT_STATX_SYNC_AS_STAT, STATX_ALL, 0x7ffd) = -1 ENOENT (No such file or directory)\n\
+161   munmap(0x7f1c5b58c000, 4096)      = 0\n\
+161   write(1</tmp/demo/t-server.out>, \"\"..., 91) = 91\n\
+161   exit_group(0)                     = ?\n\
+{DEMO} end t-server.st\n{DEMO} file t-server.log\n\
++0.9 TRACE rverbs_providers::sys: uverbs command ok object=0 method=3 path=Ioctl\n\
++0.9 DEBUG rverbs::cq: CQ destroyed handle=2 comp_events=7 async_events=0\n\
+{DEMO} end t-server.log\n{DEMO} file t-server.rc\n0\n{DEMO} end t-server.rc\n"
+        )
+        .lines()
+        .map(String::from)
+        .collect();
+        let files = collect_files(&console);
+        assert_eq!(files.len(), 3);
+        let n = names();
+        let t = Traced::new(&files, "t", "server", &n);
+        assert_eq!((t.ioctls, t.events, t.exit, t.comp_events), (1, 1, Some(0), Some(7)));
+        assert_eq!(t.window, Some((8, 11)));
+        let rows = control_rows(&t);
+        assert_eq!(
+            rows,
+            vec![
+                Ctl::Open,
+                Ctl::Log,
+                Ctl::Ioctl("DEVICE      GET_CONTEXT".into()),
+                Ctl::Log,
+                Ctl::Mmap,
+                Ctl::Netlink,
+                Ctl::Netlink,
+                Ctl::Tcp,
+                Ctl::Munmap,
+                Ctl::Stdio,
+                Ctl::Runtime,
+            ]
+        );
+        assert_eq!(data_rows(&t), vec![Dat::Doorbell, Dat::Doorbell]);
+    }
+
+    #[test]
+    fn reads_maps() {
+        let maps: Vec<String> = [
+            "55686f88b000-55686f8f8000 r--p 00000000 00:02 380   /usr/local/bin/rverbs",
+            "7f1c5b583000-7f1c5b58c000 rw-s 00013000 00:06 102   /dev/infiniband/uverbs0",
+            "7f1c5b58c000-7f1c5b58d000 rw-s 00012000 00:06 102   /dev/infiniband/uverbs0",
+            "7f1c5b5a5000-7f1c5b5cb000 r--p 00000000 00:02 279   /usr/lib/x86_64-linux-gnu/libc.so.6",
+            "7f1c5b5cb000-7f1c5b721000 r-xp 00026000 00:02 279   /usr/lib/x86_64-linux-gnu/libc.so.6",
+            "7ffd74a24000-7ffd74a45000 rw-p 00000000 00:00 0     [stack]",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (paths, uverbs) = mapped(Some(&maps));
+        assert_eq!(paths, vec!["/usr/local/bin/rverbs", "/usr/lib/x86_64-linux-gnu/libc.so.6"]);
+        assert_eq!(uverbs, 2);
+    }
+
+    #[test]
+    fn script_runs_the_four_pairs() {
+        let s = script();
+        for want in [
+            "pair t 18515 rverbs",
+            "strace -f -y -s 64 -o /tmp/demo/t-server.st rverbs pingpong -g 1 -s 4096 -p 18515 -n 200",
+            "-o /tmp/demo/e-client.st rverbs pingpong -g 1 -s 4096 -p 18516 -e -n 100 127.0.0.1",
+            "RVERBS_LOG=trace RVERBS_LOG_FILE=/tmp/demo/t-client.log RVERBS_PINGPONG_MARK=/rverbs-demo-mark",
+            "timeout 60 ibv_rc_pingpong -g 1 -s 4096 -n 500 -p 18518 127.0.0.1",
+            "pair ie 18520 ibv_rc_pingpong \"timeout 60 ibv_rc_pingpong -e -g 1",
+            "ld-linux-x86-64.so.2 --list /usr/local/bin/rverbs",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+    }
+}

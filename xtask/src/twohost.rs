@@ -1,0 +1,568 @@
+//! Two hosts: two guests joined by a QEMU socket network, each with rxe0
+//! on its own virtio NIC, run `rverbs pingpong` across that wire (RoCE v2
+//! in UDP between two kernels), RC and UD, with completion events (`-e`:
+//! with one vCPU per guest on a 2-core host, busy polling starves rxe).
+//!
+//! Host A (`192.168.78.1`) is the server and is started first, with
+//! `-netdev socket,listen=127.0.0.1:PORT`; once QEMU listens, host B
+//! (`192.168.78.2`, the client) starts with `connect=`. B's script retries
+//! each client run while the server is not listening yet ("Couldn't
+//! connect"). Both scripts print each run between `@@PAIR begin MODE` and
+//! `@@PAIR end MODE EXIT tx N rx N` (packets counted on eth0).
+//!
+//! Used by `cargo xtask demo --two-hosts` and by `cargo xtask test` (the
+//! two-host tier: RC and UD count as one test each per kernel).
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::console::{Counts, LineKind};
+use crate::guest;
+use crate::host_tools::HostTools;
+use crate::kernel::Kernel;
+use crate::runner::{self, Guest, Knobs, Outcome, Payload};
+use crate::util::{note, secs, Result};
+
+/// The /24 both hosts sit in.
+const NET: &str = "192.168.78";
+/// The guests' NIC.
+const NETDEV: &str = "eth0";
+/// Marker prefix of the pair scripts.
+const PAIR: &str = "@@PAIR";
+/// Seconds one pingpong may run in the guest (`timeout`), and the
+/// pingpong's own `--timeout` for a silent peer.
+const RUN_LIMIT_S: u32 = 240;
+const PEER_TIMEOUT_S: u32 = 60;
+/// Seconds the client keeps retrying while the server is not listening
+/// (its VM still booting, or its previous run still finishing).
+const CONNECT_WINDOW_S: u32 = 150;
+
+/// One ping-pong mode of the pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Rc,
+    Ud,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Rc => "rc",
+            Mode::Ud => "ud",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Mode::Rc => "",
+            Mode::Ud => " --ud",
+        }
+    }
+
+    fn port(self) -> u16 {
+        match self {
+            Mode::Rc => 18515,
+            Mode::Ud => 18516,
+        }
+    }
+
+    /// `RC` / `UD`.
+    pub fn upper(self) -> &'static str {
+        match self {
+            Mode::Rc => "RC",
+            Mode::Ud => "UD",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct PairSpec {
+    pub iters: u32,
+    pub modes: Vec<Mode>,
+}
+
+impl Default for PairSpec {
+    fn default() -> Self {
+        PairSpec {
+            iters: 100,
+            modes: vec![Mode::Rc, Mode::Ud],
+        }
+    }
+}
+
+/// One side of one mode, as the guest reported it.
+#[derive(Debug, Clone, Default)]
+pub struct Side {
+    /// The program's output (stdout and stderr).
+    pub lines: Vec<String>,
+    pub exit: Option<i32>,
+    pub tx: Option<u64>,
+    pub rx: Option<u64>,
+    /// Client only: connection attempts before the server answered.
+    pub tries: Option<u32>,
+}
+
+impl Side {
+    /// `usec/iter` from the summary line.
+    pub fn usec_per_iter(&self) -> Option<f64> {
+        self.lines.iter().find_map(|l| {
+            let (_, rest) = l.split_once(" seconds = ")?;
+            rest.strip_suffix(" usec/iter")?.trim().parse().ok()
+        })
+    }
+
+    /// `Mbit/sec` from the summary line.
+    pub fn mbit(&self) -> Option<f64> {
+        self.lines.iter().find_map(|l| {
+            let (_, rest) = l.split_once(" seconds = ")?;
+            rest.strip_suffix(" Mbit/sec")?.trim().parse().ok()
+        })
+    }
+
+    /// `iters` from `N iters in ...`.
+    pub fn iters(&self) -> Option<u32> {
+        self.lines.iter().find_map(|l| {
+            let (n, rest) = l.trim().split_once(' ')?;
+            rest.starts_with("iters in ").then(|| n.parse().ok())?
+        })
+    }
+
+    /// The GID of the `remote address:` line.
+    pub fn remote_gid(&self) -> Option<&str> {
+        self.lines.iter().find_map(|l| {
+            l.trim()
+                .strip_prefix("remote address:")
+                .and_then(|r| r.rsplit_once("GID "))
+                .map(|(_, g)| g.trim())
+        })
+    }
+}
+
+/// Parses the `@@PAIR` sections of one guest's output.
+pub fn parse_sides(lines: &[String]) -> Vec<(String, Side)> {
+    let mut out: Vec<(String, Side)> = Vec::new();
+    let mut open: Option<(String, Side)> = None;
+    for l in lines {
+        if let Some(m) = l.trim().strip_prefix(PAIR) {
+            let w: Vec<&str> = m.split_whitespace().collect();
+            match w.as_slice() {
+                ["begin", mode, ..] => open = Some((mode.to_string(), Side::default())),
+                ["end", mode, rest @ ..] => {
+                    let (name, mut side) = open
+                        .take()
+                        .unwrap_or_else(|| (mode.to_string(), Side::default()));
+                    side.exit = rest.first().and_then(|c| c.parse().ok());
+                    let field = |k: &str| {
+                        rest.iter()
+                            .position(|x| *x == k)
+                            .and_then(|i| rest.get(i + 1))
+                            .and_then(|v| v.parse::<u64>().ok())
+                    };
+                    side.tx = field("tx");
+                    side.rx = field("rx");
+                    side.tries = field("tries").map(|t| t as u32);
+                    out.push((name, side));
+                }
+                _ => {}
+            }
+        } else if let Some((_, side)) = open.as_mut() {
+            side.lines.push(l.clone());
+        }
+    }
+    out
+}
+
+/// The guest script of host A (server) or B (client).
+fn script(server: bool, spec: &PairSpec) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "pkts() {{ cat /sys/class/net/{NETDEV}/statistics/$1_packets; }}\n"
+    ));
+    for m in &spec.modes {
+        let common = format!(
+            "rverbs pingpong{} -e -n {} -p {} --timeout {PEER_TIMEOUT_S}",
+            m.flag(),
+            spec.iters,
+            m.port()
+        );
+        s.push_str(&format!(
+            "echo \"{PAIR} begin {mode}\"\ntx0=$(pkts tx); rx0=$(pkts rx)\n",
+            mode = m.name()
+        ));
+        if server {
+            s.push_str(&format!(
+                "timeout {RUN_LIMIT_S} {common} 2>&1\nrc=$?\ntries=0\n"
+            ));
+        } else {
+            // Retry while the server VM or its listener is not up yet;
+            // any other failure ends the attempts.
+            s.push_str(&format!(
+                "tries=0\nuntil0=$(($(cut -d. -f1 /proc/uptime) + {CONNECT_WINDOW_S}))\nwhile :; do\n    tries=$((tries + 1))\n    \
+                 timeout {RUN_LIMIT_S} {common} {NET}.1 >/tmp/pp.out 2>&1\n    rc=$?\n    \
+                 if [ $rc != 0 ] && [ $(cut -d. -f1 /proc/uptime) -lt $until0 ] && grep -q \"Couldn't connect\" /tmp/pp.out; then\n        \
+                 sleep 1\n        continue\n    fi\n    break\ndone\ncat /tmp/pp.out\n"
+            ));
+        }
+        s.push_str(&format!(
+            "echo \"{PAIR} end {mode} $rc tx $(($(pkts tx) - tx0)) rx $(($(pkts rx) - rx0)) tries $tries\"\n",
+            mode = m.name()
+        ));
+    }
+    s
+}
+
+/// A TCP port on 127.0.0.1 that is free now (QEMU's `listen=`).
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot pick a free port: {e}"))
+}
+
+/// True when something listens on 127.0.0.1:`port` (read from
+/// /proc/net/tcp, without connecting: QEMU's socket netdev would take any
+/// connection as its peer).
+fn listening(port: u16) -> bool {
+    let want = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() > 3 && w[1] == want && w[3] == "0A"
+        })
+    })
+}
+
+/// The finished pair.
+pub struct PairRun {
+    pub spec: PairSpec,
+    pub port: u16,
+    /// (host name, IP, its boot) for A then B; `Err` when the boot could
+    /// not be made at all.
+    pub hosts: Vec<(&'static str, String, Result<Outcome>)>,
+    pub elapsed: Duration,
+}
+
+/// Boots both guests of kernel `k` and runs the pair. `show` gets every
+/// console line with the host's name (`A`/`B`).
+pub fn run(
+    k: &Kernel,
+    tools: &HostTools,
+    vm_dir: &Path,
+    knobs: &Knobs,
+    cli: &Path,
+    spec: &PairSpec,
+    show: &(dyn Fn(&str, LineKind, &str) + Sync),
+) -> Result<PairRun> {
+    let start = Instant::now();
+    let port = free_port()?;
+    let payload = |server: bool| -> Payload {
+        let (n, label) = if server { (1, "two-hosts-a") } else { (2, "two-hosts-b") };
+        let netdev = if server {
+            format!("socket,id=n0,listen=127.0.0.1:{port}")
+        } else {
+            format!("socket,id=n0,connect=127.0.0.1:{port}")
+        };
+        Payload {
+            files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
+            script: guest::net_payload(NETDEV, &format!("{NET}.{n}/24"), &script(server, spec)),
+            label,
+            qemu_args: vec![
+                "-netdev".into(),
+                netdev,
+                "-device".into(),
+                format!("virtio-net-pci,netdev=n0,mac=52:54:00:78:00:{n:02x}"),
+            ],
+        }
+    };
+    let (pa, pb) = (payload(true), payload(false));
+    let guest = Guest {
+        kernel: k,
+        tools,
+        vm_dir,
+        knobs,
+    };
+    let boot = |p: &Payload, name: &'static str| {
+        runner::run(&guest, p, false, &mut |kind, line| show(name, kind, line))
+    };
+    let (a, b) = std::thread::scope(|sc| {
+        let a = sc.spawn(|| boot(&pa, "A"));
+        // B's QEMU connects at start-up, so A's must listen first.
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while !listening(port) && !a.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let b = if listening(port) {
+            Ok(sc.spawn(|| boot(&pb, "B")))
+        } else {
+            Err(format!(
+                "host A's QEMU never listened on 127.0.0.1:{port} (see its console)"
+            ))
+        };
+        let b = b.and_then(|h| h.join().unwrap_or_else(|_| Err("host B's runner panicked".into())));
+        let a = a.join().unwrap_or_else(|_| Err("host A's runner panicked".into()));
+        (a, b)
+    });
+    Ok(PairRun {
+        spec: spec.clone(),
+        port,
+        hosts: vec![("A", format!("{NET}.1"), a), ("B", format!("{NET}.2"), b)],
+        elapsed: start.elapsed(),
+    })
+}
+
+/// One mode's verdict.
+pub struct ModeResult {
+    pub mode: Mode,
+    /// (host, its side) for A and B; `None` when the host never got to it.
+    pub sides: Vec<(&'static str, Option<Side>)>,
+    /// Why it failed; empty when it passed.
+    pub problems: Vec<String>,
+}
+
+impl PairRun {
+    /// The console lines of the command run on `host` (empty if none).
+    fn lines(&self, i: usize) -> &[String] {
+        match &self.hosts[i].2 {
+            Ok(o) => o.report.runs.first().map_or(&[], |r| &r.log.lines[..]),
+            Err(_) => &[],
+        }
+    }
+
+    /// Boot-level problems of either host (not counting failed runs).
+    pub fn boot_problems(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for (name, _, o) in &self.hosts {
+            match o {
+                Err(e) => v.push(format!("host {name}: {e}")),
+                Ok(o) => {
+                    if let Some(p) = o.problem() {
+                        v.push(format!("host {name}: {p} (console: {})", o.log.display()));
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Checks each mode: both sides exited 0, ran all iterations, saw the
+    /// other host's GID and moved packets on eth0.
+    pub fn results(&self) -> Vec<ModeResult> {
+        let parsed: Vec<Vec<(String, Side)>> = (0..self.hosts.len()).map(|i| parse_sides(self.lines(i))).collect();
+        let mut out = Vec::new();
+        for &mode in &self.spec.modes {
+            let mut problems = Vec::new();
+            let mut sides = Vec::new();
+            for (i, (name, _, _)) in self.hosts.iter().enumerate() {
+                let side = parsed[i].iter().find(|(m, _)| m == mode.name()).map(|(_, s)| s.clone());
+                let peer_ip = &self.hosts[1 - i].1;
+                match &side {
+                    None => problems.push(format!("host {name}: the {} run did not happen", mode.upper())),
+                    Some(s) => {
+                        if s.exit != Some(0) {
+                            let why = s
+                                .lines
+                                .iter()
+                                .rev()
+                                .find(|l| l.contains("rverbs"))
+                                .cloned()
+                                .unwrap_or_default();
+                            problems.push(format!("host {name}: exit {:?} {why}", s.exit));
+                        } else if s.iters() != Some(self.spec.iters) {
+                            problems.push(format!("host {name}: no summary for {} iterations", self.spec.iters));
+                        }
+                        if s.exit == Some(0) && !s.remote_gid().is_some_and(|g| g.ends_with(peer_ip.as_str())) {
+                            problems.push(format!(
+                                "host {name}: the remote GID is {:?}, not host {}'s {peer_ip}",
+                                s.remote_gid(),
+                                self.hosts[1 - i].0
+                            ));
+                        }
+                        let moved = |v: Option<u64>| v.unwrap_or(0) >= u64::from(self.spec.iters);
+                        if s.exit == Some(0) && !(moved(s.tx) && moved(s.rx)) {
+                            problems.push(format!(
+                                "host {name}: eth0 moved only {:?} packets out, {:?} in",
+                                s.tx, s.rx
+                            ));
+                        }
+                    }
+                }
+                sides.push((*name, side));
+            }
+            out.push(ModeResult { mode, sides, problems });
+        }
+        out
+    }
+
+    /// Test counts for `cargo xtask test`: one per mode, plus one failure
+    /// for a boot problem that failed no mode.
+    pub fn counts(&self) -> (Counts, Vec<String>) {
+        let mut c = Counts::default();
+        let mut problems = Vec::new();
+        for r in self.results() {
+            if r.problems.is_empty() {
+                c.passed += 1;
+            } else {
+                c.failed += 1;
+                problems.push(format!("{}: {}", r.mode.upper(), r.problems.join("; ")));
+            }
+        }
+        problems.extend(self.boot_problems());
+        if !problems.is_empty() && c.failed == 0 {
+            c.failed = 1;
+        }
+        (c, problems)
+    }
+
+    /// The human-readable report: both sides' output per mode, the
+    /// packets each NIC moved, the verdicts. Every line starts with `indent`.
+    pub fn report(&self, indent: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let accel = self
+            .hosts
+            .iter()
+            .find_map(|(_, _, o)| o.as_ref().ok().map(|o| o.accel.describe()))
+            .unwrap_or_else(|| "?".into());
+        let release = self
+            .hosts
+            .iter()
+            .find_map(|(_, _, o)| o.as_ref().ok().and_then(|o| o.report.release.clone()))
+            .unwrap_or_else(|| "?".into());
+        out.push(format!(
+            "{indent}two guests of Linux {release} (QEMU {accel}, 1 vCPU each), virtio-net joined by -netdev socket on 127.0.0.1:{}",
+            self.port
+        ));
+        out.push(format!(
+            "{indent}host A {NET}.1 (server) <-> host B {NET}.2 (client); rxe0 on each eth0; rverbs pingpong -e -n {}",
+            self.spec.iters
+        ));
+        for r in self.results() {
+            out.push(String::new());
+            out.push(format!(
+                "{indent}{} ({}):",
+                r.mode.upper(),
+                if r.mode == Mode::Rc { "reliable connected, 4096-byte SENDs" } else { "unreliable datagram, 1024-byte SENDs + GRH" }
+            ));
+            for (name, side) in &r.sides {
+                let Some(s) = side else {
+                    out.push(format!("{indent}  {name}  (no run)"));
+                    continue;
+                };
+                for (j, l) in s.lines.iter().filter(|l| !l.trim().is_empty()).enumerate() {
+                    let tag = if j == 0 { format!("{name}:") } else { String::new() };
+                    out.push(format!("{indent}  {tag:<3} {}", l.trim()));
+                }
+                let tries = match s.tries {
+                    Some(t) if t > 1 => format!(", connected at try {t}"),
+                    _ => String::new(),
+                };
+                out.push(format!(
+                    "{indent}      exit {}, eth0 packets out {} / in {}{tries}",
+                    s.exit.map_or("?".into(), |e| e.to_string()),
+                    s.tx.map_or("?".into(), |v| v.to_string()),
+                    s.rx.map_or("?".into(), |v| v.to_string()),
+                ));
+            }
+            if r.problems.is_empty() {
+                out.push(format!("{indent}  ok: both sides ran {} iterations across the wire", self.spec.iters));
+            } else {
+                for p in &r.problems {
+                    out.push(format!("{indent}  FAIL: {p}"));
+                }
+            }
+        }
+        for p in self.boot_problems() {
+            out.push(format!("{indent}FAIL: {p}"));
+        }
+        let consoles: Vec<String> = self
+            .hosts
+            .iter()
+            .filter_map(|(n, _, o)| o.as_ref().ok().map(|o| format!("{n} {}", o.log.display())))
+            .collect();
+        out.push(format!("{indent}took {}; consoles: {}", secs(self.elapsed), consoles.join(", ")));
+        out
+    }
+
+    /// The console tails of failed hosts, for diagnosis.
+    pub fn failure_tails(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, _, o) in &self.hosts {
+            if let Ok(o) = o {
+                if o.problem().is_some() || o.report.runs.first().is_some_and(|r| r.exit != Some(0)) {
+                    out.push(format!("---- host {name}: guest console tail"));
+                    out.extend(o.tail(30).iter().cloned());
+                    out.push(format!("---- host {name}: kernel console tail"));
+                    out.extend(o.kernel_tail(20).iter().cloned());
+                    if !o.report.dmesg.is_empty() {
+                        out.push(format!("---- host {name}: dmesg tail"));
+                        out.extend(o.report.dmesg.iter().rev().take(30).rev().cloned());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Progress printer for both consoles: verbose streams everything, else
+/// only the end of each run.
+pub fn progress(verbose: bool) -> impl Fn(&str, LineKind, &str) + Sync {
+    move |host: &str, kind: LineKind, line: &str| {
+        if verbose {
+            match kind {
+                LineKind::Kernel => eprintln!("[{host}] kernel: {line}"),
+                _ => eprintln!("[{host}] {line}"),
+            }
+        } else if let Some(rest) = line.trim().strip_prefix(PAIR).and_then(|r| r.trim().strip_prefix("end ")) {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            if let [mode, rc, ..] = w.as_slice() {
+                note(format!("host {host}: {} run finished, exit {rc}", mode.to_uppercase()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pair_sections() {
+        let lines: Vec<String> = "\
+noise
+@@PAIR begin rc
+  local address:  LID 0x0000, QPN 0x000011, PSN 0x1, GID ::ffff:192.168.78.2
+  remote address: LID 0x0000, QPN 0x000011, PSN 0x2, GID ::ffff:192.168.78.1
+819200 bytes in 4.00 seconds = 1.64 Mbit/sec
+100 iters in 4.00 seconds = 40000.00 usec/iter
+@@PAIR end rc 0 tx 450 rx 440 tries 3
+@@PAIR begin ud
+rverbs pingpong: boom
+@@PAIR end ud 1 tx 0 rx 0 tries 1"
+            .lines()
+            .map(String::from)
+            .collect();
+        let v = parse_sides(&lines);
+        assert_eq!(v.len(), 2);
+        let rc = &v[0].1;
+        assert_eq!((rc.exit, rc.tx, rc.rx, rc.tries), (Some(0), Some(450), Some(440), Some(3)));
+        assert_eq!(rc.iters(), Some(100));
+        assert_eq!(rc.usec_per_iter(), Some(40000.0));
+        assert_eq!(rc.mbit(), Some(1.64));
+        assert_eq!(rc.remote_gid(), Some("::ffff:192.168.78.1"));
+        assert_eq!(v[1].1.exit, Some(1));
+        assert_eq!(v[1].1.lines, vec!["rverbs pingpong: boom".to_string()]);
+    }
+
+    #[test]
+    fn scripts() {
+        let spec = PairSpec::default();
+        let a = script(true, &spec);
+        assert!(a.contains("timeout 240 rverbs pingpong -e -n 100 -p 18515 --timeout 60 2>&1"));
+        assert!(a.contains("rverbs pingpong --ud -e -n 100 -p 18516"));
+        let b = script(false, &spec);
+        assert!(b.contains("-n 100 -p 18515 --timeout 60 192.168.78.1 >/tmp/pp.out"));
+        assert!(b.contains("Couldn't connect"));
+    }
+}
