@@ -642,7 +642,7 @@ fn event_mode_wakes_for_every_armed_completion() {
         }
         let (got, events) = waiter.join().unwrap();
         assert_eq!(got, TOTAL);
-        assert!(events >= 1 && events <= TOTAL, "{events} events");
+        assert!((1..=TOTAL).contains(&events), "{events} events");
     });
 }
 
