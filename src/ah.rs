@@ -88,7 +88,17 @@ impl ProtectionDomain {
         let mut ah = AddressHandle { pd: self.clone(), handle, attr: *attr, ah_num: 0, live: true, mlx5: None };
         // On failure from here, dropping `ah` destroys the kernel AH.
         match ctx.provider() {
-            Some(Provider::Rxe) => ah.ah_num = rxe::ah_num(&drv_out[..out_len])?,
+            Some(Provider::Rxe) => {
+                ah.ah_num = rxe::ah_num(&drv_out[..out_len])?;
+                if ah.ah_num == 0 {
+                    // Kernels before 5.16 give no AH numbers and expect a full
+                    // address vector in every UD request, which rverbs does not
+                    // build yet: refuse now rather than send to nowhere.
+                    return Err(Error::os(VERB, Errno::EOPNOTSUPP).with_message(
+                        "this kernel's rxe gives no AH numbers (before 5.16); rverbs needs them for UD sends",
+                    ));
+                }
+            }
             Some(Provider::Mlx5) => {
                 let m = ctx.mlx5_or_err(VERB)?;
                 let mah = m.ah_create(&mlx5_ah_attr(ctx, attr)?, &drv_out[..out_len])?;

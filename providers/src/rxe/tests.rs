@@ -809,6 +809,9 @@ fn refused_bad_destination() {
     refused(UD, wr_op(SendOp::Send, &ONE_SGE), PostErrorKind::BadDestination);
     refused(RC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
     refused(UC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
+    // AH number 0: no address the kernel could use.
+    let no_ah = UdDest { ah_num: 0, ..UD_DEST };
+    refused(UD, SendWr { ud: Some(no_ah), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
 }
 
 #[test]

@@ -62,7 +62,8 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
     if !allowed {
         return Err(PostErrorKind::OpcodeNotSupported);
     }
-    if (lim.transport == Transport::Ud) != wr.ud.is_some() {
+    if (lim.transport == Transport::Ud) != wr.ud.is_some() || wr.ud.is_some_and(|u| u.ah_num == 0) {
+        // AH number 0 would make the kernel read an (empty) address vector.
         return Err(PostErrorKind::BadDestination);
     }
     // One SGE is the common case: skip the (unrolled, vectorised) loop.
