@@ -54,24 +54,7 @@ impl ProtectionDomain {
         let ctx = self.context();
         let _span = tracing::debug_span!("ibv_create_ah").entered();
         check_av(ctx, attr, attr.port_num, VERB)?;
-        let kattr = attr.to_dest();
-        let ah_attr = rverbs_uapi::ib_user_verbs::ib_uverbs_ah_attr {
-            grh: rverbs_uapi::ib_user_verbs::ib_uverbs_global_route {
-                dgid: kattr.dgid,
-                flow_label: kattr.flow_label,
-                sgid_index: kattr.sgid_index,
-                hop_limit: kattr.hop_limit,
-                traffic_class: kattr.traffic_class,
-                reserved: 0,
-            },
-            dlid: kattr.dlid,
-            sl: kattr.sl,
-            src_path_bits: kattr.src_path_bits,
-            static_rate: kattr.static_rate,
-            is_global: kattr.is_global,
-            port_num: kattr.port_num,
-            reserved: 0,
-        };
+        let ah_attr = attr.to_kernel_ah_attr();
         let out_len = match ctx.provider() {
             Some(Provider::Mlx5) => mlx5::AH_RESP_LEN,
             _ => rxe::AH_RESP_LEN,

@@ -199,6 +199,16 @@ impl Drop for CompletionQueue {
     }
 }
 
+/// A CQ depth must be 1..=the device's `max_cqe` (create and resize alike).
+fn check_depth(ctx: &Context, verb: &'static str, cqe: u32) -> Result<()> {
+    let max = ctx.device_attr()?.max_cqe;
+    if cqe == 0 || cqe > max {
+        return Err(Error::os(verb, Errno::EINVAL)
+            .with_message(format!("CQ depth {cqe} is outside 1..={max} (the device's max_cqe)")));
+    }
+    Ok(())
+}
+
 pub(crate) fn need_provider(ctx: &Context, verb: &'static str, what: &str) -> Result<Provider> {
     match ctx.provider() {
         Some(p) => Ok(p),
@@ -222,11 +232,7 @@ impl Context {
         const VERB: &str = "ibv_create_cq";
         let _span = tracing::debug_span!("ibv_create_cq", cqe, comp_vector).entered();
         let provider = need_provider(self, VERB, "completion queues")?;
-        let max = self.device_attr()?.max_cqe;
-        if cqe == 0 || cqe > max {
-            return Err(Error::os(VERB, Errno::EINVAL)
-                .with_message(format!("CQ depth {cqe} is outside 1..={max} (the device's max_cqe)")));
-        }
+        check_depth(self, VERB, cqe)?;
         if comp_vector >= self.num_comp_vectors().max(1) {
             return Err(Error::os(VERB, Errno::EINVAL).with_message(format!(
                 "completion vector {comp_vector} does not exist (the device has {})",
@@ -399,11 +405,7 @@ impl CompletionQueue {
             }
             CqDriver::Gone => return Err(gone(VERB)),
         }
-        let max = self.shared.ctx.device_attr()?.max_cqe;
-        if cqe == 0 || cqe > max {
-            return Err(Error::os(VERB, Errno::EINVAL)
-                .with_message(format!("CQ depth {cqe} is outside 1..={max} (the device's max_cqe)")));
-        }
+        check_depth(&self.shared.ctx, VERB, cqe)?;
         let fd = self.shared.ctx.fd();
         let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
         let new = cmd::resize_cq(fd, self.shared.handle, cqe, &mut drv_out)?;

@@ -10,7 +10,9 @@ use rverbs_providers::driver::Provider;
 use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
-use rverbs_uapi::ib_user_verbs::{ib_uverbs_modify_qp, ib_uverbs_qp_dest, ib_uverbs_query_qp_resp};
+use rverbs_uapi::ib_user_verbs::{
+    ib_uverbs_ah_attr, ib_uverbs_global_route, ib_uverbs_modify_qp, ib_uverbs_qp_dest, ib_uverbs_query_qp_resp,
+};
 use tracing::debug;
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -139,6 +141,28 @@ impl AhAttr {
             static_rate: self.static_rate,
             is_global: self.grh.is_some().into(),
             port_num: self.port_num,
+        }
+    }
+
+    /// The kernel's `ib_uverbs_ah_attr` (CREATE_AH's address).
+    pub(crate) fn to_kernel_ah_attr(self) -> ib_uverbs_ah_attr {
+        let g = self.grh.unwrap_or_default();
+        ib_uverbs_ah_attr {
+            grh: ib_uverbs_global_route {
+                dgid: g.dgid.0,
+                flow_label: g.flow_label,
+                sgid_index: g.sgid_index,
+                hop_limit: g.hop_limit,
+                traffic_class: g.traffic_class,
+                reserved: 0,
+            },
+            dlid: self.dlid,
+            sl: self.sl,
+            src_path_bits: self.src_path_bits,
+            static_rate: self.static_rate,
+            is_global: self.grh.is_some().into(),
+            port_num: self.port_num,
+            reserved: 0,
         }
     }
 
@@ -1055,5 +1079,29 @@ mod tests {
         let frame = rverbs_providers::sys::write::frame(26, b, &[], 0, 0);
         assert_eq!(frame.len(), 120);
         assert_eq!(&frame[..8], &[26, 0, 0, 0, 30, 0, 0, 0]);
+    }
+
+    /// CREATE_AH's `ib_uverbs_ah_attr`, hand-computed from uverbs-abi.md §3.3.
+    #[test]
+    fn ah_attr_bytes() {
+        let dgid = Gid::parse("::ffff:192.168.77.2").unwrap();
+        let a = AhAttr {
+            sl: 3,
+            port_num: 1,
+            grh: Some(GlobalRoute { dgid, flow_label: 7, sgid_index: 1, hop_limit: 64, traffic_class: 8 }),
+            ..Default::default()
+        };
+        let k = a.to_kernel_ah_attr();
+        let mut want = [0u8; 32];
+        want[10..12].copy_from_slice(&[0xff, 0xff]);
+        want[12..16].copy_from_slice(&[192, 168, 77, 2]);
+        want[16..20].copy_from_slice(&7u32.to_le_bytes());
+        want[20] = 1; // sgid_index
+        want[21] = 64; // hop_limit
+        want[22] = 8; // traffic_class
+        want[26] = 3; // sl
+        want[29] = 1; // is_global
+        want[30] = 1; // port_num
+        assert_eq!(k.as_bytes(), &want[..]);
     }
 }
