@@ -46,7 +46,7 @@ fn send_wr<'a>(wr_id: u64, op: SendOp, sgl: &'a [Sge]) -> SendWr<'a> {
 
 fn ok_one(cq: &mut rverbs::CompletionQueue, wr_id: u64, opcode: WcOpcode) -> rverbs::Wc {
     let wc = poll_n(cq, 1)[0];
-    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
     assert_eq!((wc.wr_id, wc.opcode), (wr_id, opcode), "{wc:?}");
     wc
 }
@@ -67,10 +67,10 @@ fn rc_every_opcode() {
     let s = [ma.sge(0, 1000).unwrap()];
     a.post_send(&[send_wr(10, SendOp::Send, &s), send_wr(11, SendOp::SendWithImm(0xdead_beef), &s)]).unwrap();
     let wcs = poll_n(&mut cq_a, 2);
-    assert!(wcs.iter().all(|w| w.status == WcStatus::Success && w.opcode == WcOpcode::Send), "{wcs:?}");
+    assert!(wcs.iter().all(|w| w.status == WcStatus::SUCCESS && w.opcode == WcOpcode::SEND), "{wcs:?}");
     assert_eq!((wcs[0].wr_id, wcs[1].wr_id), (10, 11));
     let r = poll_n(&mut cq_b, 2);
-    assert_eq!((r[0].wr_id, r[0].opcode, r[0].byte_len, r[0].status), (1, WcOpcode::Recv, 1000, WcStatus::Success));
+    assert_eq!((r[0].wr_id, r[0].opcode, r[0].byte_len, r[0].status), (1, WcOpcode::RECV, 1000, WcStatus::SUCCESS));
     assert!(!r[0].wc_flags.contains(WcFlags::WITH_IMM));
     assert_eq!((r[1].wr_id, r[1].byte_len, r[1].imm_data), (2, 1000, 0xdead_beef));
     assert!(r[1].wc_flags.contains(WcFlags::WITH_IMM), "{:?}", r[1]);
@@ -83,7 +83,7 @@ fn rc_every_opcode() {
     ma.write_at(8192, &p).unwrap();
     let s = [ma.sge(8192, 3000).unwrap()];
     a.post_send(&[send_wr(20, SendOp::RdmaWrite(mb.remote(16384)), &s)]).unwrap();
-    ok_one(&mut cq_a, 20, WcOpcode::RdmaWrite);
+    ok_one(&mut cq_a, 20, WcOpcode::RDMA_WRITE);
     assert_eq!(read(&mb, 16384, 3000), p);
     assert_no_more(&mut cq_b);
 
@@ -93,8 +93,8 @@ fn rc_every_opcode() {
     ma.write_at(12288, &p).unwrap();
     let s = [ma.sge(12288, 500).unwrap()];
     a.post_send(&[send_wr(30, SendOp::RdmaWriteWithImm(mb.remote(20480), 77), &s)]).unwrap();
-    ok_one(&mut cq_a, 30, WcOpcode::RdmaWrite);
-    let wc = ok_one(&mut cq_b, 3, WcOpcode::RecvRdmaWithImm);
+    ok_one(&mut cq_a, 30, WcOpcode::RDMA_WRITE);
+    let wc = ok_one(&mut cq_b, 3, WcOpcode::RECV_RDMA_WITH_IMM);
     assert_eq!((wc.imm_data, wc.byte_len), (77, 500));
     assert_eq!(read(&mb, 20480, 500), p);
 
@@ -103,7 +103,7 @@ fn rc_every_opcode() {
     mb.write_at(24576, &p).unwrap();
     let s = [ma.sge(28672, 2500).unwrap()];
     a.post_send(&[send_wr(40, SendOp::RdmaRead(mb.remote(24576)), &s)]).unwrap();
-    let wc = ok_one(&mut cq_a, 40, WcOpcode::RdmaRead);
+    let wc = ok_one(&mut cq_a, 40, WcOpcode::RDMA_READ);
     assert_eq!(wc.byte_len, 2500);
     assert_eq!(read(&ma, 28672, 2500), p);
 
@@ -112,16 +112,16 @@ fn rc_every_opcode() {
     let s = [ma.sge(36864, 8).unwrap()];
     let remote = mb.remote(32768);
     a.post_send(&[send_wr(50, SendOp::AtomicCmpAndSwp { remote, compare: 5, swap: 9 }, &s)]).unwrap();
-    ok_one(&mut cq_a, 50, WcOpcode::CompSwap);
+    ok_one(&mut cq_a, 50, WcOpcode::COMP_SWAP);
     assert_eq!(read(&ma, 36864, 8), 5u64.to_ne_bytes());
     assert_eq!(read(&mb, 32768, 8), 9u64.to_ne_bytes());
     // A failed compare leaves the word alone and still returns it.
     a.post_send(&[send_wr(51, SendOp::AtomicCmpAndSwp { remote, compare: 1, swap: 2 }, &s)]).unwrap();
-    ok_one(&mut cq_a, 51, WcOpcode::CompSwap);
+    ok_one(&mut cq_a, 51, WcOpcode::COMP_SWAP);
     assert_eq!(read(&ma, 36864, 8), 9u64.to_ne_bytes());
     assert_eq!(read(&mb, 32768, 8), 9u64.to_ne_bytes());
     a.post_send(&[send_wr(52, SendOp::AtomicFetchAndAdd { remote, add: 3 }, &s)]).unwrap();
-    ok_one(&mut cq_a, 52, WcOpcode::FetchAdd);
+    ok_one(&mut cq_a, 52, WcOpcode::FETCH_ADD);
     assert_eq!(read(&ma, 36864, 8), 9u64.to_ne_bytes());
     assert_eq!(read(&mb, 32768, 8), 12u64.to_ne_bytes());
 
@@ -131,8 +131,8 @@ fn rc_every_opcode() {
     b.post_recv(&[RecvWr { wr_id: 4, sgl: &[mb.sge(0, 100).unwrap()] }]).unwrap();
     let s = [ma.sge(40000, 6).unwrap(), ma.sge(50000, 5).unwrap()];
     a.post_send(&[send_wr(60, SendOp::Send, &s)]).unwrap();
-    ok_one(&mut cq_a, 60, WcOpcode::Send);
-    assert_eq!(ok_one(&mut cq_b, 4, WcOpcode::Recv).byte_len, 11);
+    ok_one(&mut cq_a, 60, WcOpcode::SEND);
+    assert_eq!(ok_one(&mut cq_b, 4, WcOpcode::RECV).byte_len, 11);
     assert_eq!(read(&mb, 0, 11), b"hello world");
 }
 
@@ -147,13 +147,13 @@ fn uc_write_and_send() {
     ma.write_at(0, &p).unwrap();
     let s = [ma.sge(0, 777).unwrap()];
     a.post_send(&[send_wr(1, SendOp::RdmaWrite(mb.remote(100)), &s)]).unwrap();
-    ok_one(&mut cq_a, 1, WcOpcode::RdmaWrite);
+    ok_one(&mut cq_a, 1, WcOpcode::RDMA_WRITE);
     // UC gives no acknowledgement: the send completion means it left; wait
     // for the data with a receive-completing send behind it.
     b.post_recv(&[RecvWr { wr_id: 7, sgl: &[mb.sge(4096, 1024).unwrap()] }]).unwrap();
     a.post_send(&[send_wr(2, SendOp::Send, &s)]).unwrap();
-    ok_one(&mut cq_a, 2, WcOpcode::Send);
-    assert_eq!(ok_one(&mut cq_b, 7, WcOpcode::Recv).byte_len, 777);
+    ok_one(&mut cq_a, 2, WcOpcode::SEND);
+    assert_eq!(ok_one(&mut cq_b, 7, WcOpcode::RECV).byte_len, 777);
     assert_eq!(read(&mb, 100, 777), p);
     assert_eq!(read(&mb, 4096, 777), p);
     // READ is not a UC operation: refused at post time, nothing queued.
@@ -191,8 +191,8 @@ fn ud_send_with_grh() {
         ud: Some(ah.ud_dest(b.qp_num(), qkey)),
     };
     a.post_send(&[wr]).unwrap();
-    ok_one(&mut cq_a, 1, WcOpcode::Send);
-    let wc = ok_one(&mut cq_b, 9, WcOpcode::Recv);
+    ok_one(&mut cq_a, 1, WcOpcode::SEND);
+    let wc = ok_one(&mut cq_b, 9, WcOpcode::RECV);
     assert_eq!(wc.byte_len, 40 + 300, "UD receives start with the 40-byte GRH");
     assert!(wc.wc_flags.contains(WcFlags::GRH | WcFlags::WITH_IMM), "{wc:?}");
     assert_eq!((wc.imm_data, wc.src_qp), (42, a.qp_num()));
@@ -201,7 +201,7 @@ fn ud_send_with_grh() {
     b.post_recv(&[RecvWr { wr_id: 10, sgl: &[mb.sge(0, 1064).unwrap()] }]).unwrap();
     let wr = SendWr { ud: Some(ah.ud_dest(b.qp_num(), qkey ^ 1)), wr_id: 2, ..wr };
     a.post_send(&[wr]).unwrap();
-    ok_one(&mut cq_a, 2, WcOpcode::Send);
+    ok_one(&mut cq_a, 2, WcOpcode::SEND);
     assert_no_more(&mut cq_b);
     // A UD send without a destination is refused before it is written.
     let e = a.post_send(&[SendWr { ud: None, ..wr }]).unwrap_err();
@@ -238,7 +238,7 @@ fn srq_shared_by_two_qps() {
     }
     poll_n(&mut cq_a, 8);
     let r = poll_n(&mut cq_b, 8);
-    assert!(r.iter().all(|w| w.status == WcStatus::Success && w.byte_len == 64), "{r:?}");
+    assert!(r.iter().all(|w| w.status == WcStatus::SUCCESS && w.byte_len == 64), "{r:?}");
     let on_b1 = r.iter().filter(|w| w.qp_num == b1.qp_num()).count();
     let on_b2 = r.iter().filter(|w| w.qp_num == b2.qp_num()).count();
     assert_eq!((on_b1, on_b2), (4, 4));
@@ -262,8 +262,8 @@ fn inline_sends() {
     a.post_send_inline(5, SendOp::Send, SendFlags::SIGNALED, &data, None).unwrap();
     let sent = data.clone();
     data.fill(0); // the payload was copied at post time
-    ok_one(&mut cq_a, 5, WcOpcode::Send);
-    assert_eq!(ok_one(&mut cq_b, 1, WcOpcode::Recv).byte_len as usize, max);
+    ok_one(&mut cq_a, 5, WcOpcode::SEND);
+    assert_eq!(ok_one(&mut cq_b, 1, WcOpcode::RECV).byte_len as usize, max);
     assert_eq!(read(&mb, 0, max), sent);
     let too_long = vec![0u8; max + 1];
     let e = a.post_send_inline(6, SendOp::Send, SendFlags::SIGNALED, &too_long, None).unwrap_err();
@@ -290,7 +290,7 @@ fn unsignaled_with_a_signaled_one_every_n() {
         // Keep within the SQ: unsignaled WQEs are released by the next signaled completion.
         a.post_send(&[wr]).unwrap();
         if i % N == N - 1 {
-            let wc = ok_one(&mut cq_a, i, WcOpcode::Send);
+            let wc = ok_one(&mut cq_a, i, WcOpcode::SEND);
             assert_eq!(wc.wr_id % N, N - 1);
         }
     }
@@ -317,12 +317,12 @@ fn solicited_events() {
     }
     cq_b.req_notify(true).unwrap();
     a.post_send(&[send_wr(1, SendOp::Send, &s)]).unwrap();
-    ok_one(&mut cq_a, 1, WcOpcode::Send);
+    ok_one(&mut cq_a, 1, WcOpcode::SEND);
     poll_n(&mut cq_b, 1);
     assert_eq!(ch.get_cq_event_timeout(200).unwrap(), None, "an unsolicited message must not wake a solicited-only arm");
     let wr = SendWr { flags: SendFlags::SIGNALED | SendFlags::SOLICITED, ..send_wr(2, SendOp::Send, &s) };
     a.post_send(&[wr]).unwrap();
-    ok_one(&mut cq_a, 2, WcOpcode::Send);
+    ok_one(&mut cq_a, 2, WcOpcode::SEND);
     let ev = ch.get_cq_event_timeout(10_000).unwrap().expect("solicited message raises an event");
     assert_eq!(ev.cq_user_handle, cq_b.user_handle());
     cq_b.ack_events(1);
@@ -395,12 +395,12 @@ fn hundred_thousand_mixed_operations() {
         a.post_send(&wrs).unwrap();
         let sends = batch.iter().filter(|b| matches!(b.1, Op::Send)).count();
         for wc in poll_n(&mut cq_a, n) {
-            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
             assert!(seen.insert(wc.wr_id), "wr_id {} completed twice", wc.wr_id);
         }
         let recvs = poll_n(&mut cq_b, sends);
         for wc in &recvs {
-            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
             let (_, _, len, _, _) = batch.iter().find(|b| b.0 == wc.wr_id).expect("a receive we posted");
             assert_eq!(wc.byte_len as usize, *len);
         }
@@ -435,7 +435,7 @@ fn bad_lkey_is_a_local_protection_error() {
     s.lkey ^= 0x5a5a_0000;
     a.post_send(&[send_wr(1, SendOp::RdmaRead(ma.remote(1024)), &[s])]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LocProtErr), "{wc:?}");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LOC_PROT_ERR), "{wc:?}");
 
     let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
@@ -445,7 +445,7 @@ fn bad_lkey_is_a_local_protection_error() {
     let wc = poll_n(&mut cq_a, 1)[0];
     assert_eq!(wc.wr_id, 2);
     assert!(
-        matches!(wc.status, WcStatus::LocProtErr | WcStatus::LocQpOpErr | WcStatus::WrFlushErr),
+        matches!(wc.status, WcStatus::LOC_PROT_ERR | WcStatus::LOC_QP_OP_ERR | WcStatus::WR_FLUSH_ERR),
         "{wc:?}"
     );
 }
@@ -460,14 +460,14 @@ fn rkey_without_remote_access_is_a_remote_access_error() {
     let s = [ma.sge(0, 64).unwrap()];
     a.post_send(&[send_wr(1, SendOp::RdmaWrite(local_only.remote(0)), &s)]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::REM_ACCESS_ERR), "{wc:?}");
     // Same for a region that allows remote reads but not writes.
     let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let read_only = pd.alloc_mr(4096, AccessFlags::REMOTE_READ).unwrap();
     a.post_send(&[send_wr(2, SendOp::RdmaWrite(read_only.remote(0)), &[ma.sge(0, 8).unwrap()])]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
-    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::RemAccessErr), "{wc:?}");
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::REM_ACCESS_ERR), "{wc:?}");
 }
 
 #[test]
@@ -484,9 +484,9 @@ fn small_receive_buffer_is_a_local_length_error() {
     // operation error because its copy_data() fails with EINVAL, which the
     // responder maps to "malformed WQE". rverbs passes on what the kernel wrote.
     assert_eq!(wc.wr_id, 7, "{wc:?}");
-    assert!(matches!(wc.status, WcStatus::LocLenErr | WcStatus::LocQpOpErr), "{wc:?}");
+    assert!(matches!(wc.status, WcStatus::LOC_LEN_ERR | WcStatus::LOC_QP_OP_ERR), "{wc:?}");
     let wc = poll_n(&mut cq_a, 1)[0];
-    assert_ne!(wc.status, WcStatus::Success, "the sender learns of it too: {wc:?}");
+    assert_ne!(wc.status, WcStatus::SUCCESS, "the sender learns of it too: {wc:?}");
 }
 
 #[test]
@@ -503,7 +503,7 @@ fn no_receive_with_rnr_retry_zero() {
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     a.post_send(&[send_wr(1, SendOp::Send, &[ma.sge(0, 8).unwrap()])]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RnrRetryExcErr), "{wc:?}");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RNR_RETRY_EXC_ERR), "{wc:?}");
 }
 
 #[test]
@@ -520,7 +520,7 @@ fn error_state_flushes_everything_outstanding() {
     let err = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
     b.modify(&err, QpAttrMask::STATE).unwrap();
     let r = poll_n(&mut cq_b, 10);
-    assert!(r.iter().all(|w| w.status == WcStatus::WrFlushErr), "{r:?}");
+    assert!(r.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR), "{r:?}");
     let ids: HashSet<u64> = r.iter().map(|w| w.wr_id).collect();
     assert_eq!(ids, (100..110).collect());
     // A: sends to a peer in ERR never get acknowledged; moving A to ERR
@@ -533,7 +533,7 @@ fn error_state_flushes_everything_outstanding() {
     let s = poll_n(&mut cq_a, 6);
     let ids: HashSet<u64> = s.iter().map(|w| w.wr_id).collect();
     assert_eq!(ids, (0..6).collect(), "{s:?}");
-    assert!(s.iter().filter(|w| w.status == WcStatus::WrFlushErr).count() >= 5, "{s:?}");
+    assert!(s.iter().filter(|w| w.status == WcStatus::WR_FLUSH_ERR).count() >= 5, "{s:?}");
     assert_no_more(&mut cq_a);
     assert_no_more(&mut cq_b);
 }
@@ -621,7 +621,7 @@ fn event_mode_wakes_for_every_armed_completion() {
                     if n == 0 {
                         break;
                     }
-                    assert!(buf[..n].iter().all(|w| w.status == WcStatus::Success));
+                    assert!(buf[..n].iter().all(|w| w.status == WcStatus::SUCCESS));
                     got += n;
                     repost(&mut b, &mut posted, n);
                 }
@@ -703,12 +703,12 @@ fn run_thousand_messages() {
         while !sent_done || received <= i {
             let n = cq_a.poll(&mut wc);
             if n > 0 {
-                assert!(wc[..n].iter().all(|w| w.status == WcStatus::Success));
+                assert!(wc[..n].iter().all(|w| w.status == WcStatus::SUCCESS));
                 sent_done = true;
             }
             let n = cq_b.poll(&mut wc);
             for w in &wc[..n] {
-                assert_eq!(w.status, WcStatus::Success);
+                assert_eq!(w.status, WcStatus::SUCCESS);
             }
             for _ in 0..n {
                 let sg = &recv_sges[next_recv % 32];

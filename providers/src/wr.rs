@@ -215,147 +215,206 @@ impl std::fmt::Display for PostError {
 
 impl std::error::Error for PostError {}
 
-/// `enum ibv_wc_status`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WcStatus {
-    /// `IBV_WC_SUCCESS`.
-    Success = IBV_WC_SUCCESS,
-    /// `IBV_WC_LOC_LEN_ERR`: the receive buffer was too small (or similar).
-    LocLenErr = IBV_WC_LOC_LEN_ERR,
-    /// `IBV_WC_LOC_QP_OP_ERR`.
-    LocQpOpErr = IBV_WC_LOC_QP_OP_ERR,
-    /// `IBV_WC_LOC_EEC_OP_ERR`.
-    LocEecOpErr = IBV_WC_LOC_EEC_OP_ERR,
-    /// `IBV_WC_LOC_PROT_ERR`: bad lkey or address outside the region.
-    LocProtErr = IBV_WC_LOC_PROT_ERR,
-    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP is in error.
-    WrFlushErr = IBV_WC_WR_FLUSH_ERR,
-    /// `IBV_WC_MW_BIND_ERR`.
-    MwBindErr = IBV_WC_MW_BIND_ERR,
-    /// `IBV_WC_BAD_RESP_ERR`.
-    BadRespErr = IBV_WC_BAD_RESP_ERR,
-    /// `IBV_WC_LOC_ACCESS_ERR`.
-    LocAccessErr = IBV_WC_LOC_ACCESS_ERR,
-    /// `IBV_WC_REM_INV_REQ_ERR`.
-    RemInvReqErr = IBV_WC_REM_INV_REQ_ERR,
-    /// `IBV_WC_REM_ACCESS_ERR`: the peer refused the rkey/range/access.
-    RemAccessErr = IBV_WC_REM_ACCESS_ERR,
-    /// `IBV_WC_REM_OP_ERR`.
-    RemOpErr = IBV_WC_REM_OP_ERR,
-    /// `IBV_WC_RETRY_EXC_ERR`.
-    RetryExcErr = IBV_WC_RETRY_EXC_ERR,
-    /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted.
-    RnrRetryExcErr = IBV_WC_RNR_RETRY_EXC_ERR,
-    /// `IBV_WC_LOC_RDD_VIOL_ERR`.
-    LocRddViolErr = IBV_WC_LOC_RDD_VIOL_ERR,
-    /// `IBV_WC_REM_INV_RD_REQ_ERR`.
-    RemInvRdReqErr = IBV_WC_REM_INV_RD_REQ_ERR,
-    /// `IBV_WC_REM_ABORT_ERR`.
-    RemAbortErr = IBV_WC_REM_ABORT_ERR,
-    /// `IBV_WC_INV_EECN_ERR`.
-    InvEecnErr = IBV_WC_INV_EECN_ERR,
-    /// `IBV_WC_INV_EEC_STATE_ERR`.
-    InvEecStateErr = IBV_WC_INV_EEC_STATE_ERR,
-    /// `IBV_WC_FATAL_ERR`.
-    FatalErr = IBV_WC_FATAL_ERR,
-    /// `IBV_WC_RESP_TIMEOUT_ERR`.
-    RespTimeoutErr = IBV_WC_RESP_TIMEOUT_ERR,
-    /// `IBV_WC_GENERAL_ERR` (also any value this library does not know).
-    GeneralErr = IBV_WC_GENERAL_ERR,
-}
+/// `enum ibv_wc_status`: whether a work request succeeded, and if not why.
+///
+/// A transparent `u32` (like [`WcOpcode`]) so a completion is copied out of
+/// the ring as it is; the kernel's `ib_wc_status` numbers are libibverbs'.
+/// A value above [`WcStatus::GENERAL_ERR`] is possible only from a kernel
+/// newer than this library; [`Display`](std::fmt::Display) calls it a
+/// general error, as `ibv_wc_status_str` does.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WcStatus(pub u32);
 
 impl WcStatus {
-    /// From the kernel/provider value; unknown values become `GeneralErr`.
-    pub fn from_raw(v: u32) -> Self {
-        use WcStatus::*;
-        const ALL: [WcStatus; 22] = [
-            Success, LocLenErr, LocQpOpErr, LocEecOpErr, LocProtErr, WrFlushErr, MwBindErr, BadRespErr,
-            LocAccessErr, RemInvReqErr, RemAccessErr, RemOpErr, RetryExcErr, RnrRetryExcErr, LocRddViolErr,
-            RemInvRdReqErr, RemAbortErr, InvEecnErr, InvEecStateErr, FatalErr, RespTimeoutErr, GeneralErr,
-        ];
-        ALL.get(v as usize).copied().unwrap_or(GeneralErr)
+    /// `IBV_WC_SUCCESS`.
+    pub const SUCCESS: WcStatus = WcStatus(IBV_WC_SUCCESS);
+    /// `IBV_WC_LOC_LEN_ERR`: the receive buffer was too small (or similar).
+    pub const LOC_LEN_ERR: WcStatus = WcStatus(IBV_WC_LOC_LEN_ERR);
+    /// `IBV_WC_LOC_QP_OP_ERR`.
+    pub const LOC_QP_OP_ERR: WcStatus = WcStatus(IBV_WC_LOC_QP_OP_ERR);
+    /// `IBV_WC_LOC_EEC_OP_ERR`.
+    pub const LOC_EEC_OP_ERR: WcStatus = WcStatus(IBV_WC_LOC_EEC_OP_ERR);
+    /// `IBV_WC_LOC_PROT_ERR`: bad lkey or address outside the region.
+    pub const LOC_PROT_ERR: WcStatus = WcStatus(IBV_WC_LOC_PROT_ERR);
+    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP is in error.
+    pub const WR_FLUSH_ERR: WcStatus = WcStatus(IBV_WC_WR_FLUSH_ERR);
+    /// `IBV_WC_MW_BIND_ERR`.
+    pub const MW_BIND_ERR: WcStatus = WcStatus(IBV_WC_MW_BIND_ERR);
+    /// `IBV_WC_BAD_RESP_ERR`.
+    pub const BAD_RESP_ERR: WcStatus = WcStatus(IBV_WC_BAD_RESP_ERR);
+    /// `IBV_WC_LOC_ACCESS_ERR`.
+    pub const LOC_ACCESS_ERR: WcStatus = WcStatus(IBV_WC_LOC_ACCESS_ERR);
+    /// `IBV_WC_REM_INV_REQ_ERR`.
+    pub const REM_INV_REQ_ERR: WcStatus = WcStatus(IBV_WC_REM_INV_REQ_ERR);
+    /// `IBV_WC_REM_ACCESS_ERR`: the peer refused the rkey/range/access.
+    pub const REM_ACCESS_ERR: WcStatus = WcStatus(IBV_WC_REM_ACCESS_ERR);
+    /// `IBV_WC_REM_OP_ERR`.
+    pub const REM_OP_ERR: WcStatus = WcStatus(IBV_WC_REM_OP_ERR);
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    pub const RETRY_EXC_ERR: WcStatus = WcStatus(IBV_WC_RETRY_EXC_ERR);
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted.
+    pub const RNR_RETRY_EXC_ERR: WcStatus = WcStatus(IBV_WC_RNR_RETRY_EXC_ERR);
+    /// `IBV_WC_LOC_RDD_VIOL_ERR`.
+    pub const LOC_RDD_VIOL_ERR: WcStatus = WcStatus(IBV_WC_LOC_RDD_VIOL_ERR);
+    /// `IBV_WC_REM_INV_RD_REQ_ERR`.
+    pub const REM_INV_RD_REQ_ERR: WcStatus = WcStatus(IBV_WC_REM_INV_RD_REQ_ERR);
+    /// `IBV_WC_REM_ABORT_ERR`.
+    pub const REM_ABORT_ERR: WcStatus = WcStatus(IBV_WC_REM_ABORT_ERR);
+    /// `IBV_WC_INV_EECN_ERR`.
+    pub const INV_EECN_ERR: WcStatus = WcStatus(IBV_WC_INV_EECN_ERR);
+    /// `IBV_WC_INV_EEC_STATE_ERR`.
+    pub const INV_EEC_STATE_ERR: WcStatus = WcStatus(IBV_WC_INV_EEC_STATE_ERR);
+    /// `IBV_WC_FATAL_ERR`.
+    pub const FATAL_ERR: WcStatus = WcStatus(IBV_WC_FATAL_ERR);
+    /// `IBV_WC_RESP_TIMEOUT_ERR`.
+    pub const RESP_TIMEOUT_ERR: WcStatus = WcStatus(IBV_WC_RESP_TIMEOUT_ERR);
+    /// `IBV_WC_GENERAL_ERR` (also any value this library does not know).
+    pub const GENERAL_ERR: WcStatus = WcStatus(IBV_WC_GENERAL_ERR);
+
+    /// From the kernel/provider value (the numbers are libibverbs').
+    #[inline]
+    pub const fn from_raw(v: u32) -> Self {
+        WcStatus(v)
+    }
+
+    /// The variant's name (`"WR_FLUSH_ERR"`), or `None` for an unknown value.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            WcStatus::SUCCESS => "SUCCESS",
+            WcStatus::LOC_LEN_ERR => "LOC_LEN_ERR",
+            WcStatus::LOC_QP_OP_ERR => "LOC_QP_OP_ERR",
+            WcStatus::LOC_EEC_OP_ERR => "LOC_EEC_OP_ERR",
+            WcStatus::LOC_PROT_ERR => "LOC_PROT_ERR",
+            WcStatus::WR_FLUSH_ERR => "WR_FLUSH_ERR",
+            WcStatus::MW_BIND_ERR => "MW_BIND_ERR",
+            WcStatus::BAD_RESP_ERR => "BAD_RESP_ERR",
+            WcStatus::LOC_ACCESS_ERR => "LOC_ACCESS_ERR",
+            WcStatus::REM_INV_REQ_ERR => "REM_INV_REQ_ERR",
+            WcStatus::REM_ACCESS_ERR => "REM_ACCESS_ERR",
+            WcStatus::REM_OP_ERR => "REM_OP_ERR",
+            WcStatus::RETRY_EXC_ERR => "RETRY_EXC_ERR",
+            WcStatus::RNR_RETRY_EXC_ERR => "RNR_RETRY_EXC_ERR",
+            WcStatus::LOC_RDD_VIOL_ERR => "LOC_RDD_VIOL_ERR",
+            WcStatus::REM_INV_RD_REQ_ERR => "REM_INV_RD_REQ_ERR",
+            WcStatus::REM_ABORT_ERR => "REM_ABORT_ERR",
+            WcStatus::INV_EECN_ERR => "INV_EECN_ERR",
+            WcStatus::INV_EEC_STATE_ERR => "INV_EEC_STATE_ERR",
+            WcStatus::FATAL_ERR => "FATAL_ERR",
+            WcStatus::RESP_TIMEOUT_ERR => "RESP_TIMEOUT_ERR",
+            WcStatus::GENERAL_ERR => "GENERAL_ERR",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Debug for WcStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "WcStatus({})", self.0),
+        }
     }
 }
 
 impl std::fmt::Display for WcStatus {
     /// The strings of `ibv_wc_status_str`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use WcStatus::*;
-        f.write_str(match self {
-            Success => "success",
-            LocLenErr => "local length error",
-            LocQpOpErr => "local QP operation error",
-            LocEecOpErr => "local EE context operation error",
-            LocProtErr => "local protection error",
-            WrFlushErr => "Work Request Flushed Error",
-            MwBindErr => "memory management operation error",
-            BadRespErr => "bad response error",
-            LocAccessErr => "local access error",
-            RemInvReqErr => "remote invalid request error",
-            RemAccessErr => "remote access error",
-            RemOpErr => "remote operation error",
-            RetryExcErr => "transport retry counter exceeded",
-            RnrRetryExcErr => "RNR retry counter exceeded",
-            LocRddViolErr => "local RDD violation error",
-            RemInvRdReqErr => "remote invalid RD request",
-            RemAbortErr => "aborted error",
-            InvEecnErr => "invalid EE context number",
-            InvEecStateErr => "invalid EE context state",
-            FatalErr => "fatal error",
-            RespTimeoutErr => "response timeout error",
-            GeneralErr => "general error",
+        f.write_str(match *self {
+            WcStatus::SUCCESS => "success",
+            WcStatus::LOC_LEN_ERR => "local length error",
+            WcStatus::LOC_QP_OP_ERR => "local QP operation error",
+            WcStatus::LOC_EEC_OP_ERR => "local EE context operation error",
+            WcStatus::LOC_PROT_ERR => "local protection error",
+            WcStatus::WR_FLUSH_ERR => "Work Request Flushed Error",
+            WcStatus::MW_BIND_ERR => "memory management operation error",
+            WcStatus::BAD_RESP_ERR => "bad response error",
+            WcStatus::LOC_ACCESS_ERR => "local access error",
+            WcStatus::REM_INV_REQ_ERR => "remote invalid request error",
+            WcStatus::REM_ACCESS_ERR => "remote access error",
+            WcStatus::REM_OP_ERR => "remote operation error",
+            WcStatus::RETRY_EXC_ERR => "transport retry counter exceeded",
+            WcStatus::RNR_RETRY_EXC_ERR => "RNR retry counter exceeded",
+            WcStatus::LOC_RDD_VIOL_ERR => "local RDD violation error",
+            WcStatus::REM_INV_RD_REQ_ERR => "remote invalid RD request",
+            WcStatus::REM_ABORT_ERR => "aborted error",
+            WcStatus::INV_EECN_ERR => "invalid EE context number",
+            WcStatus::INV_EEC_STATE_ERR => "invalid EE context state",
+            WcStatus::FATAL_ERR => "fatal error",
+            WcStatus::RESP_TIMEOUT_ERR => "response timeout error",
+            _ => "general error",
         })
     }
 }
 
-/// `enum ibv_wc_opcode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WcOpcode {
-    /// `IBV_WC_SEND`.
-    Send,
-    /// `IBV_WC_RDMA_WRITE`.
-    RdmaWrite,
-    /// `IBV_WC_RDMA_READ`.
-    RdmaRead,
-    /// `IBV_WC_COMP_SWAP`.
-    CompSwap,
-    /// `IBV_WC_FETCH_ADD`.
-    FetchAdd,
-    /// `IBV_WC_BIND_MW`.
-    BindMw,
-    /// `IBV_WC_LOCAL_INV`.
-    LocalInv,
-    /// `IBV_WC_RECV`: a SEND (with or without immediate) arrived.
-    Recv,
-    /// `IBV_WC_RECV_RDMA_WITH_IMM`: an RDMA WRITE with immediate arrived.
-    RecvRdmaWithImm,
-    /// Any other value (error completions may carry garbage here).
-    Other(u32),
-}
+/// `enum ibv_wc_opcode`: what a completion reports as done.
+///
+/// A transparent `u32` rather than an enum, so a completion is copied out
+/// of the ring without translating it and an unknown value (error
+/// completions may carry anything here) survives as it is. Match on the
+/// constants: `match wc.opcode { WcOpcode::SEND => .., WcOpcode(other) => .. }`.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WcOpcode(pub u32);
 
 impl WcOpcode {
-    /// From the kernel's `ib_wc_opcode` value.
-    pub fn from_raw(v: u32) -> Self {
-        match v {
-            IBV_WC_SEND => WcOpcode::Send,
-            IBV_WC_RDMA_WRITE => WcOpcode::RdmaWrite,
-            IBV_WC_RDMA_READ => WcOpcode::RdmaRead,
-            IBV_WC_COMP_SWAP => WcOpcode::CompSwap,
-            IBV_WC_FETCH_ADD => WcOpcode::FetchAdd,
-            IBV_WC_BIND_MW => WcOpcode::BindMw,
-            IBV_WC_LOCAL_INV => WcOpcode::LocalInv,
-            IBV_WC_RECV => WcOpcode::Recv,
-            IBV_WC_RECV_RDMA_WITH_IMM => WcOpcode::RecvRdmaWithImm,
-            o => WcOpcode::Other(o),
-        }
+    /// `IBV_WC_SEND`.
+    pub const SEND: WcOpcode = WcOpcode(IBV_WC_SEND);
+    /// `IBV_WC_RDMA_WRITE`.
+    pub const RDMA_WRITE: WcOpcode = WcOpcode(IBV_WC_RDMA_WRITE);
+    /// `IBV_WC_RDMA_READ`.
+    pub const RDMA_READ: WcOpcode = WcOpcode(IBV_WC_RDMA_READ);
+    /// `IBV_WC_COMP_SWAP`.
+    pub const COMP_SWAP: WcOpcode = WcOpcode(IBV_WC_COMP_SWAP);
+    /// `IBV_WC_FETCH_ADD`.
+    pub const FETCH_ADD: WcOpcode = WcOpcode(IBV_WC_FETCH_ADD);
+    /// `IBV_WC_BIND_MW`.
+    pub const BIND_MW: WcOpcode = WcOpcode(IBV_WC_BIND_MW);
+    /// `IBV_WC_LOCAL_INV`.
+    pub const LOCAL_INV: WcOpcode = WcOpcode(IBV_WC_LOCAL_INV);
+    /// `IBV_WC_RECV`: a SEND (with or without immediate) arrived.
+    pub const RECV: WcOpcode = WcOpcode(IBV_WC_RECV);
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`: an RDMA WRITE with immediate arrived.
+    pub const RECV_RDMA_WITH_IMM: WcOpcode = WcOpcode(IBV_WC_RECV_RDMA_WITH_IMM);
+
+    /// From the kernel's `ib_wc_opcode` value (the same numbers as
+    /// libibverbs' for every opcode above).
+    #[inline]
+    pub const fn from_raw(v: u32) -> Self {
+        WcOpcode(v)
     }
 
-    /// True for receive-side completions.
+    /// True for receive-side completions (`opcode & IBV_WC_RECV`, as
+    /// libibverbs defines it).
+    #[inline]
     pub fn is_recv(self) -> bool {
-        matches!(self, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
+        self.0 & IBV_WC_RECV != 0
+    }
+
+    /// The libibverbs name without its prefix (`"SEND"`), or `None` for a
+    /// value this library does not name.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            WcOpcode::SEND => "SEND",
+            WcOpcode::RDMA_WRITE => "RDMA_WRITE",
+            WcOpcode::RDMA_READ => "RDMA_READ",
+            WcOpcode::COMP_SWAP => "COMP_SWAP",
+            WcOpcode::FETCH_ADD => "FETCH_ADD",
+            WcOpcode::BIND_MW => "BIND_MW",
+            WcOpcode::LOCAL_INV => "LOCAL_INV",
+            WcOpcode::RECV => "RECV",
+            WcOpcode::RECV_RDMA_WITH_IMM => "RECV_RDMA_WITH_IMM",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Debug for WcOpcode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "WcOpcode({})", self.0),
+        }
     }
 }
 
@@ -376,6 +435,12 @@ bitflags! {
 }
 
 /// A work completion (`struct ibv_wc`).
+///
+/// Laid out like the kernel's `struct ib_uverbs_wc` (48 bytes, the same
+/// field order as libibverbs' `ibv_wc`), so a provider whose ring holds
+/// that struct (rxe) turns a CQE into a `Wc` with a few wide copies and
+/// three fix-ups (status range, flag bits, immediate byte order).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wc {
     /// The `wr_id` of the work request.
@@ -412,8 +477,8 @@ impl Default for Wc {
     fn default() -> Self {
         Wc {
             wr_id: 0,
-            status: WcStatus::Success,
-            opcode: WcOpcode::Send,
+            status: WcStatus::SUCCESS,
+            opcode: WcOpcode::SEND,
             vendor_err: 0,
             byte_len: 0,
             imm_data: 0,
@@ -430,8 +495,40 @@ impl Default for Wc {
 }
 
 impl Wc {
-    /// True for `WcStatus::Success`.
+    /// True for `WcStatus::SUCCESS`.
     pub fn is_success(&self) -> bool {
-        self.status == WcStatus::Success
+        self.status == WcStatus::SUCCESS
+    }
+}
+
+// `Wc` keeps `ib_uverbs_wc`'s size and field offsets (see its doc comment).
+const _: () = {
+    use rverbs_uapi::ib_user_verbs::ib_uverbs_wc;
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<Wc>() == size_of::<ib_uverbs_wc>());
+    assert!(offset_of!(Wc, status) == offset_of!(ib_uverbs_wc, status));
+    assert!(offset_of!(Wc, opcode) == offset_of!(ib_uverbs_wc, opcode));
+    assert!(offset_of!(Wc, imm_data) == offset_of!(ib_uverbs_wc, ex));
+    assert!(offset_of!(Wc, wc_flags) == offset_of!(ib_uverbs_wc, wc_flags));
+    assert!(offset_of!(Wc, pkey_index) == offset_of!(ib_uverbs_wc, pkey_index));
+    assert!(offset_of!(Wc, port_num) == offset_of!(ib_uverbs_wc, port_num));
+};
+
+#[cfg(test)]
+mod wc_tests {
+    use super::*;
+
+    #[test]
+    fn status_and_opcode_print_like_libibverbs() {
+        assert_eq!(WcStatus::WR_FLUSH_ERR.to_string(), "Work Request Flushed Error");
+        assert_eq!(format!("{:?}", WcStatus::REM_ACCESS_ERR), "REM_ACCESS_ERR");
+        // A status newer than this library: ibv_wc_status_str's fallback.
+        assert_eq!(WcStatus(99).to_string(), "general error");
+        assert_eq!(format!("{:?}", WcStatus(99)), "WcStatus(99)");
+        assert_eq!(format!("{:?}", WcOpcode::RECV_RDMA_WITH_IMM), "RECV_RDMA_WITH_IMM");
+        assert_eq!(format!("{:?}", WcOpcode(0x77)), "WcOpcode(119)");
+        assert!(WcOpcode::RECV.is_recv() && WcOpcode::RECV_RDMA_WITH_IMM.is_recv());
+        assert!(!WcOpcode::RDMA_READ.is_recv());
+        assert!(Wc { status: WcStatus::SUCCESS, ..Wc::default() }.is_success());
     }
 }

@@ -138,9 +138,9 @@ struct ReqFast {
 }
 
 /// [`req_kind`] as a table over the low 6 bits of the send opcode (every
-/// mlx5 send opcode is below 0x40); unknown ones are `WcOpcode::Other`.
+/// mlx5 send opcode is below 0x40); unknown ones keep their raw value in `WcOpcode`.
 const REQ_FAST: [ReqFast; 64] = {
-    let mut t = [ReqFast { opcode: WcOpcode::Send, flags: WcFlags::empty(), len: 0 }; 64];
+    let mut t = [ReqFast { opcode: WcOpcode::SEND, flags: WcFlags::empty(), len: 0 }; 64];
     let mut i = 0;
     while i < 64 {
         let k = req_kind(i as u8);
@@ -408,7 +408,7 @@ impl<M: Mmio> Cq<M> {
         tail.store(head.wrapping_add(1), Ordering::Release);
         *w = Wc {
             wr_id,
-            status: WcStatus::Success,
+            status: WcStatus::SUCCESS,
             opcode: k.opcode,
             vendor_err: 0,
             byte_len: if k.len == u32::MAX { c.byte_cnt() } else { k.len },
@@ -480,7 +480,7 @@ impl<M: Mmio> Cq<M> {
             };
             return Decoded::Wc(Wc {
                 wr_id,
-                status: WcStatus::Success,
+                status: WcStatus::SUCCESS,
                 opcode: k.opcode,
                 vendor_err: 0,
                 byte_len,
@@ -500,17 +500,17 @@ impl<M: Mmio> Cq<M> {
                 let Some(wr_id) = self.retire_recv(c) else { return Decoded::Skip };
                 let imm = c.imm_inval_pkey();
                 let (opcode, mut flags, imm_data) = match op {
-                    opcode::RESP_WR_IMM => (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM, imm),
-                    opcode::RESP_SEND => (WcOpcode::Recv, WcFlags::empty(), 0),
-                    opcode::RESP_SEND_IMM => (WcOpcode::Recv, WcFlags::WITH_IMM, imm),
-                    _ => (WcOpcode::Recv, WcFlags::WITH_INV, imm),
+                    opcode::RESP_WR_IMM => (WcOpcode::RECV_RDMA_WITH_IMM, WcFlags::WITH_IMM, imm),
+                    opcode::RESP_SEND => (WcOpcode::RECV, WcFlags::empty(), 0),
+                    opcode::RESP_SEND_IMM => (WcOpcode::RECV, WcFlags::WITH_IMM, imm),
+                    _ => (WcOpcode::RECV, WcFlags::WITH_INV, imm),
                 };
                 if c.grh() != 0 {
                     flags |= WcFlags::GRH;
                 }
                 Decoded::Wc(Wc {
                     wr_id,
-                    status: WcStatus::Success,
+                    status: WcStatus::SUCCESS,
                     opcode,
                     vendor_err: 0,
                     byte_len: c.byte_cnt(),
@@ -538,7 +538,7 @@ impl<M: Mmio> Cq<M> {
             }
             opcode::RESP_ERR => {
                 let Some(wr_id) = self.retire_recv(c) else { return Decoded::Skip };
-                Decoded::Wc(self.error_wc(c, wr_id, WcOpcode::Recv))
+                Decoded::Wc(self.error_wc(c, wr_id, WcOpcode::RECV))
             }
             // RESIZE_CQ, SIG_ERR, NO_PACKET and anything unknown: internal.
             _ => Decoded::Skip,

@@ -243,20 +243,20 @@ pub fn sw_owned(op_own: u8, ci: u32, ncqe: u32) -> bool {
 pub fn status_of(syndrome: u8) -> WcStatus {
     use syndrome::*;
     match syndrome {
-        LOCAL_LENGTH_ERR => WcStatus::LocLenErr,
-        LOCAL_QP_OP_ERR => WcStatus::LocQpOpErr,
-        LOCAL_PROT_ERR => WcStatus::LocProtErr,
-        WR_FLUSH_ERR => WcStatus::WrFlushErr,
-        MW_BIND_ERR => WcStatus::MwBindErr,
-        BAD_RESP_ERR => WcStatus::BadRespErr,
-        LOCAL_ACCESS_ERR => WcStatus::LocAccessErr,
-        REMOTE_INVAL_REQ_ERR => WcStatus::RemInvReqErr,
-        REMOTE_ACCESS_ERR => WcStatus::RemAccessErr,
-        REMOTE_OP_ERR => WcStatus::RemOpErr,
-        TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExcErr,
-        RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
-        REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
-        _ => WcStatus::GeneralErr,
+        LOCAL_LENGTH_ERR => WcStatus::LOC_LEN_ERR,
+        LOCAL_QP_OP_ERR => WcStatus::LOC_QP_OP_ERR,
+        LOCAL_PROT_ERR => WcStatus::LOC_PROT_ERR,
+        WR_FLUSH_ERR => WcStatus::WR_FLUSH_ERR,
+        MW_BIND_ERR => WcStatus::MW_BIND_ERR,
+        BAD_RESP_ERR => WcStatus::BAD_RESP_ERR,
+        LOCAL_ACCESS_ERR => WcStatus::LOC_ACCESS_ERR,
+        REMOTE_INVAL_REQ_ERR => WcStatus::REM_INV_REQ_ERR,
+        REMOTE_ACCESS_ERR => WcStatus::REM_ACCESS_ERR,
+        REMOTE_OP_ERR => WcStatus::REM_OP_ERR,
+        TRANSPORT_RETRY_EXC_ERR => WcStatus::RETRY_EXC_ERR,
+        RNR_RETRY_EXC_ERR => WcStatus::RNR_RETRY_EXC_ERR,
+        REMOTE_ABORTED_ERR => WcStatus::REM_ABORT_ERR,
+        _ => WcStatus::GENERAL_ERR,
     }
 }
 
@@ -284,18 +284,18 @@ pub enum ReqLen {
     Eight,
 }
 
-/// See [`ReqKind`]. Unknown opcodes (UMR, NOP, ...) map to `WcOpcode::Other`.
+/// See [`ReqKind`]. Unknown opcodes (UMR, NOP, ...) keep their raw value in `WcOpcode`.
 #[inline(always)]
 pub const fn req_kind(send_opcode: u8) -> ReqKind {
     let (opcode, with_imm, len) = match send_opcode {
-        wqe_op::SEND | wqe_op::SEND_INVAL => (WcOpcode::Send, false, ReqLen::Zero),
-        wqe_op::SEND_IMM => (WcOpcode::Send, true, ReqLen::Zero),
-        wqe_op::RDMA_WRITE => (WcOpcode::RdmaWrite, false, ReqLen::Zero),
-        wqe_op::RDMA_WRITE_IMM => (WcOpcode::RdmaWrite, true, ReqLen::Zero),
-        wqe_op::RDMA_READ => (WcOpcode::RdmaRead, false, ReqLen::Cqe),
-        wqe_op::ATOMIC_CS => (WcOpcode::CompSwap, false, ReqLen::Eight),
-        wqe_op::ATOMIC_FA => (WcOpcode::FetchAdd, false, ReqLen::Eight),
-        o => (WcOpcode::Other(o as u32), false, ReqLen::Zero),
+        wqe_op::SEND | wqe_op::SEND_INVAL => (WcOpcode::SEND, false, ReqLen::Zero),
+        wqe_op::SEND_IMM => (WcOpcode::SEND, true, ReqLen::Zero),
+        wqe_op::RDMA_WRITE => (WcOpcode::RDMA_WRITE, false, ReqLen::Zero),
+        wqe_op::RDMA_WRITE_IMM => (WcOpcode::RDMA_WRITE, true, ReqLen::Zero),
+        wqe_op::RDMA_READ => (WcOpcode::RDMA_READ, false, ReqLen::Cqe),
+        wqe_op::ATOMIC_CS => (WcOpcode::COMP_SWAP, false, ReqLen::Eight),
+        wqe_op::ATOMIC_FA => (WcOpcode::FETCH_ADD, false, ReqLen::Eight),
+        o => (WcOpcode(o as u32), false, ReqLen::Zero),
     };
     ReqKind { opcode, with_imm, len }
 }

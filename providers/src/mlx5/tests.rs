@@ -289,21 +289,21 @@ fn ownership_predicate() {
 #[test]
 fn syndrome_table() {
     let table = [
-        (0x01, WcStatus::LocLenErr),
-        (0x02, WcStatus::LocQpOpErr),
-        (0x04, WcStatus::LocProtErr),
-        (0x05, WcStatus::WrFlushErr),
-        (0x06, WcStatus::MwBindErr),
-        (0x10, WcStatus::BadRespErr),
-        (0x11, WcStatus::LocAccessErr),
-        (0x12, WcStatus::RemInvReqErr),
-        (0x13, WcStatus::RemAccessErr),
-        (0x14, WcStatus::RemOpErr),
-        (0x15, WcStatus::RetryExcErr),
-        (0x16, WcStatus::RnrRetryExcErr),
-        (0x22, WcStatus::RemAbortErr),
-        (0x03, WcStatus::GeneralErr),
-        (0xff, WcStatus::GeneralErr),
+        (0x01, WcStatus::LOC_LEN_ERR),
+        (0x02, WcStatus::LOC_QP_OP_ERR),
+        (0x04, WcStatus::LOC_PROT_ERR),
+        (0x05, WcStatus::WR_FLUSH_ERR),
+        (0x06, WcStatus::MW_BIND_ERR),
+        (0x10, WcStatus::BAD_RESP_ERR),
+        (0x11, WcStatus::LOC_ACCESS_ERR),
+        (0x12, WcStatus::REM_INV_REQ_ERR),
+        (0x13, WcStatus::REM_ACCESS_ERR),
+        (0x14, WcStatus::REM_OP_ERR),
+        (0x15, WcStatus::RETRY_EXC_ERR),
+        (0x16, WcStatus::RNR_RETRY_EXC_ERR),
+        (0x22, WcStatus::REM_ABORT_ERR),
+        (0x03, WcStatus::GENERAL_ERR),
+        (0xff, WcStatus::GENERAL_ERR),
     ];
     for (s, want) in table {
         assert_eq!(status_of(s), want, "syndrome {s:#x}");
@@ -967,14 +967,14 @@ fn cqe_req_opcodes() {
     let mut f = CqFix::new();
     let u = f.uidx();
     let cases = [
-        (0x0a, WcOpcode::Send, WcFlags::empty(), 0),
-        (0x0b, WcOpcode::Send, WcFlags::WITH_IMM, 0),
-        (0x08, WcOpcode::RdmaWrite, WcFlags::empty(), 0),
-        (0x09, WcOpcode::RdmaWrite, WcFlags::WITH_IMM, 0),
-        (0x10, WcOpcode::RdmaRead, WcFlags::empty(), 0x200),
-        (0x11, WcOpcode::CompSwap, WcFlags::empty(), 8),
-        (0x12, WcOpcode::FetchAdd, WcFlags::empty(), 8),
-        (0x01, WcOpcode::Send, WcFlags::empty(), 0),
+        (0x0a, WcOpcode::SEND, WcFlags::empty(), 0),
+        (0x0b, WcOpcode::SEND, WcFlags::WITH_IMM, 0),
+        (0x08, WcOpcode::RDMA_WRITE, WcFlags::empty(), 0),
+        (0x09, WcOpcode::RDMA_WRITE, WcFlags::WITH_IMM, 0),
+        (0x10, WcOpcode::RDMA_READ, WcFlags::empty(), 0x200),
+        (0x11, WcOpcode::COMP_SWAP, WcFlags::empty(), 8),
+        (0x12, WcOpcode::FETCH_ADD, WcFlags::empty(), 8),
+        (0x01, WcOpcode::SEND, WcFlags::empty(), 0),
     ];
     for (i, (op, opcode, flags, len)) in cases.into_iter().enumerate() {
         let slot = (i % 4) as u16;
@@ -1013,13 +1013,13 @@ fn cqe_responder_opcodes() {
     let base =
         Wc { byte_len: 0x28, qp_num: 0x123, src_qp: 0x5_4321, sl: 3, slid: 7, dlid_path_bits: 5, ..Wc::default() };
     let wc = f.poll(resp(2, [0, 0, 0, 2], 0)).unwrap();
-    assert_eq!(wc, Wc { wr_id: 200, opcode: WcOpcode::Recv, wc_flags: WcFlags::GRH, pkey_index: 2, ..base });
+    assert_eq!(wc, Wc { wr_id: 200, opcode: WcOpcode::RECV, wc_flags: WcFlags::GRH, pkey_index: 2, ..base });
     let wc = f.poll(resp(3, [0xde, 0xad, 0xbe, 0xef], 1)).unwrap();
     assert_eq!(
         wc,
         Wc {
             wr_id: 201,
-            opcode: WcOpcode::Recv,
+            opcode: WcOpcode::RECV,
             imm_data: 0xdead_beef,
             wc_flags: WcFlags::GRH | WcFlags::WITH_IMM,
             ..base
@@ -1030,7 +1030,7 @@ fn cqe_responder_opcodes() {
         wc,
         Wc {
             wr_id: 202,
-            opcode: WcOpcode::RecvRdmaWithImm,
+            opcode: WcOpcode::RECV_RDMA_WITH_IMM,
             imm_data: 0x0102_0304,
             wc_flags: WcFlags::GRH | WcFlags::WITH_IMM,
             ..base
@@ -1039,7 +1039,7 @@ fn cqe_responder_opcodes() {
     let wc = f.poll(resp(4, [0x00, 0x00, 0x12, 0x34], 3)).unwrap();
     assert_eq!(
         wc,
-        Wc { wr_id: 203, opcode: WcOpcode::Recv, imm_data: 0x1234, wc_flags: WcFlags::GRH | WcFlags::WITH_INV, ..base }
+        Wc { wr_id: 203, opcode: WcOpcode::RECV, imm_data: 0x1234, wc_flags: WcFlags::GRH | WcFlags::WITH_INV, ..base }
     );
     assert_eq!(f.qp.shared().rq.tail.load(Ordering::Relaxed), 4);
 }
@@ -1065,8 +1065,8 @@ fn cqe_errors() {
         wc,
         Wc {
             wr_id: 102,
-            status: WcStatus::RemAccessErr,
-            opcode: WcOpcode::RdmaWrite,
+            status: WcStatus::REM_ACCESS_ERR,
+            opcode: WcOpcode::RDMA_WRITE,
             vendor_err: 0x32,
             qp_num: 0x123,
             ..Wc::default()
@@ -1077,8 +1077,8 @@ fn cqe_errors() {
         wc,
         Wc {
             wr_id: 200,
-            status: WcStatus::WrFlushErr,
-            opcode: WcOpcode::Recv,
+            status: WcStatus::WR_FLUSH_ERR,
+            opcode: WcOpcode::RECV,
             vendor_err: 0xf9,
             qp_num: 0x123,
             ..Wc::default()

@@ -196,8 +196,8 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
                     wop = if with_imm { SendOp::SendWithImm(imm) } else { SendOp::Send };
                     let f = if with_imm { WcFlags::WITH_IMM } else { WcFlags::empty() };
                     exp = Expect {
-                        req: signaled.then(|| Wc { wr_id: n, opcode: WcOpcode::Send, wc_flags: f, ..Wc::default() }),
-                        resp: Some((WcOpcode::Recv, len, if with_imm { imm } else { 0 }, f, data.clone())),
+                        req: signaled.then(|| Wc { wr_id: n, opcode: WcOpcode::SEND, wc_flags: f, ..Wc::default() }),
+                        resp: Some((WcOpcode::RECV, len, if with_imm { imm } else { 0 }, f, data.clone())),
                         check: Box::new(|_| {}),
                     };
                 }
@@ -215,11 +215,11 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
                     exp = Expect {
                         req: signaled.then(|| Wc {
                             wr_id: n,
-                            opcode: WcOpcode::RdmaWrite,
+                            opcode: WcOpcode::RDMA_WRITE,
                             wc_flags: f,
                             ..Wc::default()
                         }),
-                        resp: with_imm.then(|| (WcOpcode::RecvRdmaWithImm, len, imm, WcFlags::WITH_IMM, Vec::new())),
+                        resp: with_imm.then(|| (WcOpcode::RECV_RDMA_WITH_IMM, len, imm, WcFlags::WITH_IMM, Vec::new())),
                         check: Box::new(move |t: &Rc| assert_eq!(t.remote.read(remote_off, d2.len()), d2, "write {n}")),
                     };
                 }
@@ -231,7 +231,7 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
                     exp = Expect {
                         req: signaled.then(|| Wc {
                             wr_id: n,
-                            opcode: WcOpcode::RdmaRead,
+                            opcode: WcOpcode::RDMA_READ,
                             byte_len: len,
                             ..Wc::default()
                         }),
@@ -245,10 +245,10 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
                     let old = atomic_val;
                     let (new, opcode) = if matches!(op, Op::Cas) {
                         wop = SendOp::AtomicCmpAndSwp { remote: r, compare: old, swap: old ^ n };
-                        (old ^ n, WcOpcode::CompSwap)
+                        (old ^ n, WcOpcode::COMP_SWAP)
                     } else {
                         wop = SendOp::AtomicFetchAndAdd { remote: r, add: n };
-                        (old.wrapping_add(n), WcOpcode::FetchAdd)
+                        (old.wrapping_add(n), WcOpcode::FETCH_ADD)
                     };
                     atomic_val = new;
                     exp = Expect {
@@ -358,27 +358,27 @@ fn bad_lkey_then_flush_of_everything_outstanding() {
     post_send(&mut t.a, &wrs).unwrap();
     t.hca.run();
     let got = poll_n(&mut t.cq_a, 9);
-    assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (1, WcStatus::LocProtErr, WcOpcode::Send));
+    assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (1, WcStatus::LOC_PROT_ERR, WcOpcode::SEND));
     assert_eq!(got[0].vendor_err, 0x42);
     // Every outstanding WQE, signaled or not, gets a flush-error completion.
     let sends: Vec<_> = got.iter().filter(|w| !w.opcode.is_recv()).map(|w| (w.wr_id, w.status)).collect();
     assert_eq!(
         sends,
         vec![
-            (1, WcStatus::LocProtErr),
-            (2, WcStatus::WrFlushErr),
-            (3, WcStatus::WrFlushErr),
-            (4, WcStatus::WrFlushErr)
+            (1, WcStatus::LOC_PROT_ERR),
+            (2, WcStatus::WR_FLUSH_ERR),
+            (3, WcStatus::WR_FLUSH_ERR),
+            (4, WcStatus::WR_FLUSH_ERR)
         ]
     );
     let recvs: Vec<_> = got.iter().filter(|w| w.opcode.is_recv()).map(|w| (w.wr_id, w.status)).collect();
-    assert_eq!(recvs, (500..505).map(|k| (k, WcStatus::WrFlushErr)).collect::<Vec<_>>());
+    assert_eq!(recvs, (500..505).map(|k| (k, WcStatus::WR_FLUSH_ERR)).collect::<Vec<_>>());
     // Requests posted in the error state are flushed as well.
     t.a.on_state_change(6);
     post_send(&mut t.a, &wrs[1..3]).unwrap();
     t.hca.run();
     let got = poll_n(&mut t.cq_a, 2);
-    assert!(got.iter().all(|w| w.status == WcStatus::WrFlushErr));
+    assert!(got.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR));
     assert_eq!(poll_n(&mut t.cq_b, 0).len(), 0, "nothing reached B");
     t.hca.assert_clean();
 }
@@ -406,10 +406,10 @@ fn flush_count_equals_posted() {
     t.hca.run();
     let got = poll_n(&mut t.cq_a, 8);
     assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
-    assert!(got.iter().all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == t.a.qpn()));
+    assert!(got.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR && w.qp_num == t.a.qpn()));
     // B's 8 posted receives.
     let got = poll_n(&mut t.cq_b, 8);
-    assert!(got.iter().all(|w| w.status == WcStatus::WrFlushErr && w.opcode == WcOpcode::Recv));
+    assert!(got.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR && w.opcode == WcOpcode::RECV));
     // The queues are empty again: posting works (and flushes).
     t.a.on_state_change(6);
     post_send(&mut t.a, &wrs).unwrap();
@@ -427,7 +427,7 @@ fn bad_rkey_is_remote_access_error() {
     post_send(&mut t.a, &[wr]).unwrap();
     t.hca.run();
     let got = poll_n(&mut t.cq_a, 1);
-    assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (7, WcStatus::RemAccessErr, WcOpcode::RdmaWrite));
+    assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (7, WcStatus::REM_ACCESS_ERR, WcOpcode::RDMA_WRITE));
     // Reading past the end of the region is the same.
     let mut t = Rc::new(ModelCfg::default(), 15);
     let dst = [t.local.sge(0, 64)];
@@ -438,7 +438,7 @@ fn bad_rkey_is_remote_access_error() {
     )
     .unwrap();
     t.hca.run();
-    assert_eq!(poll_n(&mut t.cq_a, 1)[0].status, WcStatus::RemAccessErr);
+    assert_eq!(poll_n(&mut t.cq_a, 1)[0].status, WcStatus::REM_ACCESS_ERR);
     t.hca.assert_clean();
 }
 
@@ -449,10 +449,10 @@ fn receive_too_small_and_rnr() {
     post_send(&mut t.a, &[SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::empty(), sgl: &sge, ud: None }])
         .unwrap();
     t.hca.run();
-    assert_eq!(poll_n(&mut t.cq_a, 1)[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(poll_n(&mut t.cq_a, 1)[0].status, WcStatus::REM_INV_REQ_ERR);
     let b = poll_n(&mut t.cq_b, 8);
-    assert_eq!((b[0].status, b[0].wr_id), (WcStatus::LocLenErr, 0x1_0000_0000));
-    assert!(b[1..].iter().all(|w| w.status == WcStatus::WrFlushErr));
+    assert_eq!((b[0].status, b[0].wr_id), (WcStatus::LOC_LEN_ERR, 0x1_0000_0000));
+    assert!(b[1..].iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR));
     // RNR: no receive posted and rnr_retry 0.
     let hca = Hca::new(ModelCfg { rnr_infinite: false, ..Default::default() });
     let ctx = hca.context();
@@ -467,7 +467,7 @@ fn receive_too_small_and_rnr() {
         .unwrap();
     hca.run();
     let w = poll_n(&mut cq, 1);
-    assert_eq!((w[0].wr_id, w[0].status), (3, WcStatus::RnrRetryExcErr));
+    assert_eq!((w[0].wr_id, w[0].status), (3, WcStatus::RNR_RETRY_EXC_ERR));
     hca.assert_clean();
 }
 
@@ -545,11 +545,11 @@ fn srq_run(cfg: ModelCfg, n: u64) {
         .unwrap();
         hca.run();
         let w = poll_n(&mut scq, 1)[0];
-        assert_eq!((w.wr_id, w.status, w.qp_num), (i, WcStatus::Success, senders[s].qpn()));
+        assert_eq!((w.wr_id, w.status, w.qp_num), (i, WcStatus::SUCCESS, senders[s].qpn()));
         let r = poll_n(&mut rcq, 1)[0];
         assert_eq!(
             (r.status, r.imm_data, r.byte_len, r.qp_num),
-            (WcStatus::Success, i as u32, data.len() as u32, recvs[s].qpn())
+            (WcStatus::SUCCESS, i as u32, data.len() as u32, recvs[s].qpn())
         );
         assert!(seen.insert(r.wr_id), "wr_id {} twice", r.wr_id);
         let slot = slot_of.remove(&r.wr_id).expect("a posted receive");
@@ -619,7 +619,7 @@ fn ud_10k_with_grh_and_wraparound() {
         post_send(&mut a, &[SendWr { wr_id: i, op, flags, sgl: &sge, ud: Some(dest) }]).unwrap();
         hca.run();
         let w = poll_n(&mut cq_a, 1)[0];
-        assert_eq!((w.wr_id, w.status, w.opcode), (i, WcStatus::Success, WcOpcode::Send));
+        assert_eq!((w.wr_id, w.status, w.opcode), (i, WcStatus::SUCCESS, WcOpcode::SEND));
         let r = poll_n(&mut cq_b, 1)[0];
         let mut flags = WcFlags::GRH;
         if i % 3 == 0 {
@@ -627,7 +627,7 @@ fn ud_10k_with_grh_and_wraparound() {
         }
         let want = Wc {
             wr_id: recv_k,
-            opcode: WcOpcode::Recv,
+            opcode: WcOpcode::RECV,
             byte_len: 40 + data.len() as u32,
             imm_data: if i % 3 == 0 { i as u32 } else { 0 },
             qp_num: b.qpn(),
@@ -649,7 +649,7 @@ fn ud_10k_with_grh_and_wraparound() {
     post_send(&mut a, &[SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: Some(bad) }])
         .unwrap();
     hca.run();
-    assert_eq!(poll_n(&mut cq_a, 1)[0].status, WcStatus::Success);
+    assert_eq!(poll_n(&mut cq_a, 1)[0].status, WcStatus::SUCCESS);
     assert_eq!(cq_b.poll(&mut [Wc::default(); 2]), 0);
     assert_eq!(hca.stats().ud_dropped, 1);
     assert!(a.sq.cur_post() > 10_000, "the 8-WQEBB ring wrapped {} times", a.sq.cur_post() / 8);
@@ -872,7 +872,7 @@ fn concurrent_poster_and_poller_threads() {
         while got < n {
             let k = cq_a.poll(&mut out);
             for w in &out[..k] {
-                assert_eq!((w.wr_id, w.status), (got, WcStatus::Success));
+                assert_eq!((w.wr_id, w.status), (got, WcStatus::SUCCESS));
                 got += 1;
             }
             std::thread::yield_now();

@@ -193,7 +193,7 @@ impl CqRing {
             // loaded with Acquire, so the kernel finished writing it; it is a
             // whole 8-aligned slot of at least 64 bytes (the kernel's minimum).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
-            *w = wqe::decode_cqe(&raw);
+            *w = wqe::decode_cqe(raw);
             cons = (cons + 1) & mask;
         }
         // Release: our copies are done before the kernel may reuse the slots.

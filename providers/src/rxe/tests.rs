@@ -319,7 +319,7 @@ fn cqe_bytes(wc_flags: u32, ex: [u8; 4]) -> Vec<u64> {
 fn decode(buf: &[u64]) -> Wc {
     // SAFETY: `buf` is 128 bytes, 8-aligned, and nothing writes it.
     let raw = unsafe { wqe::read_cqe(buf.as_ptr().cast::<u8>()) };
-    wqe::decode_cqe(&raw)
+    wqe::decode_cqe(raw)
 }
 
 #[test]
@@ -330,8 +330,8 @@ fn cqe_decode_grh_imm_inv() {
         wc,
         Wc {
             wr_id: 0xfeed_f00d_0000_0042,
-            status: WcStatus::Success,
-            opcode: WcOpcode::RecvRdmaWithImm,
+            status: WcStatus::SUCCESS,
+            opcode: WcOpcode::RECV_RDMA_WITH_IMM,
             vendor_err: 0,
             byte_len: 4096,
             imm_data: 0xcafe_babe,
@@ -391,8 +391,8 @@ fn cqe_decode_error_status_and_unknown_opcode() {
     put_u32(&mut bytes, 16, 0x99);
     b = bytes.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
     let wc = decode(&b);
-    assert_eq!(wc.status, WcStatus::WrFlushErr);
-    assert_eq!(wc.opcode, WcOpcode::Other(0x77));
+    assert_eq!(wc.status, WcStatus::WR_FLUSH_ERR);
+    assert_eq!(wc.opcode, WcOpcode(0x77));
     assert_eq!(wc.vendor_err, 0x99);
     assert!(wc.wc_flags.is_empty());
 }
@@ -693,7 +693,7 @@ fn cq_wraparound() {
                 assert_eq!(w.imm_data, seen as u32);
                 assert_eq!(w.byte_len, seen as u32);
                 assert_eq!(w.wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
-                assert_eq!(w.opcode, WcOpcode::Recv);
+                assert_eq!(w.opcode, WcOpcode::RECV);
                 seen += 1;
             }
         }

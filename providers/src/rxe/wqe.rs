@@ -9,13 +9,12 @@
 use core::mem::offset_of;
 use core::ptr;
 
-use rverbs_uapi::ib_user_verbs::ib_uverbs_wc;
 use rverbs_uapi::ib_verbs_values::{
     IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE,
 };
 use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe};
 
-use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus};
+use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
 
 /// Offset of the SGE array / inline data in a send WQE (208).
 pub const SEND_DATA: usize = size_of::<rxe_send_wqe>();
@@ -252,37 +251,32 @@ pub fn map_wc_flags(k: u32) -> WcFlags {
     WcFlags::from_bits_retain(u32::from(MAP[(k & 15) as usize]))
 }
 
-/// Decodes a CQE copied out of the completion ring.
-#[inline]
-pub fn decode_cqe(c: &ib_uverbs_wc) -> Wc {
-    let flags = map_wc_flags(c.wc_flags);
-    let ex = if flags.contains(WcFlags::WITH_IMM) { u32::from_be(c.ex) } else { c.ex };
-    Wc {
-        wr_id: c.wr_id,
-        status: WcStatus::from_raw(c.status),
-        opcode: WcOpcode::from_raw(c.opcode),
-        vendor_err: c.vendor_err,
-        byte_len: c.byte_len,
-        imm_data: ex,
-        qp_num: c.qp_num,
-        src_qp: c.src_qp,
-        wc_flags: flags,
-        pkey_index: c.pkey_index,
-        slid: c.slid,
-        sl: c.sl,
-        dlid_path_bits: c.dlid_path_bits,
-        port_num: c.port_num,
+/// Finishes a CQE copied out of the completion ring ([`read_cqe`]): the
+/// kernel's flag bits become libibverbs' and immediate data goes to host
+/// order. Every other field already holds the verbs value (the kernel's
+/// `ib_wc_status`/`ib_wc_opcode` numbers are libibverbs').
+#[inline(always)]
+pub fn decode_cqe(mut w: Wc) -> Wc {
+    let flags = map_wc_flags(w.wc_flags.bits());
+    if flags.contains(WcFlags::WITH_IMM) {
+        w.imm_data = u32::from_be(w.imm_data);
     }
+    w.wc_flags = flags;
+    w
 }
 
-/// Copies the CQE at `src` out of the ring.
+/// Copies the CQE at `src` out of the ring, as it is: a
+/// `struct ib_uverbs_wc`, which [`Wc`] mirrors field for field (asserted in
+/// `wr.rs`); [`decode_cqe`] then fixes the flags and the immediate.
 ///
 /// # Safety
 /// `src` points at a CQ slot the kernel has published (between our consumer
 /// and its producer, read after an Acquire load of the producer) and at
 /// least 48 bytes long, 8-aligned.
-#[inline]
-pub unsafe fn read_cqe(src: *const u8) -> ib_uverbs_wc {
-    // SAFETY: forwarded from the contract; a copy, never a reference.
-    unsafe { ptr::read(src.cast::<ib_uverbs_wc>()) }
+#[inline(always)]
+pub unsafe fn read_cqe(src: *const u8) -> Wc {
+    // SAFETY: forwarded from the contract; a copy, never a reference. Every
+    // field of `Wc` is a plain integer (status and opcode are transparent
+    // `u32`s, the flags a bitflags `u32`), so any bytes are a valid `Wc`.
+    unsafe { ptr::read(src.cast::<Wc>()) }
 }

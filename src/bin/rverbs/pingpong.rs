@@ -1052,19 +1052,19 @@ fn run(o: &Opts) -> Result<(), String> {
             n
         };
         for wc in &wcs[..ne] {
-            if wc.status != WcStatus::Success {
+            if wc.status != WcStatus::SUCCESS {
                 let hint = match (wc.status, wc.wr_id) {
-                    (WcStatus::RetryExcErr, _) => " (the peer's QP does not answer: is it still running?)",
-                    (WcStatus::RnrRetryExcErr, _) => " (the peer has no receive posted)",
+                    (WcStatus::RETRY_EXC_ERR, _) => " (the peer's QP does not answer: is it still running?)",
+                    (WcStatus::RNR_RETRY_EXC_ERR, _) => " (the peer has no receive posted)",
                     // rxe reports an oversized message as a QP operation error.
-                    (WcStatus::LocLenErr | WcStatus::LocQpOpErr, RECV_WRID) => {
+                    (WcStatus::LOC_LEN_ERR | WcStatus::LOC_QP_OP_ERR, RECV_WRID) => {
                         " (did the peer send more than -s bytes? give both sides the same -s)"
                     }
                     _ => "",
                 };
                 return Err(format!(
                     "Failed status {} ({}) for wr_id {}{hint}",
-                    wc.status, wc.status as u32, wc.wr_id
+                    wc.status, wc.status.0, wc.wr_id
                 ));
             }
             let q = if o.mode == Mode::Srq {
