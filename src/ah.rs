@@ -14,7 +14,8 @@ use crate::{Context, GidType, ProtectionDomain, UdDest};
 /// when it was created (RoCE); the provider keeps what the kernel answered
 /// (rxe: the AH number its work requests carry; mlx5: the destination MAC,
 /// which goes into an address vector the provider keeps under its own AH
-/// number).
+/// number). On rxe kernels before 5.16, which give no AH number, rverbs
+/// builds rxe's address vector itself and copies it into every UD request.
 ///
 /// ```no_run
 /// use rverbs::{AhAttr, GlobalRoute};
@@ -39,6 +40,8 @@ pub struct AddressHandle {
     /// mlx5: the address vector UD sends copy into their WQEs (dropping it
     /// forgets the number; WQEs already posted carry their own copy).
     mlx5: Option<mlx5::Ah>,
+    /// rxe without a kernel AH number: likewise.
+    rxe_av: Option<rxe::AvHandle>,
 }
 
 impl ProtectionDomain {
@@ -50,6 +53,22 @@ impl ProtectionDomain {
     /// destination the kernel cannot resolve ("cannot reach GID ...").
     #[doc(alias = "ibv_create_ah")]
     pub fn create_ah(&self, attr: &AhAttr) -> Result<AddressHandle> {
+        self.create_ah_inner(attr, false)
+    }
+
+    /// Creates an address handle whose address vector travels in every UD
+    /// work request, as rverbs does on rxe kernels before 5.16, which give
+    /// no AH numbers: this makes that path testable on newer kernels (the
+    /// kernel reads the vector whenever a request's AH number is 0). The
+    /// kernel AH is created all the same. Other providers: [`create_ah`](Self::create_ah).
+    ///
+    /// # Errors
+    /// As [`create_ah`](Self::create_ah); an address without a GRH.
+    pub fn create_ah_legacy_av(&self, attr: &AhAttr) -> Result<AddressHandle> {
+        self.create_ah_inner(attr, true)
+    }
+
+    fn create_ah_inner(&self, attr: &AhAttr, legacy_av: bool) -> Result<AddressHandle> {
         const VERB: &str = "ibv_create_ah";
         let ctx = self.context();
         let _span = tracing::debug_span!("ibv_create_ah").entered();
@@ -68,18 +87,18 @@ impl ProtectionDomain {
                 _ => err,
             }
         })?;
-        let mut ah = AddressHandle { pd: self.clone(), handle, attr: *attr, ah_num: 0, live: true, mlx5: None };
+        let mut ah =
+            AddressHandle { pd: self.clone(), handle, attr: *attr, ah_num: 0, live: true, mlx5: None, rxe_av: None };
         // On failure from here, dropping `ah` destroys the kernel AH.
         match ctx.provider() {
             Some(Provider::Rxe) => {
                 ah.ah_num = rxe::ah_num(&drv_out[..out_len])?;
-                if ah.ah_num == 0 {
-                    // Kernels before 5.16 give no AH numbers and expect a full
-                    // address vector in every UD request, which rverbs does not
-                    // build yet: refuse now rather than send to nowhere.
-                    return Err(Error::os(VERB, Errno::EOPNOTSUPP).with_message(
-                        "this kernel's rxe gives no AH numbers (before 5.16); rverbs needs them for UD sends",
-                    ));
+                if ah.ah_num == 0 || legacy_av {
+                    // Kernels before 5.16 give no AH numbers and read a full
+                    // address vector from every UD request instead.
+                    let av = ctx.rxe_avs().insert(rxe_av(ctx, attr)?)?;
+                    ah.ah_num = av.num();
+                    ah.rxe_av = Some(av);
                 }
             }
             Some(Provider::Mlx5) => {
@@ -93,6 +112,51 @@ impl ProtectionDomain {
         debug!(handle, ah_num = ah.ah_num, "AH created");
         Ok(ah)
     }
+}
+
+/// The rxe address vector of `attr` (rdma-core `rxe_create_av`): the
+/// source GID from the port's table, and as destination MAC the netdev's
+/// own when the destination GID is one of the port's (rxe loops such
+/// packets back; any other MAC sends them through the IP stack, which
+/// resolves the next hop itself: see `rverbs_providers::rxe::av`).
+fn rxe_av(ctx: &Context, attr: &AhAttr) -> Result<rxe::Av> {
+    const VERB: &str = "ibv_create_ah";
+    let Some(g) = attr.grh else {
+        return Err(Error::invalid(VERB, "rxe address handles need a GRH (RoCE): set AhAttr::grh"));
+    };
+    let sgid = ctx.query_gid(attr.port_num, g.sgid_index.into())?.ok_or_else(|| {
+        Error::invalid(VERB, format!("sgid index {} of port {} holds no GID", g.sgid_index, attr.port_num))
+    })?;
+    let local = ctx.query_gid_table()?.into_iter().find(|e| e.port == u32::from(attr.port_num) && e.gid == g.dgid);
+    let dmac = match local.and_then(|e| e.netdev) {
+        Some(ndev) => netdev_mac(&ndev).unwrap_or_default(),
+        None => [0; 6],
+    };
+    Ok(rxe::av::build_av(&rxe::AvAttr {
+        port_num: attr.port_num,
+        dgid: g.dgid.0,
+        flow_label: g.flow_label,
+        sgid_index: g.sgid_index,
+        hop_limit: g.hop_limit,
+        traffic_class: g.traffic_class,
+        sgid: sgid.gid.0,
+        dmac,
+    }))
+}
+
+/// The MAC address of network device `name` (`/sys/class/net/<name>/address`).
+fn netdev_mac(name: &str) -> Option<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    parse_mac(text.trim())
+}
+
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }
 
 /// Room for the largest driver answer to create-AH.
@@ -143,8 +207,10 @@ impl AddressHandle {
     pub fn attr(&self) -> &AhAttr {
         &self.attr
     }
-    /// The AH number UD work requests name it by: rxe's (0 when the kernel
-    /// gave none), or the mlx5 provider's; 0 for drivers without a provider.
+    /// The AH number UD work requests name it by: the rxe kernel's, or
+    /// rverbs' own for an address vector kept in userspace (rxe before 5.16,
+    /// [`create_ah_legacy_av`](ProtectionDomain::create_ah_legacy_av), mlx5);
+    /// 0 for drivers without a provider.
     pub fn ah_num(&self) -> u32 {
         self.ah_num
     }
@@ -183,6 +249,14 @@ impl Drop for AddressHandle {
 mod tests {
     use super::*;
     use crate::{Gid, GlobalRoute};
+
+    #[test]
+    fn mac_text() {
+        assert_eq!(parse_mac("52:54:00:12:34:5a"), Some([0x52, 0x54, 0, 0x12, 0x34, 0x5a]));
+        assert_eq!(parse_mac("52:54:00:12:34"), None);
+        assert_eq!(parse_mac("52:54:00:12:34:5a:01"), None);
+        assert_eq!(parse_mac("zz:54:00:12:34:5a"), None);
+    }
 
     #[test]
     fn mlx5_address_from_ah_attr() {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
-use rverbs_providers::mlx5;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::sys::event::set_nonblocking;
 use rverbs_providers::sys::UverbsFd;
 use rverbs_providers::{Errno, Error, Result};
@@ -51,6 +51,9 @@ struct Inner {
     /// Before `fd`: its UAR mappings go first (it holds its own `Arc` of
     /// the fd, so the fd closes after both).
     mlx5: Option<mlx5::Context>,
+    /// rxe: address vectors of AHs the kernel gave no number (kernels
+    /// before 5.16, or [`ProtectionDomain::create_ah_legacy_av`](crate::ProtectionDomain::create_ah_legacy_av)).
+    rxe_avs: Arc<rxe::AvTable>,
     // Declared before `fd`: the async fd is closed first, then the uverbs fd
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
@@ -147,6 +150,7 @@ impl Context {
                 attr: OnceLock::new(),
                 cq_events: Mutex::new(HashMap::new()),
                 mlx5: mlx5_ctx,
+                rxe_avs: rxe::AvTable::new(),
                 async_fd,
                 fd,
             }),
@@ -184,6 +188,11 @@ impl Context {
 
     pub(crate) fn fd_arc(&self) -> &Arc<UverbsFd> {
         &self.inner.fd
+    }
+
+    /// rxe: the context's userspace address vectors.
+    pub(crate) fn rxe_avs(&self) -> &Arc<rxe::AvTable> {
+        &self.inner.rxe_avs
     }
 
     /// The mlx5 provider's context, on mlx5 devices.

@@ -534,7 +534,7 @@ impl ProtectionDomain {
                     max_recv_sge: created.cap.max_recv_sge,
                     has_srq: init.srq.is_some(),
                 };
-                let q = rxe::qp_finish(ctx.fd_arc(), &drv_out[..out_len], &info)?;
+                let q = rxe::qp_finish(ctx.fd_arc(), &drv_out[..out_len], &info, ctx.rxe_avs())?;
                 (SendDriver::Rxe(q.sq), q.rq.map(RecvDriver::Rxe), shared)
             }
             // Nothing fallible between the kernel create and `qp_finish`:

@@ -208,6 +208,72 @@ fn ud_send_with_grh() {
     assert_eq!(e.kind, rverbs::PostErrorKind::BadDestination);
 }
 
+/// The address-vector path of rxe kernels before 5.16 (no AH numbers): the
+/// 88-byte `rxe_av` travels in every UD WQE with `ah_num` 0. Newer kernels
+/// read it too, so `create_ah_legacy_av` exercises it on the matrix.
+#[test]
+fn ud_send_through_legacy_address_vector() {
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(16), 64) else {
+        return;
+    };
+    let idx = ctx.default_sgid_index(1).unwrap();
+    let gid = ctx.query_gid(1, idx.into()).unwrap().unwrap().gid;
+    let attr = AhAttr {
+        port_num: 1,
+        grh: Some(GlobalRoute { dgid: gid, sgid_index: idx, hop_limit: 64, ..Default::default() }),
+        ..Default::default()
+    };
+    let ah = pd.create_ah_legacy_av(&attr).unwrap();
+    assert_ne!(ah.ah_num() & (1 << 31), 0, "a userspace vector's number, not the kernel's");
+    let ma = pd.alloc_mr(4096, ALL).unwrap();
+    let mb = pd.alloc_mr(8192, ALL).unwrap();
+    let qkey = ConnectOptions::default().qkey;
+    // Several sends in one post call, each carrying the vector, with
+    // different payloads so a stale or misplaced vector cannot pass.
+    let mut wrs = Vec::new();
+    let mut sges = Vec::new();
+    for i in 0..4u64 {
+        ma.write_at(i as usize * 1024, &pattern(20 + i as u32, 100 + 50 * i as usize)).unwrap();
+        sges.push([ma.sge(i as usize * 1024, 100 + 50 * i as u32).unwrap()]);
+        b.post_recv(&[RecvWr { wr_id: 10 + i, sgl: &[mb.sge(i as usize * 2048, 40 + 1024).unwrap()] }]).unwrap();
+    }
+    for (i, s) in sges.iter().enumerate() {
+        wrs.push(SendWr {
+            wr_id: i as u64,
+            op: SendOp::SendWithImm(7 + i as u32),
+            flags: SendFlags::SIGNALED,
+            sgl: s,
+            ud: Some(ah.ud_dest(b.qp_num(), qkey)),
+        });
+    }
+    a.post_send(&wrs).unwrap();
+    for i in 0..4u64 {
+        ok_one(&mut cq_a, i, WcOpcode::SEND);
+        let wc = ok_one(&mut cq_b, 10 + i, WcOpcode::RECV);
+        let len = 100 + 50 * i as usize;
+        assert_eq!(wc.byte_len as usize, 40 + len, "{wc:?}");
+        assert!(wc.wc_flags.contains(WcFlags::GRH | WcFlags::WITH_IMM), "{wc:?}");
+        assert_eq!((wc.imm_data, wc.src_qp), (7 + i as u32, a.qp_num()));
+        assert_eq!(read(&mb, i as usize * 2048 + 40, len), pattern(20 + i as u32, len));
+    }
+    // The kernel-numbered AH and the vector reach the same QP side by side.
+    let numbered = pd.create_ah(&attr).unwrap();
+    assert_eq!(numbered.ah_num() & (1 << 31), 0);
+    b.post_recv(&[RecvWr { wr_id: 20, sgl: &[mb.sge(0, 1064).unwrap()] }]).unwrap();
+    let s = [ma.sge(0, 100).unwrap()];
+    let dest = Some(numbered.ud_dest(b.qp_num(), qkey));
+    let wr = SendWr { wr_id: 5, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: dest };
+    a.post_send(&[wr]).unwrap();
+    ok_one(&mut cq_a, 5, WcOpcode::SEND);
+    ok_one(&mut cq_b, 20, WcOpcode::RECV);
+    // Once the AH is gone its number names nothing: refused, nothing written.
+    let stale = ah.ud_dest(b.qp_num(), qkey);
+    drop(ah);
+    let e = a.post_send(&[SendWr { ud: Some(stale), wr_id: 6, ..wr }]).unwrap_err();
+    assert_eq!((e.index, e.kind), (0, rverbs::PostErrorKind::BadDestination));
+    assert_no_more(&mut cq_a);
+}
+
 #[test]
 fn srq_shared_by_two_qps() {
     let Some(dev) = common::first_device() else { return };

@@ -2,8 +2,14 @@
 //! ringing the send doorbell, polling the completion ring.
 //!
 //! No allocation, no locks (`&mut self` serialises each ring), no `dyn`;
-//! the only syscall is the send doorbell, once per post call.
+//! the only syscall is the send doorbell, once per post call. The one
+//! exception to "no locks": a UD send through an AH that has no kernel
+//! number (kernels before 5.16) reads its address vector from the
+//! context's [`AvTable`] under a read lock.
 
+use std::sync::Arc;
+
+use crate::rxe::av::{AvTable, AV_NUM_FLAG};
 use crate::rxe::wqe::{self, SendLimits};
 use crate::rxe::Queue;
 use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc};
@@ -23,6 +29,9 @@ pub struct SendRing<D> {
     q: Queue,
     lim: SendLimits,
     doorbell: D,
+    /// The context's userspace address vectors (UD AHs without a kernel
+    /// number); `None` refuses such AHs.
+    avs: Option<Arc<AvTable>>,
 }
 
 impl<D: Doorbell> SendRing<D> {
@@ -34,7 +43,14 @@ impl<D: Doorbell> SendRing<D> {
         let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
         lim.max_sge = lim.max_sge.min((room / 16) as u32);
         lim.max_inline = lim.max_inline.min(room as u32);
-        SendRing { q, lim, doorbell }
+        SendRing { q, lim, doorbell, avs: None }
+    }
+
+    /// Lets UD requests name the address vectors of `avs` (AH numbers with
+    /// [`AV_NUM_FLAG`]).
+    pub fn with_av_table(mut self, avs: Arc<AvTable>) -> Self {
+        self.avs = Some(avs);
+        self
     }
 
     /// The ring.
@@ -77,11 +93,22 @@ impl<D: Doorbell> SendRing<D> {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
+            // A UD AH without a kernel number: its vector travels in the WQE.
+            let av = match wr.ud {
+                Some(u) if u.ah_num & AV_NUM_FLAG != 0 => match self.avs.as_ref().and_then(|t| t.get(u.ah_num)) {
+                    Some(av) => Some(av),
+                    None => {
+                        failed = Some(PostError { index, kind: PostErrorKind::BadDestination });
+                        break;
+                    }
+                },
+                _ => None,
+            };
             // SAFETY: slot `prod` is free (counted against the consumer we
             // loaded with Acquire), whole and 8-aligned (Queue invariants),
             // sized by the kernel for these limits; `wr` was checked; the
             // INLINE contract is ours to forward.
-            unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total) };
+            unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
             prod = (prod + 1) & mask;
             free -= 1;
         }

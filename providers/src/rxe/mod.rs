@@ -1,15 +1,19 @@
 //! The rxe (soft-RoCE) provider: the kernel allocates every queue and we map
 //! it; driver data is output only (mmap info, AH numbers).
 //!
-//! Control-path hooks live here; the fast path (post, poll) comes with the
-//! rxe provider issue.
+//! Control-path hooks live here; the fast path (post, poll) is in
+//! [`datapath`], the WQE/CQE layouts in [`wqe`], userspace address vectors
+//! for kernels without AH numbers in [`av`].
 
+pub mod av;
 pub mod datapath;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
 pub mod queue;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_av;
 pub mod wqe;
 
 use rverbs_uapi::rdma_user_rxe::{rxe_create_ah_resp, rxe_create_cq_resp, rxe_create_qp_resp, rxe_create_srq_resp};
@@ -17,6 +21,7 @@ use std::sync::Arc;
 
 use zerocopy::FromBytes;
 
+pub use av::{Av, AvAttr, AvHandle, AvTable, AV_NUM_FLAG};
 pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
 pub use wqe::{SendLimits, Transport};
 pub use queue::Queue;
@@ -92,8 +97,9 @@ pub struct QpInfo {
     pub has_srq: bool,
 }
 
-/// Maps the rings described by the create-QP driver response.
-pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo) -> Result<Qp> {
+/// Maps the rings described by the create-QP driver response; UD sends may
+/// name the address vectors of `avs` (the context's).
+pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
     const VERB: &str = "ibv_create_qp";
     let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
     let sq = map(VERB, fd, &resp.sq_mi, "send queue")?;
@@ -103,7 +109,7 @@ pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo) -> Result<Qp
         Some(RecvRing::new(map(VERB, fd, &resp.rq_mi, "receive queue")?, info.max_recv_sge))
     };
     let doorbell = UverbsDoorbell { fd: fd.clone(), qp_handle: info.handle };
-    Ok(Qp { sq: SendRing::new(sq, info.send, doorbell), rq })
+    Ok(Qp { sq: SendRing::new(sq, info.send, doorbell).with_av_table(avs.clone()), rq })
 }
 
 /// Maps the receive ring described by the create-SRQ driver response.
@@ -113,7 +119,7 @@ pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRin
 }
 
 /// The AH number the kernel gave (0 on kernels before 5.16, which expect a
-/// full address vector in every UD work request instead).
+/// full address vector in every UD work request instead: see [`av`]).
 pub fn ah_num(drv_out: &[u8]) -> Result<u32> {
     parse::<rxe_create_ah_resp>("ibv_create_ah", drv_out).map(|r| r.ah_num)
 }

@@ -60,7 +60,7 @@ fn encode_send_over(wr: &SendWr<'_>, lim: &SendLimits, fill: u8) -> Vec<u8> {
     // SAFETY: `buf` is a whole, 8-aligned 512-byte slot (>= 208 + 4*16 and
     // >= 208 + 64) that nothing else touches; `wr` passed check_send; INLINE
     // requests in these tests point at live local arrays.
-    unsafe { wqe::write_send_wqe(buf.as_mut_ptr().cast::<u8>(), wr, total) };
+    unsafe { wqe::write_send_wqe(buf.as_mut_ptr().cast::<u8>(), wr, total, None) };
     bytes_of(&buf)
 }
 

@@ -12,8 +12,9 @@ use core::ptr;
 use rverbs_uapi::ib_verbs_values::{
     IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE,
 };
-use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe};
+use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe, rxe_send_wr_ud};
 
+use crate::rxe::av::Av;
 use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
 
 /// Offset of the SGE array / inline data in a send WQE (208).
@@ -27,6 +28,13 @@ const IOVA: usize = offset_of!(rxe_send_wqe, iova);
 const DMA_LENGTH: usize = offset_of!(rxe_dma_info, length);
 const DMA_RESID: usize = offset_of!(rxe_dma_info, resid);
 const DMA_NUM_SGE: usize = offset_of!(rxe_dma_info, num_sge);
+/// Where `rxe_send_wr`'s `wr` union starts (after wr_id, reserved, opcode,
+/// send_flags and ex); the `rxe_send_wr` is the WQE's first member.
+const WR_UNION: usize = 24;
+/// `wr.ud.ah_num` and `wr.ud.av`.
+const UD_AH_NUM: usize = WR_UNION + offset_of!(rxe_send_wr_ud, ah_num);
+const UD_AV: usize = WR_UNION + offset_of!(rxe_send_wr_ud, av);
+const _: () = assert!(UD_AH_NUM == 36 && UD_AV == 56 && offset_of!(rxe_send_wqe, wr) == 0);
 
 /// QP transport, as far as posting cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,8 +140,12 @@ unsafe fn copy_sges(dst: *mut Sge, sgl: &[Sge]) {
 /// own (between our producer and its consumer); `wr` passed [`check_send`]
 /// with `total` its payload length; for `INLINE` sends every SGE's
 /// `addr..addr+length` is readable memory.
+///
+/// `av`: for a UD request whose AH has no kernel number, the address vector
+/// to copy into `wr.ud.av` (the WQE's `ah_num` stays 0, which tells the
+/// kernel to read it); `None` writes `ud.ah_num`.
 #[inline]
-pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32) {
+pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Option<&Av>) {
     // SAFETY: the slot is ours and at least SEND_DATA bytes long.
     unsafe {
         // The header, zeroed: the kernel expects `state` 0 and clean cursors;
@@ -175,7 +187,10 @@ pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32) {
         if let Some(ud) = wr.ud {
             put(dst, 24, ud.remote_qpn);
             put(dst, 28, ud.remote_qkey);
-            put(dst, 36, ud.ah_num);
+            match av {
+                Some(av) => put(dst, UD_AV, av.0),
+                None => put(dst, UD_AH_NUM, ud.ah_num),
+            }
         }
         put(dst, IOVA, iova);
         put(dst, DMA + DMA_LENGTH, total);
