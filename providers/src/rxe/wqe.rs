@@ -144,7 +144,7 @@ unsafe fn copy_sges(dst: *mut Sge, sgl: &[Sge]) {
 /// `av`: for a UD request whose AH has no kernel number, the address vector
 /// to copy into `wr.ud.av` (the WQE's `ah_num` stays 0, which tells the
 /// kernel to read it); `None` writes `ud.ah_num`.
-#[inline]
+#[inline(always)]
 pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Option<&Av>) {
     // SAFETY: the slot is ours and at least SEND_DATA bytes long.
     unsafe {
