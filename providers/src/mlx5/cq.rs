@@ -6,8 +6,9 @@
 //!
 //! Unsafe code (allowed below): the CQE buffer is written by the HCA at any
 //! time; it is read only with a volatile load of the owner byte, then (after
-//! `barrier::from_device()`) a copy of the whole 64-byte entry, never
-//! through a reference. `clean_qp` moves software-owned entries with raw
+//! `barrier::from_device()`) plain reads of the fields the fast path needs
+//! or a copy of the whole 64-byte entry, never through a reference. The
+//! fast path writes `Wc`s as whole 8- and 16-byte words. `clean_qp` moves software-owned entries with raw
 //! copies.
 #![allow(unsafe_code)]
 
@@ -100,12 +101,12 @@ pub struct Cq<M: Mmio = UarMmio> {
     cqe_v1: bool,
     /// log2(ncqe): the owner bit expected at `ci` is `ci >> log_ncqe & 1`.
     log_ncqe: u32,
-    /// Where a requester CQE names its QP: `srqn_uidx` (32, version 1) or
-    /// `sop_drop_qpn` (56, version 0).
-    rsn_off: usize,
-    /// The cached QP's resource number, send slots, their mask and its
-    /// retire counter (pointers into `cache.qp`).
-    cur_rsn: u32,
+    /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
+    /// (`u32::MAX`, which no key equals, when nothing is cached), its number
+    /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots, their
+    /// mask and its retire counter (pointers into `cache.qp`).
+    cur_rsn_key: u32,
+    cur_qpn_word: u64,
     cur_slots: *const SqSlot,
     cur_sq_mask: u32,
     cur_tail: *const AtomicU32,
@@ -128,35 +129,99 @@ unsafe impl<M: Mmio + Send> Send for Cq<M> {}
 // through `&self` dereferences the raw pointers or writes anything.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
-/// What the fast path needs to know about a send opcode: the completion
-/// opcode, flags and `byte_len` (`u32::MAX`: the CQE's `byte_cnt`).
+/// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,
+/// `& 0x00ff_ffff`) from the 32-bit word read as it lies in memory, without
+/// swapping its bytes: the word with its top byte shifted out. Always
+/// below `1 << 24`.
+#[inline(always)]
+const fn rsn_key(raw: u32) -> u32 {
+    if cfg!(target_endian = "little") {
+        raw >> 8
+    } else {
+        raw & 0x00ff_ffff
+    }
+}
+
+/// The `u64` whose bytes in memory are `lo`'s, then `hi`'s: two adjacent
+/// 32-bit fields of a `Wc` written with one store.
+const fn pair(lo: u32, hi: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        lo as u64 | (hi as u64) << 32
+    } else {
+        (lo as u64) << 32 | hi as u64
+    }
+}
+
+// The fast path writes a `Wc` as six `u64`s: `wr_id`; `status, opcode`;
+// `vendor_err, byte_len`; `imm_data, qp_num`; `src_qp, wc_flags`; and
+// `pkey_index .. port_num` (all 0) with the padding byte.
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<Wc>() == 48 && align_of::<Wc>() == 8);
+    assert!(offset_of!(Wc, wr_id) == 0);
+    assert!(offset_of!(Wc, status) == 8 && offset_of!(Wc, opcode) == 12);
+    assert!(offset_of!(Wc, vendor_err) == 16 && offset_of!(Wc, byte_len) == 20);
+    assert!(offset_of!(Wc, imm_data) == 24 && offset_of!(Wc, qp_num) == 28);
+    assert!(offset_of!(Wc, src_qp) == 32 && offset_of!(Wc, wc_flags) == 36);
+    assert!(offset_of!(Wc, pkey_index) == 40 && offset_of!(Wc, port_num) == 46);
+};
+
+/// A successful requester completion of one send opcode, as the `Wc`
+/// bytes that do not depend on the CQE or the QP: two 16-byte copies.
+#[repr(C, align(32))]
 #[derive(Clone, Copy)]
 struct ReqFast {
-    opcode: WcOpcode,
-    flags: WcFlags,
-    len: u32,
+    /// `Wc` bytes 8..24: `status` SUCCESS, `opcode`, `vendor_err` 0,
+    /// `byte_len` ([`LEN_FROM_CQE`]: the CQE's `byte_cnt` replaces it).
+    mid: [u64; 2],
+    /// `Wc` bytes 32..48: `src_qp` 0, `wc_flags`, and the rest 0.
+    tail: [u64; 2],
+}
+
+/// [`ReqFast::mid`]'s `byte_len` for RDMA READ: `byte_len` is the CQE's
+/// `byte_cnt`. No other opcode's length is this.
+const LEN_FROM_CQE: u32 = u32::MAX;
+
+impl ReqFast {
+    /// Whether `byte_len` comes from the CQE.
+    #[inline(always)]
+    fn len_from_cqe(&self) -> bool {
+        // `mid[1]` is `pair(0, byte_len)`.
+        self.mid[1] == pair(0, LEN_FROM_CQE)
+    }
 }
 
 /// [`req_kind`] as a table over the low 6 bits of the send opcode (every
 /// mlx5 send opcode is below 0x40); unknown ones keep their raw value in `WcOpcode`.
 const REQ_FAST: [ReqFast; 64] = {
-    let mut t = [ReqFast { opcode: WcOpcode::SEND, flags: WcFlags::empty(), len: 0 }; 64];
+    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 64];
     let mut i = 0;
     while i < 64 {
         let k = req_kind(i as u8);
+        let len = match k.len {
+            ReqLen::Zero => 0,
+            ReqLen::Cqe => LEN_FROM_CQE,
+            ReqLen::Eight => 8,
+        };
+        let flags = if k.with_imm { WcFlags::WITH_IMM.bits() } else { 0 };
         t[i] = ReqFast {
-            opcode: k.opcode,
-            flags: if k.with_imm { WcFlags::WITH_IMM } else { WcFlags::empty() },
-            len: match k.len {
-                ReqLen::Zero => 0,
-                ReqLen::Cqe => u32::MAX,
-                ReqLen::Eight => 8,
-            },
+            mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)],
+            tail: [pair(0, flags), 0],
         };
         i += 1;
     }
     t
 };
+
+/// What [`Cq::poll_other`] found.
+enum Other {
+    /// Hardware-owned (or never written): polling stops.
+    NotOurs,
+    /// Consumed without a completion.
+    Skipped,
+    /// Consumed into a completion.
+    Wc,
+}
 
 /// What one CQE turned into.
 enum Decoded {
@@ -240,8 +305,8 @@ impl Context {
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
             log_ncqe: ncqe.trailing_zeros(),
-            rsn_off: if self.device().cqe_version >= 1 { 32 } else { 56 },
-            cur_rsn: u32::MAX,
+            cur_rsn_key: u32::MAX,
+            cur_qpn_word: 0,
             cur_slots: ptr::null(),
             cur_sq_mask: 0,
             cur_tail: ptr::null(),
@@ -312,52 +377,194 @@ impl<M: Mmio> Cq<M> {
         if generation != self.cache.generation {
             self.forget(generation);
         }
-        let start = self.ci;
-        let mut ci = start;
-        let (base, mask, shift) = (self.base, self.mask, self.log_ncqe);
+        let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
+        match first {
+            Ok(n) => n,
+            Err(n) => self.poll_more(out, n),
+        }
+    }
+
+    /// The common case of [`poll`](Self::poll), in a frame of its own:
+    /// successful requester CQEs of the cached QP, from the consumer index
+    /// to `out`'s end, the ring's end or the first other entry. `Ok(n)`:
+    /// done (`out` is full or the next entry is the hardware's; the consumer
+    /// index is published); `Err(n)`: `n` done, the rest is for
+    /// [`poll_more`](Self::poll_more) (the ring wrapped, or another kind of
+    /// entry came next).
+    #[inline(never)]
+    fn poll_first<const RSN_OFF: usize>(&mut self, out: &mut [Wc]) -> Result<usize, usize> {
+        let ci = self.ci;
+        let idx = ci & self.mask;
+        let run = out.len().min((self.mask - idx) as usize + 1);
+        // SAFETY: `run <= out.len()` and `idx + run <= ncqe`.
+        let k = unsafe { self.poll_req::<RSN_OFF>(idx, (ci >> self.log_ncqe) & 1, out.as_mut_ptr(), run) };
+        let next = ci.wrapping_add(k as u32);
+        if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
+            if k != 0 {
+                self.set_ci(next);
+            }
+            return Ok(k);
+        }
+        Err(k)
+    }
+
+    /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
+    /// any mix of entries, any number of runs.
+    #[inline(never)]
+    fn poll_more(&mut self, out: &mut [Wc], mut n: usize) -> usize {
+        let mut ci = self.ci.wrapping_add(n as u32);
+        loop {
+            // Anything else, one entry at a time.
+            match self.poll_other(ci, &mut out[n]) {
+                Other::NotOurs => break,
+                Other::Skipped => ci = ci.wrapping_add(1),
+                Other::Wc => {
+                    ci = ci.wrapping_add(1);
+                    n += 1;
+                }
+            }
+            if n == out.len() {
+                break;
+            }
+            let idx = ci & self.mask;
+            let run = (out.len() - n).min((self.mask - idx) as usize + 1);
+            // SAFETY: `n + run <= out.len()` and `idx + run <= ncqe`.
+            let k = unsafe { self.poll_run(idx, (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) };
+            ci = ci.wrapping_add(k as u32);
+            n += k;
+            if n == out.len() {
+                break;
+            }
+        }
+        if ci != self.ci {
+            self.set_ci(ci);
+        }
+        n
+    }
+
+    /// Publishes consumer index `ci` (`CQ_SET_CI`).
+    #[inline(always)]
+    fn set_ci(&mut self, ci: u32) {
+        self.ci = ci;
+        // Our copies are done before the HCA may reuse the entries.
+        barrier::cqe_reads_done();
+        // SAFETY: consumer-index word of our doorbell record (cached
+        // pointer into `self.db`); one volatile big-endian store.
+        unsafe { self.db_ci.write_volatile((ci & 0x00ff_ffff).to_be()) };
+    }
+
+    /// [`poll_req`](Self::poll_req) for this CQ's CQE version.
+    ///
+    /// # Safety
+    /// As for `poll_req`.
+    #[inline(always)]
+    unsafe fn poll_run(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+        // SAFETY: forwarded.
+        unsafe {
+            if self.cqe_v1 {
+                self.poll_req::<32>(idx, owner, out, run)
+            } else {
+                self.poll_req::<56>(idx, owner, out, run)
+            }
+        }
+    }
+
+    /// The fast path of [`poll`](Self::poll): decodes consecutive entries
+    /// from index `idx` while they are software-owned (`owner` is this
+    /// pass's owner bit) requester CQEs of the cached QP, at most `run` of
+    /// them, into `out..out + run`; retires their send requests. Returns how
+    /// many; the entry after them is left for the general path. `RSN_OFF`:
+    /// where a requester CQE names its QP, `srqn_uidx` (32, CQE version 1)
+    /// or `sop_drop_qpn` (56, version 0).
+    ///
+    /// # Safety
+    /// `idx + run <= ncqe`; `out` is valid for `run` writes of `Wc`.
+    #[inline(always)]
+    unsafe fn poll_req<const RSN_OFF: usize>(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+        let (rsn_key_cur, qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
+        let (slots, sq_mask) = (self.cur_slots, self.cur_sq_mask);
+        // SAFETY: entries `idx..idx + run` are inside the buffer.
+        let (mut p, mut w) = (unsafe { self.base.add(idx as usize * CQE_SIZE) }, out);
+        let mut head = 0;
         let mut n = 0;
-        while let Some(w) = out.get_mut(n) {
-            // SAFETY: masked entry index, inside the buffer.
-            let p = unsafe { base.add(((ci & mask) as usize) * CQE_SIZE) };
+        while n != run {
             // SAFETY: the owner byte of an entry of our buffer; volatile
             // because the HCA writes it.
             let op_own = unsafe { p.add(OP_OWN).read_volatile() };
-            // `sw_owned`: not INVALID, owner bit = this pass's parity.
-            let parity_ok = (u32::from(op_own) ^ (ci >> shift)) & 1 == 0;
-            if op_own < 0x10 && parity_ok {
-                // A requester CQE (opcode 0) of ours.
-                ci = ci.wrapping_add(1);
-                // The rest of the entry is read after its owner byte.
-                barrier::from_device();
-                if self.decode_req(p, w) || self.decode_other(p, w) {
-                    n += 1;
-                }
-                continue;
-            }
-            if op_own >= 0xf0 || !parity_ok {
+            // Opcode REQ (0) and the owner bit of this pass (`sw_owned`).
+            if u32::from(op_own & 0xf1) != owner {
                 break;
             }
-            ci = ci.wrapping_add(1);
+            // The rest of the entry is read after its owner byte.
             barrier::from_device();
-            if self.decode_other(p, w) {
-                n += 1;
+            // The reads of `p` below: fields of a whole 64-byte entry the HCA
+            // handed to software (owner bit checked, barrier passed), read as
+            // plain bytes, never referenced.
+            // SAFETY: see above; 4-aligned (entries are 64-aligned).
+            let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
+            if rsn_key(rsn) != rsn_key_cur {
+                break;
             }
+            // SAFETY: see above.
+            let counter = u16::from_be_bytes(unsafe { p.add(60).cast::<[u8; 2]>().read() });
+            // `sop_drop_qpn`'s top byte: the send opcode.
+            // SAFETY: see above.
+            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
+            // SAFETY: `cur_slots` points into the `QpShared` of `cache.qp`,
+            // an `Arc` this value holds (set and reset together in `qp` /
+            // `forget`; the key matched, so it is set); the slot index is
+            // masked to the array's length.
+            let slot = unsafe { &*slots.add((u32::from(counter) & sq_mask) as usize) };
+            let wr_id = slot.wrid.load(Ordering::Relaxed);
+            head = slot.head.load(Ordering::Relaxed);
+            // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
+            // integers (offsets asserted above), any bytes are valid. The
+            // CQE read is as above.
+            unsafe {
+                let q = w.cast::<u64>();
+                q.write(wr_id);
+                q.add(1).cast::<[u64; 2]>().write(k.mid);
+                q.add(3).write(qpn_word);
+                q.add(4).cast::<[u64; 2]>().write(k.tail);
+                if k.len_from_cqe() {
+                    (*w).byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
+                }
+                // At most one past the run's last entry / `Wc`.
+                p = p.add(CQE_SIZE);
+                w = w.add(1);
+            }
+            n += 1;
         }
-        if ci != start {
-            self.ci = ci;
-            // Our copies are done before the HCA may reuse the entries.
-            barrier::cqe_reads_done();
-            // SAFETY: consumer-index word of our doorbell record (cached
-            // pointer into `self.db`); one volatile big-endian store.
-            unsafe { self.db_ci.write_volatile((ci & 0x00ff_ffff).to_be()) };
+        if n != 0 {
+            // Release: the slots' wr_ids were read before the poster reuses
+            // them. One store for the run: the last retirement covers the others.
+            // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
+            unsafe { &*self.cur_tail }.store(head.wrapping_add(1), Ordering::Release);
         }
         n
+    }
+
+    /// The entry at `ci` when it is not for the fast path: not ours yet, or
+    /// any CQE, decoded into `w` by [`decode_other`](Self::decode_other).
+    #[inline(never)]
+    fn poll_other(&mut self, ci: u32, w: &mut Wc) -> Other {
+        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
+            return Other::NotOurs;
+        }
+        // The rest of the entry is read after its owner byte.
+        barrier::from_device();
+        if self.decode_other(self.entry(ci), w) {
+            Other::Wc
+        } else {
+            Other::Skipped
+        }
     }
 
     #[cold]
     fn forget(&mut self, generation: u64) {
         self.cache = Cache { generation, qp: None, srq: None };
-        self.cur_rsn = u32::MAX;
+        self.cur_rsn_key = u32::MAX;
+        self.cur_qpn_word = 0;
         self.cur_slots = ptr::null();
         self.cur_tail = ptr::null();
         // Requests are pushed before the generation moves, so they are seen here.
@@ -381,53 +588,9 @@ impl<M: Mmio> Cq<M> {
         self.registry.cleans_done(self.cqn, &qps);
     }
 
-    /// The common case: a requester CQE (the caller checked the opcode) of
-    /// the cached QP with a known send opcode. Fills `w` and returns true,
-    /// or returns false (untouched).
-    #[inline(always)]
-    fn decode_req(&self, p: *const u8, w: &mut Wc) -> bool {
-        // The resource number is read at its offset for this CQE version:
-        // `srqn_uidx` or `sop_drop_qpn`.
-        // SAFETY: a whole 64-byte entry the HCA handed to software (owner bit
-        // checked, barrier passed); copied out, never referenced.
-        let (c, rsn_be) = unsafe { (ptr::read(p.cast::<Cqe64>()), ptr::read(p.add(self.rsn_off).cast::<[u8; 4]>())) };
-        let c = &c;
-        let rsn = u32::from_be_bytes(rsn_be) & 0x00ff_ffff;
-        if rsn != self.cur_rsn {
-            return false;
-        }
-        let k = REQ_FAST[usize::from(c.send_opcode() & 0x3f)];
-        // SAFETY: `cur_slots`/`cur_tail` point into the `QpShared` of
-        // `cache.qp`, an `Arc` this value holds (set and reset together in
-        // `qp` / `forget`); the slot index is masked to the array's length.
-        let (slot, tail) = unsafe {
-            (&*self.cur_slots.add((u32::from(c.wqe_counter()) & self.cur_sq_mask) as usize), &*self.cur_tail)
-        };
-        let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
-        // Release: the slot's wr_id was read before the poster reuses it.
-        tail.store(head.wrapping_add(1), Ordering::Release);
-        *w = Wc {
-            wr_id,
-            status: WcStatus::SUCCESS,
-            opcode: k.opcode,
-            vendor_err: 0,
-            byte_len: if k.len == u32::MAX { c.byte_cnt() } else { k.len },
-            imm_data: 0,
-            qp_num: c.qpn(),
-            src_qp: 0,
-            wc_flags: k.flags,
-            pkey_index: 0,
-            slid: 0,
-            sl: 0,
-            dlid_path_bits: 0,
-            port_num: 0,
-        };
-        true
-    }
-
     /// Everything else: fills `w` and returns true, or false when the CQE
     /// yields no completion (counted in `skipped`).
-    #[inline(never)]
+    #[inline(always)]
     fn decode_other(&mut self, p: *const u8, w: &mut Wc) -> bool {
         // SAFETY: `p` is the entry `poll` just took ownership of (owner bit
         // checked, barrier passed); copied out.
@@ -450,7 +613,8 @@ impl<M: Mmio> Cq<M> {
         let hit = matches!(&self.cache.qp, Some(q) if q.rsn() == rsn);
         if !hit {
             let q = self.registry.qp(rsn)?;
-            self.cur_rsn = rsn;
+            self.cur_rsn_key = rsn_key(rsn.to_be());
+            self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slot(0);
             self.cur_sq_mask = q.sq.mask;
             self.cur_tail = &q.sq.tail;

@@ -4,8 +4,8 @@
 //! syndrome → [`WcStatus`], requester opcode → [`WcOpcode`].
 //!
 //! A CQE is only ever looked at as a *copy* (`cq.rs` reads the owner byte
-//! with a volatile load, then copies the entry out); this file has no
-//! `unsafe`.
+//! with a volatile load, then copies the entry or the fields it needs
+//! out); this file has no `unsafe`.
 
 use zerocopy::byteorder::big_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};

@@ -75,8 +75,9 @@ pub struct SendQueue<M: Mmio> {
     qpn8: u32,
     /// `(qpn << 8).to_be()`.
     qpn8_be: u32,
-    /// The second half of the first control word with ds = 2.
-    ctrl0_qpn_ds2: u64,
+    /// The first control word of a short SEND without its WQE index:
+    /// opcode SEND, this QP's number, ds = 2.
+    ctrl0_send: u64,
     /// The second control word's `fm_ce_se` byte for each `flags & 7`.
     ctrl1_fm: [u64; 8],
     qp_type: QpType,
@@ -87,9 +88,11 @@ pub struct SendQueue<M: Mmio> {
     /// `state_seen` when the short path is open to this QP (not UD, SGEs
     /// allowed), else a value no state word has: one compare checks both.
     short_seen: u32,
-    /// Requests that may still be posted before `tail` must be reloaded
-    /// (`max_post - (head - tail)` as of the last load).
-    free: u32,
+    /// The `head` at which the queue is full as of the last load of
+    /// `tail` (`tail + max_post`): room while `head != limit`, and
+    /// `limit - head` requests fit before `tail` must be reloaded. Posting
+    /// moves only `head`, so the common case keeps no second counter.
+    limit: u32,
     epoch: u32,
     /// Current BlueFlame half and its size (0: doorbells only).
     bf_offset: usize,
@@ -130,7 +133,7 @@ impl<M: Mmio> SendQueue<M> {
         let s = *shared.sizes();
         let sig_all = if sq_sig_all { fm_ce_se::CQ_UPDATE } else { 0 };
         let qpn8_be = (shared.qpn() << 8).to_be();
-        let ctrl0_qpn_ds2 = ctrl_words(0, 0, qpn8_be, 2, 0, 0)[0];
+        let ctrl0_send = ctrl_words(opcode::SEND, 0, qpn8_be, 2, 0, 0)[0];
         let ctrl1_fm = core::array::from_fn(|i| ctrl_words(0, 0, 0, 0, sig_all | FM_CE_SE[i], 0)[1]);
         // SAFETY: the send queue starts `sq_offset` bytes into the buffer,
         // inside it (`buf_len` covers it).
@@ -147,13 +150,13 @@ impl<M: Mmio> SendQueue<M> {
             max_inline: s.max_inline,
             qpn8: shared.qpn() << 8,
             qpn8_be,
-            ctrl0_qpn_ds2,
+            ctrl0_send,
             ctrl1_fm,
             qp_type: shared.qp_type(),
             sig_all,
             state_seen: u32::MAX,
             short_seen: u32::MAX,
-            free: s.sq_max_post,
+            limit: s.sq_max_post,
             epoch: 0,
             bf_offset: 0,
             bf_half,
@@ -200,7 +203,7 @@ impl<M: Mmio> SendQueue<M> {
             self.epoch = epoch;
             self.head = 0;
             self.cur_post = 0;
-            self.free = self.max_post;
+            self.limit = self.max_post;
         }
         if !send_ok(word as u8) {
             return Err(PostErrorKind::BadState);
@@ -216,8 +219,8 @@ impl<M: Mmio> SendQueue<M> {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
         let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
-        self.free = self.max_post.wrapping_sub(self.head.wrapping_sub(tail));
-        self.free
+        self.limit = tail.wrapping_add(self.max_post);
+        self.limit.wrapping_sub(self.head)
     }
 
     #[inline(always)]
@@ -241,13 +244,12 @@ impl<M: Mmio> SendQueue<M> {
         // The latency case gets a straight line: one short request, the
         // state as last seen, room in the queue.
         if let [wr] = wrs {
-            if let Some((op, imm, s)) = self.short(wr) {
+            if let Some(s) = self.short(wr) {
                 // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
                 let word = unsafe { &*self.qp }.state_word();
-                if word == self.short_seen && self.free != 0 {
-                    // SAFETY: room for a WQE at `cur_post` (`free`).
-                    let last = unsafe { self.write_short(op, imm, wr.flags.bits(), s, wr.wr_id, 0) };
-                    self.free -= 1;
+                if word == self.short_seen && self.head != self.limit {
+                    // SAFETY: room for a WQE at `cur_post` (`head != limit`).
+                    let last = unsafe { self.write_short(wr.flags.bits(), s, wr.wr_id, 0) };
                     self.ring(1, last);
                     return Ok(());
                 }
@@ -257,10 +259,10 @@ impl<M: Mmio> SendQueue<M> {
         unsafe { self.post_list(wrs) }
     }
 
-    /// The request's opcode, immediate and SGE if it can take the short
-    /// path: SEND, one non-empty SGE, not inline, not UD.
+    /// The request's SGE if it can take the short path: SEND, one non-empty
+    /// SGE, not inline, not UD.
     #[inline(always)]
-    fn short<'w>(&self, wr: &'w SendWr<'_>) -> Option<(u8, u32, &'w crate::wr::Sge)> {
+    fn short<'w>(&self, wr: &'w SendWr<'_>) -> Option<&'w crate::wr::Sge> {
         let [s] = wr.sgl else { return None };
         if s.length == 0 || wr.ud.is_some() || wr.flags.bits() & IB_SEND_INLINE != 0 {
             return None;
@@ -268,7 +270,7 @@ impl<M: Mmio> SendQueue<M> {
         // SEND only: every other opcode takes the general path (a second
         // opcode here costs the common case a few instructions).
         match wr.op {
-            SendOp::Send => Some((opcode::SEND, 0, s)),
+            SendOp::Send => Some(s),
             _ => None,
         }
     }
@@ -291,14 +293,14 @@ impl<M: Mmio> SendQueue<M> {
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
             // `head` moves only in `ring`: count this call's requests too.
-            if self.free <= nreq && self.refresh_free() <= nreq {
+            if self.limit.wrapping_sub(self.head) <= nreq && self.refresh_free() <= nreq {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
             match self.short(wr) {
-                Some((op, imm, s)) if self.fast => {
+                Some(s) if self.fast => {
                     // SAFETY: room for a WQE at `cur_post` (overflow check).
-                    last = unsafe { self.write_short(op, imm, wr.flags.bits(), s, wr.wr_id, nreq) };
+                    last = unsafe { self.write_short(wr.flags.bits(), s, wr.wr_id, nreq) };
                 }
                 // SAFETY: the overflow check above leaves room for a whole WQE
                 // of `wqe_size` bytes at `cur_post`; the INLINE contract is ours.
@@ -313,7 +315,6 @@ impl<M: Mmio> SendQueue<M> {
             nreq += 1;
         }
         if nreq != 0 {
-            self.free -= nreq;
             self.ring(nreq, last);
         }
         match failed {
@@ -322,49 +323,52 @@ impl<M: Mmio> SendQueue<M> {
         }
     }
 
-    /// Control segment + one data segment (two 16-byte stores), the slot's
-    /// wr_id and head; advances `cur_post` by one WQEBB.
+    /// A SEND with one SGE: the slot's wr_id and head, then the control
+    /// segment and one data segment (four 64-bit stores); advances
+    /// `cur_post` by one WQEBB.
     ///
     /// # Safety
     /// Room for one WQEBB at `cur_post`.
     #[inline(always)]
-    unsafe fn write_short(&mut self, op: u8, imm: u32, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u32) -> Last {
-        let idx = self.cur_post & self.bb_mask;
-        let off = (idx as usize) << 6;
-        // SAFETY: the block at `off` is free (overflow check), inside the
-        // ring (masked index) and 64-aligned (page-aligned ring), so four
-        // aligned 64-bit stores fit; the slot array has `bb_mask + 1` entries.
-        let wqe = unsafe { self.base.add(off).cast::<u64>() };
-        let [d0, d1] = data_words(s.length, s.lkey, s.addr);
-        // SAFETY: see above.
+    unsafe fn write_short(&mut self, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u32) -> Last {
+        let cur = self.cur_post;
+        let idx = cur & self.bb_mask;
+        // The slot first: `wr_id` and `head` are then dead, which keeps the
+        // rest within the caller-saved registers.
+        // SAFETY: the slot array has `bb_mask + 1` entries (masked index).
         unsafe {
-            wqe.add(2).write(d0);
-            wqe.add(3).write(d1);
-        }
-        // `ctrl_words` with the per-QP parts precomputed: `qpn_ds` (ds 2) in
-        // the first word, `fm_ce_se` in the second.
-        let c0 = self.ctrl0_qpn_ds2 | u64::from((u32::from(self.cur_post as u16) << 8 | u32::from(op)).to_be());
-        let c1 = self.ctrl1_fm[(flags & 7) as usize] | u64::from(imm.to_be()) << 32;
-        debug_assert_eq!(
-            [c0, c1],
-            ctrl_words(
-                op,
-                self.cur_post as u16,
-                self.qpn8_be,
-                2,
-                self.ctrl1_fm[(flags & 7) as usize].to_ne_bytes()[3],
-                imm
-            )
-        );
-        // SAFETY: see above.
-        unsafe {
-            wqe.write(c0);
-            wqe.add(1).write(c1);
             let slot = &*self.slots.add(idx as usize);
             slot.wrid.store(wr_id, Ordering::Relaxed);
             slot.head.store(self.head.wrapping_add(nreq), Ordering::Relaxed);
         }
-        self.cur_post = self.cur_post.wrapping_add(1);
+        let off = (idx as usize) << 6;
+        // SAFETY: the block at `off` is free (overflow check), inside the
+        // ring (masked index) and 64-aligned (page-aligned ring), so four
+        // aligned 64-bit stores fit.
+        let wqe = unsafe { self.base.add(off).cast::<u64>() };
+        // `data_words` with `length` and `lkey` (adjacent in `Sge`) taken as
+        // one 64-bit load: one byte swap and a rotate make both big-endian.
+        let d0 = if cfg!(target_endian = "little") {
+            (u64::from(s.length) | u64::from(s.lkey) << 32).swap_bytes().rotate_left(32)
+        } else {
+            data_words(s.length, s.lkey, s.addr)[0]
+        };
+        let d1 = s.addr.to_be();
+        debug_assert_eq!([d0, d1], data_words(s.length, s.lkey, s.addr));
+        // `ctrl_words` with the per-QP parts precomputed: opcode and
+        // `qpn_ds` (ds 2) in the first word, `fm_ce_se` in the second.
+        let c0 = self.ctrl0_send | u64::from((u32::from(cur as u16) << 8).to_be());
+        let c1 = self.ctrl1_fm[(flags & 7) as usize];
+        let fm = self.ctrl1_fm[(flags & 7) as usize].to_ne_bytes()[3];
+        debug_assert_eq!([c0, c1], ctrl_words(opcode::SEND, cur as u16, self.qpn8_be, 2, fm, 0));
+        // SAFETY: see above.
+        unsafe {
+            wqe.add(2).write(d0);
+            wqe.add(3).write(d1);
+            wqe.write(c0);
+            wqe.add(1).write(c1);
+        }
+        self.cur_post = cur.wrapping_add(1);
         Last { off, doorbell: c0, ds: 2, inline: false }
     }
 
