@@ -377,6 +377,14 @@ impl<M: Mmio> Cq<M> {
         if generation != self.cache.generation {
             self.forget(generation);
         }
+        if let [one] = out {
+            // One at a time (a common way to poll): a shorter frame.
+            let single = if self.cqe_v1 { self.poll_single::<32>(one) } else { self.poll_single::<56>(one) };
+            return match single {
+                Some(n) => n,
+                None => self.poll_more(out, 0),
+            };
+        }
         let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
         match first {
             Ok(n) => n,
@@ -406,6 +414,25 @@ impl<M: Mmio> Cq<M> {
             return Ok(k);
         }
         Err(k)
+    }
+
+    /// [`poll_first`](Self::poll_first) for a single `Wc`: `Some(n)`: done
+    /// (`n` is 1, or 0 when the entry at the consumer index is the
+    /// hardware's); `None`: another kind of entry, for
+    /// [`poll_more`](Self::poll_more).
+    #[inline(never)]
+    fn poll_single<const RSN_OFF: usize>(&mut self, out: &mut Wc) -> Option<usize> {
+        let ci = self.ci;
+        // SAFETY: one entry at a masked index; `out` is one writable `Wc`.
+        let k = unsafe { self.poll_req::<RSN_OFF>(ci & self.mask, (ci >> self.log_ncqe) & 1, out, 1) };
+        if k == 1 {
+            self.set_ci(ci.wrapping_add(1));
+            return Some(1);
+        }
+        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
+            return Some(0);
+        }
+        None
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
