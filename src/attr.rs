@@ -567,6 +567,19 @@ impl Mtu {
         }
     }
 
+    /// From a size in bytes (256, 512, 1024, 2048 or 4096; the
+    /// `pp_mtu_to_enum()` of rdma-core's examples), `None` for any other.
+    pub fn from_bytes(bytes: u32) -> Option<Mtu> {
+        match bytes {
+            256 => Some(Mtu::Mtu256),
+            512 => Some(Mtu::Mtu512),
+            1024 => Some(Mtu::Mtu1024),
+            2048 => Some(Mtu::Mtu2048),
+            4096 => Some(Mtu::Mtu4096),
+            _ => None,
+        }
+    }
+
     /// The size in bytes (`ibv_mtu_to_num()`), `None` for an unknown value.
     pub fn bytes(self) -> Option<u32> {
         match self {
@@ -977,6 +990,17 @@ mod tests {
         assert_eq!(p.effective_speed_code(), 8);
         r.active_speed_ex = 256;
         assert_eq!(PortAttr::from_kernel(&r).effective_speed_code(), 256);
+    }
+
+    #[test]
+    fn mtu_from_bytes() {
+        for m in [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096] {
+            assert_eq!(Mtu::from_bytes(m.bytes().unwrap()), Some(m));
+        }
+        assert_eq!(Mtu::from_bytes(1024), Some(Mtu::Mtu1024));
+        for b in [0, 1, 255, 1000, 1500, 8192, 9000, u32::MAX] {
+            assert_eq!(Mtu::from_bytes(b), None, "{b}");
+        }
     }
 
     #[test]

@@ -86,6 +86,22 @@ impl Gid {
         std::net::Ipv6Addr::from(self.0)
     }
 
+    /// The GID as glibc's `inet_ntop(AF_INET6)` writes it, as rdma-core's
+    /// ping-pong examples print it: RFC 5952 compression
+    /// (`fe80::5054:ff:fe12:3456`, `::`), `::ffff:a.b.c.d` for IPv4-mapped
+    /// GIDs, and, unlike Rust's `Ipv6Addr` display, `::a.b.c.d` for the
+    /// IPv4-compatible ones (the first 96 bits zero, the next 16 not: `::1`
+    /// stays `::1`).
+    pub fn to_inet_string(&self) -> String {
+        let a = self.to_ipv6();
+        let w = a.segments();
+        if w[..6].iter().all(|&x| x == 0) && w[6] != 0 {
+            format!("::{}", std::net::Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
+        } else {
+            a.to_string()
+        }
+    }
+
     /// Parses sysfs' `%pI6` form (`0000:0000:0000:0000:0000:ffff:0a00:0001`) or any IPv6 text.
     pub fn parse(s: &str) -> Option<Self> {
         s.trim().parse::<std::net::Ipv6Addr>().ok().map(|a| Gid(a.octets()))
@@ -186,5 +202,21 @@ mod tests {
         assert_eq!(g.to_ipv4(), Some(std::net::Ipv4Addr::new(192, 168, 77, 1)));
         assert!(!g.is_zero());
         assert!(Gid::default().is_zero());
+    }
+
+    #[test]
+    fn gid_prints_like_inet_ntop() {
+        let t = |s: &str| Gid::parse(s).unwrap().to_inet_string();
+        assert_eq!(t("0000:0000:0000:0000:0000:ffff:c0a8:4d01"), "::ffff:192.168.77.1");
+        assert_eq!(t("fe80:0000:0000:0000:5054:00ff:fe12:3456"), "fe80::5054:ff:fe12:3456");
+        assert_eq!(t("fe80::2:c903:1:2345"), "fe80::2:c903:1:2345");
+        assert_eq!(t("::1.2.3.4"), "::1.2.3.4");
+        assert_eq!(t("::0102:0304"), "::1.2.3.4");
+        assert_eq!(t("::c0a8:4d01"), "::192.168.77.1");
+        assert_eq!(t("::1:0"), "::0.1.0.0");
+        assert_eq!(t("::1"), "::1");
+        assert_eq!(t("1:0:0:2:0:0:0:3"), "1:0:0:2::3");
+        assert_eq!(t("1:0:2:3:4:5:6:7"), "1:0:2:3:4:5:6:7");
+        assert_eq!(Gid::default().to_inet_string(), "::");
     }
 }

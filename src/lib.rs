@@ -35,7 +35,7 @@ pub use channel::{CompletionChannel, CqEvent};
 pub use context::Context;
 pub use cq::CompletionQueue;
 pub use event::{AsyncEvent, AsyncEventType, EventObject};
-pub use mr::{AccessFlags, MemoryRegion};
+pub use mr::{page_size, AccessFlags, MemoryRegion};
 pub use ah::AddressHandle;
 pub use pd::ProtectionDomain;
 pub use post::{RecvQueue, SendQueue};

@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use bitflags::bitflags;
 use memmap2::MmapRaw;
 use rverbs_providers::cmd::mr as cmd;
-use rverbs_providers::sys::event::{anon_pages, memlock_limit, page_size};
+use rverbs_providers::sys::event::{anon_pages, memlock_limit};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::*;
 use tracing::debug;
@@ -111,6 +111,13 @@ pub struct MemoryRegion {
 unsafe impl Send for MemoryRegion {}
 // SAFETY: as above; `&self` methods only copy through raw pointers or query.
 unsafe impl Sync for MemoryRegion {}
+
+/// The system page size in bytes (`sysconf(_SC_PAGESIZE)`, libc's
+/// `getpagesize()`; 4096 if it cannot be read): the unit
+/// [`ProtectionDomain::alloc_mr`] rounds up to.
+pub fn page_size() -> usize {
+    rverbs_providers::sys::event::page_size()
+}
 
 impl ProtectionDomain {
     /// Allocates `len` bytes of zeroed, page-aligned memory owned by the new
@@ -309,5 +316,14 @@ impl Drop for MemoryRegion {
             tracing::warn!(handle = self.handle, error = %e, "MR dereg failed; leaking its memory");
             std::mem::forget(self.owned.take());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        let p = super::page_size();
+        assert!(p >= 4096 && p.is_power_of_two(), "{p}");
     }
 }

@@ -855,6 +855,9 @@ pub struct ConnectOptions {
     pub sl: u8,
     /// Traffic class of the GRH.
     pub traffic_class: u8,
+    /// Hop limit of the GRH (`ibv_qp_attr.ah_attr.grh.hop_limit`; default
+    /// 64). Unused when no GRH is sent.
+    pub hop_limit: u8,
     /// Local ACK timeout exponent (RC).
     pub timeout: u8,
     /// Transport retries (RC).
@@ -885,6 +888,7 @@ impl Default for ConnectOptions {
             path_mtu: None,
             sl: 0,
             traffic_class: 0,
+            hop_limit: 64,
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
@@ -955,7 +959,7 @@ impl QueuePair {
             dgid: remote.gid,
             flow_label: 0,
             sgid_index,
-            hop_limit: 64,
+            hop_limit: opts.hop_limit,
             traffic_class: opts.traffic_class,
         });
         let mut a = QpAttr {

@@ -8,13 +8,15 @@
 //!                                     like ibv_rc/ud/srq_pingpong, wire-compatible
 //! ```
 //!
-//! Argument parsing is hand-written (getopt-style: clustered short options,
+//! Argument parsing is hand-written, one getopt_long-style parser for all
+//! commands (see the `getopt` module: clustered short options,
 //! `-dVALUE`/`-d VALUE`, `--long=VALUE`/`--long VALUE`, unambiguous long
 //! prefixes, `--` ends options). Errors print one line, `rverbs: <error>`,
 //! on stderr and exit with status 1.
 
 mod devices;
 mod devinfo;
+mod getopt;
 mod gids;
 mod log;
 mod pingpong;
@@ -24,6 +26,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
+use getopt::{Getopt, Opt};
 use rverbs::{Context, Device, GidEntry, PortAttr};
 
 const USAGE: &str = "\
@@ -141,113 +144,24 @@ fn emit(s: &str) -> CliResult<()> {
     }
 }
 
-/// One option a command accepts.
-struct OptSpec {
-    short: char,
-    long: &'static str,
-    has_arg: bool,
-}
-
-/// getopt_long-style parsing of `args` (no positional arguments allowed).
-/// Returns the options in command-line order as `(short name, argument)`.
-fn getopt(
+/// getopt_long-style parsing of `args` for `cmd` (no operands allowed):
+/// the options in command-line order as `(short name, argument)`. Errors
+/// read `{cmd}: <what> (try 'rverbs {cmd} --help')`.
+fn parse_options(
     cmd: &str,
     args: &[String],
-    specs: &[OptSpec],
+    specs: &[Opt<char>],
 ) -> Result<Vec<(char, Option<String>)>, String> {
+    let prefix = format!("{cmd}: ");
     let hint = format!("(try 'rverbs {cmd} --help')");
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        if arg == "--" {
-            if let Some(extra) = args.get(i) {
-                return Err(format!("{cmd}: unexpected argument '{extra}' {hint}"));
-            }
-            break;
-        }
-        if let Some(body) = arg.strip_prefix("--") {
-            let (name, inline) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            let exact = specs.iter().find(|s| s.long == name);
-            let spec = match exact {
-                Some(s) => s,
-                None => {
-                    let matches: Vec<&OptSpec> =
-                        specs.iter().filter(|s| s.long.starts_with(name)).collect();
-                    match matches.as_slice() {
-                        [one] if !name.is_empty() => *one,
-                        [] | [_] => {
-                            return Err(format!("{cmd}: unrecognized option '--{name}' {hint}"))
-                        }
-                        _ => return Err(format!("{cmd}: option '--{name}' is ambiguous {hint}")),
-                    }
-                }
-            };
-            let value = if spec.has_arg {
-                match inline {
-                    Some(v) => Some(v),
-                    None => {
-                        let Some(v) = args.get(i) else {
-                            return Err(format!(
-                                "{cmd}: option '--{}' requires an argument {hint}",
-                                spec.long
-                            ));
-                        };
-                        i += 1;
-                        Some(v.clone())
-                    }
-                }
-            } else {
-                if inline.is_some() {
-                    return Err(format!(
-                        "{cmd}: option '--{}' doesn't allow an argument {hint}",
-                        spec.long
-                    ));
-                }
-                None
-            };
-            found.push((spec.short, value));
-        } else if arg.len() > 1 && arg.starts_with('-') {
-            for (pos, c) in arg[1..].char_indices() {
-                let Some(spec) = specs.iter().find(|s| s.short == c) else {
-                    return Err(format!("{cmd}: invalid option -- '{c}' {hint}"));
-                };
-                if spec.has_arg {
-                    let attached = &arg[1 + pos + c.len_utf8()..];
-                    let value = if !attached.is_empty() {
-                        attached.to_string()
-                    } else if let Some(v) = args.get(i) {
-                        i += 1;
-                        v.clone()
-                    } else {
-                        return Err(format!(
-                            "{cmd}: option requires an argument -- '{c}' {hint}"
-                        ));
-                    };
-                    found.push((c, Some(value)));
-                    break;
-                }
-                found.push((c, None));
-            }
-        } else {
-            return Err(format!("{cmd}: unexpected argument '{arg}' {hint}"));
-        }
-    }
-    Ok(found)
+    let parser = Getopt { prefix: &prefix, hint: &hint, operands: false };
+    Ok(parser.parse(args, specs)?.opts)
 }
 
-const HELP_OPT: OptSpec = OptSpec {
-    short: 'h',
-    long: "help",
-    has_arg: false,
-};
+const HELP_OPT: Opt<char> = Opt::new(Some('h'), "help", false, 'h');
 
 fn cmd_devices(args: &[String]) -> CliResult<()> {
-    for (opt, _) in getopt("devices", args, &[HELP_OPT])? {
+    for (opt, _) in parse_options("devices", args, &[HELP_OPT])? {
         if opt == 'h' {
             return emit(DEVICES_USAGE);
         }
@@ -296,30 +210,14 @@ fn parse_c_int(s: &str) -> Option<i64> {
 
 fn parse_devinfo_args(args: &[String]) -> Result<DevinfoOpts, String> {
     let specs = [
-        OptSpec {
-            short: 'd',
-            long: "ib-dev",
-            has_arg: true,
-        },
-        OptSpec {
-            short: 'i',
-            long: "ib-port",
-            has_arg: true,
-        },
-        OptSpec {
-            short: 'l',
-            long: "list",
-            has_arg: false,
-        },
-        OptSpec {
-            short: 'v',
-            long: "verbose",
-            has_arg: false,
-        },
+        Opt::new(Some('d'), "ib-dev", true, 'd'),
+        Opt::new(Some('i'), "ib-port", true, 'i'),
+        Opt::new(Some('l'), "list", false, 'l'),
+        Opt::new(Some('v'), "verbose", false, 'v'),
         HELP_OPT,
     ];
     let mut o = DevinfoOpts::default();
-    for (opt, val) in getopt("devinfo", args, &specs)? {
+    for (opt, val) in parse_options("devinfo", args, &specs)? {
         let val = val.unwrap_or_default();
         match opt {
             'd' => o.dev = Some(val),
@@ -334,7 +232,7 @@ fn parse_devinfo_args(args: &[String]) -> Result<DevinfoOpts, String> {
             'l' => o.list = true,
             'v' => o.verbose = true,
             'h' => o.help = true,
-            _ => unreachable!("getopt returns only listed options"),
+            _ => unreachable!("parse_options returns only listed options"),
         }
     }
     Ok(o)
@@ -601,6 +499,19 @@ mod tests {
             assert!(e.starts_with(want), "{a:?}: {e}");
             assert!(!e.contains('\n'));
         }
+        // The whole line, hint included.
+        assert_eq!(
+            parse_devinfo_args(&args(&["-d"])).unwrap_err(),
+            "devinfo: option requires an argument -- 'd' (try 'rverbs devinfo --help')"
+        );
+        assert_eq!(
+            parse_devinfo_args(&args(&["-v", "--", "a", "b"])).unwrap_err(),
+            "devinfo: unexpected argument 'a' (try 'rverbs devinfo --help')"
+        );
+        assert!(matches!(
+            cmd_devices(&args(&["extra"])),
+            Err(Fail::Msg(m)) if m == "devices: unexpected argument 'extra' (try 'rverbs devices --help')"
+        ));
     }
 
     #[test]

@@ -39,6 +39,7 @@ use rverbs::{
     SendFlags, SendOp, SendWr, SharedReceiveQueue, UdDest, Wc, WcStatus,
 };
 
+use super::getopt::{Getopt, Opt, Parsed};
 use super::{parse_c_int, CliResult, Fail};
 
 const USAGE: &str = "\
@@ -141,118 +142,34 @@ enum Key {
     Unsupported(&'static str),
 }
 
-struct Spec {
-    short: Option<char>,
-    long: &'static str,
-    has_arg: bool,
-    key: Key,
-}
-
-const fn spec(short: Option<char>, long: &'static str, has_arg: bool, key: Key) -> Spec {
-    Spec { short, long, has_arg, key }
-}
-
-const SPECS: &[Spec] = &[
-    spec(Some('p'), "port", true, Key::Port),
-    spec(Some('d'), "ib-dev", true, Key::Dev),
-    spec(Some('i'), "ib-port", true, Key::IbPort),
-    spec(Some('s'), "size", true, Key::Size),
-    spec(Some('m'), "mtu", true, Key::Mtu),
-    spec(Some('r'), "rx-depth", true, Key::RxDepth),
-    spec(Some('n'), "iters", true, Key::Iters),
-    spec(Some('l'), "sl", true, Key::Sl),
-    spec(Some('e'), "events", false, Key::Events),
-    spec(Some('g'), "gid-idx", true, Key::Gid),
-    spec(Some('c'), "chk", false, Key::Chk),
-    spec(Some('q'), "num-qp", true, Key::NumQp),
-    spec(None, "ud", false, Key::Ud),
-    spec(None, "srq", false, Key::Srq),
-    spec(None, "timeout", true, Key::Timeout),
-    spec(Some('N'), "new_send", false, Key::NewSend),
-    spec(Some('h'), "help", false, Key::Help),
-    spec(Some('o'), "odp", false, Key::Unsupported("-o/--odp (on-demand paging)")),
-    spec(Some('O'), "iodp", false, Key::Unsupported("-O/--iodp (implicit on-demand paging)")),
-    spec(Some('P'), "prefetch", false, Key::Unsupported("-P/--prefetch (on-demand paging)")),
-    spec(Some('t'), "ts", false, Key::Unsupported("-t/--ts (completion timestamps)")),
-    spec(Some('j'), "dm", false, Key::Unsupported("-j/--dm (device memory)")),
+const SPECS: &[Opt<Key>] = &[
+    Opt::new(Some('p'), "port", true, Key::Port),
+    Opt::new(Some('d'), "ib-dev", true, Key::Dev),
+    Opt::new(Some('i'), "ib-port", true, Key::IbPort),
+    Opt::new(Some('s'), "size", true, Key::Size),
+    Opt::new(Some('m'), "mtu", true, Key::Mtu),
+    Opt::new(Some('r'), "rx-depth", true, Key::RxDepth),
+    Opt::new(Some('n'), "iters", true, Key::Iters),
+    Opt::new(Some('l'), "sl", true, Key::Sl),
+    Opt::new(Some('e'), "events", false, Key::Events),
+    Opt::new(Some('g'), "gid-idx", true, Key::Gid),
+    Opt::new(Some('c'), "chk", false, Key::Chk),
+    Opt::new(Some('q'), "num-qp", true, Key::NumQp),
+    Opt::new(None, "ud", false, Key::Ud),
+    Opt::new(None, "srq", false, Key::Srq),
+    Opt::new(None, "timeout", true, Key::Timeout),
+    Opt::new(Some('N'), "new_send", false, Key::NewSend),
+    Opt::new(Some('h'), "help", false, Key::Help),
+    Opt::new(Some('o'), "odp", false, Key::Unsupported("-o/--odp (on-demand paging)")),
+    Opt::new(Some('O'), "iodp", false, Key::Unsupported("-O/--iodp (implicit on-demand paging)")),
+    Opt::new(Some('P'), "prefetch", false, Key::Unsupported("-P/--prefetch (on-demand paging)")),
+    Opt::new(Some('t'), "ts", false, Key::Unsupported("-t/--ts (completion timestamps)")),
+    Opt::new(Some('j'), "dm", false, Key::Unsupported("-j/--dm (device memory)")),
 ];
 
-const HINT: &str = "(try 'rverbs pingpong --help')";
-
-/// GNU `getopt_long` style: clustered short options, `-sVALUE`/`-s VALUE`,
-/// `--long=VALUE`/`--long VALUE`, unambiguous prefixes of long names,
-/// operands anywhere (permuted), `--` ends the options.
-/// Options in command-line order with their arguments, and the operands.
-type Parsed = (Vec<(Key, String)>, Vec<String>);
-
-fn getopt(args: &[String]) -> Result<Parsed, String> {
-    let mut found = Vec::new();
-    let mut operands = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        if arg == "--" {
-            operands.extend(args[i..].iter().cloned());
-            break;
-        }
-        if let Some(body) = arg.strip_prefix("--") {
-            let (name, inline) = match body.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (body, None),
-            };
-            let spec = match SPECS.iter().find(|s| s.long == name) {
-                Some(s) => s,
-                None => {
-                    let matches: Vec<&Spec> = SPECS.iter().filter(|s| s.long.starts_with(name)).collect();
-                    match matches.as_slice() {
-                        [one] if !name.is_empty() => *one,
-                        [] | [_] => return Err(format!("unrecognized option '--{name}' {HINT}")),
-                        _ => return Err(format!("option '--{name}' is ambiguous {HINT}")),
-                    }
-                }
-            };
-            let value = match (spec.has_arg, inline) {
-                (true, Some(v)) => v,
-                (true, None) => {
-                    let Some(v) = args.get(i) else {
-                        return Err(format!("option '--{}' requires an argument {HINT}", spec.long));
-                    };
-                    i += 1;
-                    v.clone()
-                }
-                (false, Some(_)) => {
-                    return Err(format!("option '--{}' doesn't allow an argument {HINT}", spec.long))
-                }
-                (false, None) => String::new(),
-            };
-            found.push((spec.key, value));
-        } else if arg.len() > 1 && arg.starts_with('-') {
-            for (pos, c) in arg[1..].char_indices() {
-                let Some(spec) = SPECS.iter().find(|s| s.short == Some(c)) else {
-                    return Err(format!("invalid option -- '{c}' {HINT}"));
-                };
-                if spec.has_arg {
-                    let attached = &arg[1 + pos + c.len_utf8()..];
-                    let value = if !attached.is_empty() {
-                        attached.to_string()
-                    } else if let Some(v) = args.get(i) {
-                        i += 1;
-                        v.clone()
-                    } else {
-                        return Err(format!("option requires an argument -- '{c}' {HINT}"));
-                    };
-                    found.push((spec.key, value));
-                    break;
-                }
-                found.push((spec.key, String::new()));
-            }
-        } else {
-            operands.push(arg.clone());
-        }
-    }
-    Ok((found, operands))
-}
+/// How pingpong parses: operands allowed (the server's host name), no
+/// prefix (`cmd_pingpong` adds `rverbs pingpong: `), the hint after each error.
+const GETOPT: Getopt = Getopt { prefix: "", hint: "(try 'rverbs pingpong --help')", operands: true };
 
 /// A C-syntax integer (`strtol(s, NULL, 0)`, but all of `s`) in `range`.
 fn int_in(s: &str, range: std::ops::RangeInclusive<i64>, what: &str) -> Result<i64, String> {
@@ -262,20 +179,8 @@ fn int_in(s: &str, range: std::ops::RangeInclusive<i64>, what: &str) -> Result<i
     }
 }
 
-/// `pp_mtu_to_enum()`.
-fn mtu_from_bytes(v: i64) -> Option<Mtu> {
-    Some(match v {
-        256 => Mtu::Mtu256,
-        512 => Mtu::Mtu512,
-        1024 => Mtu::Mtu1024,
-        2048 => Mtu::Mtu2048,
-        4096 => Mtu::Mtu4096,
-        _ => return None,
-    })
-}
-
 fn parse_args(args: &[String]) -> Result<Opts, String> {
-    let (found, operands) = getopt(args)?;
+    let Parsed { opts: found, operands } = GETOPT.parse(args, SPECS)?;
     let mut o = Opts {
         mode: Mode::Rc,
         tcp_port: 18515,
@@ -296,6 +201,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
     };
     let (mut size, mut mtu_given, mut num_qp_given, mut ud, mut srq) = (None, false, false, false, false);
     for (key, v) in found {
+        let v = v.unwrap_or_default();
         match key {
             Key::Port => o.tcp_port = int_in(&v, 1..=65535, "port")? as u16,
             Key::Dev if v.is_empty() => return Err("invalid IB device name '' (empty)".into()),
@@ -304,7 +210,8 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             Key::Size => size = Some(int_in(&v, 1..=i64::from(i32::MAX), "message size")? as u32),
             Key::Mtu => {
                 o.mtu = parse_c_int(&v)
-                    .and_then(mtu_from_bytes)
+                    .and_then(|b| u32::try_from(b).ok())
+                    .and_then(Mtu::from_bytes)
                     .ok_or_else(|| format!("invalid MTU '{v}' (expected 256, 512, 1024, 2048 or 4096)"))?;
                 mtu_given = true;
             }
@@ -336,7 +243,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
     match operands.as_slice() {
         [] => {}
         [host] => o.server = Some(host.clone()),
-        [_, extra, ..] => return Err(format!("unexpected argument '{extra}' {HINT}")),
+        [_, extra, ..] => return Err(GETOPT.error(&format!("unexpected argument '{extra}'"))),
     }
     o.mode = match (ud, srq) {
         (true, true) => return Err("--ud and --srq cannot be combined".into()),
@@ -416,18 +323,6 @@ fn decode_dest(m: &[u8; MSG_LEN]) -> Result<Dest, String> {
     Ok(Dest { lid: lid as u16, qpn, psn, gid: Gid(g) })
 }
 
-/// The GID as glibc's `inet_ntop(AF_INET6)` writes it (which, unlike Rust's
-/// `Ipv6Addr`, also writes `::a.b.c.d` for IPv4-compatible addresses).
-fn gid_text(g: &Gid) -> String {
-    let a = Ipv6Addr::from(g.0);
-    let w = a.segments();
-    if w[..6].iter().all(|&x| x == 0) && w[6] != 0 {
-        format!("::{}", Ipv4Addr::new(g.0[12], g.0[13], g.0[14], g.0[15]))
-    } else {
-        a.to_string()
-    }
-}
-
 /// `  local address:  LID 0x0000, QPN 0x000011, PSN 0x6a5e4c, GID ::ffff:192.168.77.1`
 /// (ibv_ud_pingpong writes `PSN 0x......: GID` there, and so does `--ud`).
 fn address_line(label: &str, d: &Dest, psn_sep: char) -> String {
@@ -436,7 +331,7 @@ fn address_line(label: &str, d: &Dest, psn_sep: char) -> String {
         d.lid,
         d.qpn,
         d.psn,
-        gid_text(&d.gid)
+        d.gid.to_inet_string()
     )
 }
 
@@ -581,7 +476,7 @@ impl PingPong {
                 return Err(format!(
                     "the peer sent no GID ({}), but port {} of {} is RoCE, where the GID is the address: \
                      give the peer -g <GID index> (its IPv4-mapped RoCE v2 GID, see 'rverbs devinfo -v')",
-                    gid_text(remote),
+                    remote.to_inet_string(),
                     self.ib_port,
                     self.dev_name
                 ));
@@ -996,7 +891,7 @@ fn run(o: &Opts) -> Result<(), String> {
         pp.connect(&mine, &remote)?;
     }
 
-    let page = rverbs_providers::sys::event::page_size();
+    let page = rverbs::page_size();
     let mut pending = vec![RECV_WRID; nqp];
     // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
     // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
@@ -1203,6 +1098,19 @@ mod tests {
             assert!(e.starts_with(want), "{a:?}: {e}");
             assert!(!e.contains('\n'));
         }
+        // The whole lines: no command prefix (cmd_pingpong adds it), the hint after.
+        assert_eq!(
+            parse_args(&args(&["-p"])).unwrap_err(),
+            "option requires an argument -- 'p' (try 'rverbs pingpong --help')"
+        );
+        assert_eq!(
+            parse_args(&args(&["a", "--", "b"])).unwrap_err(),
+            "unexpected argument 'b' (try 'rverbs pingpong --help')"
+        );
+        assert_eq!(
+            parse_args(&args(&["-m", "-1024"])).unwrap_err(),
+            "invalid MTU '-1024' (expected 256, 512, 1024, 2048 or 4096)"
+        );
     }
 
     #[test]
@@ -1239,17 +1147,6 @@ mod tests {
         ctl[..3].copy_from_slice(b"\x01\n\xff");
         let e = decode_dest(&ctl).unwrap_err();
         assert!(!e.contains('\n') && e.contains("\\x01\\n\\xff"), "{e}");
-    }
-
-    #[test]
-    fn gids_print_like_inet_ntop() {
-        let t = |s: &str| gid_text(&Gid::parse(s).unwrap());
-        assert_eq!(t("::ffff:192.168.77.1"), "::ffff:192.168.77.1");
-        assert_eq!(t("::"), "::");
-        assert_eq!(t("fe80:0000:0000:0000:5054:00ff:fe12:3456"), "fe80::5054:ff:fe12:3456");
-        assert_eq!(t("::c0a8:4d01"), "::192.168.77.1");
-        assert_eq!(t("::1"), "::1");
-        assert_eq!(t("1:0:0:2:0:0:0:3"), "1:0:0:2::3");
     }
 
     #[test]
