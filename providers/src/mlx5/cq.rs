@@ -420,7 +420,7 @@ impl<M: Mmio> Cq<M> {
     /// (`n` is 1, or 0 when the entry at the consumer index is the
     /// hardware's); `None`: another kind of entry, for
     /// [`poll_more`](Self::poll_more).
-    #[inline(never)]
+    #[inline(always)]
     fn poll_single<const RSN_OFF: usize>(&mut self, out: &mut Wc) -> Option<usize> {
         let ci = self.ci;
         // SAFETY: one entry at a masked index; `out` is one writable `Wc`.
