@@ -537,10 +537,10 @@ impl<M: Mmio> Cq<M> {
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
             let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
-            // SAFETY: `cur_slots` points into the `QpShared` of `cache.qp`,
-            // an `Arc` this value holds (set and reset together in `qp` /
-            // `forget`; the key matched, so it is set); the slot index is
-            // masked to the array's length.
+            // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
+            // `forget`), so the matched key means it is set.
+            // SAFETY: it points into the `QpShared` of `cache.qp`, an `Arc` this
+            // value holds; the slot index is masked to the array's length.
             let slot = unsafe { &*slots.add((u32::from(counter) & sq_mask) as usize) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
             head = slot.head.load(Ordering::Relaxed);

@@ -64,10 +64,10 @@ impl Mmio for UarMmio {
     #[inline(always)]
     fn write64(&self, offset: usize, val: u64) {
         debug_assert!(offset + 8 <= self.len && offset % 8 == 0);
-        // SAFETY: inside the window (the callers' offsets are the register's
-        // two halves or the arm register, all within `len`), 8-aligned
-        // (page-aligned mapping, 8-aligned offsets); a single volatile
-        // 64-bit store, which the CPU issues as one bus write.
+        // The callers' offsets are the register's two halves or the arm
+        // register; one volatile 64-bit store is one bus write.
+        // SAFETY: inside the window (all offsets within `len`) and 8-aligned
+        // (page-aligned mapping, 8-aligned offsets).
         unsafe { self.base.add(offset).cast::<u64>().write_volatile(val) }
     }
 

@@ -448,10 +448,10 @@ impl<M: Mmio> SendQueue<M> {
         let idx = self.cur_post & self.bb_mask;
         let off = (idx as usize) << 6;
         let mut ds: u32 = 1;
-        // SAFETY: for all stores below: the WQE's blocks starting at `off`
-        // are free (overflow check) and every address goes through `seg`,
-        // which masks into the ring; segments are 16 bytes and 16-aligned, so
-        // none crosses the ring's end. The segment types have alignment 1.
+        // Segments are 16 bytes and 16-aligned, so none crosses the ring's
+        // end; the segment types have alignment 1.
+        // SAFETY: for all stores below: the WQE's blocks at `off` are free
+        // (overflow check); every address goes through `seg` (masked into the ring).
         unsafe {
             match wr.op {
                 SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) | SendOp::RdmaRead(r) => {
@@ -524,10 +524,10 @@ impl<M: Mmio> SendQueue<M> {
             while len > 0 {
                 let pos = dst & self.bytes_mask;
                 let n = len.min(ring - pos);
-                // SAFETY: `pos..pos+n` is inside the ring (n stops at its
-                // end) and inside this WQE (room for the inline segment);
-                // the source is readable (contract) and is caller memory, so
-                // it does not overlap the ring.
+                // The source is caller memory, so it does not overlap the ring.
+                // SAFETY: `pos..pos+n` is inside the ring (n stops at its end)
+                // and this WQE (room for the inline segment); the source is
+                // readable (contract).
                 unsafe {
                     ptr::copy_nonoverlapping(src, self.base.add(pos), n);
                     src = src.add(n);

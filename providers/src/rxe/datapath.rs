@@ -104,10 +104,10 @@ impl<D: Doorbell> SendRing<D> {
                 },
                 _ => None,
             };
-            // SAFETY: slot `prod` is free (counted against the consumer we
-            // loaded with Acquire), whole and 8-aligned (Queue invariants),
-            // sized by the kernel for these limits; `wr` was checked; the
-            // INLINE contract is ours to forward.
+            // Slot `prod` is free: counted against the consumer we loaded with Acquire.
+            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) sized by the
+            // kernel for these limits; `wr` was checked; the INLINE contract is
+            // ours to forward.
             unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
             prod = (prod + 1) & mask;
             free -= 1;

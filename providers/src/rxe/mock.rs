@@ -214,11 +214,10 @@ impl MockKernel {
         while cons != prod && out.len() < max {
             let p = sq.elem_ptr(cons);
             out.push(self.decode_send(p, sq.elem_size(), cons));
-            // SAFETY: the slot is between the consumer and the producer we
-            // loaded: the kernel's until the consumer moves past it. These
-            // are the scratch words the kernel updates in place (status,
-            // state, mask, psns, ack_length, ssn, has_rd_atomic, cur_sge,
-            // sge_offset), all inside the 208-byte header.
+            // These are the scratch words the kernel updates in place (status,
+            // state, mask, psns, ack_length, ssn, has_rd_atomic, cur_sge, sge_offset).
+            // SAFETY: the slot is between the consumer and the producer we loaded
+            // (the kernel's until the consumer passes it); all inside the 208-byte header.
             unsafe {
                 for off in [144usize, 148, 160, 164, 168, 172, 176, 180, 184 + 8, 184 + 16] {
                     set(p, off, u32::from_ne_bytes([JUNK; 4]));
@@ -364,11 +363,10 @@ impl MockKernel {
         }
         let prod = cq.producer_own();
         let p = cq.elem_ptr(prod);
-        // SAFETY: the slot at the producer is free (counted against the
-        // consumer loaded with Acquire in `cq_free`: the provider finished
-        // copying it), whole, `elem` bytes and 8-aligned (Queue invariants).
         // The kernel's `rxe_cqe` is a union with the larger `ib_wc`; junk
         // stands for its tail.
+        // SAFETY: the slot at the producer is free (the provider finished copying
+        // it: consumer loaded with Acquire in `cq_free`), whole, `elem` bytes, 8-aligned.
         unsafe {
             ptr::write_bytes(p, JUNK, elem);
             ptr::write(p.cast::<ib_uverbs_wc>(), *wc);

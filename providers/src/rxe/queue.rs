@@ -71,12 +71,11 @@ impl Queue {
         }
         let map = fd.mmap(mi.offset, size).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
         let base = map.as_mut_ptr();
-        // SAFETY: the mapping is at least `DATA` bytes (checked above) and
-        // page aligned, so the two u32 header words are in bounds and aligned.
-        // They are written by the kernel once at creation, before the create
-        // command returned.
-        let (log2_elem_size, index_mask) =
-            unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
+        // The kernel writes the two header words once, before the create command returns.
+        // SAFETY: the mapping is at least `DATA` bytes (checked above) and page
+        // aligned, so the two u32 header words are in bounds and aligned.
+        let header = unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
+        let (log2_elem_size, index_mask) = header;
         let q = Queue { base, log2_elem_size, index_mask, _backing: Backing::Mapped(map) };
         let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
         let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
@@ -119,10 +118,9 @@ impl Queue {
     }
 
     fn index(&self, offset: usize) -> &AtomicU32 {
-        // SAFETY: `offset` is PRODUCER or CONSUMER, both inside the header
-        // (mapping length checked in `map`) and 4-aligned in a page-aligned
-        // mapping; the location is only ever accessed atomically, by us and
-        // by the kernel (smp_load_acquire/smp_store_release), and lives as
+        // The kernel, too, only ever accesses it atomically (smp_load_acquire/smp_store_release).
+        // SAFETY: `offset` is PRODUCER or CONSUMER: inside the header (length checked in
+        // `map`), 4-aligned in a page-aligned mapping; accessed only atomically; lives as
         // long as `self.map`.
         unsafe { &*self.base.add(offset).cast::<AtomicU32>() }
     }
