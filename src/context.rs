@@ -150,7 +150,7 @@ impl Context {
                 attr: OnceLock::new(),
                 cq_events: Mutex::new(HashMap::new()),
                 mlx5: mlx5_ctx,
-                rxe_avs: rxe::AvTable::new(),
+                rxe_avs: rxe::AvTable::new(rxe::AV_NUM_FLAG),
                 async_fd,
                 fd,
             }),

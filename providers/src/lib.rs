@@ -4,6 +4,7 @@
 //! Dependencies flow one way: `rverbs-uapi` <- `rverbs-providers` <- `rverbs`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod ah_table;
 pub mod cmd;
 pub mod driver;
 pub mod error;

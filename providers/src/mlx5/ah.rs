@@ -7,7 +7,9 @@
 //! it in `mlx5_ib_create_ah_resp.dmac` (when `cmds_supp_uhw & CREATE_AH`).
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use crate::ah_table::AhEntry;
 
 use rverbs_uapi::mlx5_abi::mlx5_ib_create_ah_resp;
 
@@ -110,100 +112,28 @@ pub(crate) fn random_sport() -> u16 {
     (h.finish() as u16) | 0xc000
 }
 
-const SLOT_BITS: u32 = 20;
-const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
-
-#[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    av: Option<Av>,
-}
-
-/// Address vectors by AH number: `generation << 20 | (slot + 1)`, so a
-/// number stays invalid after its AH is gone even if the slot is reused
-/// (until the 12-bit generation wraps).
-#[derive(Debug, Default)]
-pub struct AhTable {
-    slots: RwLock<Vec<Slot>>,
-    free: Mutex<Vec<u32>>,
-}
-
-impl AhTable {
-    /// A fresh table.
-    pub fn new() -> Arc<AhTable> {
-        Arc::new(AhTable::default())
-    }
-
-    /// Stores `av`; returns its AH number (never 0).
-    pub(crate) fn insert(&self, av: Av) -> Result<u32> {
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = match self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-            Some(s) => s,
-            None => {
-                if slots.len() as u32 >= SLOT_MASK {
-                    return Err(Error::os("ibv_create_ah", Errno::ENOMEM));
-                }
-                slots.push(Slot::default());
-                slots.len() as u32 - 1
-            }
-        };
-        let s = &mut slots[slot as usize];
-        s.av = Some(av);
-        Ok((s.generation & 0xfff) << SLOT_BITS | (slot + 1))
-    }
-
-    /// Forgets AH number `ah_num`.
-    pub(crate) fn remove(&self, ah_num: u32) {
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = (ah_num & SLOT_MASK).wrapping_sub(1);
-        if let Some(s) = slots.get_mut(slot as usize) {
-            if s.av.is_some() && (s.generation & 0xfff) == ah_num >> SLOT_BITS {
-                s.av = None;
-                s.generation = s.generation.wrapping_add(1);
-                self.free.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
-            }
-        }
-    }
-
-    /// The address vector of AH number `ah_num`, if it exists.
-    #[inline]
-    pub(crate) fn get(&self, ah_num: u32) -> Option<Av> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let s = slots.get(((ah_num & SLOT_MASK).wrapping_sub(1)) as usize)?;
-        if (s.generation & 0xfff) != ah_num >> SLOT_BITS {
-            return None;
-        }
-        s.av
-    }
-}
+/// Address vectors by AH number (numbers without a flag bit).
+pub type AhTable = crate::ah_table::AhTable<Av>;
 
 /// An mlx5 address handle: its AH number (put it in
 /// [`UdDest::ah_num`](crate::wr::UdDest)) and its address vector. Dropping
 /// it forgets the number; WQEs already posted carry their own copy.
 #[derive(Debug)]
 pub struct Ah {
-    table: Arc<AhTable>,
-    ah_num: u32,
+    entry: AhEntry<Av>,
     av: Av,
 }
 
 impl Ah {
     pub(crate) fn new(table: &Arc<AhTable>, av: Av) -> Result<Ah> {
-        let ah_num = table.insert(av)?;
-        Ok(Ah { table: table.clone(), ah_num, av })
+        Ok(Ah { entry: table.insert(av)?, av })
     }
     /// The number UD work requests name it by.
     pub fn ah_num(&self) -> u32 {
-        self.ah_num
+        self.entry.num()
     }
     /// The address vector.
     pub fn av(&self) -> &Av {
         &self.av
-    }
-}
-
-impl Drop for Ah {
-    fn drop(&mut self) {
-        self.table.remove(self.ah_num);
     }
 }

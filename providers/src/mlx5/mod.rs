@@ -312,7 +312,7 @@ impl Context {
                 dev,
                 registry: Arc::new(Registry::default()),
                 uidx: IdAlloc::new(),
-                ahs: AhTable::new(),
+                ahs: AhTable::new(0),
                 dbrecs: DbRecPool::new(dev.cache_line_size as usize),
                 uars,
             }),

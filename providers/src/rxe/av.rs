@@ -18,19 +18,17 @@
 //!   stack resolves the real next hop. The caller passes the port's own MAC
 //!   when the destination GID is one of the port's, zeros otherwise.
 //!
-//! The vectors live in an [`AvTable`] per context under numbers with bit 31
-//! set ([`AV_NUM_FLAG`]), which a send ring tells apart from the kernel's
-//! AH numbers: for those it copies the 88 bytes into the WQE and writes
-//! `ah_num` 0.
-
-use std::sync::{Arc, Mutex, RwLock};
+//! The vectors live in an [`AvTable`] (the providers' shared
+//! [`AhTable`](crate::ah_table::AhTable)) per context under numbers with
+//! bit 31 set ([`AV_NUM_FLAG`]), which a send ring tells apart from the
+//! kernel's AH numbers: for those it copies the 88 bytes into the WQE and
+//! writes `ah_num` 0.
 
 use rverbs_uapi::rdma_user_rxe::{
     rxe_av, sockaddr_in, sockaddr_in6, AF_INET, AF_INET6, RXE_NETWORK_TYPE_IPV4, RXE_NETWORK_TYPE_IPV6,
 };
 use zerocopy::IntoBytes;
 
-use crate::{Errno, Error, Result};
 
 /// Size of `struct rxe_av`.
 pub const AV_LEN: usize = size_of::<rxe_av>();
@@ -117,94 +115,9 @@ pub fn build_av(a: &AvAttr) -> Av {
     Av(out)
 }
 
-const SLOT_BITS: u32 = 20;
-const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
-const GEN_MASK: u32 = (AV_NUM_FLAG >> SLOT_BITS) - 1;
+/// Address vectors by AH number; create it with
+/// `AvTable::new(AV_NUM_FLAG)`.
+pub type AvTable = crate::ah_table::AhTable<Av>;
 
-#[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    av: Option<Av>,
-}
-
-/// Address vectors by number: `AV_NUM_FLAG | generation << 20 | (slot + 1)`,
-/// so a number stays invalid after its AH is gone even if the slot is
-/// reused (until the 11-bit generation wraps). One per context; posts take
-/// the read lock for the copy, creating and destroying AHs the write lock.
-#[derive(Debug, Default)]
-pub struct AvTable {
-    slots: RwLock<Vec<Slot>>,
-    free: Mutex<Vec<u32>>,
-}
-
-impl AvTable {
-    /// A fresh table.
-    pub fn new() -> Arc<AvTable> {
-        Arc::new(AvTable::default())
-    }
-
-    /// Stores `av` and returns the handle that owns its number.
-    pub fn insert(self: &Arc<Self>, av: Av) -> Result<AvHandle> {
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = match self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-            Some(s) => s,
-            None => {
-                if slots.len() as u32 >= SLOT_MASK {
-                    return Err(Error::os("ibv_create_ah", Errno::ENOMEM)
-                        .with_message("a million address handles are alive in this context"));
-                }
-                slots.push(Slot::default());
-                slots.len() as u32 - 1
-            }
-        };
-        let s = &mut slots[slot as usize];
-        s.av = Some(av);
-        let num = AV_NUM_FLAG | (s.generation & GEN_MASK) << SLOT_BITS | (slot + 1);
-        Ok(AvHandle { table: self.clone(), num })
-    }
-
-    fn remove(&self, num: u32) {
-        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = (num & SLOT_MASK).wrapping_sub(1);
-        if let Some(s) = slots.get_mut(slot as usize) {
-            if s.av.is_some() && (s.generation & GEN_MASK) == (num & !AV_NUM_FLAG) >> SLOT_BITS {
-                s.av = None;
-                s.generation = s.generation.wrapping_add(1);
-                self.free.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
-            }
-        }
-    }
-
-    /// The address vector numbered `num`, if its AH is alive.
-    #[inline]
-    pub fn get(&self, num: u32) -> Option<Av> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let s = slots.get(((num & SLOT_MASK).wrapping_sub(1)) as usize)?;
-        if num & AV_NUM_FLAG == 0 || (s.generation & GEN_MASK) != (num & !AV_NUM_FLAG) >> SLOT_BITS {
-            return None;
-        }
-        s.av
-    }
-}
-
-/// Owns one number in an [`AvTable`]; dropping it forgets the vector
-/// (WQEs already posted carry their own copy).
-#[derive(Debug)]
-pub struct AvHandle {
-    table: Arc<AvTable>,
-    num: u32,
-}
-
-impl AvHandle {
-    /// The number UD work requests name the vector by
-    /// ([`UdDest::ah_num`](crate::wr::UdDest)).
-    pub fn num(&self) -> u32 {
-        self.num
-    }
-}
-
-impl Drop for AvHandle {
-    fn drop(&mut self) {
-        self.table.remove(self.num);
-    }
-}
+/// Owns one number in an [`AvTable`].
+pub type AvHandle = crate::ah_table::AhEntry<Av>;

@@ -90,7 +90,7 @@ fn av_network_type_follows_the_destination() {
 
 #[test]
 fn av_table_numbers_die_with_their_handle() {
-    let t = AvTable::new();
+    let t = AvTable::new(AV_NUM_FLAG);
     let av1 = build_av(&AvAttr { port_num: 1, ..Default::default() });
     let av2 = build_av(&AvAttr { port_num: 2, ..Default::default() });
     let h1 = t.insert(av1).unwrap();
@@ -139,7 +139,7 @@ fn ud_send(wr_id: u64, ah_num: u32) -> SendWr<'static> {
 
 #[test]
 fn ud_post_copies_the_vector_and_leaves_ah_num_zero() {
-    let t = AvTable::new();
+    let t = AvTable::new(AV_NUM_FLAG);
     let av = build_av(&AvAttr { port_num: 1, dgid: v4_mapped([10, 0, 2, 16]), hop_limit: 64, ..Default::default() });
     let h = t.insert(av).unwrap();
     let mut s = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default()).with_av_table(t.clone());
@@ -158,7 +158,7 @@ fn ud_post_copies_the_vector_and_leaves_ah_num_zero() {
 
 #[test]
 fn ud_post_refuses_a_dead_or_foreign_vector() {
-    let t = AvTable::new();
+    let t = AvTable::new(AV_NUM_FLAG);
     let h = t.insert(build_av(&AvAttr::default())).unwrap();
     let dead = h.num();
     drop(h);
