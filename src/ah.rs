@@ -124,12 +124,14 @@ fn rxe_av(ctx: &Context, attr: &AhAttr) -> Result<rxe::Av> {
     let Some(g) = attr.grh else {
         return Err(Error::invalid(VERB, "rxe address handles need a GRH (RoCE): set AhAttr::grh"));
     };
-    let sgid = ctx.query_gid(attr.port_num, g.sgid_index.into())?.ok_or_else(|| {
+    // One table query answers both: the source GID and whether the destination is ours.
+    let port: Vec<_> = ctx.query_gid_table()?.into_iter().filter(|e| e.port == u32::from(attr.port_num)).collect();
+    let sgid = port.iter().find(|e| e.index == u32::from(g.sgid_index)).ok_or_else(|| {
         Error::invalid(VERB, format!("sgid index {} of port {} holds no GID", g.sgid_index, attr.port_num))
     })?;
-    let local = ctx.query_gid_table()?.into_iter().find(|e| e.port == u32::from(attr.port_num) && e.gid == g.dgid);
-    let dmac = match local.and_then(|e| e.netdev) {
-        Some(ndev) => netdev_mac(&ndev).unwrap_or_default(),
+    let local = port.iter().find(|e| e.gid == g.dgid);
+    let dmac = match local.and_then(|e| e.netdev.as_deref()) {
+        Some(ndev) => netdev_mac(ndev).unwrap_or_default(),
         None => [0; 6],
     };
     Ok(rxe::av::build_av(&rxe::AvAttr {

@@ -272,12 +272,6 @@ impl WcStatus {
     /// `IBV_WC_GENERAL_ERR` (also any value this library does not know).
     pub const GENERAL_ERR: WcStatus = WcStatus(IBV_WC_GENERAL_ERR);
 
-    /// From the kernel/provider value (the numbers are libibverbs').
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        WcStatus(v)
-    }
-
     /// The variant's name (`"WR_FLUSH_ERR"`), or `None` for an unknown value.
     pub fn name(self) -> Option<&'static str> {
         Some(match self {
@@ -376,13 +370,6 @@ impl WcOpcode {
     pub const RECV: WcOpcode = WcOpcode(IBV_WC_RECV);
     /// `IBV_WC_RECV_RDMA_WITH_IMM`: an RDMA WRITE with immediate arrived.
     pub const RECV_RDMA_WITH_IMM: WcOpcode = WcOpcode(IBV_WC_RECV_RDMA_WITH_IMM);
-
-    /// From the kernel's `ib_wc_opcode` value (the same numbers as
-    /// libibverbs' for every opcode above).
-    #[inline]
-    pub const fn from_raw(v: u32) -> Self {
-        WcOpcode(v)
-    }
 
     /// True for receive-side completions (`opcode & IBV_WC_RECV`, as
     /// libibverbs defines it).
