@@ -82,8 +82,9 @@ impl ProtectionDomain {
         let handle = cmd::create_ah(ctx.fd(), self.handle(), &ah_attr, 0, &mut drv_out[..out_len]).map_err(|e| {
             let err = Error::os(VERB, e);
             match (e, attr.grh) {
-                (Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA, Some(g)) => err
-                    .with_message(format!("cannot reach GID {} from sgid index {}", g.dgid, g.sgid_index)),
+                (Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA, Some(g)) => {
+                    err.with_message(format!("cannot reach GID {} from sgid index {}", g.dgid, g.sgid_index))
+                }
                 _ => err,
             }
         })?;

@@ -19,8 +19,8 @@ use core::mem::{offset_of, size_of};
 
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_query_port_resp_ex;
 use rverbs_uapi::ib_user_verbs::{
-    ib_uverbs_cq_moderation_caps, ib_uverbs_ex_query_device_resp, ib_uverbs_odp_caps,
-    ib_uverbs_query_device_resp, ib_uverbs_rss_caps, ib_uverbs_tm_caps,
+    ib_uverbs_cq_moderation_caps, ib_uverbs_ex_query_device_resp, ib_uverbs_odp_caps, ib_uverbs_query_device_resp,
+    ib_uverbs_rss_caps, ib_uverbs_tm_caps,
 };
 
 use crate::gid::Guid;
@@ -319,11 +319,7 @@ impl DeviceAttr {
     /// The driver-data-only fields ([`tso_caps`](Self::tso_caps),
     /// [`packet_pacing_caps`](Self::packet_pacing_caps),
     /// `rss_caps.rx_hash_*`) are left 0 for the provider to fill in.
-    pub(crate) fn from_kernel(
-        resp: &ib_uverbs_ex_query_device_resp,
-        resp_len: usize,
-        fw_ver: String,
-    ) -> DeviceAttr {
+    pub(crate) fn from_kernel(resp: &ib_uverbs_ex_query_device_resp, resp_len: usize, fw_ver: String) -> DeviceAttr {
         let b: &ib_uverbs_query_device_resp = &resp.base;
         let mut a = DeviceAttr {
             fw_ver,
@@ -377,11 +373,7 @@ impl DeviceAttr {
             a.comp_mask = resp.comp_mask;
             a.response_length = len as u32;
         }
-        if covers(
-            len,
-            offset_of!(R, odp_caps),
-            size_of::<ib_uverbs_odp_caps>(),
-        ) {
+        if covers(len, offset_of!(R, odp_caps), size_of::<ib_uverbs_odp_caps>()) {
             let o = &resp.odp_caps;
             a.odp_caps = OdpCaps {
                 general_caps: o.general_caps,
@@ -399,11 +391,7 @@ impl DeviceAttr {
         if covers(len, offset_of!(R, device_cap_flags_ex), 8) {
             a.device_cap_flags_ex = resp.device_cap_flags_ex;
         }
-        if covers(
-            len,
-            offset_of!(R, rss_caps),
-            size_of::<ib_uverbs_rss_caps>(),
-        ) {
+        if covers(len, offset_of!(R, rss_caps), size_of::<ib_uverbs_rss_caps>()) {
             let r = &resp.rss_caps;
             a.rss_caps.supported_qpts = r.supported_qpts;
             a.rss_caps.max_rwq_indirection_tables = r.max_rwq_indirection_tables;
@@ -425,16 +413,10 @@ impl DeviceAttr {
                 max_sge: t.max_sge,
             };
         }
-        if covers(
-            len,
-            offset_of!(R, cq_moderation_caps),
-            size_of::<ib_uverbs_cq_moderation_caps>(),
-        ) {
+        if covers(len, offset_of!(R, cq_moderation_caps), size_of::<ib_uverbs_cq_moderation_caps>()) {
             let c = &resp.cq_moderation_caps;
-            a.cq_mod_caps = CqModerationCaps {
-                max_cq_count: c.max_cq_moderation_count,
-                max_cq_period: c.max_cq_moderation_period,
-            };
+            a.cq_mod_caps =
+                CqModerationCaps { max_cq_count: c.max_cq_moderation_count, max_cq_period: c.max_cq_moderation_period };
         }
         if covers(len, offset_of!(R, max_dm_size), 8) {
             a.max_dm_size = resp.max_dm_size;
@@ -912,13 +894,7 @@ mod tests {
         assert_eq!(a.max_wq_type_rq, 7);
         assert_eq!(a.raw_packet_caps, 0xf);
         assert_eq!(a.tm_caps.max_num_tags, 9);
-        assert_eq!(
-            a.cq_mod_caps,
-            CqModerationCaps {
-                max_cq_count: 100,
-                max_cq_period: 200
-            }
-        );
+        assert_eq!(a.cq_mod_caps, CqModerationCaps { max_cq_count: 100, max_cq_period: 200 });
         assert_eq!(a.max_dm_size, 4096);
         assert_eq!(a.xrc_odp_caps, 0x21);
         assert_eq!(a.tso_caps, TsoCaps::default());
@@ -1021,10 +997,7 @@ mod tests {
         assert_eq!(LinkLayer::from_raw(9).to_string(), "Unknown");
         assert_eq!(PortState::from_raw(1).to_string(), "PORT_DOWN");
         assert_eq!(PortState::from_raw(5).to_string(), "PORT_ACTIVE_DEFER");
-        assert_eq!(
-            PhysState::from_raw(4).to_string(),
-            "PORT_CONFIGURATION TRAINNING"
-        );
+        assert_eq!(PhysState::from_raw(4).to_string(), "PORT_CONFIGURATION TRAINNING");
         assert_eq!(AtomicCap::Glob.to_string(), "ATOMIC_GLOB");
         assert_eq!(PortAttr::lane_rate_100mbps(8), Some(100));
         assert_eq!(PortAttr::lane_rate_100mbps(3), None);

@@ -1,17 +1,17 @@
 //! An open device: the uverbs fd with its ucontext and async event fd
 //! (`struct ibv_context`), and the device-level queries.
 
+use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
-use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::sys::event::set_nonblocking;
 use rverbs_providers::sys::UverbsFd;
+use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
@@ -63,10 +63,9 @@ struct Inner {
 fn open_error(dev: &Device, e: Errno) -> Error {
     let path = dev.dev_path().display();
     let msg = match e {
-        Errno::ENOENT => format!(
-            "{path} does not exist: is the ib_uverbs module loaded and udev done? (device {})",
-            dev.name()
-        ),
+        Errno::ENOENT => {
+            format!("{path} does not exist: is the ib_uverbs module loaded and udev done? (device {})", dev.name())
+        }
         Errno::EACCES | Errno::EPERM => {
             format!("no permission to open {path}: run as a user with read-write access to it")
         }
@@ -301,10 +300,7 @@ impl Context {
         let max: usize = lens.iter().map(|(_, l)| *l as usize).sum();
         match cmd::query_gid_table(&self.inner.fd, max)? {
             Some(entries) => Ok(entries.iter().map(entry_from_kernel).collect()),
-            None => Ok(lens
-                .iter()
-                .flat_map(|&(p, len)| (0..len).filter_map(move |i| self.sysfs_gid(p, i)))
-                .collect()),
+            None => Ok(lens.iter().flat_map(|&(p, len)| (0..len).filter_map(move |i| self.sysfs_gid(p, i))).collect()),
         }
     }
 

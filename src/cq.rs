@@ -228,7 +228,12 @@ impl Context {
     /// `cqe` of 0 or above the device's `max_cqe`, a channel of another
     /// context, a vector the device does not have.
     #[doc(alias = "ibv_create_cq")]
-    pub fn create_cq(&self, cqe: u32, channel: Option<&CompletionChannel>, comp_vector: u32) -> Result<CompletionQueue> {
+    pub fn create_cq(
+        &self,
+        cqe: u32,
+        channel: Option<&CompletionChannel>,
+        comp_vector: u32,
+    ) -> Result<CompletionQueue> {
         const VERB: &str = "ibv_create_cq";
         let _span = tracing::debug_span!("ibv_create_cq", cqe, comp_vector).entered();
         let provider = need_provider(self, VERB, "completion queues")?;

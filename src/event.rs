@@ -91,9 +91,26 @@ impl AsyncEventType {
     fn from_kernel(v: u32) -> Self {
         use AsyncEventType::*;
         const ALL: [AsyncEventType; 20] = [
-            CqErr, QpFatal, QpReqErr, QpAccessErr, CommEst, SqDrained, PathMig, PathMigErr, DeviceFatal,
-            PortActive, PortErr, LidChange, PkeyChange, SmChange, SrqErr, SrqLimitReached, QpLastWqeReached,
-            ClientReregister, GidChange, WqFatal,
+            CqErr,
+            QpFatal,
+            QpReqErr,
+            QpAccessErr,
+            CommEst,
+            SqDrained,
+            PathMig,
+            PathMigErr,
+            DeviceFatal,
+            PortActive,
+            PortErr,
+            LidChange,
+            PkeyChange,
+            SmChange,
+            SrqErr,
+            SrqLimitReached,
+            QpLastWqeReached,
+            ClientReregister,
+            GidChange,
+            WqFatal,
         ];
         ALL.get(v as usize).copied().unwrap_or(Other(v))
     }
@@ -101,7 +118,10 @@ impl AsyncEventType {
     /// True for events whose `element` is a port number (or the device).
     fn is_port_event(self) -> bool {
         use AsyncEventType::*;
-        matches!(self, DeviceFatal | PortActive | PortErr | LidChange | PkeyChange | SmChange | ClientReregister | GidChange)
+        matches!(
+            self,
+            DeviceFatal | PortActive | PortErr | LidChange | PkeyChange | SmChange | ClientReregister | GidChange
+        )
     }
 }
 

@@ -15,6 +15,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+mod ah;
 pub mod attr;
 mod channel;
 mod context;
@@ -26,26 +27,26 @@ mod mr;
 mod pd;
 mod post;
 mod qp;
-mod srq;
-mod ah;
 pub mod qp_state;
+mod srq;
 
+pub use ah::AddressHandle;
 pub use attr::*;
 pub use channel::{CompletionChannel, CqEvent};
 pub use context::Context;
 pub use cq::CompletionQueue;
+pub use device::{device_by_name, devices, Device, NodeType, Sysfs, Transport};
 pub use event::{AsyncEvent, AsyncEventType, EventObject};
+pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use mr::{page_size, AccessFlags, MemoryRegion};
-pub use ah::AddressHandle;
 pub use pd::ProtectionDomain;
 pub use post::{RecvQueue, SendQueue};
 pub use qp::{AhAttr, ConnectOptions, GlobalRoute, QpAttr, QpCap, QpInitAttr, QueuePair, RemoteEndpoint};
-pub use rverbs_providers::wr::{
-    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WcStatus,
-};
-pub use srq::{SharedReceiveQueue, SrqAttr};
 pub use qp_state::{QpAttrMask, QpState, QpType};
-pub use device::{device_by_name, devices, Device, NodeType, Sysfs, Transport};
-pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use rverbs_providers::driver::DriverId;
+pub use rverbs_providers::wr::{
+    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode,
+    WcStatus,
+};
 pub use rverbs_providers::{Errno, Error, Result};
+pub use srq::{SharedReceiveQueue, SrqAttr};

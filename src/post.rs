@@ -148,7 +148,6 @@ impl RecvQueue {
     }
 }
 
-
 impl QueuePair {
     /// See [`SendQueue::post_send`].
     #[doc(alias = "ibv_post_send")]

@@ -19,9 +19,9 @@ use zerocopy::{FromZeros, IntoBytes};
 use crate::attr::{LinkLayer, Mtu};
 use crate::cq::{need_provider, CqShared};
 use crate::event::EventObject;
+use crate::post::{RecvDriver, RecvQueue, SendDriver, SendQueue};
 use crate::qp_state::{check_transition, QpAttrMask, QpState, QpType};
 use crate::srq::SrqShared;
-use crate::post::{RecvDriver, RecvQueue, SendDriver, SendQueue};
 use crate::{AccessFlags, CompletionQueue, Context, Gid, GidType, ProtectionDomain, SharedReceiveQueue};
 
 /// Capacities of a QP's queues (`struct ibv_qp_cap`).
@@ -621,8 +621,7 @@ fn check_caps(ctx: &Context, init: &QpInitAttr<'_>) -> Result<()> {
     let a = ctx.device_attr()?;
     let c = &init.cap;
     let too_big = |what: &str, v: u32, max: u32| {
-        Error::os("ibv_create_qp", Errno::EINVAL)
-            .with_message(format!("{what} {v} is above the device's limit {max}"))
+        Error::os("ibv_create_qp", Errno::EINVAL).with_message(format!("{what} {v} is above the device's limit {max}"))
     };
     if c.max_send_wr > a.max_qp_wr {
         return Err(too_big("max_send_wr", c.max_send_wr, a.max_qp_wr));
@@ -692,7 +691,9 @@ impl QueuePair {
         const VERB: &str = "ibv_modify_qp";
         let cur = if mask.contains(QpAttrMask::CUR_STATE) { attr.cur_qp_state } else { self.state() };
         let next = if mask.contains(QpAttrMask::STATE) { attr.qp_state } else { cur };
-        let _span = tracing::debug_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask).entered();
+        let _span =
+            tracing::debug_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask)
+                .entered();
         check_transition(self.qp_type(), cur, next, mask)
             .map_err(|e| Error::os(VERB, Errno::EINVAL).with_message(e.to_string()))?;
         self.check_attrs(attr, mask)?;
@@ -736,10 +737,16 @@ impl QueuePair {
         let dev = ctx.device_attr()?;
         let bad = |msg: String| Err(Error::os(VERB, Errno::EINVAL).with_message(msg));
         if mask.contains(QpAttrMask::PORT) && (attr.port_num == 0 || attr.port_num > dev.phys_port_cnt) {
-            return bad(format!("port {} does not exist (the device has {} port(s))", attr.port_num, dev.phys_port_cnt));
+            return bad(format!(
+                "port {} does not exist (the device has {} port(s))",
+                attr.port_num, dev.phys_port_cnt
+            ));
         }
         if mask.contains(QpAttrMask::MAX_QP_RD_ATOMIC) && u32::from(attr.max_rd_atomic) > dev.max_qp_init_rd_atom {
-            return bad(format!("max_rd_atomic {} is above the device's {}", attr.max_rd_atomic, dev.max_qp_init_rd_atom));
+            return bad(format!(
+                "max_rd_atomic {} is above the device's {}",
+                attr.max_rd_atomic, dev.max_qp_init_rd_atom
+            ));
         }
         if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) && u32::from(attr.max_dest_rd_atomic) > dev.max_qp_rd_atom {
             return bad(format!(
@@ -748,7 +755,8 @@ impl QueuePair {
             ));
         }
         if mask.contains(QpAttrMask::AV) {
-            let port = if mask.contains(QpAttrMask::PORT) { attr.port_num } else { self.shared.port.load(Ordering::Relaxed) };
+            let port =
+                if mask.contains(QpAttrMask::PORT) { attr.port_num } else { self.shared.port.load(Ordering::Relaxed) };
             let port = if attr.ah_attr.port_num != 0 { attr.ah_attr.port_num } else { port };
             check_av(ctx, &attr.ah_attr, port, VERB)?;
         }
@@ -757,7 +765,10 @@ impl QueuePair {
 
     fn modify_error(&self, e: Errno, attr: &QpAttr, mask: QpAttrMask) -> Error {
         let err = Error::os("ibv_modify_qp", e);
-        let route = matches!(e, Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA | Errno::EADDRNOTAVAIL);
+        let route = matches!(
+            e,
+            Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA | Errno::EADDRNOTAVAIL
+        );
         match (route, attr.ah_attr.grh) {
             (true, Some(g)) if mask.contains(QpAttrMask::AV) => err.with_message(format!(
                 "cannot reach GID {} from sgid index {} (no route or no neighbour answer from the kernel's resolver)",
@@ -767,7 +778,11 @@ impl QueuePair {
                 "the kernel refused {} QP {:#x} {} with attributes {}",
                 self.qp_type(),
                 self.qp_num(),
-                if mask.contains(QpAttrMask::STATE) { format!("{} -> {}", self.state(), attr.qp_state) } else { format!("in {}", self.state()) },
+                if mask.contains(QpAttrMask::STATE) {
+                    format!("{} -> {}", self.state(), attr.qp_state)
+                } else {
+                    format!("in {}", self.state())
+                },
                 mask
             )),
         }
@@ -793,7 +808,6 @@ impl QueuePair {
             Err(_) => Ok(()),
         }
     }
-
 }
 
 /// Checks an address vector before the kernel sees it: RoCE needs a GRH, the
@@ -922,7 +936,8 @@ impl QueuePair {
     /// RESET → INIT with `opts`' port, P_Key index and access flags (RC/UC)
     /// or Q_Key (UD).
     pub fn to_init(&self, opts: &ConnectOptions) -> Result<()> {
-        let mut a = QpAttr { qp_state: QpState::Init, port_num: opts.port, pkey_index: opts.pkey_index, ..QpAttr::default() };
+        let mut a =
+            QpAttr { qp_state: QpState::Init, port_num: opts.port, pkey_index: opts.pkey_index, ..QpAttr::default() };
         let mut mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
         match self.qp_type() {
             QpType::Ud => {

@@ -153,15 +153,8 @@ pub enum QpState {
 
 impl QpState {
     /// Every state, in numeric order.
-    const ALL: [QpState; 7] = [
-        QpState::Reset,
-        QpState::Init,
-        QpState::Rtr,
-        QpState::Rts,
-        QpState::Sqd,
-        QpState::Sqe,
-        QpState::Err,
-    ];
+    const ALL: [QpState; 7] =
+        [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err];
 
     /// From the kernel's numeric value (`qp_state`, `cur_qp_state`); `None`
     /// above ERR (6), which the kernel refuses with `EINVAL`.
@@ -299,15 +292,9 @@ impl fmt::Display for TransitionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             TransitionError::Illegal { qp_type, from, to } => {
-                write!(
-                    f,
-                    "{qp_type} QP cannot go from {from} to {to} (legal from {from}: "
-                )?;
+                write!(f, "{qp_type} QP cannot go from {from} to {to} (legal from {from}: ")?;
                 let mut first = true;
-                for s in QpState::ALL
-                    .iter()
-                    .filter(|&&s| find_rule(from, s).is_some())
-                {
+                for s in QpState::ALL.iter().filter(|&&s| find_rule(from, s).is_some()) {
                     if !first {
                         f.write_str(", ")?;
                     }
@@ -316,34 +303,15 @@ impl fmt::Display for TransitionError {
                 }
                 f.write_str(")")
             }
-            TransitionError::MissingBits {
-                qp_type,
-                from,
-                to,
-                missing,
-            } => {
+            TransitionError::MissingBits { qp_type, from, to, missing } => {
                 let required = required_bits(qp_type, from, to).unwrap_or(QpAttrMask::empty());
-                write!(
-                    f,
-                    "{qp_type} QP {from}->{to} is missing attribute(s) {missing} (required: {required})"
-                )
+                write!(f, "{qp_type} QP {from}->{to} is missing attribute(s) {missing} (required: {required})")
             }
-            TransitionError::ForbiddenBits {
-                qp_type,
-                from,
-                to,
-                forbidden,
-            } => {
+            TransitionError::ForbiddenBits { qp_type, from, to, forbidden } => {
                 let allowed = required_bits(qp_type, from, to).unwrap_or(QpAttrMask::empty())
                     | optional_bits(qp_type, from, to).unwrap_or(QpAttrMask::empty());
-                write!(
-                    f,
-                    "{qp_type} QP {from}->{to} does not allow attribute(s) {forbidden} (allowed: {allowed})"
-                )?;
-                if forbidden.contains(QpAttrMask::PORT)
-                    && from == QpState::Sqd
-                    && to == QpState::Sqd
-                {
+                write!(f, "{qp_type} QP {from}->{to} does not allow attribute(s) {forbidden} (allowed: {allowed})")?;
+                if forbidden.contains(QpAttrMask::PORT) && from == QpState::Sqd && to == QpState::Sqd {
                     f.write_str("; uverbs adds PORT to an AV given without it")?;
                 }
                 Ok(())
@@ -372,25 +340,12 @@ impl std::error::Error for TransitionError {}
 /// absent, else [`TransitionError::ForbiddenBits`] if bits are set that the
 /// transition neither requires nor allows. The kernel says `EINVAL` to all
 /// three.
-pub fn check_transition(
-    qp_type: QpType,
-    cur: QpState,
-    next: QpState,
-    mask: QpAttrMask,
-) -> Result<(), TransitionError> {
-    let to = if mask.contains(QpAttrMask::STATE) {
-        next
-    } else {
-        cur
-    };
+pub fn check_transition(qp_type: QpType, cur: QpState, next: QpState, mask: QpAttrMask) -> Result<(), TransitionError> {
+    let to = if mask.contains(QpAttrMask::STATE) { next } else { cur };
     let raw = kernel_mask(qp_type, to, mask.bits());
 
     let Some(rule) = find_rule(cur, to) else {
-        return Err(TransitionError::Illegal {
-            qp_type,
-            from: cur,
-            to,
-        });
+        return Err(TransitionError::Illegal { qp_type, from: cur, to });
     };
     let p = rule.params(qp_type);
 
@@ -407,12 +362,7 @@ pub fn check_transition(
     let mut forbidden = raw & !(p.req | p.opt | bit::STATE);
     // ib_modify_qp_is_ok()'s explicit test; the table never allows
     // CUR_STATE elsewhere, so this only restates it.
-    if raw & bit::CUR_STATE != 0
-        && !matches!(
-            cur,
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-        )
-    {
+    if raw & bit::CUR_STATE != 0 && !matches!(cur, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
         forbidden |= bit::CUR_STATE;
     }
     if forbidden != 0 {
@@ -543,16 +493,7 @@ impl Rule {
 
     /// A transition that takes `STATE` alone for every type (to RESET, to ERR).
     const fn bare(from: QpState, to: QpState) -> Rule {
-        Rule {
-            from,
-            to,
-            rc: BARE,
-            uc: BARE,
-            ud: BARE,
-            raw: BARE,
-            xrc_ini: BARE,
-            xrc_tgt: BARE,
-        }
+        Rule { from, to, rc: BARE, uc: BARE, ud: BARE, raw: BARE, xrc_ini: BARE, xrc_tgt: BARE }
     }
 }
 
@@ -730,14 +671,7 @@ mod tests {
     use QpAttrMask as M;
     use QpState::{Err as ErrState, Init, Reset, Rtr, Rts, Sqd, Sqe};
 
-    const TYPES: [QpType; 6] = [
-        QpType::Rc,
-        QpType::Uc,
-        QpType::Ud,
-        QpType::RawPacket,
-        QpType::XrcIni,
-        QpType::XrcTgt,
-    ];
+    const TYPES: [QpType; 6] = [QpType::Rc, QpType::Uc, QpType::Ud, QpType::RawPacket, QpType::XrcIni, QpType::XrcTgt];
 
     /// (from, to) pairs the kernel's table marks valid, for every type.
     const LEGAL: &[(QpState, QpState)] = &[
@@ -766,13 +700,7 @@ mod tests {
     ];
 
     fn rc_init_rtr() -> M {
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER
+        M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER
     }
 
     fn rc_rtr_rts() -> M {
@@ -784,10 +712,7 @@ mod tests {
         // One rule per pair, exactly the legal pairs.
         for from in QpState::ALL {
             for to in QpState::ALL {
-                let n = RULES
-                    .iter()
-                    .filter(|r| r.from == from && r.to == to)
-                    .count();
+                let n = RULES.iter().filter(|r| r.from == from && r.to == to).count();
                 let legal = LEGAL.contains(&(from, to));
                 assert_eq!(n, usize::from(legal), "{from}->{to}");
             }
@@ -814,10 +739,7 @@ mod tests {
         let k: Vec<u32> = TYPES.iter().map(|t| t.to_kernel()).collect();
         assert_eq!(k, [2, 3, 4, 8, 9, 10]);
         let names: Vec<String> = TYPES.iter().map(|t| t.to_string()).collect();
-        assert_eq!(
-            names,
-            ["RC", "UC", "UD", "RAW_PACKET", "XRC_INI", "XRC_TGT"]
-        );
+        assert_eq!(names, ["RC", "UC", "UD", "RAW_PACKET", "XRC_INI", "XRC_TGT"]);
         let names: Vec<String> = QpState::ALL.iter().map(|s| s.to_string()).collect();
         assert_eq!(names, ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"]);
     }
@@ -841,22 +763,14 @@ mod tests {
         for t in TYPES {
             for &(from, to) in LEGAL {
                 let req = required_bits(t, from, to).unwrap();
-                assert_eq!(
-                    check_transition(t, from, to, req),
-                    Ok(()),
-                    "{t} {from}->{to}"
-                );
+                assert_eq!(check_transition(t, from, to, req), Ok(()), "{t} {from}->{to}");
                 // And with every optional bit too, except where uverbs'
                 // AV-implies-PORT rule bites (see uverbs_mask_rewriting).
                 let mut all = req | optional_bits(t, from, to).unwrap();
                 if (t, from, to) == (QpType::Uc, Sqd, Sqd) {
                     all -= M::AV;
                 }
-                assert_eq!(
-                    check_transition(t, from, to, all),
-                    Ok(()),
-                    "{t} {from}->{to} +opt"
-                );
+                assert_eq!(check_transition(t, from, to, all), Ok(()), "{t} {from}->{to} +opt");
             }
         }
     }
@@ -864,14 +778,7 @@ mod tests {
     #[test]
     fn bring_up_sequences() {
         let seq: [(QpType, [M; 3]); 3] = [
-            (
-                QpType::Rc,
-                [
-                    M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
-                    rc_init_rtr(),
-                    rc_rtr_rts(),
-                ],
-            ),
+            (QpType::Rc, [M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS, rc_init_rtr(), rc_rtr_rts()]),
             (
                 QpType::Uc,
                 [
@@ -880,23 +787,12 @@ mod tests {
                     M::STATE | M::SQ_PSN,
                 ],
             ),
-            (
-                QpType::Ud,
-                [
-                    M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY,
-                    M::STATE,
-                    M::STATE | M::SQ_PSN,
-                ],
-            ),
+            (QpType::Ud, [M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY, M::STATE, M::STATE | M::SQ_PSN]),
         ];
         for (t, masks) in seq {
             let steps = [(Reset, Init), (Init, Rtr), (Rtr, Rts)];
             for ((from, to), mask) in steps.into_iter().zip(masks) {
-                assert_eq!(
-                    check_transition(t, from, to, mask),
-                    Ok(()),
-                    "{t} {from}->{to}"
-                );
+                assert_eq!(check_transition(t, from, to, mask), Ok(()), "{t} {from}->{to}");
                 assert_eq!(required_bits(t, from, to), Some(mask), "{t} {from}->{to}");
             }
         }
@@ -910,20 +806,9 @@ mod tests {
                     continue;
                 }
                 let err = check_transition(QpType::Rc, from, to, full - b).unwrap_err();
-                assert_eq!(
-                    err,
-                    TransitionError::MissingBits {
-                        qp_type: QpType::Rc,
-                        from,
-                        to,
-                        missing: b
-                    }
-                );
+                assert_eq!(err, TransitionError::MissingBits { qp_type: QpType::Rc, from, to, missing: b });
                 let msg = err.to_string();
-                assert!(
-                    msg.contains(&format!("missing attribute(s) {name} (")),
-                    "{msg}"
-                );
+                assert!(msg.contains(&format!("missing attribute(s) {name} (")), "{msg}");
             }
         }
     }
@@ -933,12 +818,7 @@ mod tests {
         let err = check_transition(QpType::Rc, Init, Rtr, rc_init_rtr() | M::SQ_PSN).unwrap_err();
         assert_eq!(
             err,
-            TransitionError::ForbiddenBits {
-                qp_type: QpType::Rc,
-                from: Init,
-                to: Rtr,
-                forbidden: M::SQ_PSN
-            }
+            TransitionError::ForbiddenBits { qp_type: QpType::Rc, from: Init, to: Rtr, forbidden: M::SQ_PSN }
         );
         // QKEY is UD's, not RC's.
         let m = M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS | M::QKEY;
@@ -949,10 +829,7 @@ mod tests {
         // Bits without a name are forbidden too, and print as hex.
         let m = M::STATE | M::from_bits_retain(1 << 22);
         let err = check_transition(QpType::Rc, Rts, ErrState, m).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "RC QP RTS->ERR does not allow attribute(s) 0x400000 (allowed: STATE)"
-        );
+        assert_eq!(err.to_string(), "RC QP RTS->ERR does not allow attribute(s) 0x400000 (allowed: STATE)");
         // RATE_LIMIT is RAW_PACKET's only.
         let m = M::STATE | M::RATE_LIMIT;
         assert_eq!(check_transition(QpType::RawPacket, Rts, Rts, m), Ok(()));
@@ -968,11 +845,7 @@ mod tests {
                 for mask in [M::STATE, M::all()] {
                     assert_eq!(
                         check_transition(t, from, to, mask),
-                        Err(TransitionError::Illegal {
-                            qp_type: t,
-                            from,
-                            to
-                        }),
+                        Err(TransitionError::Illegal { qp_type: t, from, to }),
                         "{t} {from}->{to}"
                     );
                 }
@@ -986,22 +859,11 @@ mod tests {
     fn to_reset_and_to_err() {
         for t in TYPES {
             for from in QpState::ALL {
-                assert_eq!(
-                    check_transition(t, from, Reset, M::STATE),
-                    Ok(()),
-                    "{t} {from}->RESET"
-                );
+                assert_eq!(check_transition(t, from, Reset, M::STATE), Ok(()), "{t} {from}->RESET");
                 // The kernel's table has no RESET->ERR.
                 let r = check_transition(t, from, ErrState, M::STATE);
                 if from == Reset {
-                    assert_eq!(
-                        r,
-                        Err(TransitionError::Illegal {
-                            qp_type: t,
-                            from,
-                            to: ErrState
-                        })
-                    );
+                    assert_eq!(r, Err(TransitionError::Illegal { qp_type: t, from, to: ErrState }));
                 } else {
                     assert_eq!(r, Ok(()), "{t} {from}->ERR");
                 }
@@ -1020,10 +882,7 @@ mod tests {
         assert_eq!(check_transition(QpType::Rc, Rts, Rts, m), Ok(()));
         assert_eq!(check_transition(QpType::Rc, Rts, ErrState, m), Ok(()));
         assert_eq!(check_transition(QpType::Rc, Rts, Rts, m | M::STATE), Ok(()));
-        assert_eq!(
-            check_transition(QpType::Rc, Rts, Rts, m | M::CUR_STATE),
-            Ok(())
-        );
+        assert_eq!(check_transition(QpType::Rc, Rts, Rts, m | M::CUR_STATE), Ok(()));
         assert_eq!(check_transition(QpType::Ud, Rts, Rts, M::QKEY), Ok(()));
         assert_eq!(check_transition(QpType::Rc, Rts, Rts, M::empty()), Ok(()));
         // MIN_RNR_TIMER is RC-only here.
@@ -1035,27 +894,15 @@ mod tests {
                 qp_type: QpType::Rc,
                 from: Init,
                 to: Init,
-                forbidden: M::AV
-                    | M::PATH_MTU
-                    | M::RQ_PSN
-                    | M::MIN_RNR_TIMER
-                    | M::MAX_DEST_RD_ATOMIC
-                    | M::DEST_QPN
+                forbidden: M::AV | M::PATH_MTU | M::RQ_PSN | M::MIN_RNR_TIMER | M::MAX_DEST_RD_ATOMIC | M::DEST_QPN
             })
         );
         // RTR has no RTR->RTR row: no attribute-only modify there.
         assert_eq!(
             check_transition(QpType::Rc, Rtr, Rtr, M::ACCESS_FLAGS),
-            Err(TransitionError::Illegal {
-                qp_type: QpType::Rc,
-                from: Rtr,
-                to: Rtr
-            })
+            Err(TransitionError::Illegal { qp_type: QpType::Rc, from: Rtr, to: Rtr })
         );
-        assert_eq!(
-            optional_bits(QpType::Rc, Rts, Rts).unwrap() & M::STATE,
-            M::STATE
-        );
+        assert_eq!(optional_bits(QpType::Rc, Rts, Rts).unwrap() & M::STATE, M::STATE);
         assert_eq!(required_bits(QpType::Rc, Rts, Rts), Some(M::empty()));
     }
 
@@ -1064,20 +911,10 @@ mod tests {
         let m = M::STATE | M::CUR_STATE;
         for from in [Rtr, Rts, Sqd, Sqe] {
             let extra = if from == Rtr { M::SQ_PSN } else { M::empty() };
-            assert_eq!(
-                check_transition(QpType::Ud, from, Rts, m | extra),
-                Ok(()),
-                "{from}"
-            );
+            assert_eq!(check_transition(QpType::Ud, from, Rts, m | extra), Ok(()), "{from}");
         }
         assert!(check_transition(QpType::Rc, Rtr, Rts, rc_rtr_rts() | M::CUR_STATE).is_ok());
-        for (from, to) in [
-            (Reset, Init),
-            (Init, Rtr),
-            (Init, ErrState),
-            (Rts, ErrState),
-            (Reset, Reset),
-        ] {
+        for (from, to) in [(Reset, Init), (Init, Rtr), (Init, ErrState), (Rts, ErrState), (Reset, Reset)] {
             let req = required_bits(QpType::Rc, from, to).unwrap();
             assert!(matches!(
                 check_transition(QpType::Rc, from, to, req | M::CUR_STATE),
@@ -1090,58 +927,32 @@ mod tests {
     fn uverbs_mask_rewriting() {
         // modify_qp_mask(): ignored bits are dropped for XRC, so accepted.
         let m = M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN;
-        assert_eq!(
-            check_transition(
-                QpType::XrcIni,
-                Init,
-                Rtr,
-                m | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER
-            ),
-            Ok(())
-        );
+        assert_eq!(check_transition(QpType::XrcIni, Init, Rtr, m | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER), Ok(()));
         assert!(check_transition(QpType::Uc, Init, Rtr, m | M::MIN_RNR_TIMER).is_err());
         let m = M::STATE | M::TIMEOUT | M::SQ_PSN;
         assert_eq!(
-            check_transition(
-                QpType::XrcTgt,
-                Rtr,
-                Rts,
-                m | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
-            ),
+            check_transition(QpType::XrcTgt, Rtr, Rts, m | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC),
             Ok(())
         );
         // A lone AV outside INIT->RTR gets PORT added: fine for RC SQD->SQD,
         // fatal for UC, whose SQD->SQD row has AV but not PORT.
         assert_eq!(check_transition(QpType::Rc, Sqd, Sqd, M::AV), Ok(()));
         let err = check_transition(QpType::Uc, Sqd, Sqd, M::AV).unwrap_err();
-        assert_eq!(
-            err,
-            TransitionError::ForbiddenBits {
-                qp_type: QpType::Uc,
-                from: Sqd,
-                to: Sqd,
-                forbidden: M::PORT
-            }
-        );
+        assert_eq!(err, TransitionError::ForbiddenBits { qp_type: QpType::Uc, from: Sqd, to: Sqd, forbidden: M::PORT });
         assert_eq!(
             err.to_string(),
             "UC QP SQD->SQD does not allow attribute(s) PORT (allowed: STATE | ACCESS_FLAGS | \
              PKEY_INDEX | AV | ALT_PATH | PATH_MIG_STATE); uverbs adds PORT to an AV given without it"
         );
         // INIT->RTR with AV stays without PORT (PORT is not allowed there).
-        assert_eq!(
-            check_transition(QpType::Rc, Init, Rtr, rc_init_rtr()),
-            Ok(())
-        );
+        assert_eq!(check_transition(QpType::Rc, Init, Rtr, rc_init_rtr()), Ok(()));
         assert!(check_transition(QpType::Rc, Init, Rtr, rc_init_rtr() | M::PORT).is_err());
     }
 
     #[test]
     fn display_strings() {
         assert_eq!(
-            check_transition(QpType::Rc, Reset, Rts, M::STATE)
-                .unwrap_err()
-                .to_string(),
+            check_transition(QpType::Rc, Reset, Rts, M::STATE).unwrap_err().to_string(),
             "RC QP cannot go from RESET to RTS (legal from RESET: RESET, INIT)"
         );
         assert_eq!(
@@ -1158,12 +969,7 @@ mod tests {
             "UD QP RESET->INIT does not allow attribute(s) AV (allowed: STATE | PKEY_INDEX | PORT | QKEY)"
         );
         assert_eq!(
-            TransitionError::Illegal {
-                qp_type: QpType::Uc,
-                from: Sqe,
-                to: Sqd
-            }
-            .to_string(),
+            TransitionError::Illegal { qp_type: QpType::Uc, from: Sqe, to: Sqd }.to_string(),
             "UC QP cannot go from SQE to SQD (legal from SQE: RESET, RTS, ERR)"
         );
         assert_eq!(M::empty().to_string(), "none");

@@ -290,6 +290,4 @@ impl Drop for SharedReceiveQueue {
 }
 
 /// Room for the largest driver answer to create-SRQ.
-const DRV_OUT_LEN: usize =
-    if rxe::SRQ_RESP_LEN > mlx5::SRQ_RESP_LEN { rxe::SRQ_RESP_LEN } else { mlx5::SRQ_RESP_LEN };
-
+const DRV_OUT_LEN: usize = if rxe::SRQ_RESP_LEN > mlx5::SRQ_RESP_LEN { rxe::SRQ_RESP_LEN } else { mlx5::SRQ_RESP_LEN };

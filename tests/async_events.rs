@@ -3,7 +3,9 @@
 
 mod common;
 
-use rverbs::{AccessFlags, AsyncEventType, ConnectOptions, EventObject, QpInitAttr, QpType, RecvWr, SendFlags, SendOp, SendWr};
+use rverbs::{
+    AccessFlags, AsyncEventType, ConnectOptions, EventObject, QpInitAttr, QpType, RecvWr, SendFlags, SendOp, SendWr,
+};
 
 #[test]
 fn srq_limit_reached_names_the_srq() {

@@ -355,10 +355,7 @@ fn control_path_is_ioctl_only() {
         let allowed = ["ioctl(", "openat(", "mmap(", "close("];
         assert!(allowed.iter().any(|a| l.contains(a)), "unexpected syscall on {node}: {l}");
         if l.contains("ioctl(") {
-            assert!(
-                l.contains("RDMA_VERBS_IOCTL") || l.contains("0x1b, 0x1, 0x18") || l.contains("0xc0181b01"),
-                "{l}"
-            );
+            assert!(l.contains("RDMA_VERBS_IOCTL") || l.contains("0x1b, 0x1, 0x18") || l.contains("0xc0181b01"), "{l}");
         }
     }
     let _ = std::fs::remove_file(&log);

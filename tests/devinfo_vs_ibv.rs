@@ -34,10 +34,7 @@ fn require_device() -> bool {
 fn have_device() -> bool {
     let any_entry = |dir: &str| {
         std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("uverbs"))
-            })
+            .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with("uverbs")))
             .unwrap_or(false)
     };
     any_entry("/dev/infiniband") && any_entry("/sys/class/infiniband_verbs")
@@ -82,10 +79,7 @@ fn find_tool(name: &str) -> Option<PathBuf> {
 fn tool_or_skip(name: &str) -> Option<PathBuf> {
     let t = find_tool(name);
     if t.is_none() {
-        assert!(
-            !require_device(),
-            "RVERBS_REQUIRE_DEVICE=1 but rdma-core's {name} is not installed"
-        );
+        assert!(!require_device(), "RVERBS_REQUIRE_DEVICE=1 but rdma-core's {name} is not installed");
         println!("skipped: {name} not installed");
     }
     t
@@ -109,11 +103,7 @@ fn stdout_ok(prog: &Path, args: &[&str]) -> String {
         out.status,
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(
-        !stderr.contains("panicked"),
-        "{} {args:?} panicked:\n{stderr}",
-        prog.display()
-    );
+    assert!(!stderr.contains("panicked"), "{} {args:?} panicked:\n{stderr}", prog.display());
     String::from_utf8(out.stdout).expect("output is UTF-8")
 }
 
@@ -132,11 +122,7 @@ fn diff(expected: &[String], actual: &[String]) -> String {
     let mut lcs = vec![vec![0usize; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if expected[i] == actual[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
+            lcs[i][j] = if expected[i] == actual[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
     let (mut i, mut j, mut out) = (0, 0, String::new());
@@ -180,15 +166,8 @@ fn assert_substantial(what: &str, l: &[String], min_lines: usize, must_contain: 
 /// The device the single-device tests use: `rxe0` if present, else the
 /// first one `ibv_devices` lists.
 fn test_device(ibv_devices_out: &str) -> String {
-    let names: Vec<&str> = ibv_devices_out
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(
-        !names.is_empty(),
-        "ibv_devices lists no device:\n{ibv_devices_out}"
-    );
+    let names: Vec<&str> = ibv_devices_out.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(!names.is_empty(), "ibv_devices lists no device:\n{ibv_devices_out}");
     if names.contains(&"rxe0") {
         "rxe0".into()
     } else {
@@ -230,10 +209,7 @@ fn field_name(line: &str) -> &str {
 }
 
 fn drop_excluded(v: &[String]) -> Vec<String> {
-    v.iter()
-        .filter(|l| !EXCLUDED_FIELDS.iter().any(|(f, _)| field_name(l) == *f))
-        .cloned()
-        .collect()
+    v.iter().filter(|l| !EXCLUDED_FIELDS.iter().any(|(f, _)| field_name(l) == *f)).cloned().collect()
 }
 
 #[test]
@@ -254,9 +230,7 @@ fn devinfo_verbose_contains_every_ibv_devinfo_line() {
     let split = ours_all
         .iter()
         .position(|l| l.starts_with(EXTRAS_MARKER))
-        .unwrap_or_else(|| {
-            panic!("rverbs devinfo -v has no GID table section ({EXTRAS_MARKER:?}):\n{ours_raw}")
-        });
+        .unwrap_or_else(|| panic!("rverbs devinfo -v has no GID table section ({EXTRAS_MARKER:?}):\n{ours_raw}"));
     let (common, extras) = ours_all.split_at(split);
     let mut common = common.to_vec();
     while common.last().is_some_and(|l| l.is_empty()) {
@@ -272,40 +246,21 @@ fn devinfo_verbose_contains_every_ibv_devinfo_line() {
     );
     for l in &theirs {
         if !EXCLUDED_FIELDS.iter().any(|(f, _)| field_name(l) == *f) {
-            assert!(
-                common.contains(l),
-                "line {l:?} of ibv_devinfo -v is missing from rverbs devinfo -v"
-            );
+            assert!(common.contains(l), "line {l:?} of ibv_devinfo -v is missing from rverbs devinfo -v");
         }
     }
 
     // The GID table lists every GID ibv_devinfo printed, by index.
-    let gid_lines: Vec<&String> = theirs
-        .iter()
-        .filter(|l| l.trim_start().starts_with("GID["))
-        .collect();
-    assert!(
-        !gid_lines.is_empty(),
-        "ibv_devinfo -v printed no GID: nothing to check the GID table against"
-    );
+    let gid_lines: Vec<&String> = theirs.iter().filter(|l| l.trim_start().starts_with("GID[")).collect();
+    assert!(!gid_lines.is_empty(), "ibv_devinfo -v printed no GID: nothing to check the GID table against");
     let n_found = extras
         .iter()
         .find_map(|l| l.strip_prefix("n_gids_found="))
         .unwrap_or_else(|| panic!("no n_gids_found= line in:\n{}", extras.join("\n")));
     let n_found: usize = n_found.parse().expect("n_gids_found is a number");
-    assert!(
-        n_found >= 1,
-        "GID table is empty although ibv_devinfo printed {} GIDs",
-        gid_lines.len()
-    );
+    assert!(n_found >= 1, "GID table is empty although ibv_devinfo printed {} GIDs", gid_lines.len());
     for l in gid_lines {
-        let index = l
-            .trim_start()
-            .trim_start_matches("GID[")
-            .split(']')
-            .next()
-            .unwrap()
-            .trim();
+        let index = l.trim_start().trim_start_matches("GID[").split(']').next().unwrap().trim();
         assert!(
             extras.iter().any(|r| r.split('\t').nth(2) == Some(index)),
             "GID index {index} ({l:?}) is missing from the GID table:\n{}",
@@ -327,10 +282,7 @@ fn devinfo_one_device_one_port_matches() {
     };
     let dev = test_device(&stdout_ok(&ibv_devices, &[]));
     let theirs = lines(&stdout_ok(&ibv, &["-d", &dev, "-i", "1"]));
-    let ours = lines(&stdout_ok(
-        &rverbs_bin(),
-        &["devinfo", "-d", &dev, "-i", "1"],
-    ));
+    let ours = lines(&stdout_ok(&rverbs_bin(), &["devinfo", "-d", &dev, "-i", "1"]));
     assert_substantial("devinfo -d -i 1", &theirs, 10, "port:\t1");
     assert_lines_eq(&format!("rverbs devinfo -d {dev} -i 1"), &theirs, &ours);
 }
@@ -340,21 +292,10 @@ fn devinfo_unknown_device_fails_cleanly() {
     // Runs with or without a device: the error path needs none.
     let out = run(&rverbs_bin(), &["devinfo", "-d", "nosuchdev"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "rverbs devinfo -d nosuchdev succeeded:\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(!out.status.success(), "rverbs devinfo -d nosuchdev succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
     assert!(!stderr.contains("panicked"), "rverbs panicked:\n{stderr}");
-    assert!(
-        stderr.starts_with("rverbs: "),
-        "error is not 'rverbs: <message>':\n{stderr}"
-    );
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "error is not one line:\n{stderr}"
-    );
+    assert!(stderr.starts_with("rverbs: "), "error is not 'rverbs: <message>':\n{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "error is not one line:\n{stderr}");
     if have_device() {
         assert!(
             stderr.contains("IB device 'nosuchdev' wasn't found"),
@@ -371,36 +312,18 @@ fn devinfo_unknown_device_fails_cleanly() {
 fn help_and_bad_flags() {
     // No device needed.
     let bin = rverbs_bin();
-    for args in [
-        &["--help"][..],
-        &["-h"][..],
-        &["devinfo", "--help"][..],
-        &["devices", "-h"][..],
-    ] {
+    for args in [&["--help"][..], &["-h"][..], &["devinfo", "--help"][..], &["devices", "-h"][..]] {
         let out = stdout_ok(&bin, args);
         assert!(out.starts_with("Usage: rverbs"), "{args:?} printed:\n{out}");
     }
-    for args in [
-        &["devinfo", "--bogus"][..],
-        &["devinfo", "-z"][..],
-        &["devinfo", "-i", "0"][..],
-        &["bogus"][..],
-        &[][..],
-    ] {
+    for args in
+        [&["devinfo", "--bogus"][..], &["devinfo", "-z"][..], &["devinfo", "-i", "0"][..], &["bogus"][..], &[][..]]
+    {
         let out = run(&bin, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{args:?}: exit status {:?}, stderr:\n{stderr}",
-            out.status
-        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: exit status {:?}, stderr:\n{stderr}", out.status);
         assert!(stderr.starts_with("rverbs: "), "{args:?}: {stderr}");
-        assert_eq!(
-            stderr.trim_end().lines().count(),
-            1,
-            "{args:?}: error is not one line:\n{stderr}"
-        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: error is not one line:\n{stderr}");
         assert!(out.stdout.is_empty(), "{args:?}: printed to stdout");
     }
 }
@@ -410,8 +333,5 @@ fn diff_helper_marks_changes() {
     let a: Vec<String> = ["x", "y", "z"].map(String::from).to_vec();
     let b: Vec<String> = ["x", "Y", "z", "w"].map(String::from).to_vec();
     assert_eq!(diff(&a, &b), "  x\n- y\n+ Y\n  z\n+ w\n");
-    assert_eq!(
-        lines("a \t\nb\n\n\n"),
-        vec!["a".to_string(), "b".to_string()]
-    );
+    assert_eq!(lines("a \t\nb\n\n\n"), vec!["a".to_string(), "b".to_string()]);
 }

@@ -178,16 +178,14 @@ fn strings(a: &[&str]) -> Vec<String> {
 
 /// `N` of `N bytes in ...`.
 fn bytes_line(out: &str) -> Option<u64> {
-    out.lines().find_map(|l| l.strip_suffix("Mbit/sec").and(l.split_once(" bytes in ")).and_then(|(n, _)| n.parse().ok()))
+    out.lines()
+        .find_map(|l| l.strip_suffix("Mbit/sec").and(l.split_once(" bytes in ")).and_then(|(n, _)| n.parse().ok()))
 }
 
 /// The `LID ..., QPN ..., PSN ..., GID ...` parts of the address lines with
 /// `label` (ibv_ud_pingpong's local line has `PSN 0x..: GID`).
 fn addresses(out: &str, label: &str) -> Vec<String> {
-    out.lines()
-        .filter_map(|l| l.strip_prefix(label))
-        .map(|rest| rest.trim_start().replace(": GID", ", GID"))
-        .collect()
+    out.lines().filter_map(|l| l.strip_prefix(label)).map(|rest| rest.trim_start().replace(": GID", ", GID")).collect()
 }
 
 /// Runs `server`, waits until it listens on `port`, runs `client`; both

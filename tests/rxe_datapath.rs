@@ -385,7 +385,11 @@ fn solicited_events() {
     a.post_send(&[send_wr(1, SendOp::Send, &s)]).unwrap();
     ok_one(&mut cq_a, 1, WcOpcode::SEND);
     poll_n(&mut cq_b, 1);
-    assert_eq!(ch.get_cq_event_timeout(200).unwrap(), None, "an unsolicited message must not wake a solicited-only arm");
+    assert_eq!(
+        ch.get_cq_event_timeout(200).unwrap(),
+        None,
+        "an unsolicited message must not wake a solicited-only arm"
+    );
     let wr = SendWr { flags: SendFlags::SIGNALED | SendFlags::SOLICITED, ..send_wr(2, SendOp::Send, &s) };
     a.post_send(&[wr]).unwrap();
     ok_one(&mut cq_a, 2, WcOpcode::SEND);
@@ -445,7 +449,8 @@ fn hundred_thousand_mixed_operations() {
                 b.post_recv(&[RecvWr { wr_id: *id, sgl: &[mb.sge(*off, SLOT as u32).unwrap()] }]).unwrap();
             }
         }
-        let sges: Vec<[Sge; 1]> = batch.iter().map(|(_, _, len, off, _)| [ma.sge(*off, *len as u32).unwrap()]).collect();
+        let sges: Vec<[Sge; 1]> =
+            batch.iter().map(|(_, _, len, off, _)| [ma.sge(*off, *len as u32).unwrap()]).collect();
         let wrs: Vec<SendWr> = batch
             .iter()
             .zip(&sges)
@@ -510,10 +515,7 @@ fn bad_lkey_is_a_local_protection_error() {
     a.post_send(&[send_wr(2, SendOp::RdmaWrite(ma.remote(1024)), &[s])]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
     assert_eq!(wc.wr_id, 2);
-    assert!(
-        matches!(wc.status, WcStatus::LOC_PROT_ERR | WcStatus::LOC_QP_OP_ERR | WcStatus::WR_FLUSH_ERR),
-        "{wc:?}"
-    );
+    assert!(matches!(wc.status, WcStatus::LOC_PROT_ERR | WcStatus::LOC_QP_OP_ERR | WcStatus::WR_FLUSH_ERR), "{wc:?}");
 }
 
 #[test]
@@ -630,8 +632,7 @@ fn full_send_queue_names_the_request() {
     // ring still holds the rounded-up number, and rverbs fills the ring).
     let depth = a.cap().max_send_wr as usize;
     // Writes need no receives: fill the queue in one call.
-    let wrs: Vec<SendWr> =
-        (0..depth as u64 + 3).map(|i| send_wr(i, SendOp::RdmaWrite(m.remote(1024)), &s)).collect();
+    let wrs: Vec<SendWr> = (0..depth as u64 + 3).map(|i| send_wr(i, SendOp::RdmaWrite(m.remote(1024)), &s)).collect();
     match a.post_send(&wrs) {
         Err(e) => {
             assert_eq!(e.kind, rverbs::PostErrorKind::QueueFull);
@@ -736,7 +737,8 @@ fn thousand_messages_under_strace() {
     let tid = trace.lines().nth(begin).unwrap().split_whitespace().next().unwrap().to_owned();
     let end = trace.lines().position(|l| l.contains(MARK_END)).expect("end marker in the trace");
     let node = format!("<{}>", dev.dev_path().display());
-    let window: Vec<&str> = trace.lines().skip(begin + 1).take(end - begin - 1).filter(|l| l.starts_with(&tid)).collect();
+    let window: Vec<&str> =
+        trace.lines().skip(begin + 1).take(end - begin - 1).filter(|l| l.starts_with(&tid)).collect();
     let doorbells = window.iter().filter(|l| l.contains("write(") && l.contains(&node)).count();
     let others: Vec<&&str> = window.iter().filter(|l| !(l.contains("write(") && l.contains(&node))).collect();
     assert_eq!(doorbells, MESSAGES, "one doorbell write() per post call");

@@ -39,12 +39,9 @@ fn uverbs_device_present() {
         return;
     }
     assert!(Path::new(UVERBS0).exists(), "{UVERBS0} does not exist");
-    let state = std::fs::read_to_string(RXE0_PORT1_STATE)
-        .unwrap_or_else(|e| panic!("cannot read {RXE0_PORT1_STATE}: {e}"));
-    assert!(
-        state.contains("ACTIVE"),
-        "rxe0 port 1 state is {state:?}, not ACTIVE"
-    );
+    let state =
+        std::fs::read_to_string(RXE0_PORT1_STATE).unwrap_or_else(|e| panic!("cannot read {RXE0_PORT1_STATE}: {e}"));
+    assert!(state.contains("ACTIVE"), "rxe0 port 1 state is {state:?}, not ACTIVE");
 }
 
 #[test]
@@ -52,20 +49,12 @@ fn ibv_devices_lists_rxe0() {
     if !want_rxe0() {
         return;
     }
-    let out = Command::new("ibv_devices")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run ibv_devices: {e}"));
+    let out = Command::new("ibv_devices").output().unwrap_or_else(|e| panic!("cannot run ibv_devices: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ibv_devices failed ({}): {stdout}{stderr}", out.status);
     assert!(
-        out.status.success(),
-        "ibv_devices failed ({}): {stdout}{stderr}",
-        out.status
-    );
-    assert!(
-        stdout
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some("rxe0")),
+        stdout.lines().any(|l| l.split_whitespace().next() == Some("rxe0")),
         "ibv_devices does not list rxe0:\n{stdout}{stderr}"
     );
 }

@@ -146,9 +146,7 @@ fn main() {
     run_poll(N / 4, 16);
     println!("rxe fast path on the mock kernel, no-op doorbell (best of {REPS} x {N} ops)");
     for (case, what, unit, target) in CASES {
-        let ns = (0..REPS)
-            .map(|_| run(case, N).unwrap().as_nanos() as f64 / N as f64)
-            .fold(f64::INFINITY, f64::min);
+        let ns = (0..REPS).map(|_| run(case, N).unwrap().as_nanos() as f64 / N as f64).fold(f64::INFINITY, f64::min);
         println!("  {what:24} {ns:6.2} {unit} (target <= {target})");
     }
 }

@@ -24,8 +24,27 @@ impl DriverId {
     /// have no name for.
     pub fn name(self) -> &'static str {
         const NAMES: [&str; 22] = [
-            "unknown", "mlx5", "mlx4", "cxgb3", "cxgb4", "mthca", "bnxt_re", "ocrdma", "nes", "irdma",
-            "vmw_pvrdma", "qedr", "hns", "usnic", "rxe", "hfi1", "qib", "efa", "siw", "erdma", "mana",
+            "unknown",
+            "mlx5",
+            "mlx4",
+            "cxgb3",
+            "cxgb4",
+            "mthca",
+            "bnxt_re",
+            "ocrdma",
+            "nes",
+            "irdma",
+            "vmw_pvrdma",
+            "qedr",
+            "hns",
+            "usnic",
+            "rxe",
+            "hfi1",
+            "qib",
+            "efa",
+            "siw",
+            "erdma",
+            "mana",
             "ionic",
         ];
         NAMES.get(self.0 as usize).copied().unwrap_or("unknown")

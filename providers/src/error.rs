@@ -56,10 +56,7 @@ impl Error {
     /// True when this verb (or the whole ioctl interface) is not supported by
     /// the kernel or the device: `EOPNOTSUPP`, `EPROTONOSUPPORT`, `ENOTTY`, `ENOSYS`.
     pub fn is_unsupported(&self) -> bool {
-        matches!(
-            self.errno,
-            Some(Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT | Errno::ENOTTY | Errno::ENOSYS)
-        )
+        matches!(self.errno, Some(Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT | Errno::ENOTTY | Errno::ENOSYS))
     }
 }
 
@@ -110,10 +107,7 @@ mod tests {
     #[test]
     fn display_names_verb_errno_and_meaning() {
         let e = Error::os("ibv_alloc_pd", Errno::EINVAL);
-        assert_eq!(
-            e.to_string(),
-            "ibv_alloc_pd: the kernel rejected the arguments (EINVAL: Invalid argument)"
-        );
+        assert_eq!(e.to_string(), "ibv_alloc_pd: the kernel rejected the arguments (EINVAL: Invalid argument)");
         let e = Error::invalid("ibv_open_device", "no device named foo");
         assert_eq!(e.to_string(), "ibv_open_device: no device named foo");
         assert!(Error::os("x", Errno::EPROTONOSUPPORT).is_unsupported());

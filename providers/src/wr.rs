@@ -199,8 +199,12 @@ impl std::fmt::Display for PostError {
                 write!(f, "{given} bytes inline, the QP takes at most {max} (max_inline_data)")
             }
             PostErrorKind::OpcodeNotSupported => write!(f, "this QP type does not support the opcode"),
-            PostErrorKind::BadAtomic => write!(f, "atomics need exactly one 8-byte SGE and an 8-byte aligned remote address"),
-            PostErrorKind::BadDestination => write!(f, "UD sends need a destination (AH); other QP types must not have one"),
+            PostErrorKind::BadAtomic => {
+                write!(f, "atomics need exactly one 8-byte SGE and an 8-byte aligned remote address")
+            }
+            PostErrorKind::BadDestination => {
+                write!(f, "UD sends need a destination (AH); other QP types must not have one")
+            }
             PostErrorKind::BadState => write!(f, "the QP's state does not accept this post"),
             PostErrorKind::TooLong => write!(f, "the SGE list is longer than 4 GiB"),
             PostErrorKind::InlineNeedsBytes => {

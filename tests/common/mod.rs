@@ -82,7 +82,12 @@ pub fn loopback(qp_type: rverbs::QpType, cap: rverbs::QpCap, cqe: u32) -> Option
 }
 
 /// Connects `a` and `b` to each other with `opts` (PSNs 100 and 200).
-pub fn connect_pair(ctx: &rverbs::Context, a: &rverbs::QueuePair, b: &rverbs::QueuePair, opts: &rverbs::ConnectOptions) {
+pub fn connect_pair(
+    ctx: &rverbs::Context,
+    a: &rverbs::QueuePair,
+    b: &rverbs::QueuePair,
+    opts: &rverbs::ConnectOptions,
+) {
     let idx = ctx.default_sgid_index(opts.port).unwrap();
     let gid = ctx.query_gid(opts.port, idx.into()).unwrap().unwrap().gid;
     let ep = |qp: &rverbs::QueuePair, psn| rverbs::RemoteEndpoint { lid: 0, qpn: qp.qp_num(), psn, gid };

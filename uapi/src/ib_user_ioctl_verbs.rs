@@ -210,12 +210,7 @@ assert_layout!(
 pub struct ib_uverbs_flow_action_esp_replay_bmp {
     pub size: u32,
 }
-assert_layout!(
-    ib_uverbs_flow_action_esp_replay_bmp,
-    size = 4,
-    align = 4,
-    size = 0
-);
+assert_layout!(ib_uverbs_flow_action_esp_replay_bmp, size = 4, align = 4, size = 0);
 
 /// `struct ib_uverbs_flow_action_esp_encap`.
 #[repr(C)]

@@ -31,10 +31,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub use crate::ib_user_ioctl_verbs::{
     IB_UVERBS_ACCESS_FLUSH_GLOBAL, IB_UVERBS_ACCESS_FLUSH_PERSISTENT, IB_UVERBS_ACCESS_HUGETLB,
     IB_UVERBS_ACCESS_LOCAL_WRITE, IB_UVERBS_ACCESS_MW_BIND, IB_UVERBS_ACCESS_ON_DEMAND,
-    IB_UVERBS_ACCESS_OPTIONAL_FIRST, IB_UVERBS_ACCESS_OPTIONAL_LAST,
-    IB_UVERBS_ACCESS_OPTIONAL_RANGE, IB_UVERBS_ACCESS_RELAXED_ORDERING,
-    IB_UVERBS_ACCESS_REMOTE_ATOMIC, IB_UVERBS_ACCESS_REMOTE_READ, IB_UVERBS_ACCESS_REMOTE_WRITE,
-    IB_UVERBS_ACCESS_ZERO_BASED,
+    IB_UVERBS_ACCESS_OPTIONAL_FIRST, IB_UVERBS_ACCESS_OPTIONAL_LAST, IB_UVERBS_ACCESS_OPTIONAL_RANGE,
+    IB_UVERBS_ACCESS_RELAXED_ORDERING, IB_UVERBS_ACCESS_REMOTE_ATOMIC, IB_UVERBS_ACCESS_REMOTE_READ,
+    IB_UVERBS_ACCESS_REMOTE_WRITE, IB_UVERBS_ACCESS_ZERO_BASED,
 };
 
 /// `IB_USER_VERBS_ABI_VERSION`: the core uverbs ABI, also readable from
@@ -223,14 +222,7 @@ pub struct ib_uverbs_async_event_desc {
     pub event_type: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_async_event_desc,
-    size = 16,
-    align = 8,
-    element = 0,
-    event_type = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_async_event_desc, size = 16, align = 8, element = 0, event_type = 8, reserved = 12);
 
 /// `struct ib_uverbs_comp_event_desc` (8 bytes): one `read()` from a completion channel.
 #[repr(C)]
@@ -239,12 +231,7 @@ pub struct ib_uverbs_comp_event_desc {
     /// The CQ's `user_handle`.
     pub cq_handle: u64,
 }
-assert_layout!(
-    ib_uverbs_comp_event_desc,
-    size = 8,
-    align = 8,
-    cq_handle = 0
-);
+assert_layout!(ib_uverbs_comp_event_desc, size = 8, align = 8, cq_handle = 0);
 
 /// `struct ib_uverbs_cq_moderation_caps`.
 #[repr(C)]
@@ -271,14 +258,7 @@ pub struct ib_uverbs_cmd_hdr {
     pub in_words: u16,
     pub out_words: u16,
 }
-assert_layout!(
-    ib_uverbs_cmd_hdr,
-    size = 8,
-    align = 4,
-    command = 0,
-    in_words = 4,
-    out_words = 6
-);
+assert_layout!(ib_uverbs_cmd_hdr, size = 8, align = 4, command = 0, in_words = 4, out_words = 6);
 
 /// `struct ib_uverbs_ex_cmd_hdr` (16 bytes): follows [`ib_uverbs_cmd_hdr`] in EX commands.
 #[repr(C)]
@@ -306,13 +286,7 @@ pub struct ib_uverbs_get_context {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_get_context,
-    size = 8,
-    align = 8,
-    response = 0,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_get_context, size = 8, align = 8, response = 0, driver_data = 8);
 
 /// `struct ib_uverbs_get_context_resp`.
 #[repr(C)]
@@ -322,14 +296,7 @@ pub struct ib_uverbs_get_context_resp {
     pub num_comp_vectors: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_get_context_resp,
-    size = 8,
-    align = 8,
-    async_fd = 0,
-    num_comp_vectors = 4,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_get_context_resp, size = 8, align = 8, async_fd = 0, num_comp_vectors = 4, driver_data = 8);
 
 /// `struct ib_uverbs_query_device`.
 #[repr(C)]
@@ -338,13 +305,7 @@ pub struct ib_uverbs_query_device {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_query_device,
-    size = 8,
-    align = 8,
-    response = 0,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_query_device, size = 8, align = 8, response = 0, driver_data = 8);
 
 /// `struct ib_uverbs_query_device_resp` (176 bytes).
 #[repr(C)]
@@ -448,13 +409,7 @@ pub struct ib_uverbs_ex_query_device {
     pub comp_mask: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_query_device,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    reserved = 4
-);
+assert_layout!(ib_uverbs_ex_query_device, size = 8, align = 4, comp_mask = 0, reserved = 4);
 
 /// The anonymous `per_transport_caps` struct of [`ib_uverbs_odp_caps`]
 /// (`IB_UVERBS_ODP_SUPPORT_*` transport bits per QP type). Not a kernel name:
@@ -484,14 +439,7 @@ pub struct ib_uverbs_odp_caps {
     pub per_transport_caps: ib_uverbs_odp_caps_per_transport_caps,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_odp_caps,
-    size = 24,
-    align = 8,
-    general_caps = 0,
-    per_transport_caps = 8,
-    reserved = 20
-);
+assert_layout!(ib_uverbs_odp_caps, size = 24, align = 8, general_caps = 0, per_transport_caps = 8, reserved = 20);
 
 /// `struct ib_uverbs_rss_caps`.
 #[repr(C)]
@@ -588,15 +536,7 @@ pub struct ib_uverbs_query_port {
     pub reserved: [u8; 7],
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_query_port,
-    size = 16,
-    align = 8,
-    response = 0,
-    port_num = 8,
-    reserved = 9,
-    driver_data = 16
-);
+assert_layout!(ib_uverbs_query_port, size = 16, align = 8, response = 0, port_num = 8, reserved = 9, driver_data = 16);
 
 /// `struct ib_uverbs_query_port_resp` (40 bytes).
 #[repr(C)]
@@ -662,13 +602,7 @@ pub struct ib_uverbs_alloc_pd {
     pub response: u64,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_alloc_pd,
-    size = 8,
-    align = 8,
-    response = 0,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_alloc_pd, size = 8, align = 8, response = 0, driver_data = 8);
 
 /// `struct ib_uverbs_alloc_pd_resp`.
 #[repr(C)]
@@ -677,13 +611,7 @@ pub struct ib_uverbs_alloc_pd_resp {
     pub pd_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(
-    ib_uverbs_alloc_pd_resp,
-    size = 4,
-    align = 4,
-    pd_handle = 0,
-    driver_data = 4
-);
+assert_layout!(ib_uverbs_alloc_pd_resp, size = 4, align = 4, pd_handle = 0, driver_data = 4);
 
 /// `struct ib_uverbs_dealloc_pd`.
 #[repr(C)]
@@ -702,15 +630,7 @@ pub struct ib_uverbs_open_xrcd {
     pub oflags: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_open_xrcd,
-    size = 16,
-    align = 8,
-    response = 0,
-    fd = 8,
-    oflags = 12,
-    driver_data = 16
-);
+assert_layout!(ib_uverbs_open_xrcd, size = 16, align = 8, response = 0, fd = 8, oflags = 12, driver_data = 16);
 
 /// `struct ib_uverbs_open_xrcd_resp`.
 #[repr(C)]
@@ -719,13 +639,7 @@ pub struct ib_uverbs_open_xrcd_resp {
     pub xrcd_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(
-    ib_uverbs_open_xrcd_resp,
-    size = 4,
-    align = 4,
-    xrcd_handle = 0,
-    driver_data = 4
-);
+assert_layout!(ib_uverbs_open_xrcd_resp, size = 4, align = 4, xrcd_handle = 0, driver_data = 4);
 
 /// `struct ib_uverbs_close_xrcd`.
 #[repr(C)]
@@ -769,15 +683,7 @@ pub struct ib_uverbs_reg_mr_resp {
     pub rkey: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(
-    ib_uverbs_reg_mr_resp,
-    size = 12,
-    align = 4,
-    mr_handle = 0,
-    lkey = 4,
-    rkey = 8,
-    driver_data = 12
-);
+assert_layout!(ib_uverbs_reg_mr_resp, size = 12, align = 4, mr_handle = 0, lkey = 4, rkey = 8, driver_data = 12);
 
 /// `struct ib_uverbs_rereg_mr`.
 #[repr(C)]
@@ -816,14 +722,7 @@ pub struct ib_uverbs_rereg_mr_resp {
     pub rkey: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_rereg_mr_resp,
-    size = 8,
-    align = 8,
-    lkey = 0,
-    rkey = 4,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_rereg_mr_resp, size = 8, align = 8, lkey = 0, rkey = 4, driver_data = 8);
 
 /// `struct ib_uverbs_dereg_mr`.
 #[repr(C)]
@@ -862,14 +761,7 @@ pub struct ib_uverbs_alloc_mw_resp {
     pub rkey: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_alloc_mw_resp,
-    size = 8,
-    align = 8,
-    mw_handle = 0,
-    rkey = 4,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_alloc_mw_resp, size = 8, align = 8, mw_handle = 0, rkey = 4, driver_data = 8);
 
 /// `struct ib_uverbs_dealloc_mw`.
 #[repr(C)]
@@ -885,12 +777,7 @@ assert_layout!(ib_uverbs_dealloc_mw, size = 4, align = 4, mw_handle = 0);
 pub struct ib_uverbs_create_comp_channel {
     pub response: u64,
 }
-assert_layout!(
-    ib_uverbs_create_comp_channel,
-    size = 8,
-    align = 8,
-    response = 0
-);
+assert_layout!(ib_uverbs_create_comp_channel, size = 8, align = 8, response = 0);
 
 /// `struct ib_uverbs_create_comp_channel_resp`.
 #[repr(C)]
@@ -898,12 +785,7 @@ assert_layout!(
 pub struct ib_uverbs_create_comp_channel_resp {
     pub fd: u32,
 }
-assert_layout!(
-    ib_uverbs_create_comp_channel_resp,
-    size = 4,
-    align = 4,
-    fd = 0
-);
+assert_layout!(ib_uverbs_create_comp_channel_resp, size = 4, align = 4, fd = 0);
 
 /// `struct ib_uverbs_create_cq`.
 #[repr(C)]
@@ -965,14 +847,7 @@ pub struct ib_uverbs_create_cq_resp {
     pub cqe: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_create_cq_resp,
-    size = 8,
-    align = 8,
-    cq_handle = 0,
-    cqe = 4,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_create_cq_resp, size = 8, align = 8, cq_handle = 0, cqe = 4, driver_data = 8);
 
 /// `struct ib_uverbs_ex_create_cq_resp`.
 #[repr(C)]
@@ -982,14 +857,7 @@ pub struct ib_uverbs_ex_create_cq_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_create_cq_resp,
-    size = 16,
-    align = 8,
-    base = 0,
-    comp_mask = 8,
-    response_length = 12
-);
+assert_layout!(ib_uverbs_ex_create_cq_resp, size = 16, align = 8, base = 0, comp_mask = 8, response_length = 12);
 
 /// `struct ib_uverbs_resize_cq`.
 #[repr(C)]
@@ -1000,15 +868,7 @@ pub struct ib_uverbs_resize_cq {
     pub cqe: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_resize_cq,
-    size = 16,
-    align = 8,
-    response = 0,
-    cq_handle = 8,
-    cqe = 12,
-    driver_data = 16
-);
+assert_layout!(ib_uverbs_resize_cq, size = 16, align = 8, response = 0, cq_handle = 8, cqe = 12, driver_data = 16);
 
 /// `struct ib_uverbs_resize_cq_resp`.
 #[repr(C)]
@@ -1018,14 +878,7 @@ pub struct ib_uverbs_resize_cq_resp {
     pub reserved: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_resize_cq_resp,
-    size = 8,
-    align = 8,
-    cqe = 0,
-    reserved = 4,
-    driver_data = 8
-);
+assert_layout!(ib_uverbs_resize_cq_resp, size = 8, align = 8, cqe = 0, reserved = 4, driver_data = 8);
 
 /// `struct ib_uverbs_poll_cq`.
 #[repr(C)]
@@ -1035,14 +888,7 @@ pub struct ib_uverbs_poll_cq {
     pub cq_handle: u32,
     pub ne: u32,
 }
-assert_layout!(
-    ib_uverbs_poll_cq,
-    size = 16,
-    align = 8,
-    response = 0,
-    cq_handle = 8,
-    ne = 12
-);
+assert_layout!(ib_uverbs_poll_cq, size = 16, align = 8, response = 0, cq_handle = 8, ne = 12);
 
 /// `struct ib_uverbs_wc` (48 bytes): one work completion, as returned by
 /// `POLL_CQ` and as stored in rxe's CQ ring.
@@ -1113,14 +959,7 @@ pub struct ib_uverbs_poll_cq_resp {
     pub reserved: u32,
     pub wc: [ib_uverbs_wc; 0],
 }
-assert_layout!(
-    ib_uverbs_poll_cq_resp,
-    size = 8,
-    align = 8,
-    count = 0,
-    reserved = 4,
-    wc = 8
-);
+assert_layout!(ib_uverbs_poll_cq_resp, size = 8, align = 8, count = 0, reserved = 4, wc = 8);
 
 /// `struct ib_uverbs_req_notify_cq`.
 #[repr(C)]
@@ -1129,13 +968,7 @@ pub struct ib_uverbs_req_notify_cq {
     pub cq_handle: u32,
     pub solicited_only: u32,
 }
-assert_layout!(
-    ib_uverbs_req_notify_cq,
-    size = 8,
-    align = 4,
-    cq_handle = 0,
-    solicited_only = 4
-);
+assert_layout!(ib_uverbs_req_notify_cq, size = 8, align = 4, cq_handle = 0, solicited_only = 4);
 
 /// `struct ib_uverbs_destroy_cq`.
 #[repr(C)]
@@ -1145,14 +978,7 @@ pub struct ib_uverbs_destroy_cq {
     pub cq_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_cq,
-    size = 16,
-    align = 8,
-    response = 0,
-    cq_handle = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_destroy_cq, size = 16, align = 8, response = 0, cq_handle = 8, reserved = 12);
 
 /// `struct ib_uverbs_destroy_cq_resp`.
 #[repr(C)]
@@ -1161,13 +987,7 @@ pub struct ib_uverbs_destroy_cq_resp {
     pub comp_events_reported: u32,
     pub async_events_reported: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_cq_resp,
-    size = 8,
-    align = 4,
-    comp_events_reported = 0,
-    async_events_reported = 4
-);
+assert_layout!(ib_uverbs_destroy_cq_resp, size = 8, align = 4, comp_events_reported = 0, async_events_reported = 4);
 
 /// `struct ib_uverbs_global_route`.
 #[repr(C)]
@@ -1445,14 +1265,7 @@ pub struct ib_uverbs_ex_create_qp_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_create_qp_resp,
-    size = 40,
-    align = 4,
-    base = 0,
-    comp_mask = 32,
-    response_length = 36
-);
+assert_layout!(ib_uverbs_ex_create_qp_resp, size = 40, align = 4, base = 0, comp_mask = 32, response_length = 36);
 
 /// `struct ib_uverbs_qp_dest` (32 bytes): the address vector in MODIFY_QP / QUERY_QP.
 #[repr(C)]
@@ -1499,15 +1312,7 @@ pub struct ib_uverbs_query_qp {
     pub attr_mask: u32,
     pub driver_data: [u64; 0],
 }
-assert_layout!(
-    ib_uverbs_query_qp,
-    size = 16,
-    align = 8,
-    response = 0,
-    qp_handle = 8,
-    attr_mask = 12,
-    driver_data = 16
-);
+assert_layout!(ib_uverbs_query_qp, size = 16, align = 8, response = 0, qp_handle = 8, attr_mask = 12, driver_data = 16);
 
 /// `struct ib_uverbs_query_qp_resp`.
 #[repr(C)]
@@ -1657,14 +1462,7 @@ pub struct ib_uverbs_ex_modify_qp {
     pub rate_limit: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_modify_qp,
-    size = 120,
-    align = 8,
-    base = 0,
-    rate_limit = 112,
-    reserved = 116
-);
+assert_layout!(ib_uverbs_ex_modify_qp, size = 120, align = 8, base = 0, rate_limit = 112, reserved = 116);
 
 /// `struct ib_uverbs_ex_modify_qp_resp`.
 #[repr(C)]
@@ -1673,13 +1471,7 @@ pub struct ib_uverbs_ex_modify_qp_resp {
     pub comp_mask: u32,
     pub response_length: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_modify_qp_resp,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    response_length = 4
-);
+assert_layout!(ib_uverbs_ex_modify_qp_resp, size = 8, align = 4, comp_mask = 0, response_length = 4);
 
 /// `struct ib_uverbs_destroy_qp`.
 #[repr(C)]
@@ -1689,14 +1481,7 @@ pub struct ib_uverbs_destroy_qp {
     pub qp_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_qp,
-    size = 16,
-    align = 8,
-    response = 0,
-    qp_handle = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_destroy_qp, size = 16, align = 8, response = 0, qp_handle = 8, reserved = 12);
 
 /// `struct ib_uverbs_destroy_qp_resp`.
 #[repr(C)]
@@ -1704,12 +1489,7 @@ assert_layout!(
 pub struct ib_uverbs_destroy_qp_resp {
     pub events_reported: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_qp_resp,
-    size = 4,
-    align = 4,
-    events_reported = 0
-);
+assert_layout!(ib_uverbs_destroy_qp_resp, size = 4, align = 4, events_reported = 0);
 
 /// `struct ib_uverbs_sge` (16 bytes); same layout as `ibv_sge`.
 #[repr(C)]
@@ -1719,14 +1499,7 @@ pub struct ib_uverbs_sge {
     pub length: u32,
     pub lkey: u32,
 }
-assert_layout!(
-    ib_uverbs_sge,
-    size = 16,
-    align = 8,
-    addr = 0,
-    length = 8,
-    lkey = 12
-);
+assert_layout!(ib_uverbs_sge, size = 16, align = 8, addr = 0, length = 8, lkey = 12);
 
 /// The `wr.rdma` variant of [`ib_uverbs_send_wr`] (C declares it inline).
 #[repr(C)]
@@ -1736,14 +1509,7 @@ pub struct ib_uverbs_send_wr_rdma {
     pub rkey: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_send_wr_rdma,
-    size = 16,
-    align = 8,
-    remote_addr = 0,
-    rkey = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_send_wr_rdma, size = 16, align = 8, remote_addr = 0, rkey = 8, reserved = 12);
 
 /// The `wr.atomic` variant of [`ib_uverbs_send_wr`] (C declares it inline).
 #[repr(C)]
@@ -1776,15 +1542,7 @@ pub struct ib_uverbs_send_wr_ud {
     pub remote_qkey: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_send_wr_ud,
-    size = 16,
-    align = 4,
-    ah = 0,
-    remote_qpn = 4,
-    remote_qkey = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_send_wr_ud, size = 16, align = 4, ah = 0, remote_qpn = 4, remote_qkey = 8, reserved = 12);
 
 /// `struct ib_uverbs_send_wr` (56 bytes): a send work request in a write
 /// `POST_SEND` command (`wqe_size` must be at least this size).
@@ -1891,14 +1649,7 @@ pub struct ib_uverbs_recv_wr {
     pub num_sge: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_recv_wr,
-    size = 16,
-    align = 8,
-    wr_id = 0,
-    num_sge = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_recv_wr, size = 16, align = 8, wr_id = 0, num_sge = 8, reserved = 12);
 
 /// `struct ib_uverbs_post_recv`.
 #[repr(C)]
@@ -1960,12 +1711,7 @@ assert_layout!(
 pub struct ib_uverbs_post_srq_recv_resp {
     pub bad_wr: u32,
 }
-assert_layout!(
-    ib_uverbs_post_srq_recv_resp,
-    size = 4,
-    align = 4,
-    bad_wr = 0
-);
+assert_layout!(ib_uverbs_post_srq_recv_resp, size = 4, align = 4, bad_wr = 0);
 
 /// `struct ib_uverbs_create_ah`.
 #[repr(C)]
@@ -1997,13 +1743,7 @@ pub struct ib_uverbs_create_ah_resp {
     pub ah_handle: u32,
     pub driver_data: [u32; 0],
 }
-assert_layout!(
-    ib_uverbs_create_ah_resp,
-    size = 4,
-    align = 4,
-    ah_handle = 0,
-    driver_data = 4
-);
+assert_layout!(ib_uverbs_create_ah_resp, size = 4, align = 4, ah_handle = 0, driver_data = 4);
 
 /// `struct ib_uverbs_destroy_ah`.
 #[repr(C)]
@@ -2185,15 +1925,7 @@ pub struct ib_uverbs_query_srq_resp {
     pub srq_limit: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_query_srq_resp,
-    size = 16,
-    align = 4,
-    max_wr = 0,
-    max_sge = 4,
-    srq_limit = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_query_srq_resp, size = 16, align = 4, max_wr = 0, max_sge = 4, srq_limit = 8, reserved = 12);
 
 /// `struct ib_uverbs_destroy_srq`.
 #[repr(C)]
@@ -2203,14 +1935,7 @@ pub struct ib_uverbs_destroy_srq {
     pub srq_handle: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_srq,
-    size = 16,
-    align = 8,
-    response = 0,
-    srq_handle = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_destroy_srq, size = 16, align = 8, response = 0, srq_handle = 8, reserved = 12);
 
 /// `struct ib_uverbs_destroy_srq_resp`.
 #[repr(C)]
@@ -2218,12 +1943,7 @@ assert_layout!(
 pub struct ib_uverbs_destroy_srq_resp {
     pub events_reported: u32,
 }
-assert_layout!(
-    ib_uverbs_destroy_srq_resp,
-    size = 4,
-    align = 4,
-    events_reported = 0
-);
+assert_layout!(ib_uverbs_destroy_srq_resp, size = 4, align = 4, events_reported = 0);
 
 /// `struct ib_uverbs_ex_create_wq`.
 #[repr(C)]
@@ -2284,13 +2004,7 @@ pub struct ib_uverbs_ex_destroy_wq {
     pub comp_mask: u32,
     pub wq_handle: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_destroy_wq,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    wq_handle = 4
-);
+assert_layout!(ib_uverbs_ex_destroy_wq, size = 8, align = 4, comp_mask = 0, wq_handle = 4);
 
 /// `struct ib_uverbs_ex_destroy_wq_resp`.
 #[repr(C)]
@@ -2377,13 +2091,7 @@ pub struct ib_uverbs_ex_destroy_rwq_ind_table {
     pub comp_mask: u32,
     pub ind_tbl_handle: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_destroy_rwq_ind_table,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    ind_tbl_handle = 4
-);
+assert_layout!(ib_uverbs_ex_destroy_rwq_ind_table, size = 8, align = 4, comp_mask = 0, ind_tbl_handle = 4);
 
 /// `struct ib_uverbs_cq_moderation`.
 #[repr(C)]
@@ -2392,13 +2100,7 @@ pub struct ib_uverbs_cq_moderation {
     pub cq_count: u16,
     pub cq_period: u16,
 }
-assert_layout!(
-    ib_uverbs_cq_moderation,
-    size = 4,
-    align = 2,
-    cq_count = 0,
-    cq_period = 2
-);
+assert_layout!(ib_uverbs_cq_moderation, size = 4, align = 2, cq_count = 0, cq_period = 2);
 
 /// `struct ib_uverbs_ex_modify_cq`.
 #[repr(C)]
@@ -2409,15 +2111,7 @@ pub struct ib_uverbs_ex_modify_cq {
     pub attr: ib_uverbs_cq_moderation,
     pub reserved: u32,
 }
-assert_layout!(
-    ib_uverbs_ex_modify_cq,
-    size = 16,
-    align = 4,
-    cq_handle = 0,
-    attr_mask = 4,
-    attr = 8,
-    reserved = 12
-);
+assert_layout!(ib_uverbs_ex_modify_cq, size = 16, align = 4, cq_handle = 0, attr_mask = 4, attr = 8, reserved = 12);
 
 /// `struct ib_uverbs_clock_info`.
 #[repr(C)]

@@ -249,10 +249,7 @@ mod tests {
     /// The combined masks from `uverbs-abi.md` §5.2.
     #[test]
     fn modify_qp_masks() {
-        assert_eq!(
-            IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS,
-            0x39
-        );
+        assert_eq!(IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS, 0x39);
         assert_eq!(
             IB_QP_STATE
                 | IB_QP_AV
@@ -264,18 +261,10 @@ mod tests {
             0x12_9181
         );
         assert_eq!(
-            IB_QP_STATE
-                | IB_QP_TIMEOUT
-                | IB_QP_RETRY_CNT
-                | IB_QP_RNR_RETRY
-                | IB_QP_SQ_PSN
-                | IB_QP_MAX_QP_RD_ATOMIC,
+            IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC,
             0x1_2E01
         );
-        assert_eq!(
-            IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY,
-            0x71
-        );
+        assert_eq!(IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY, 0x71);
         assert_eq!(IB_QP_STATE | IB_QP_SQ_PSN, 0x1_0001);
         assert_eq!(IB_QP_ATTR_STANDARD_BITS, 0x1F_FFFF);
     }

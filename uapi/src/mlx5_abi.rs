@@ -168,13 +168,7 @@ pub struct mlx5_ib_alloc_ucontext_req {
     pub total_num_bfregs: u32,
     pub num_low_latency_bfregs: u32,
 }
-assert_layout!(
-    mlx5_ib_alloc_ucontext_req,
-    size = 8,
-    align = 4,
-    total_num_bfregs = 0,
-    num_low_latency_bfregs = 4
-);
+assert_layout!(mlx5_ib_alloc_ucontext_req, size = 8, align = 4, total_num_bfregs = 0, num_low_latency_bfregs = 4);
 
 /// `struct mlx5_ib_alloc_ucontext_req_v2` (32 bytes): GET_CONTEXT udata in.
 /// The kernel needs at least 16 bytes (through `max_cqe_version`); `comp_mask`
@@ -284,13 +278,7 @@ pub struct mlx5_ib_tso_caps {
     pub max_tso: u32,
     pub supported_qpts: u32,
 }
-assert_layout!(
-    mlx5_ib_tso_caps,
-    size = 8,
-    align = 4,
-    max_tso = 0,
-    supported_qpts = 4
-);
+assert_layout!(mlx5_ib_tso_caps, size = 8, align = 4, max_tso = 0, supported_qpts = 4);
 
 /// `struct mlx5_ib_rss_caps`.
 #[repr(C)]
@@ -300,14 +288,7 @@ pub struct mlx5_ib_rss_caps {
     pub rx_hash_function: u8,
     pub reserved: [u8; 7],
 }
-assert_layout!(
-    mlx5_ib_rss_caps,
-    size = 16,
-    align = 8,
-    rx_hash_fields_mask = 0,
-    rx_hash_function = 8,
-    reserved = 9
-);
+assert_layout!(mlx5_ib_rss_caps, size = 16, align = 8, rx_hash_fields_mask = 0, rx_hash_function = 8, reserved = 9);
 
 /// `struct mlx5_ib_cqe_comp_caps`.
 #[repr(C)]
@@ -316,13 +297,7 @@ pub struct mlx5_ib_cqe_comp_caps {
     pub max_num: u32,
     pub supported_format: u32,
 }
-assert_layout!(
-    mlx5_ib_cqe_comp_caps,
-    size = 8,
-    align = 4,
-    max_num = 0,
-    supported_format = 4
-);
+assert_layout!(mlx5_ib_cqe_comp_caps, size = 8, align = 4, max_num = 0, supported_format = 4);
 
 /// `struct mlx5_packet_pacing_caps`.
 #[repr(C)]
@@ -352,13 +327,7 @@ pub struct mlx5_ib_sw_parsing_caps {
     pub sw_parsing_offloads: u32,
     pub supported_qpts: u32,
 }
-assert_layout!(
-    mlx5_ib_sw_parsing_caps,
-    size = 8,
-    align = 4,
-    sw_parsing_offloads = 0,
-    supported_qpts = 4
-);
+assert_layout!(mlx5_ib_sw_parsing_caps, size = 8, align = 4, sw_parsing_offloads = 0, supported_qpts = 4);
 
 /// `struct mlx5_ib_striding_rq_caps`.
 #[repr(C)]
@@ -390,13 +359,7 @@ pub struct mlx5_ib_dci_streams_caps {
     pub max_log_num_concurent: u8,
     pub max_log_num_errored: u8,
 }
-assert_layout!(
-    mlx5_ib_dci_streams_caps,
-    size = 2,
-    align = 1,
-    max_log_num_concurent = 0,
-    max_log_num_errored = 1
-);
+assert_layout!(mlx5_ib_dci_streams_caps, size = 2, align = 1, max_log_num_concurent = 0, max_log_num_errored = 1);
 
 /// `struct mlx5_ib_query_device_resp` (112 bytes): EX QUERY_DEVICE udata out.
 #[repr(C)]
@@ -475,13 +438,7 @@ pub struct mlx5_ib_create_cq_resp {
     pub cqn: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_create_cq_resp,
-    size = 8,
-    align = 4,
-    cqn = 0,
-    reserved = 4
-);
+assert_layout!(mlx5_ib_create_cq_resp, size = 8, align = 4, cqn = 0, reserved = 4);
 
 /// `struct mlx5_ib_resize_cq`.
 #[repr(C)]
@@ -492,15 +449,7 @@ pub struct mlx5_ib_resize_cq {
     pub reserved0: u16,
     pub reserved1: u32,
 }
-assert_layout!(
-    mlx5_ib_resize_cq,
-    size = 16,
-    align = 8,
-    buf_addr = 0,
-    cqe_size = 8,
-    reserved0 = 10,
-    reserved1 = 12
-);
+assert_layout!(mlx5_ib_resize_cq, size = 16, align = 8, buf_addr = 0, cqe_size = 8, reserved0 = 10, reserved1 = 12);
 
 /// `struct mlx5_ib_create_srq` (32 bytes): CREATE_SRQ / CREATE_XSRQ udata in.
 #[repr(C)]
@@ -532,13 +481,7 @@ pub struct mlx5_ib_create_srq_resp {
     pub srqn: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_create_srq_resp,
-    size = 8,
-    align = 4,
-    srqn = 0,
-    reserved = 4
-);
+assert_layout!(mlx5_ib_create_srq_resp, size = 8, align = 4, srqn = 0, reserved = 4);
 
 /// `struct mlx5_ib_create_qp_dci_streams`.
 #[repr(C)]
@@ -547,13 +490,7 @@ pub struct mlx5_ib_create_qp_dci_streams {
     pub log_num_concurent: u8,
     pub log_num_errored: u8,
 }
-assert_layout!(
-    mlx5_ib_create_qp_dci_streams,
-    size = 2,
-    align = 1,
-    log_num_concurent = 0,
-    log_num_errored = 1
-);
+assert_layout!(mlx5_ib_create_qp_dci_streams, size = 2, align = 1, log_num_concurent = 0, log_num_errored = 1);
 
 /// `struct mlx5_ib_create_qp` (56 bytes): CREATE_QP udata in.
 ///
@@ -678,15 +615,7 @@ pub struct mlx5_ib_alloc_mw {
     pub reserved1: u8,
     pub reserved2: u16,
 }
-assert_layout!(
-    mlx5_ib_alloc_mw,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    num_klms = 4,
-    reserved1 = 5,
-    reserved2 = 6
-);
+assert_layout!(mlx5_ib_alloc_mw, size = 8, align = 4, comp_mask = 0, num_klms = 4, reserved1 = 5, reserved2 = 6);
 
 /// `struct mlx5_ib_create_wq`.
 #[repr(C)]
@@ -729,14 +658,7 @@ pub struct mlx5_ib_create_ah_resp {
     pub dmac: [u8; ETH_ALEN],
     pub reserved: [u8; 6],
 }
-assert_layout!(
-    mlx5_ib_create_ah_resp,
-    size = 16,
-    align = 4,
-    response_length = 0,
-    dmac = 4,
-    reserved = 10
-);
+assert_layout!(mlx5_ib_create_ah_resp, size = 16, align = 4, response_length = 0, dmac = 4, reserved = 10);
 
 /// `struct mlx5_ib_burst_info`.
 #[repr(C)]
@@ -746,14 +668,7 @@ pub struct mlx5_ib_burst_info {
     pub typical_pkt_sz: u16,
     pub reserved: u16,
 }
-assert_layout!(
-    mlx5_ib_burst_info,
-    size = 8,
-    align = 4,
-    max_burst_sz = 0,
-    typical_pkt_sz = 4,
-    reserved = 6
-);
+assert_layout!(mlx5_ib_burst_info, size = 8, align = 4, max_burst_sz = 0, typical_pkt_sz = 4, reserved = 6);
 
 /// `struct mlx5_ib_modify_qp`.
 #[repr(C)]
@@ -763,14 +678,7 @@ pub struct mlx5_ib_modify_qp {
     pub burst_info: mlx5_ib_burst_info,
     pub ece_options: u32,
 }
-assert_layout!(
-    mlx5_ib_modify_qp,
-    size = 16,
-    align = 4,
-    comp_mask = 0,
-    burst_info = 4,
-    ece_options = 12
-);
+assert_layout!(mlx5_ib_modify_qp, size = 16, align = 4, comp_mask = 0, burst_info = 4, ece_options = 12);
 
 /// `struct mlx5_ib_modify_qp_resp`.
 #[repr(C)]
@@ -798,13 +706,7 @@ pub struct mlx5_ib_create_wq_resp {
     pub response_length: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_create_wq_resp,
-    size = 8,
-    align = 4,
-    response_length = 0,
-    reserved = 4
-);
+assert_layout!(mlx5_ib_create_wq_resp, size = 8, align = 4, response_length = 0, reserved = 4);
 
 /// `struct mlx5_ib_create_rwq_ind_tbl_resp`.
 #[repr(C)]
@@ -813,13 +715,7 @@ pub struct mlx5_ib_create_rwq_ind_tbl_resp {
     pub response_length: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_create_rwq_ind_tbl_resp,
-    size = 8,
-    align = 4,
-    response_length = 0,
-    reserved = 4
-);
+assert_layout!(mlx5_ib_create_rwq_ind_tbl_resp, size = 8, align = 4, response_length = 0, reserved = 4);
 
 /// `struct mlx5_ib_modify_wq`.
 #[repr(C)]
@@ -828,13 +724,7 @@ pub struct mlx5_ib_modify_wq {
     pub comp_mask: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_modify_wq,
-    size = 8,
-    align = 4,
-    comp_mask = 0,
-    reserved = 4
-);
+assert_layout!(mlx5_ib_modify_wq, size = 8, align = 4, comp_mask = 0, reserved = 4);
 
 /// `struct mlx5_ib_flow_counters_desc`.
 #[repr(C)]
@@ -843,13 +733,7 @@ pub struct mlx5_ib_flow_counters_desc {
     pub description: u32,
     pub index: u32,
 }
-assert_layout!(
-    mlx5_ib_flow_counters_desc,
-    size = 8,
-    align = 4,
-    description = 0,
-    index = 4
-);
+assert_layout!(mlx5_ib_flow_counters_desc, size = 8, align = 4, description = 0, index = 4);
 
 /// `struct mlx5_ib_flow_counters_data`.
 #[repr(C)]
@@ -859,14 +743,7 @@ pub struct mlx5_ib_flow_counters_data {
     pub ncounters: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    mlx5_ib_flow_counters_data,
-    size = 16,
-    align = 8,
-    counters_data = 0,
-    ncounters = 8,
-    reserved = 12
-);
+assert_layout!(mlx5_ib_flow_counters_data, size = 16, align = 8, counters_data = 0, ncounters = 8, reserved = 12);
 
 /// `struct mlx5_ib_create_flow`.
 #[repr(C)]
@@ -876,11 +753,4 @@ pub struct mlx5_ib_create_flow {
     pub reserved: u32,
     pub data: [mlx5_ib_flow_counters_data; 0],
 }
-assert_layout!(
-    mlx5_ib_create_flow,
-    size = 8,
-    align = 8,
-    ncounters_data = 0,
-    reserved = 4,
-    data = 8
-);
+assert_layout!(mlx5_ib_create_flow, size = 8, align = 8, ncounters_data = 0, reserved = 4, data = 8);

@@ -300,9 +300,4 @@ impl Default for mlx5_ib_match_params {
         FromZeros::new_zeroed()
     }
 }
-assert_layout!(
-    mlx5_ib_match_params,
-    size = 640,
-    align = 4,
-    match_params = 0
-);
+assert_layout!(mlx5_ib_match_params, size = 640, align = 4, match_params = 0);

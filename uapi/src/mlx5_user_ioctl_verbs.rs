@@ -63,13 +63,7 @@ pub struct mlx5_ib_uapi_devx_async_cmd_hdr {
     pub wr_id: u64,
     pub out_data: [u8; 0],
 }
-assert_layout!(
-    mlx5_ib_uapi_devx_async_cmd_hdr,
-    size = 8,
-    align = 8,
-    wr_id = 0,
-    out_data = 8
-);
+assert_layout!(mlx5_ib_uapi_devx_async_cmd_hdr, size = 8, align = 8, wr_id = 0, out_data = 8);
 
 /// `struct mlx5_ib_uapi_devx_async_event_hdr`.
 #[repr(C)]
@@ -78,13 +72,7 @@ pub struct mlx5_ib_uapi_devx_async_event_hdr {
     pub cookie: u64,
     pub out_data: [u8; 0],
 }
-assert_layout!(
-    mlx5_ib_uapi_devx_async_event_hdr,
-    size = 8,
-    align = 8,
-    cookie = 0,
-    out_data = 8
-);
+assert_layout!(mlx5_ib_uapi_devx_async_event_hdr, size = 8, align = 8, cookie = 0, out_data = 8);
 
 /// `struct mlx5_ib_uapi_reg`.
 #[repr(C)]

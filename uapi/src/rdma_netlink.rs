@@ -403,14 +403,7 @@ impl Default for rdma_ls_resolve_header {
         FromZeros::new_zeroed()
     }
 }
-assert_layout!(
-    rdma_ls_resolve_header,
-    size = 66,
-    align = 1,
-    device_name = 0,
-    port_num = 64,
-    path_use = 65
-);
+assert_layout!(rdma_ls_resolve_header, size = 66, align = 1, device_name = 0, port_num = 64, path_use = 65);
 
 /// `struct rdma_ls_ip_resolve_header`.
 #[repr(C)]

@@ -26,11 +26,7 @@ const fn ioc_readwrite(ty: u32, nr: u32, size: usize) -> u32 {
 /// = `0xC018_1B01`. The header defines it with the `_IOWR` macro; here it is
 /// computed from the struct size and pinned to the number the kernel
 /// dispatches on (`uverbs_main.c:ib_uverbs_ioctl`).
-pub const RDMA_VERBS_IOCTL: u32 = ioc_readwrite(
-    RDMA_IOCTL_MAGIC,
-    1,
-    core::mem::size_of::<ib_uverbs_ioctl_hdr>(),
-);
+pub const RDMA_VERBS_IOCTL: u32 = ioc_readwrite(RDMA_IOCTL_MAGIC, 1, core::mem::size_of::<ib_uverbs_ioctl_hdr>());
 const _: () = assert!(RDMA_VERBS_IOCTL == 0xC018_1B01);
 
 // anonymous enum: ib_uverbs_attr.flags bits
@@ -61,16 +57,7 @@ pub struct ib_uverbs_attr {
     /// (payloads of at most 8 bytes, handles, fds) or a user pointer.
     pub data: u64,
 }
-assert_layout!(
-    ib_uverbs_attr,
-    size = 16,
-    align = 8,
-    attr_id = 0,
-    len = 2,
-    flags = 4,
-    attr_data = 6,
-    data = 8
-);
+assert_layout!(ib_uverbs_attr, size = 16, align = 8, attr_id = 0, len = 2, flags = 4, attr_data = 6, data = 8);
 
 impl ib_uverbs_attr {
     /// `attr_data.enum_data.elem_id` (the first byte of `attr_data`).

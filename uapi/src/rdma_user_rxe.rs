@@ -96,15 +96,7 @@ pub struct sockaddr_in {
     /// `__pad`: zero.
     pub __pad: [u8; 8],
 }
-assert_layout!(
-    sockaddr_in,
-    size = 16,
-    align = 4,
-    sin_family = 0,
-    sin_port = 2,
-    sin_addr = 4,
-    __pad = 8
-);
+assert_layout!(sockaddr_in, size = 16, align = 4, sin_family = 0, sin_port = 2, sin_addr = 4, __pad = 8);
 
 /// `struct sockaddr_in6` (`include/uapi/linux/in6.h`, 28 bytes).
 #[repr(C)]
@@ -238,14 +230,7 @@ pub struct rxe_send_wr_rdma {
     pub rkey: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    rxe_send_wr_rdma,
-    size = 16,
-    align = 8,
-    remote_addr = 0,
-    rkey = 8,
-    reserved = 12
-);
+assert_layout!(rxe_send_wr_rdma, size = 16, align = 8, remote_addr = 0, rkey = 8, reserved = 12);
 
 /// The `wr.atomic` variant of [`rxe_send_wr`].
 #[repr(C)]
@@ -411,14 +396,7 @@ pub struct rxe_sge {
     pub length: u32,
     pub lkey: u32,
 }
-assert_layout!(
-    rxe_sge,
-    size = 16,
-    align = 8,
-    addr = 0,
-    length = 8,
-    lkey = 12
-);
+assert_layout!(rxe_sge, size = 16, align = 8, addr = 0, length = 8, lkey = 12);
 
 /// `struct mminfo` (16 bytes): `mmap(NULL, size, PROT_READ|PROT_WRITE,
 /// MAP_SHARED, cmd_fd, offset)` maps the queue. Each queue can be mapped once.
@@ -511,15 +489,7 @@ pub struct rxe_recv_wqe {
     pub padding: u32,
     pub dma: rxe_dma_info,
 }
-assert_layout!(
-    rxe_recv_wqe,
-    size = 40,
-    align = 8,
-    wr_id = 0,
-    reserved = 8,
-    padding = 12,
-    dma = 16
-);
+assert_layout!(rxe_recv_wqe, size = 40, align = 8, wr_id = 0, reserved = 8, padding = 12, dma = 16);
 
 /// `struct rxe_create_ah_resp` (8 bytes): CREATE_AH udata out (kernel 5.16+).
 #[repr(C)]
@@ -528,13 +498,7 @@ pub struct rxe_create_ah_resp {
     pub ah_num: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    rxe_create_ah_resp,
-    size = 8,
-    align = 4,
-    ah_num = 0,
-    reserved = 4
-);
+assert_layout!(rxe_create_ah_resp, size = 8, align = 4, ah_num = 0, reserved = 4);
 
 /// `struct rxe_create_cq_resp` (16 bytes): CREATE_CQ udata out.
 #[repr(C)]
@@ -560,13 +524,7 @@ pub struct rxe_create_qp_resp {
     pub rq_mi: mminfo,
     pub sq_mi: mminfo,
 }
-assert_layout!(
-    rxe_create_qp_resp,
-    size = 32,
-    align = 8,
-    rq_mi = 0,
-    sq_mi = 16
-);
+assert_layout!(rxe_create_qp_resp, size = 32, align = 8, rq_mi = 0, sq_mi = 16);
 
 /// `struct rxe_create_srq_resp` (24 bytes): CREATE_SRQ udata out.
 #[repr(C)]
@@ -576,14 +534,7 @@ pub struct rxe_create_srq_resp {
     pub srq_num: u32,
     pub reserved: u32,
 }
-assert_layout!(
-    rxe_create_srq_resp,
-    size = 24,
-    align = 8,
-    mi = 0,
-    srq_num = 16,
-    reserved = 20
-);
+assert_layout!(rxe_create_srq_resp, size = 24, align = 8, mi = 0, srq_num = 16, reserved = 20);
 
 /// `struct rxe_modify_srq_cmd` (8 bytes): MODIFY_SRQ udata in; a user
 /// pointer to a [`mminfo`] the kernel fills when the SRQ is resized.

@@ -59,12 +59,7 @@ fn write_post_send_doorbell() {
         in_words: ((8 + size_of::<ib_uverbs_post_send>()) / 4) as u16,
         out_words: (size_of::<ib_uverbs_post_send_resp>() / 4) as u16,
     };
-    let cmd = ib_uverbs_post_send {
-        response: 0x7fff_0000_1000,
-        qp_handle: 7,
-        wqe_size: 128,
-        ..Default::default()
-    };
+    let cmd = ib_uverbs_post_send { response: 0x7fff_0000_1000, qp_handle: 7, wqe_size: 128, ..Default::default() };
     let mut buf = [0u8; 32];
     buf[..8].copy_from_slice(hdr.as_bytes());
     buf[8..].copy_from_slice(cmd.as_bytes());
@@ -82,15 +77,8 @@ fn write_post_send_doorbell() {
 #[cfg(target_endian = "little")]
 #[test]
 fn write_req_notify_cq() {
-    let hdr = ib_uverbs_cmd_hdr {
-        command: IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
-        in_words: 4,
-        out_words: 0,
-    };
-    let cmd = ib_uverbs_req_notify_cq {
-        cq_handle: 7,
-        solicited_only: 0,
-    };
+    let hdr = ib_uverbs_cmd_hdr { command: IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, in_words: 4, out_words: 0 };
+    let cmd = ib_uverbs_req_notify_cq { cq_handle: 7, solicited_only: 0 };
     let mut buf = [0u8; 16];
     buf[..8].copy_from_slice(hdr.as_bytes());
     buf[8..].copy_from_slice(cmd.as_bytes());
@@ -102,24 +90,16 @@ fn write_req_notify_cq() {
 #[test]
 fn mlx5_framing() {
     // hdr 8 + response 8 + req_v2 32 = 48 bytes; response 8 + 72 = 80 bytes.
-    let in_len =
-        8 + size_of::<ib_uverbs_get_context>() + size_of::<mlx5_ib_alloc_ucontext_req_v2>();
-    let out_len =
-        size_of::<ib_uverbs_get_context_resp>() + size_of::<mlx5_ib_alloc_ucontext_resp>();
+    let in_len = 8 + size_of::<ib_uverbs_get_context>() + size_of::<mlx5_ib_alloc_ucontext_req_v2>();
+    let out_len = size_of::<ib_uverbs_get_context_resp>() + size_of::<mlx5_ib_alloc_ucontext_resp>();
     assert_eq!((in_len / 4, out_len / 4), (12, 20));
     assert_eq!(MLX5_IB_OBJECT_UAR, 0x1008);
     assert_eq!(MLX5_IB_METHOD_UAR_OBJ_ALLOC, 0x1000);
     assert_eq!(MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID, 0x1004);
     assert_eq!(24 + 5 * size_of::<ib_uverbs_attr>(), 104);
     // mlx5 create_qp write request: 8 + 56 + 56 = 120 bytes; create_cq 72.
-    assert_eq!(
-        8 + size_of::<ib_uverbs_create_qp>() + size_of::<mlx5_ib_create_qp>(),
-        120
-    );
-    assert_eq!(
-        8 + size_of::<ib_uverbs_create_cq>() + size_of::<mlx5_ib_create_cq>(),
-        72
-    );
+    assert_eq!(8 + size_of::<ib_uverbs_create_qp>() + size_of::<mlx5_ib_create_qp>(), 120);
+    assert_eq!(8 + size_of::<ib_uverbs_create_cq>() + size_of::<mlx5_ib_create_cq>(), 72);
 }
 
 #[test]
@@ -149,22 +129,13 @@ fn union_accessors() {
     assert_eq!(a.data, u64::MAX);
 
     let mut wr = rxe_send_wr::default();
-    wr.set_ud(rxe_send_wr_ud {
-        remote_qpn: 0x11,
-        remote_qkey: 0x22,
-        ah_num: 0x0403_0201,
-        ..Default::default()
-    });
+    wr.set_ud(rxe_send_wr_ud { remote_qpn: 0x11, remote_qkey: 0x22, ah_num: 0x0403_0201, ..Default::default() });
     let b = wr.as_bytes();
     assert_eq!(b[24..28], [0x11, 0, 0, 0]);
     assert_eq!(b[36..40], [1, 2, 3, 4]); // wr.ud.ah_num @36
     assert_eq!(wr.ud().ah_num, 0x0403_0201);
     // Writing a smaller variant clears the rest of the union.
-    wr.set_rdma(rxe_send_wr_rdma {
-        remote_addr: 5,
-        rkey: 6,
-        reserved: 0,
-    });
+    wr.set_rdma(rxe_send_wr_rdma { remote_addr: 5, rkey: 6, reserved: 0 });
     assert_eq!(wr.ud().ah_num, 0);
     assert_eq!(wr.rdma().rkey, 6);
 
@@ -186,10 +157,7 @@ fn union_accessors() {
     assert_eq!(g.interface_id(), 1);
 
     let mut s = ib_uverbs_send_wr::default();
-    s.set_atomic(ib_uverbs_send_wr_atomic {
-        rkey: 9,
-        ..Default::default()
-    });
+    s.set_atomic(ib_uverbs_send_wr_atomic { rkey: 9, ..Default::default() });
     assert_eq!(s.as_bytes()[48..52], [9, 0, 0, 0]); // wr.atomic.rkey @48
 }
 

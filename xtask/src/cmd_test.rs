@@ -45,8 +45,7 @@ impl Tally {
     /// Records one tier (see [`with_problems`]).
     fn add(&mut self, what: String, counts: Counts, problems: Vec<String>, note: String) {
         let counts = with_problems(counts, &problems);
-        self.reasons
-            .extend(problems.into_iter().map(|p| format!("{what}: {p}")));
+        self.reasons.extend(problems.into_iter().map(|p| format!("{what}: {p}")));
         self.total += counts;
         self.rows.push(Row { what, counts, note });
     }
@@ -101,17 +100,8 @@ fn host_tier(ws: &Workspace, tally: &mut Tally) -> Result<()> {
     if !host.log.failed.is_empty() {
         problems.push(format!("failed: {}", host.log.failed.join(", ")));
     }
-    println!(
-        "host: {} in {}",
-        host.log.counts.describe(),
-        secs(start.elapsed())
-    );
-    tally.add(
-        "host".into(),
-        host.log.counts,
-        problems,
-        secs(start.elapsed()),
-    );
+    println!("host: {} in {}", host.log.counts.describe(), secs(start.elapsed()));
+    tally.add("host".into(), host.log.counts, problems, secs(start.elapsed()));
     Ok(())
 }
 
@@ -130,33 +120,16 @@ fn prepare(ws: &Workspace) -> Result<Prepared> {
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
     note(format!(
         "integration tests for the guest: {}",
-        if names.is_empty() {
-            "none".into()
-        } else {
-            names.join(" ")
-        }
+        if names.is_empty() { "none".into() } else { names.join(" ") }
     ));
-    Ok(Prepared {
-        tools,
-        apt,
-        payload: test_payload(cli, &tests),
-    })
+    Ok(Prepared { tools, apt, payload: test_payload(cli, &tests) })
 }
 
 fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
-    files.extend(
-        tests
-            .iter()
-            .map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())),
-    );
+    files.extend(tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-    Payload {
-        files,
-        script: crate::guest::test_payload(&names),
-        label: "test",
-        qemu_args: Vec::new(),
-    }
+    Payload { files, script: crate::guest::test_payload(&names), label: "test", qemu_args: Vec::new() }
 }
 
 fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
@@ -174,14 +147,7 @@ fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
 }
 
 /// Boots one kernel with the tests and records the results.
-fn one_kernel(
-    ws: &Workspace,
-    s: Series,
-    prep: &mut Prepared,
-    knobs: &Knobs,
-    keep: bool,
-    tally: &mut Tally,
-) {
+fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, keep: bool, tally: &mut Tally) {
     let what = format!("kernel {}", s.name);
     println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
@@ -193,12 +159,7 @@ fn one_kernel(
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
     let vm_dir = ws.vm_dir();
-    let guest = Guest {
-        kernel: &k,
-        tools: &prep.tools,
-        vm_dir: &vm_dir,
-        knobs,
-    };
+    let guest = Guest { kernel: &k, tools: &prep.tools, vm_dir: &vm_dir, knobs };
     let out = match runner::run(&guest, &prep.payload, keep, &mut show) {
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
@@ -207,11 +168,7 @@ fn one_kernel(
     let mut problems: Vec<String> = out.problem().into_iter().collect();
     report_failures(&tag, &out, &mut problems);
     let took = start.elapsed();
-    let release = out
-        .report
-        .release
-        .clone()
-        .unwrap_or_else(|| k.release.clone());
+    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     println!(
         "{what} ({release}, {}): {} in {} (boot {}); console: {}",
         out.accel.describe(),
@@ -220,20 +177,13 @@ fn one_kernel(
         secs(out.boot.elapsed),
         out.log.display()
     );
-    tally.add(
-        what,
-        counts,
-        problems,
-        format!("{} ({}), {}", k.package, release, secs(took)),
-    );
+    tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
 }
 
 /// The two-host tier: per kernel, two guests joined by a QEMU socket
 /// network run `rverbs pingpong -e` across it, RC and UD (one test each).
 fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
-    let fail = |tally: &mut Tally, e: String| {
-        tally.add("two hosts".into(), Counts::default(), vec![e], String::new())
-    };
+    let fail = |tally: &mut Tally, e: String| tally.add("two hosts".into(), Counts::default(), vec![e], String::new());
     let knobs = match Knobs::from_env() {
         Ok(k) => k,
         Err(e) => return fail(tally, e),
@@ -281,12 +231,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             }
         }
         println!("{what}: {} in {}", counts.describe(), secs(start.elapsed()));
-        tally.add(
-            what,
-            counts,
-            problems,
-            format!("{} ({}), {}", k.package, k.release, secs(start.elapsed())),
-        );
+        tally.add(what, counts, problems, format!("{} ({}), {}", k.package, k.release, secs(start.elapsed())));
     }
 }
 
@@ -315,11 +260,7 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
             }
         }
         if !run.log.failed.is_empty() {
-            problems.push(format!(
-                "{} failed: {}",
-                run.name,
-                run.log.failed.join(", ")
-            ));
+            problems.push(format!("{} failed: {}", run.name, run.log.failed.join(", ")));
         }
         if let Some(why) = run.crash_reason() {
             println!("{tag} ---- {why}; last lines of its output:");
@@ -353,12 +294,7 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
 fn print_summary(t: &Tally) -> i32 {
     println!("==> summary");
     for row in &t.rows {
-        println!(
-            "  {:<15} {:<40} {}",
-            row.what,
-            row.counts.describe(),
-            row.note
-        );
+        println!("  {:<15} {:<40} {}", row.what, row.counts.describe(), row.note);
     }
     let failed = t.total.failed > 0 || !t.reasons.is_empty();
     if failed {

@@ -29,9 +29,7 @@ pub const DEFAULT_KERNEL: &str = "6.12";
 /// Runs the command; returns the exit code to leave with.
 pub fn run(args: &VmArgs) -> Result<i32> {
     if args.command.is_empty() {
-        return Err(
-            "usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...".into(),
-        );
+        return Err("usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...".into());
     }
     let s = kernel::series(args.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
     let knobs = Knobs::from_env()?;
@@ -54,19 +52,9 @@ pub fn run(args: &VmArgs) -> Result<i32> {
         _ => {}
     };
     let vm_dir = ws.vm_dir();
-    let guest = Guest {
-        kernel: &k,
-        tools: &tools,
-        vm_dir: &vm_dir,
-        knobs: &knobs,
-    };
+    let guest = Guest { kernel: &k, tools: &tools, vm_dir: &vm_dir, knobs: &knobs };
     let out = runner::run(&guest, &payload, args.keep, &mut show)?;
-    let took = format!(
-        "{} (accel {}), console: {}",
-        secs(out.boot.elapsed),
-        out.accel.describe(),
-        out.log.display()
-    );
+    let took = format!("{} (accel {}), console: {}", secs(out.boot.elapsed), out.accel.describe(), out.log.display());
     if let Some(problem) = out.problem() {
         if !verbose {
             eprintln!("---- guest console tail:");
@@ -90,10 +78,5 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
             files.push((format!("{}/{}", guest::TESTS_DIR, t.name), t.path));
         }
     }
-    Ok(Payload {
-        files,
-        script: guest::cmd_payload(&args.command),
-        label: "vm",
-        qemu_args: Vec::new(),
-    })
+    Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm", qemu_args: Vec::new() })
 }

@@ -24,10 +24,7 @@ impl AddAssign for Counts {
 impl Counts {
     /// `N passed, M failed, K skipped`.
     pub fn describe(&self) -> String {
-        format!(
-            "{} passed, {} failed, {} skipped",
-            self.passed, self.failed, self.skipped
-        )
+        format!("{} passed, {} failed, {} skipped", self.passed, self.failed, self.skipped)
     }
 }
 
@@ -138,10 +135,9 @@ impl GuestRun {
         match self.exit {
             Some(0) => None,
             _ if self.log.counts.failed > 0 => None,
-            Some(rc) => Some(format!(
-                "{} exited with {rc} without a failing test (crash or panic outside a test?)",
-                self.name
-            )),
+            Some(rc) => {
+                Some(format!("{} exited with {rc} without a failing test (crash or panic outside a test?)", self.name))
+            }
             None => Some(format!("{} did not finish", self.name)),
         }
     }
@@ -203,10 +199,7 @@ impl GuestReport {
             "ready" => self.ready = true,
             "setup-failed" => self.setup_error = Some(rest.trim().to_owned()),
             "begin" => {
-                self.runs.push(GuestRun {
-                    name: rest.trim().to_owned(),
-                    ..Default::default()
-                });
+                self.runs.push(GuestRun { name: rest.trim().to_owned(), ..Default::default() });
                 self.in_run = true;
             }
             "end" => {
@@ -239,28 +232,15 @@ mod tests {
 
     #[test]
     fn parses_libtest_lines() {
-        assert_eq!(
-            parse_test_line("test a::b ... ok"),
-            Some(("a::b".into(), Outcome::Ok))
-        );
-        assert_eq!(
-            parse_test_line("test x ... FAILED"),
-            Some(("x".into(), Outcome::Failed))
-        );
-        assert_eq!(
-            parse_test_line("test y ... ignored, needs hw"),
-            Some(("y".into(), Outcome::Ignored))
-        );
+        assert_eq!(parse_test_line("test a::b ... ok"), Some(("a::b".into(), Outcome::Ok)));
+        assert_eq!(parse_test_line("test x ... FAILED"), Some(("x".into(), Outcome::Failed)));
+        assert_eq!(parse_test_line("test y ... ignored, needs hw"), Some(("y".into(), Outcome::Ignored)));
         assert_eq!(parse_test_line("test result: ok. 1 passed"), None);
-        let c = parse_summary("test result: FAILED. 3 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.01s").unwrap();
-        assert_eq!(
-            c,
-            Counts {
-                passed: 3,
-                failed: 1,
-                skipped: 2
-            }
-        );
+        let c = parse_summary(
+            "test result: FAILED. 3 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.01s",
+        )
+        .unwrap();
+        assert_eq!(c, Counts { passed: 3, failed: 1, skipped: 2 });
     }
 
     #[test]
@@ -301,19 +281,9 @@ test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; 
         assert_eq!(r.runs.len(), 2);
         assert_eq!(r.runs[0].exit, Some(101));
         assert_eq!(r.runs[0].log.failed, vec!["b".to_owned()]);
-        assert_eq!(
-            r.runs[0].log.failure_output("b"),
-            vec!["thread 'b' panicked at tests/x.rs:1:1:", "boom", ""]
-        );
+        assert_eq!(r.runs[0].log.failure_output("b"), vec!["thread 'b' panicked at tests/x.rs:1:1:", "boom", ""]);
         assert!(r.runs[1].crash_reason().is_some());
-        assert_eq!(
-            r.counts(),
-            Counts {
-                passed: 1,
-                failed: 2,
-                skipped: 0
-            }
-        );
+        assert_eq!(r.counts(), Counts { passed: 1, failed: 2, skipped: 0 });
         assert_eq!(r.dmesg, vec!["[    1.0] rxe"]);
     }
 }

@@ -31,47 +31,22 @@ struct Header<'a> {
 impl<W: Write> CpioWriter<W> {
     /// Starts an archive.
     pub fn new(out: W) -> Self {
-        CpioWriter {
-            out,
-            ino: 0,
-            offset: 0,
-        }
+        CpioWriter { out, ino: 0, offset: 0 }
     }
 
     /// Adds a directory (`name` without a leading `/`).
     pub fn dir(&mut self, name: &str, perm: u32) -> io::Result<()> {
-        let h = Header {
-            name,
-            mode: S_IFDIR | perm,
-            nlink: 2,
-            size: 0,
-            rdev: (0, 0),
-        };
+        let h = Header { name, mode: S_IFDIR | perm, nlink: 2, size: 0, rdev: (0, 0) };
         self.header(&h)
     }
 
     /// Adds a regular file whose `size` bytes are read from `data`.
-    pub fn file(
-        &mut self,
-        name: &str,
-        perm: u32,
-        size: u64,
-        data: &mut dyn Read,
-    ) -> io::Result<()> {
-        let h = Header {
-            name,
-            mode: S_IFREG | perm,
-            nlink: 1,
-            size,
-            rdev: (0, 0),
-        };
+    pub fn file(&mut self, name: &str, perm: u32, size: u64, data: &mut dyn Read) -> io::Result<()> {
+        let h = Header { name, mode: S_IFREG | perm, nlink: 1, size, rdev: (0, 0) };
         self.header(&h)?;
         let copied = io::copy(&mut data.take(size), &mut self.out)?;
         if copied != size {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{name} shrank while archiving"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{name} shrank while archiving")));
         }
         self.offset += size;
         self.pad()
@@ -85,13 +60,7 @@ impl<W: Write> CpioWriter<W> {
     /// Adds a symbolic link pointing at `target`.
     pub fn symlink(&mut self, name: &str, target: &str) -> io::Result<()> {
         let t = target.as_bytes();
-        let h = Header {
-            name,
-            mode: S_IFLNK | 0o777,
-            nlink: 1,
-            size: t.len() as u64,
-            rdev: (0, 0),
-        };
+        let h = Header { name, mode: S_IFLNK | 0o777, nlink: 1, size: t.len() as u64, rdev: (0, 0) };
         self.header(&h)?;
         self.raw(t)?;
         self.pad()
@@ -99,53 +68,23 @@ impl<W: Write> CpioWriter<W> {
 
     /// Adds a character device node.
     pub fn char_dev(&mut self, name: &str, perm: u32, major: u32, minor: u32) -> io::Result<()> {
-        let h = Header {
-            name,
-            mode: S_IFCHR | perm,
-            nlink: 1,
-            size: 0,
-            rdev: (major, minor),
-        };
+        let h = Header { name, mode: S_IFCHR | perm, nlink: 1, size: 0, rdev: (major, minor) };
         self.header(&h)
     }
 
     /// Writes the trailer and returns the underlying writer.
     pub fn finish(mut self) -> io::Result<W> {
-        let h = Header {
-            name: "TRAILER!!!",
-            mode: 0,
-            nlink: 1,
-            size: 0,
-            rdev: (0, 0),
-        };
+        let h = Header { name: "TRAILER!!!", mode: 0, nlink: 1, size: 0, rdev: (0, 0) };
         self.header(&h)?;
         self.out.flush()?;
         Ok(self.out)
     }
 
     fn header(&mut self, h: &Header) -> io::Result<()> {
-        let size = u32::try_from(h.size).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is over 4 GiB", h.name),
-            )
-        })?;
+        let size = u32::try_from(h.size)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{} is over 4 GiB", h.name)))?;
         self.ino += 1;
-        let fields = [
-            self.ino,
-            h.mode,
-            0,
-            0,
-            h.nlink,
-            0,
-            size,
-            0,
-            0,
-            h.rdev.0,
-            h.rdev.1,
-            h.name.len() as u32 + 1,
-            0,
-        ];
+        let fields = [self.ino, h.mode, 0, 0, h.nlink, 0, size, 0, 0, h.rdev.0, h.rdev.1, h.name.len() as u32 + 1, 0];
         let mut head = String::from("070701");
         for f in fields {
             head.push_str(&format!("{f:08x}"));

@@ -118,9 +118,7 @@ fn two_hosts(k: &Kernel, tools: &HostTools, vm_dir: &Path, knobs: &Knobs, cli: &
 
 /// The guest's script: the runs, then every file the report needs.
 fn script() -> String {
-    let pp = |port: u32, extra: &str| {
-        format!("rverbs pingpong -g {GID_INDEX} -s {SIZE} -p {port} {extra}")
-    };
+    let pp = |port: u32, extra: &str| format!("rverbs pingpong -g {GID_INDEX} -s {SIZE} -p {port} {extra}");
     let traced = |tag: &str, side: &str, port: u32, extra: &str, host: &str| {
         format!(
             "RVERBS_LOG=trace RVERBS_LOG_FILE={DIR}/{tag}-{side}.log RVERBS_PINGPONG_MARK={MARK_DIR} \
@@ -225,12 +223,7 @@ fn one_host(
         label: "demo",
         qemu_args: Vec::new(),
     };
-    let guest = Guest {
-        kernel: k,
-        tools,
-        vm_dir,
-        knobs,
-    };
+    let guest = Guest { kernel: k, tools, vm_dir, knobs };
     note("booting the guest; strace'd and timed ping-pongs follow (about a minute under TCG)");
     let verbose = knobs.verbose;
     let mut show = |kind: LineKind, line: &str| {
@@ -305,11 +298,8 @@ struct Traced {
 /// The ioctl outcome lines of `RVERBS_LOG=trace` (providers/src/sys/mod.rs):
 /// one per `RDMA_VERBS_IOCTL`, written right after it returns.
 fn ioctl_event(line: &str, names: &Names) -> Option<String> {
-    let field = |k: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
-            .map(|v| v.to_owned())
-    };
+    let field =
+        |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)?.strip_prefix('=')).map(|v| v.to_owned());
     let ok = line.contains("uverbs command ok") && line.contains("path=Ioctl");
     let failed = line.contains("uverbs ioctl failed");
     let unsupported = line.contains("method not supported");
@@ -339,11 +329,7 @@ impl Traced {
         let get = |ext: &str| files.get(&format!("{tag}-{side}.{ext}")).unwrap_or(&empty);
         let calls = strace::parse(get("st"));
         let log = get("log");
-        let at = |what: &str| {
-            calls
-                .iter()
-                .position(|c| c.quoted().is_some_and(|q| q == format!("{MARK_DIR}/{what}")))
-        };
+        let at = |what: &str| calls.iter().position(|c| c.quoted().is_some_and(|q| q == format!("{MARK_DIR}/{what}")));
         let window = match (at("data-path-begin"), at("data-path-end")) {
             (Some(b), Some(e)) if b < e => Some((b, e)),
             _ => None,

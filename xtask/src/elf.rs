@@ -48,9 +48,7 @@ fn parse_needed(b: &[u8]) -> Option<Vec<String>> {
     }
     // DT_STRTAB is a virtual address: map it to a file offset via PT_LOAD.
     let strtab_va = entries.iter().find(|e| e.0 == DT_STRTAB)?.1;
-    let (_, off, va, _) = phdrs
-        .iter()
-        .find(|p| p.0 == PT_LOAD && p.2 <= strtab_va && strtab_va < p.2 + p.3)?;
+    let (_, off, va, _) = phdrs.iter().find(|p| p.0 == PT_LOAD && p.2 <= strtab_va && strtab_va < p.2 + p.3)?;
     let strtab = (strtab_va - va + off) as usize;
     entries
         .iter()

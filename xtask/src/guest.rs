@@ -129,20 +129,14 @@ pub fn test_payload(tests: &[String]) -> String {
 /// and read by the guest's shell, like `ssh host words...` does, so pipes
 /// and redirections work when quoted on the host.
 pub fn cmd_payload(words: &[String]) -> String {
-    format!(
-        "RVERBS_MODE=cmd\nrverbs_cmd() {{\n{}\n}}\n",
-        words.join(" ")
-    )
+    format!("RVERBS_MODE=cmd\nrverbs_cmd() {{\n{}\n}}\n", words.join(" "))
 }
 
 /// Payload for one VM of a two-host run: `/init` puts rxe0 on `netdev`
 /// (the virtio NIC) with address `ip` instead of on a veth pair, then runs
 /// `script` like [`cmd_payload`].
 pub fn net_payload(netdev: &str, ip: &str, script: &str) -> String {
-    format!(
-        "RVERBS_NETDEV={netdev}\nRVERBS_IP={ip}\n{}",
-        cmd_payload(&[script.to_owned()])
-    )
+    format!("RVERBS_NETDEV={netdev}\nRVERBS_IP={ip}\n{}", cmd_payload(&[script.to_owned()]))
 }
 
 #[cfg(test)]
@@ -162,13 +156,7 @@ mod tests {
         );
         let p = net_payload("eth0", "192.168.78.1/24", "echo hi");
         assert!(p.starts_with("RVERBS_NETDEV=eth0\nRVERBS_IP=192.168.78.1/24\nRVERBS_MODE=cmd\n"));
-        assert_eq!(
-            test_payload(&["a".into(), "b".into()]),
-            "RVERBS_MODE=test\nRVERBS_TESTS='a b'\n"
-        );
-        assert!(
-            cmd_payload(&["rverbs".into(), "devinfo".into(), "-v".into()])
-                .contains("\nrverbs devinfo -v\n")
-        );
+        assert_eq!(test_payload(&["a".into(), "b".into()]), "RVERBS_MODE=test\nRVERBS_TESTS='a b'\n");
+        assert!(cmd_payload(&["rverbs".into(), "devinfo".into(), "-v".into()]).contains("\nrverbs devinfo -v\n"));
     }
 }

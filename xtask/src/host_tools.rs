@@ -34,65 +34,30 @@ struct Need {
 }
 
 const fn need(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Need {
-    Need {
-        what,
-        paths,
-        package,
-    }
+    Need { what, paths, package }
 }
 
 /// Tools the guest and the harness need. Several paths: either layout of
 /// a merged or unmerged /usr.
 const NEEDS: &[Need] = &[
-    need(
-        "qemu-system-x86_64",
-        &["/usr/bin/qemu-system-x86_64"],
-        "qemu-system-x86",
-    ),
+    need("qemu-system-x86_64", &["/usr/bin/qemu-system-x86_64"], "qemu-system-x86"),
     need("strace", &["/usr/bin/strace"], "strace"),
-    need(
-        "ip",
-        &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"],
-        "iproute2",
-    ),
-    need(
-        "rdma",
-        &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"],
-        "iproute2",
-    ),
+    need("ip", &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"], "iproute2"),
+    need("rdma", &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"], "iproute2"),
     need("ibv_devinfo", &["/usr/bin/ibv_devinfo"], "ibverbs-utils"),
     need("ibv_devices", &["/usr/bin/ibv_devices"], "ibverbs-utils"),
-    need(
-        "ibv_rc_pingpong",
-        &["/usr/bin/ibv_rc_pingpong"],
-        "ibverbs-utils",
-    ),
-    need(
-        "ibv_ud_pingpong",
-        &["/usr/bin/ibv_ud_pingpong"],
-        "ibverbs-utils",
-    ),
-    need(
-        "ibv_srq_pingpong",
-        &["/usr/bin/ibv_srq_pingpong"],
-        "ibverbs-utils",
-    ),
+    need("ibv_rc_pingpong", &["/usr/bin/ibv_rc_pingpong"], "ibverbs-utils"),
+    need("ibv_ud_pingpong", &["/usr/bin/ibv_ud_pingpong"], "ibverbs-utils"),
+    need("ibv_srq_pingpong", &["/usr/bin/ibv_srq_pingpong"], "ibverbs-utils"),
     need("ib_send_lat", &["/usr/bin/ib_send_lat"], "perftest"),
     need(
         "rxe provider",
-        &[
-            "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
-            "/etc/libibverbs.d/rxe.driver",
-        ],
+        &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"],
         "ibverbs-providers",
     ),
     need("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
     need("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
-    need(
-        "modprobe",
-        &["/usr/sbin/modprobe", "/sbin/modprobe"],
-        "kmod",
-    ),
+    need("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
 ];
 
 /// Optional extra perftest programs, copied when present.
@@ -183,9 +148,7 @@ fn static_busybox() -> Option<PathBuf> {
 /// then returns the tools' paths.
 pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
     for b in BASE {
-        util::which(b).ok_or_else(|| {
-            format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host")
-        })?;
+        util::which(b).ok_or_else(|| format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host"))?;
     }
     let missing = missing_packages();
     if !missing.is_empty() {
@@ -199,10 +162,7 @@ pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
         apt.install(&missing)?;
         let still = missing_packages();
         if !still.is_empty() {
-            return Err(format!(
-                "still missing after apt-get install: {}",
-                still.join(" ")
-            ));
+            return Err(format!("still missing after apt-get install: {}", still.join(" ")));
         }
     }
     locate()
@@ -228,12 +188,7 @@ fn locate() -> Result<HostTools> {
     ] {
         guest_programs.push(find(what)?);
     }
-    guest_programs.extend(
-        OPTIONAL_PROGRAMS
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.exists()),
-    );
+    guest_programs.extend(OPTIONAL_PROGRAMS.iter().map(PathBuf::from).filter(|p| p.exists()));
     Ok(HostTools {
         qemu: find("qemu-system-x86_64")?,
         busybox: static_busybox().ok_or("static busybox not found")?,
@@ -251,9 +206,7 @@ fn rxe_provider_files() -> Result<Vec<PathBuf>> {
     let dir = Path::new(MULTIARCH_LIB).join("libibverbs");
     for e in std::fs::read_dir(&dir).ctx(format!("reading {}", dir.display()))? {
         let p = e.ctx("readdir")?.path();
-        if p.file_name()
-            .is_some_and(|n| n.to_string_lossy().contains("rxe"))
-        {
+        if p.file_name().is_some_and(|n| n.to_string_lossy().contains("rxe")) {
             files.push(p);
         }
     }
@@ -276,7 +229,6 @@ pub fn is_static_elf(path: &Path) -> bool {
     let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
     (0..phnum).all(|i| {
         let o = phoff + i * phentsize;
-        b.get(o..o + 4)
-            .is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
+        b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
     })
 }

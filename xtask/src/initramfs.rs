@@ -28,15 +28,8 @@ use crate::util::{self, Context, Fnv, Result};
 /// Kernel modules copied into the guest (with their dependencies): those
 /// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs
 /// ([`guest::NET_MODULES`]).
-pub const MODULES: &[&str] = &[
-    "rdma_rxe",
-    "veth",
-    "crc32_generic",
-    "virtio_pci",
-    "virtio_net",
-    "net_failover",
-    "failover",
-];
+pub const MODULES: &[&str] =
+    &["rdma_rxe", "veth", "crc32_generic", "virtio_pci", "virtio_net", "net_failover", "failover"];
 
 /// Where one guest file comes from.
 #[derive(Debug, Clone)]
@@ -180,8 +173,7 @@ impl Manifest {
                 Source::Host(p) => {
                     let m = std::fs::metadata(p).ok();
                     let (size, mtime) = m.map_or((0, 0), |m| (m.size(), m.mtime()));
-                    h.add(p.as_os_str().as_encoded_bytes())
-                        .add(format!("{size} {mtime}"))
+                    h.add(p.as_os_str().as_encoded_bytes()).add(format!("{size} {mtime}"))
                 }
                 Source::Bytes(b) => h.add(b),
                 Source::Symlink(t) => h.add(t),
@@ -210,12 +202,7 @@ impl Manifest {
     }
 }
 
-fn copy_into<W: Write>(
-    w: &mut CpioWriter<W>,
-    path: &str,
-    perm: u32,
-    host: &Path,
-) -> io::Result<()> {
+fn copy_into<W: Write>(w: &mut CpioWriter<W>, path: &str, perm: u32, host: &Path) -> io::Result<()> {
     let mut f = File::open(host)?;
     let size = f.metadata()?.len();
     w.file(path, perm, size, &mut f)
@@ -224,8 +211,7 @@ fn copy_into<W: Write>(
 /// The shared libraries (and loader) `ldd` lists for `path`; none for a
 /// static binary.
 pub fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
-    let (ok, out, err) =
-        util::capture_lenient(Command::new("ldd").arg(path)).ok_or("cannot run ldd")?;
+    let (ok, out, err) = util::capture_lenient(Command::new("ldd").arg(path)).ok_or("cannot run ldd")?;
     if !ok {
         if (out + &err).contains("not a dynamic executable") {
             return Ok(Vec::new());
@@ -243,11 +229,7 @@ fn parse_ldd(out: &str) -> Result<Vec<PathBuf>> {
             return Err(format!("missing library: {line}"));
         }
         let target = line.split_once("=>").map_or(line, |(_, t)| t.trim());
-        if let Some(p) = target
-            .split_whitespace()
-            .next()
-            .filter(|p| p.starts_with('/'))
-        {
+        if let Some(p) = target.split_whitespace().next().filter(|p| p.starts_with('/')) {
             libs.push(PathBuf::from(p));
         }
     }
@@ -343,8 +325,7 @@ fn module_name(file: &str) -> String {
 /// The files (relative to the modules dir) of `wanted` and everything they
 /// depend on. Built-in modules need no file; unknown ones are an error.
 pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<String>> {
-    let dep_text =
-        std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
+    let dep_text = std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
     let builtin = std::fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
     let builtin: BTreeSet<String> = builtin.lines().map(module_name).collect();
     let mut deps: HashMap<String, (String, Vec<String>)> = HashMap::new();
@@ -363,11 +344,7 @@ pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<St
                 files.extend(d.iter().cloned());
             }
             None if builtin.contains(&name) => {}
-            None => {
-                return Err(format!(
-                    "kernel module {name} is neither in modules.dep nor built in"
-                ))
-            }
+            None => return Err(format!("kernel module {name} is neither in modules.dep nor built in")),
         }
     }
     Ok(files)
@@ -386,11 +363,7 @@ pub fn base_manifest(k: &Kernel, tools: &HostTools) -> Result<Manifest> {
 /// temporary name first, so concurrent runs never read a partial one.
 pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(PathBuf, Manifest)> {
     let mut m = base_manifest(k, tools)?;
-    let ext = if tools.gzip.is_some() {
-        "cpio.gz"
-    } else {
-        "cpio"
-    };
+    let ext = if tools.gzip.is_some() { "cpio.gz" } else { "cpio" };
     let dir = vm_dir.join("initramfs").join(&k.release);
     let file = dir.join(format!("base-{}.{ext}", m.cache_key()));
     if file.is_file() {
@@ -401,9 +374,7 @@ pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(Pat
     let tmp = dir.join(format!(".base-{}.tmp", std::process::id()));
     match &tools.gzip {
         Some(gzip) => write_gzipped(&mut m, gzip, &tmp)?,
-        None => m.write_cpio(BufWriter::new(
-            File::create(&tmp).ctx("creating the initramfs")?,
-        ))?,
+        None => m.write_cpio(BufWriter::new(File::create(&tmp).ctx("creating the initramfs")?))?,
     }
     std::fs::rename(&tmp, &file).ctx(format!("renaming to {}", file.display()))?;
     remove_other_bases(&dir, &file);
@@ -414,9 +385,7 @@ pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(Pat
 fn remove_other_bases(dir: &Path, keep: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if e.path() != keep
-            && (name.starts_with("base-") || name == "base.key" || name.starts_with("base.cpio"))
-        {
+        if e.path() != keep && (name.starts_with("base-") || name == "base.key" || name.starts_with("base.cpio")) {
             let _ = std::fs::remove_file(e.path());
         }
     }
@@ -425,12 +394,8 @@ fn remove_other_bases(dir: &Path, keep: &Path) {
 /// Streams the archive through `gzip -n -6` into `dest`.
 fn write_gzipped(m: &mut Manifest, gzip: &Path, dest: &Path) -> Result<()> {
     let out = File::create(dest).ctx(format!("creating {}", dest.display()))?;
-    let mut child = Command::new(gzip)
-        .args(["-n", "-6", "-c"])
-        .stdin(Stdio::piped())
-        .stdout(out)
-        .spawn()
-        .ctx("starting gzip")?;
+    let mut child =
+        Command::new(gzip).args(["-n", "-6", "-c"]).stdin(Stdio::piped()).stdout(out).spawn().ctx("starting gzip")?;
     let stdin = child.stdin.take().expect("piped stdin");
     let written = m.write_cpio(BufWriter::new(stdin));
     let status = child.wait().ctx("waiting for gzip")?;
@@ -447,8 +412,7 @@ pub fn concat_initrd(base: &Path, payload: &mut Manifest, dest: &Path) -> Result
     let mut out = BufWriter::new(File::create(dest).ctx(format!("creating {}", dest.display()))?);
     let mut b = File::open(base).ctx(format!("opening {}", base.display()))?;
     let n = io::copy(&mut b, &mut out).ctx("copying the base archive")?;
-    out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize])
-        .ctx("padding")?;
+    out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize]).ctx("padding")?;
     payload.write_cpio(&mut out)?;
     out.flush().ctx("writing the initrd")
 }
@@ -459,20 +423,11 @@ mod tests {
 
     #[test]
     fn maps_to_merged_usr() {
-        assert_eq!(
-            guest_path(Path::new("/lib/x86_64-linux-gnu/libc.so.6")),
-            "usr/lib/x86_64-linux-gnu/libc.so.6"
-        );
-        assert_eq!(
-            guest_path(Path::new("/lib64/ld-linux-x86-64.so.2")),
-            "usr/lib64/ld-linux-x86-64.so.2"
-        );
+        assert_eq!(guest_path(Path::new("/lib/x86_64-linux-gnu/libc.so.6")), "usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(guest_path(Path::new("/lib64/ld-linux-x86-64.so.2")), "usr/lib64/ld-linux-x86-64.so.2");
         assert_eq!(guest_path(Path::new("/usr/bin/ip")), "usr/bin/ip");
         assert_eq!(guest_path(Path::new("/sbin/modprobe")), "usr/sbin/modprobe");
-        assert_eq!(
-            guest_path(Path::new("/etc/libibverbs.d/rxe.driver")),
-            "etc/libibverbs.d/rxe.driver"
-        );
+        assert_eq!(guest_path(Path::new("/etc/libibverbs.d/rxe.driver")), "etc/libibverbs.d/rxe.driver");
     }
 
     #[test]
@@ -481,20 +436,14 @@ mod tests {
         let libs = parse_ldd(out).unwrap();
         assert_eq!(
             libs,
-            vec![
-                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
-                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
-            ]
+            vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
         );
         assert!(parse_ldd("\tlibfoo.so => not found\n").is_err());
     }
 
     #[test]
     fn module_names() {
-        assert_eq!(
-            module_name("kernel/net/ipv6/ip6_udp_tunnel.ko.xz"),
-            "ip6_udp_tunnel"
-        );
+        assert_eq!(module_name("kernel/net/ipv6/ip6_udp_tunnel.ko.xz"), "ip6_udp_tunnel");
         assert_eq!(module_name("kernel/drivers/net/veth.ko"), "veth");
         assert_eq!(module_name("kernel/x/crc32-pclmul.ko.zst"), "crc32_pclmul");
     }

@@ -15,10 +15,7 @@ pub enum Json {
 impl Json {
     /// Parses one JSON document (surrounding whitespace allowed).
     pub fn parse(text: &str) -> Result<Json, String> {
-        let mut p = Parser {
-            s: text.as_bytes(),
-            i: 0,
-        };
+        let mut p = Parser { s: text.as_bytes(), i: 0 };
         let v = p.value()?;
         p.ws();
         if p.i != p.s.len() {
@@ -97,10 +94,7 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Json {
         let start = self.i;
-        while self
-            .peek()
-            .is_some_and(|c| c.is_ascii_digit() || b"+-.eE".contains(&c))
-        {
+        while self.peek().is_some_and(|c| c.is_ascii_digit() || b"+-.eE".contains(&c)) {
             self.i += 1;
         }
         Json::Num(String::from_utf8_lossy(&self.s[start..self.i]).into_owned())
@@ -155,10 +149,7 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, String> {
-        let h = self
-            .s
-            .get(self.i..self.i + 4)
-            .ok_or_else(|| self.err("short \\u"))?;
+        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("bad \\u"))?;
         self.i += 4;
         u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u"))
@@ -221,16 +212,10 @@ mod tests {
             r#"{"reason":"compiler-artifact","target":{"kind":["test"],"src_path":"/r/tests/a\u00e9.rs"},"executable":null,"n":-1.5e3,"ok":true}"#,
         )
         .unwrap();
-        assert_eq!(
-            j.get("reason").and_then(Json::as_str),
-            Some("compiler-artifact")
-        );
+        assert_eq!(j.get("reason").and_then(Json::as_str), Some("compiler-artifact"));
         let t = j.get("target").unwrap();
         assert_eq!(t.get("kind").unwrap().items()[0].as_str(), Some("test"));
-        assert_eq!(
-            t.get("src_path").and_then(Json::as_str),
-            Some("/r/tests/aé.rs")
-        );
+        assert_eq!(t.get("src_path").and_then(Json::as_str), Some("/r/tests/aé.rs"));
         assert_eq!(j.get("executable"), Some(&Json::Null));
         assert_eq!(j.get("n"), Some(&Json::Num("-1.5e3".into())));
     }

@@ -19,26 +19,16 @@ pub struct Series {
 
 /// The matrix: Debian 12's stock kernel and the 6.12 one it also ships.
 pub const SERIES: &[Series] = &[
-    Series {
-        name: "6.1",
-        meta_package: "linux-image-amd64",
-    },
-    Series {
-        name: "6.12",
-        meta_package: "linux-image-6.12-amd64",
-    },
+    Series { name: "6.1", meta_package: "linux-image-amd64" },
+    Series { name: "6.12", meta_package: "linux-image-6.12-amd64" },
 ];
 
 /// Looks a series up by name (`6.1`, `6.12`).
 pub fn series(name: &str) -> Result<Series> {
-    SERIES
-        .iter()
-        .copied()
-        .find(|s| s.name == name)
-        .ok_or_else(|| {
-            let known: Vec<_> = SERIES.iter().map(|s| s.name).collect();
-            format!("unknown kernel {name:?} (known: {})", known.join(", "))
-        })
+    SERIES.iter().copied().find(|s| s.name == name).ok_or_else(|| {
+        let known: Vec<_> = SERIES.iter().map(|s| s.name).collect();
+        format!("unknown kernel {name:?} (known: {})", known.join(", "))
+    })
 }
 
 /// An unpacked kernel ready to boot.
@@ -59,10 +49,7 @@ pub struct Kernel {
 impl Kernel {
     /// One line naming exactly what runs.
     pub fn describe(&self) -> String {
-        format!(
-            "{} ({}, Debian {})",
-            self.package, self.release, self.deb_version
-        )
+        format!("{} ({}, Debian {})", self.package, self.release, self.deb_version)
     }
 }
 
@@ -87,12 +74,8 @@ fn resolve(s: Series, apt: &mut Apt) -> Result<(String, String)> {
         Some(p) => p,
         None if util::is_root() && !apt.has_updated() => {
             apt.update()?;
-            depends_image(s.meta_package).ok_or_else(|| {
-                format!(
-                    "`apt-cache depends {}` names no linux-image package",
-                    s.meta_package
-                )
-            })?
+            depends_image(s.meta_package)
+                .ok_or_else(|| format!("`apt-cache depends {}` names no linux-image package", s.meta_package))?
         }
         None => {
             return Err(format!(
@@ -120,8 +103,7 @@ fn depends_image(meta: &str) -> Option<String> {
 
 /// The version apt would download for `package`.
 fn candidate_version(package: &str) -> Result<String> {
-    let out =
-        util::capture(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
+    let out = util::capture(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
     out.lines()
         .find_map(|l| l.strip_prefix("Version:"))
         .map(|v| v.trim().to_owned())
@@ -132,20 +114,11 @@ fn candidate_version(package: &str) -> Result<String> {
 /// newest kernel of that series already unpacked in the cache.
 fn cached_fallback(s: Series, vm_dir: &Path, why: &str) -> Result<Kernel> {
     let dir = vm_dir.join("kernels");
-    let mut found: Vec<Kernel> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| load_stamp(s, &e.path()))
-        .collect();
+    let mut found: Vec<Kernel> =
+        std::fs::read_dir(&dir).into_iter().flatten().flatten().filter_map(|e| load_stamp(s, &e.path())).collect();
     found.sort_by(|a, b| a.deb_version.cmp(&b.deb_version));
-    let k = found
-        .pop()
-        .ok_or_else(|| format!("kernel {}: {why}; nothing cached either", s.name))?;
-    note(format!(
-        "kernel {}: {why}; using the cached {}",
-        s.name, k.package
-    ));
+    let k = found.pop().ok_or_else(|| format!("kernel {}: {why}; nothing cached either", s.name))?;
+    note(format!("kernel {}: {why}; using the cached {}", s.name, k.package));
     Ok(k)
 }
 
@@ -163,15 +136,9 @@ fn download(package: &str, version: &str, cache: &Path) -> Result<PathBuf> {
         // As root apt downloads as `_apt`, which cannot write to target/.
         cmd.args(["-o", "APT::Sandbox::User=root"]);
     }
-    util::run(
-        cmd.args(["download", "-q", &format!("{package}={version}")])
-            .current_dir(cache),
-    )?;
+    util::run(cmd.args(["download", "-q", &format!("{package}={version}")]).current_dir(cache))?;
     if !deb.exists() {
-        return Err(format!(
-            "apt-get download did not produce {}",
-            deb.display()
-        ));
+        return Err(format!("apt-get download did not produce {}", deb.display()));
     }
     Ok(deb)
 }
@@ -180,14 +147,7 @@ fn download(package: &str, version: &str, cache: &Path) -> Result<PathBuf> {
 /// marks the directory complete. Works in a temporary directory renamed
 /// into place at the end, so an interrupted or concurrent run never leaves
 /// (or sees) a half-unpacked kernel.
-fn unpack(
-    s: Series,
-    deb: &Path,
-    dest: &Path,
-    package: &str,
-    version: &str,
-    tools: &HostTools,
-) -> Result<Kernel> {
+fn unpack(s: Series, deb: &Path, dest: &Path, package: &str, version: &str, tools: &HostTools) -> Result<Kernel> {
     note(format!("unpacking {}", deb.display()));
     let tmp = dest.with_file_name(format!(".{package}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
@@ -196,12 +156,7 @@ fn unpack(
     util::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
     let release = find_release(&root)?;
     let base = depmod_base(&root, &release)?;
-    util::run(
-        Command::new(&tools.depmod)
-            .arg("-b")
-            .arg(&base)
-            .arg(&release),
-    )?;
+    util::run(Command::new(&tools.depmod).arg("-b").arg(&base).arg(&release))?;
     let stamp = format!("{}\n{package}\n{version}\n{release}\n", s.name);
     std::fs::write(tmp.join("ready"), stamp).ctx("writing the kernel stamp")?;
     if dest.exists() {
@@ -220,8 +175,7 @@ fn unpack(
 
 /// The kernel release: the one directory under `lib/modules`.
 fn find_release(root: &Path) -> Result<String> {
-    let dir =
-        modules_parent(root).ok_or_else(|| format!("no lib/modules in {}", root.display()))?;
+    let dir = modules_parent(root).ok_or_else(|| format!("no lib/modules in {}", root.display()))?;
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .ctx(format!("reading {}", dir.display()))?
         .flatten()
@@ -230,19 +184,13 @@ fn find_release(root: &Path) -> Result<String> {
     names.sort();
     match names.as_slice() {
         [one] => Ok(one.clone()),
-        _ => Err(format!(
-            "expected one kernel in {}, found {names:?}",
-            dir.display()
-        )),
+        _ => Err(format!("expected one kernel in {}, found {names:?}", dir.display())),
     }
 }
 
 /// `lib/modules` or, for a package built for a merged /usr, `usr/lib/modules`.
 fn modules_parent(root: &Path) -> Option<PathBuf> {
-    ["lib/modules", "usr/lib/modules"]
-        .iter()
-        .map(|d| root.join(d))
-        .find(|d| d.is_dir())
+    ["lib/modules", "usr/lib/modules"].iter().map(|d| root.join(d)).find(|d| d.is_dir())
 }
 
 /// The `-b` directory for depmod, which looks for `BASE/lib/modules`.

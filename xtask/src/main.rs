@@ -92,10 +92,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
 fn value_of(arg: &str, rest: &mut std::slice::Iter<'_, String>) -> Result<String, String> {
     match arg.split_once('=') {
         Some((_, v)) => Ok(v.to_owned()),
-        None => rest
-            .next()
-            .cloned()
-            .ok_or_else(|| format!("{arg} needs a value")),
+        None => rest.next().cloned().ok_or_else(|| format!("{arg} needs a value")),
     }
 }
 
@@ -144,9 +141,7 @@ fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
             "--keep" => v.keep = true,
             _ if !a.starts_with('-') => {
                 // `cargo xtask vm rverbs devinfo` without `--` also works.
-                v.command = std::iter::once(a.clone())
-                    .chain(it.by_ref().cloned())
-                    .collect();
+                v.command = std::iter::once(a.clone()).chain(it.by_ref().cloned()).collect();
                 break;
             }
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
@@ -165,15 +160,7 @@ mod tests {
 
     #[test]
     fn parses_test_options() {
-        let t = parse_test(&s(&[
-            "--kernel",
-            "6.1",
-            "--kernel=6.12",
-            "--vm-only",
-            "--keep",
-            "--no-two-hosts",
-        ]))
-        .unwrap();
+        let t = parse_test(&s(&["--kernel", "6.1", "--kernel=6.12", "--vm-only", "--keep", "--no-two-hosts"])).unwrap();
         assert!(t.no_two_hosts && !t.two_hosts_only);
         assert_eq!(t.kernels, s(&["6.1", "6.12"]));
         assert!(t.vm_only && t.keep && !t.host_only);

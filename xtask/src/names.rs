@@ -63,14 +63,11 @@ impl Names {
         for line in ioctl_cmds.lines() {
             let t = line.trim();
             if let Some(e) = t.strip_prefix("// enum ") {
-                owner = e
-                    .strip_prefix("uverbs_methods_")
-                    .or_else(|| e.strip_prefix("uverbs_method_"))
-                    .and_then(|o| {
-                        let o = o.strip_prefix("actions_").unwrap_or(o);
-                        let o = o.strip_suffix("_ops").unwrap_or(o);
-                        by_name.get(&o.to_ascii_uppercase()).copied()
-                    });
+                owner = e.strip_prefix("uverbs_methods_").or_else(|| e.strip_prefix("uverbs_method_")).and_then(|o| {
+                    let o = o.strip_prefix("actions_").unwrap_or(o);
+                    let o = o.strip_suffix("_ops").unwrap_or(o);
+                    by_name.get(&o.to_ascii_uppercase()).copied()
+                });
             } else if let (Some(obj), Some((name, v))) = (owner, constant(t)) {
                 if let Some(m) = name.strip_prefix("UVERBS_METHOD_") {
                     n.methods.insert((obj, v as u16), m.to_owned());
@@ -93,28 +90,19 @@ impl Names {
 
     /// `CQ` (or `object 42`).
     pub fn object(&self, id: u16) -> String {
-        self.objects
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("object {id}"))
+        self.objects.get(&id).cloned().unwrap_or_else(|| format!("object {id}"))
     }
 
     /// `CQ_CREATE` (or `method 7`).
     pub fn method(&self, object: u16, id: u16) -> String {
-        self.methods
-            .get(&(object, id))
-            .cloned()
-            .unwrap_or_else(|| format!("method {id}"))
+        self.methods.get(&(object, id)).cloned().unwrap_or_else(|| format!("method {id}"))
     }
 
     /// `ALLOC_PD`, `EX_QUERY_DEVICE` (from `UVERBS_ATTR_WRITE_CMD`).
     pub fn write_cmd(&self, raw: u64) -> String {
         let num = (raw & 0xff) as u32;
         let table = if raw & EXTENDED != 0 { &self.ex_cmds } else { &self.cmds };
-        table
-            .get(&num)
-            .cloned()
-            .unwrap_or_else(|| format!("command {raw:#x}"))
+        table.get(&num).cloned().unwrap_or_else(|| format!("command {raw:#x}"))
     }
 }
 

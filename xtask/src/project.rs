@@ -34,15 +34,9 @@ pub fn workspace() -> Result<Workspace> {
     let out = util::capture(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
     let j = Json::parse(&out)?;
     let field = |k: &str| -> Result<PathBuf> {
-        j.get(k)
-            .and_then(Json::as_str)
-            .map(PathBuf::from)
-            .ok_or_else(|| format!("cargo metadata lacks {k}"))
+        j.get(k).and_then(Json::as_str).map(PathBuf::from).ok_or_else(|| format!("cargo metadata lacks {k}"))
     };
-    Ok(Workspace {
-        root: field("workspace_root")?,
-        target_dir: field("target_directory")?,
-    })
+    Ok(Workspace { root: field("workspace_root")?, target_dir: field("target_directory")? })
 }
 
 /// A binary to copy into the guest.
@@ -59,15 +53,10 @@ pub struct Artifact {
 /// the terminal, rendered, on stderr).
 fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
     let mut cmd = cargo();
-    cmd.current_dir(&ws.root)
-        .args(args)
-        .arg("--message-format=json-render-diagnostics");
+    cmd.current_dir(&ws.root).args(args).arg("--message-format=json-render-diagnostics");
     let what = util::describe(&cmd);
     note(what.clone());
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .ctx(format!("starting {what}"))?;
+    let mut child = cmd.stdout(Stdio::piped()).spawn().ctx(format!("starting {what}"))?;
     let mut artifacts = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let line = line.ctx("reading cargo's output")?;
@@ -121,11 +110,7 @@ pub fn build_integration_tests(ws: &Workspace) -> Result<Vec<Artifact>> {
             continue;
         };
         let package = package_name(m);
-        found.push(Artifact {
-            name: name.to_owned(),
-            package,
-            path,
-        });
+        found.push(Artifact { name: name.to_owned(), package, path });
     }
     disambiguate(&mut found);
     found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -137,9 +122,7 @@ fn target_field<'a>(m: &'a Json, k: &str) -> Option<&'a str> {
 }
 
 fn has_kind(m: &Json, kind: &str) -> bool {
-    m.get("target")
-        .and_then(|t| t.get("kind"))
-        .is_some_and(|k| k.items().iter().any(|x| x.as_str() == Some(kind)))
+    m.get("target").and_then(|t| t.get("kind")).is_some_and(|k| k.items().iter().any(|x| x.as_str() == Some(kind)))
 }
 
 fn executable(m: &Json) -> Option<PathBuf> {
@@ -166,9 +149,7 @@ fn package_name(m: &Json) -> String {
 fn under_tests_dir(src: &Path, root: &Path) -> bool {
     let rel = src.strip_prefix(root).unwrap_or(src);
     let parent = rel.parent().unwrap_or(Path::new(""));
-    parent
-        .components()
-        .any(|c| c == Component::Normal("tests".as_ref()))
+    parent.components().any(|c| c == Component::Normal("tests".as_ref()))
 }
 
 /// Two packages may have a test of the same name: prefix those with the
@@ -210,9 +191,7 @@ pub fn host_tier(ws: &Workspace) -> Result<HostTier> {
     let error = match status.success() {
         true => None,
         false if log.counts.failed > 0 => None,
-        false => Some(format!(
-            "cargo test failed ({status}) without a failing test: build error or crash"
-        )),
+        false => Some(format!("cargo test failed ({status}) without a failing test: build error or crash")),
     };
     Ok(HostTier { log, error })
 }
@@ -224,32 +203,17 @@ mod tests {
     #[test]
     fn package_names() {
         let m = |id: &str| Json::Obj(vec![("package_id".into(), Json::Str(id.into()))]);
-        assert_eq!(
-            package_name(&m("path+file:///work/main#rverbs@0.1.0")),
-            "rverbs"
-        );
-        assert_eq!(
-            package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")),
-            "rverbs-uapi"
-        );
-        assert_eq!(
-            package_name(&m("path+file:///work/main/xtask#0.1.0")),
-            "xtask"
-        );
-        assert_eq!(
-            package_name(&m("rverbs 0.1.0 (path+file:///work/main)")),
-            "rverbs"
-        );
+        assert_eq!(package_name(&m("path+file:///work/main#rverbs@0.1.0")), "rverbs");
+        assert_eq!(package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")), "rverbs-uapi");
+        assert_eq!(package_name(&m("path+file:///work/main/xtask#0.1.0")), "xtask");
+        assert_eq!(package_name(&m("rverbs 0.1.0 (path+file:///work/main)")), "rverbs");
     }
 
     #[test]
     fn integration_tests_only() {
         let root = Path::new("/w");
         assert!(under_tests_dir(Path::new("/w/tests/vm_smoke.rs"), root));
-        assert!(under_tests_dir(
-            Path::new("/w/uapi/tests/abi/main.rs"),
-            root
-        ));
+        assert!(under_tests_dir(Path::new("/w/uapi/tests/abi/main.rs"), root));
         assert!(!under_tests_dir(Path::new("/w/src/lib.rs"), root));
         assert!(!under_tests_dir(Path::new("/w/src/tests.rs"), root));
     }

@@ -70,11 +70,7 @@ fn choose_accel(qemu: &Path) -> Accel {
         Ok("kvm") => return Accel::Kvm("max".into()),
         _ => {}
     }
-    let kvm_usable = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
+    let kvm_usable = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
     if !kvm_usable {
         return Accel::Tcg;
     }
@@ -92,9 +88,7 @@ fn choose_accel(qemu: &Path) -> Accel {
 /// monitor: true when QEMU exits cleanly (it aborts when KVM refuses).
 fn probe_kvm(qemu: &Path, cpu: &str) -> bool {
     let child = Command::new(qemu)
-        .args([
-            "-accel", "kvm", "-machine", "q35", "-cpu", cpu, "-m", "128M",
-        ])
+        .args(["-accel", "kvm", "-machine", "q35", "-cpu", cpu, "-m", "128M"])
         .args(["-nodefaults", "-display", "none", "-S", "-monitor", "stdio"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -156,16 +150,7 @@ impl BootSpec {
         let mut c = Command::new(&self.qemu);
         c.args(["-machine", "q35"])
             .args(self.accel.args())
-            .args([
-                "-m",
-                &self.memory,
-                "-smp",
-                "1",
-                "-nographic",
-                "-no-reboot",
-                "-nic",
-                "none",
-            ])
+            .args(["-m", &self.memory, "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
             .arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
@@ -173,9 +158,7 @@ impl BootSpec {
             .arg("-append")
             .arg(self.append());
         if let Some(log) = &self.kernel_log {
-            c.args(["-monitor", "none", "-serial"])
-                .arg(format!("file:{}", log.display()))
-                .args(["-serial", "stdio"]);
+            c.args(["-monitor", "none", "-serial"]).arg(format!("file:{}", log.display())).args(["-serial", "stdio"]);
         }
         c.args(&self.extra_args);
         c
@@ -253,12 +236,7 @@ impl Vm {
             let _ = stderr.read_to_string(&mut s);
             s
         });
-        Ok(Vm {
-            child,
-            lines,
-            stderr: Some(stderr),
-            tailer,
-        })
+        Ok(Vm { child, lines, stderr: Some(stderr), tailer })
     }
 
     /// The next console line, or end of output, or the deadline.
@@ -292,11 +270,7 @@ impl Vm {
                 _ => None,
             })
             .collect();
-        let stderr = self
-            .stderr
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
+        let stderr = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
         (status, stderr, rest)
     }
 }

@@ -61,24 +61,15 @@ impl Outcome {
         if self.boot.stalled {
             Some("the guest showed no sign of life (stalled)".into())
         } else if self.boot.timed_out {
-            Some(format!(
-                "timeout after {} s (RVERBS_VM_TIMEOUT)",
-                self.timeout.as_secs()
-            ))
+            Some(format!("timeout after {} s (RVERBS_VM_TIMEOUT)", self.timeout.as_secs()))
         } else if let Some(e) = &r.setup_error {
             Some(format!("guest setup failed: {e}"))
         } else if r.release.is_none() {
-            Some(format!(
-                "the guest never ran /init (QEMU: {})",
-                exit_text(&self.boot)
-            ))
+            Some(format!("the guest never ran /init (QEMU: {})", exit_text(&self.boot)))
         } else if !r.ready {
             Some("the guest stopped before rxe0 was up".into())
         } else if !r.done {
-            Some(format!(
-                "the guest stopped before finishing (QEMU: {})",
-                exit_text(&self.boot)
-            ))
+            Some(format!("the guest stopped before finishing (QEMU: {})", exit_text(&self.boot)))
         } else {
             None
         }
@@ -128,12 +119,7 @@ pub struct Guest<'a> {
 /// Builds the initrd, boots the guest, and hands each console line (with
 /// what it was) to `show`. Falls back to TCG once if a KVM guest never
 /// reaches `/init`. Keeps the initrd only with `keep`.
-pub fn run(
-    g: &Guest,
-    payload: &Payload,
-    keep: bool,
-    show: &mut dyn FnMut(LineKind, &str),
-) -> Result<Outcome> {
+pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKind, &str)) -> Result<Outcome> {
     let initrd = build_initrd(g.kernel, g.tools, g.vm_dir, payload)?;
     let accel = qemu::accel(&g.tools.qemu);
     let mut outcome = boot_once(g, payload, &initrd, &accel, show)?;
@@ -141,9 +127,7 @@ pub fn run(
     if matches!(accel, Accel::Kvm(_)) && kvm_failed {
         // KVM passed the probe but did not get the guest to /init.
         let why = exit_text(&outcome.boot);
-        note(format!(
-            "KVM guest did not start ({why}); retrying under TCG"
-        ));
+        note(format!("KVM guest did not start ({why}); retrying under TCG"));
         qemu::demote_to_tcg();
         outcome = boot_once(g, payload, &initrd, &Accel::Tcg, show)?;
     }
@@ -157,12 +141,7 @@ pub fn run(
 }
 
 /// base archive (cached) + payload -> `target/vm/run/<release>-<label>-<pid>.initrd`.
-fn build_initrd(
-    k: &Kernel,
-    tools: &HostTools,
-    vm_dir: &Path,
-    payload: &Payload,
-) -> Result<PathBuf> {
+fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload) -> Result<PathBuf> {
     let (base, base_manifest) = initramfs::base_archive(k, tools, vm_dir)?;
     let mut m = Manifest::default();
     for (at, host) in &payload.files {
@@ -172,12 +151,7 @@ fn build_initrd(
     let dir = vm_dir.join("run");
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
     remove_stale_initrds(&dir);
-    let initrd = dir.join(format!(
-        "{}-{}-{}.initrd",
-        k.release,
-        payload.label,
-        std::process::id()
-    ));
+    let initrd = dir.join(format!("{}-{}-{}.initrd", k.release, payload.label, std::process::id()));
     initramfs::concat_initrd(&base, &mut m, &initrd)?;
     Ok(initrd)
 }
@@ -186,10 +160,7 @@ fn build_initrd(
 fn remove_stale_initrds(dir: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .strip_suffix(".initrd")
-            .and_then(|n| n.rsplit('-').next())
-            .and_then(|p| p.parse::<u32>().ok());
+        let pid = name.strip_suffix(".initrd").and_then(|n| n.rsplit('-').next()).and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
             let _ = std::fs::remove_file(e.path());
         }
@@ -217,8 +188,7 @@ fn boot_once(
     // Under KVM /init starts within seconds; waiting longer means KVM is
     // not working here, and the caller falls back to TCG.
     let started = |l: &str| l.contains(MARK);
-    let alive: Option<qemu::Alive> =
-        matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started));
+    let alive: Option<qemu::Alive> = matches!(accel, Accel::Kvm(_)).then_some((KVM_GRACE, &started));
     let boot = qemu::boot(&spec, g.knobs.timeout, alive, &mut |stream, line| {
         let kind = match stream {
             Stream::Guest => report.push(line),
@@ -226,13 +196,7 @@ fn boot_once(
         };
         show(kind, line);
     })?;
-    Ok(Outcome {
-        report,
-        boot,
-        accel: accel.clone(),
-        timeout: g.knobs.timeout,
-        log: PathBuf::new(),
-    })
+    Ok(Outcome { report, boot, accel: accel.clone(), timeout: g.knobs.timeout, log: PathBuf::new() })
 }
 
 /// `target/vm/logs/<series>-<label>.<suffix>` (directory created).

@@ -25,12 +25,10 @@ impl Call {
 
     /// The path strace shows for the first argument's fd (`write(4</x>, ...)`).
     pub fn fd_path(&self) -> Option<&str> {
-        fd_paths(&self.args).into_iter().next().filter(|_| {
-            self.args
-                .split(',')
-                .next()
-                .is_some_and(|a| a.trim().starts_with(|c: char| c.is_ascii_digit()))
-        })
+        fd_paths(&self.args)
+            .into_iter()
+            .next()
+            .filter(|_| self.args.split(',').next().is_some_and(|a| a.trim().starts_with(|c: char| c.is_ascii_digit())))
     }
 
     /// True when any fd argument is `path` (mmap's fd is its 5th).

@@ -85,10 +85,7 @@ pub struct PairSpec {
 
 impl Default for PairSpec {
     fn default() -> Self {
-        PairSpec {
-            iters: 100,
-            modes: vec![Mode::Rc, Mode::Ud],
-        }
+        PairSpec { iters: 100, modes: vec![Mode::Rc, Mode::Ud] }
     }
 }
 
@@ -132,10 +129,7 @@ impl Side {
     /// The GID of the `remote address:` line.
     pub fn remote_gid(&self) -> Option<&str> {
         self.lines.iter().find_map(|l| {
-            l.trim()
-                .strip_prefix("remote address:")
-                .and_then(|r| r.rsplit_once("GID "))
-                .map(|(_, g)| g.trim())
+            l.trim().strip_prefix("remote address:").and_then(|r| r.rsplit_once("GID ")).map(|(_, g)| g.trim())
         })
     }
 }
@@ -150,9 +144,7 @@ pub fn parse_sides(lines: &[String]) -> Vec<(String, Side)> {
             match w.as_slice() {
                 ["begin", mode, ..] => open = Some((mode.to_string(), Side::default())),
                 ["end", mode, rest @ ..] => {
-                    let (name, mut side) = open
-                        .take()
-                        .unwrap_or_else(|| (mode.to_string(), Side::default()));
+                    let (name, mut side) = open.take().unwrap_or_else(|| (mode.to_string(), Side::default()));
                     side.exit = rest.first().and_then(|c| c.parse().ok());
                     let field = |k: &str| {
                         rest.iter()
@@ -177,24 +169,13 @@ pub fn parse_sides(lines: &[String]) -> Vec<(String, Side)> {
 /// The guest script of host A (server) or B (client).
 fn script(server: bool, spec: &PairSpec) -> String {
     let mut s = String::new();
-    s.push_str(&format!(
-        "pkts() {{ cat /sys/class/net/{NETDEV}/statistics/$1_packets; }}\n"
-    ));
+    s.push_str(&format!("pkts() {{ cat /sys/class/net/{NETDEV}/statistics/$1_packets; }}\n"));
     for m in &spec.modes {
-        let common = format!(
-            "rverbs pingpong{} -e -n {} -p {} --timeout {PEER_TIMEOUT_S}",
-            m.flag(),
-            spec.iters,
-            m.port()
-        );
-        s.push_str(&format!(
-            "echo \"{PAIR} begin {mode}\"\ntx0=$(pkts tx); rx0=$(pkts rx)\n",
-            mode = m.name()
-        ));
+        let common =
+            format!("rverbs pingpong{} -e -n {} -p {} --timeout {PEER_TIMEOUT_S}", m.flag(), spec.iters, m.port());
+        s.push_str(&format!("echo \"{PAIR} begin {mode}\"\ntx0=$(pkts tx); rx0=$(pkts rx)\n", mode = m.name()));
         if server {
-            s.push_str(&format!(
-                "timeout {RUN_LIMIT_S} {common} 2>&1\nrc=$?\ntries=0\n"
-            ));
+            s.push_str(&format!("timeout {RUN_LIMIT_S} {common} 2>&1\nrc=$?\ntries=0\n"));
         } else {
             // Retry while the server VM or its listener is not up yet;
             // any other failure ends the attempts.
@@ -216,9 +197,7 @@ fn script(server: bool, spec: &PairSpec) -> String {
 /// A TCP port on 127.0.0.1 that is free now (QEMU's `listen=`).
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot pick a free port: {e}"))
+    l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot pick a free port: {e}"))
 }
 
 /// True when something listens on 127.0.0.1:`port` (read from
@@ -277,15 +256,9 @@ pub fn run(
         }
     };
     let (pa, pb) = (payload(true), payload(false));
-    let guest = Guest {
-        kernel: k,
-        tools,
-        vm_dir,
-        knobs,
-    };
-    let boot = |p: &Payload, name: &'static str| {
-        runner::run(&guest, p, false, &mut |kind, line| show(name, kind, line))
-    };
+    let guest = Guest { kernel: k, tools, vm_dir, knobs };
+    let boot =
+        |p: &Payload, name: &'static str| runner::run(&guest, p, false, &mut |kind, line| show(name, kind, line));
     let (a, b) = std::thread::scope(|sc| {
         let a = sc.spawn(|| boot(&pa, "A"));
         // B's QEMU connects at start-up, so A's must listen first.
@@ -296,9 +269,7 @@ pub fn run(
         let b = if listening(port) {
             Ok(sc.spawn(|| boot(&pb, "B")))
         } else {
-            Err(format!(
-                "host A's QEMU never listened on 127.0.0.1:{port} (see its console)"
-            ))
+            Err(format!("host A's QEMU never listened on 127.0.0.1:{port} (see its console)"))
         };
         let b = b.and_then(|h| h.join().unwrap_or_else(|_| Err("host B's runner panicked".into())));
         let a = a.join().unwrap_or_else(|_| Err("host A's runner panicked".into()));
@@ -361,13 +332,7 @@ impl PairRun {
                     None => problems.push(format!("host {name}: the {} run did not happen", mode.upper())),
                     Some(s) => {
                         if s.exit != Some(0) {
-                            let why = s
-                                .lines
-                                .iter()
-                                .rev()
-                                .find(|l| l.contains("rverbs"))
-                                .cloned()
-                                .unwrap_or_default();
+                            let why = s.lines.iter().rev().find(|l| l.contains("rverbs")).cloned().unwrap_or_default();
                             problems.push(format!("host {name}: exit {:?} {why}", s.exit));
                         } else if s.iters() != Some(self.spec.iters) {
                             problems.push(format!("host {name}: no summary for {} iterations", self.spec.iters));
@@ -381,10 +346,8 @@ impl PairRun {
                         }
                         let moved = |v: Option<u64>| v.unwrap_or(0) >= u64::from(self.spec.iters);
                         if s.exit == Some(0) && !(moved(s.tx) && moved(s.rx)) {
-                            problems.push(format!(
-                                "host {name}: eth0 moved only {:?} packets out, {:?} in",
-                                s.tx, s.rx
-                            ));
+                            problems
+                                .push(format!("host {name}: eth0 moved only {:?} packets out, {:?} in", s.tx, s.rx));
                         }
                     }
                 }
@@ -442,7 +405,11 @@ impl PairRun {
             out.push(format!(
                 "{indent}{} ({}):",
                 r.mode.upper(),
-                if r.mode == Mode::Rc { "reliable connected, 4096-byte SENDs" } else { "unreliable datagram, 1024-byte SENDs + GRH" }
+                if r.mode == Mode::Rc {
+                    "reliable connected, 4096-byte SENDs"
+                } else {
+                    "unreliable datagram, 1024-byte SENDs + GRH"
+                }
             ));
             for (name, side) in &r.sides {
                 let Some(s) = side else {

@@ -52,11 +52,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 /// exits 0.
 pub fn capture(cmd: &mut Command) -> Result<String> {
     let what = describe(cmd);
-    let out = cmd
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .ctx(format!("cannot run `{what}`"))?;
+    let out = cmd.stdin(Stdio::null()).stderr(Stdio::inherit()).output().ctx(format!("cannot run `{what}`"))?;
     if !out.status.success() {
         return Err(format!("`{what}` failed ({})", out.status));
     }
@@ -79,10 +75,7 @@ pub fn capture_lenient(cmd: &mut Command) -> Option<(bool, String, String)> {
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let extra = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"];
-    std::env::split_paths(&path)
-        .chain(extra.iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
+    std::env::split_paths(&path).chain(extra.iter().map(PathBuf::from)).map(|d| d.join(name)).find(|p| is_executable(p))
 }
 
 /// True for an existing regular file with an execute bit.

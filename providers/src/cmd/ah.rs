@@ -19,7 +19,8 @@ pub fn create_ah(
     user_handle: u64,
     drv_out: &mut [u8],
 ) -> Result<u32, crate::Errno> {
-    let req = ib_uverbs_create_ah { response: 0, user_handle, pd_handle: pd, reserved: 0, attr: *attr, driver_data: [] };
+    let req =
+        ib_uverbs_create_ah { response: 0, user_handle, pd_handle: pd, reserved: 0, attr: *attr, driver_data: [] };
     let mut resp = ib_uverbs_create_ah_resp::new_zeroed();
     let path = fd.write_cmd(IB_USER_VERBS_CMD_CREATE_AH, req.as_bytes(), resp.as_mut_bytes(), &[], drv_out)?;
     traced("ibv_create_ah", path);

@@ -80,7 +80,8 @@ pub fn query_device(fd: &UverbsFd) -> Result<DeviceAttrRaw> {
     match fd.write_cmd_ex(IB_USER_VERBS_EX_CMD_QUERY_DEVICE, req.as_bytes(), resp.as_mut_bytes(), &[], &mut []) {
         Ok(path) => {
             traced(VERB, path);
-            let len = (resp.response_length as usize).clamp(size_of::<ib_uverbs_query_device_resp>(), size_of_val(&resp));
+            let len =
+                (resp.response_length as usize).clamp(size_of::<ib_uverbs_query_device_resp>(), size_of_val(&resp));
             return Ok(DeviceAttrRaw { resp, len });
         }
         Err(Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::EINVAL) => {}

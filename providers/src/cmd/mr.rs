@@ -23,16 +23,16 @@ pub struct MrKeys {
 /// `INVOKE_WRITE`): pins `[start, start+length)` and maps it at IO virtual
 /// address `hca_va` in PD `pd`. The kernel errno is returned raw so the
 /// caller can explain `ENOMEM`/`EFAULT` with its own context.
-pub fn reg_mr(fd: &UverbsFd, pd: u32, start: u64, length: u64, hca_va: u64, access: u32) -> Result<MrKeys, crate::Errno> {
-    let req = ib_uverbs_reg_mr {
-        response: 0,
-        start,
-        length,
-        hca_va,
-        pd_handle: pd,
-        access_flags: access,
-        driver_data: [],
-    };
+pub fn reg_mr(
+    fd: &UverbsFd,
+    pd: u32,
+    start: u64,
+    length: u64,
+    hca_va: u64,
+    access: u32,
+) -> Result<MrKeys, crate::Errno> {
+    let req =
+        ib_uverbs_reg_mr { response: 0, start, length, hca_va, pd_handle: pd, access_flags: access, driver_data: [] };
     let mut resp = ib_uverbs_reg_mr_resp::new_zeroed();
     let path = fd.write_cmd(IB_USER_VERBS_CMD_REG_MR, req.as_bytes(), resp.as_mut_bytes(), &[], &mut [])?;
     traced("ibv_reg_mr", path);

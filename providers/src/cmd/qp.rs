@@ -188,7 +188,13 @@ mod tests {
             send_cq: 2,
             recv_cq: 3,
             srq: None,
-            cap: ib_uverbs_qp_cap { max_send_wr: 16, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 2, max_inline_data: 64 },
+            cap: ib_uverbs_qp_cap {
+                max_send_wr: 16,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 2,
+                max_inline_data: 64,
+            },
             sq_sig_all: true,
             user_handle: 9,
         };

@@ -204,10 +204,7 @@ const REQ_FAST: [ReqFast; 64] = {
             ReqLen::Eight => 8,
         };
         let flags = if k.with_imm { WcFlags::WITH_IMM.bits() } else { 0 };
-        t[i] = ReqFast {
-            mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)],
-            tail: [pair(0, flags), 0],
-        };
+        t[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0] };
         i += 1;
     }
     t

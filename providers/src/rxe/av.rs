@@ -29,7 +29,6 @@ use rverbs_uapi::rdma_user_rxe::{
 };
 use zerocopy::IntoBytes;
 
-
 /// Size of `struct rxe_av`.
 pub const AV_LEN: usize = size_of::<rxe_av>();
 

@@ -248,8 +248,7 @@ impl MockKernel {
             let opcode: u32 = get(p, 12);
             let send_flags: u32 = get(p, 16);
             let ex_raw: u32 = get(p, 20);
-            let rdma = matches!(opcode, 0 | 1 | 4)
-                .then(|| KRdma { remote_addr: get(p, 24), rkey: get(p, 32) });
+            let rdma = matches!(opcode, 0 | 1 | 4).then(|| KRdma { remote_addr: get(p, 24), rkey: get(p, 32) });
             let atomic = matches!(opcode, 5 | 6).then(|| KAtomic {
                 remote_addr: get(p, 24),
                 compare_add: get(p, 32),
@@ -396,7 +395,8 @@ impl MockKernel {
 /// (RoCE), `IB_WC_WITH_IMM` with the immediate in network order if `imm`.
 pub fn recv_cqe(wr_id: u64, qp_num: u32, byte_len: u32, imm: Option<u32>) -> ib_uverbs_wc {
     const IB_WC_RECV: u32 = 128;
-    let mut wc = ib_uverbs_wc { wr_id, opcode: IB_WC_RECV, byte_len, qp_num, wc_flags: 1, port_num: 1, ..Default::default() };
+    let mut wc =
+        ib_uverbs_wc { wr_id, opcode: IB_WC_RECV, byte_len, qp_num, wc_flags: 1, port_num: 1, ..Default::default() };
     if let Some(i) = imm {
         wc.wc_flags |= 2;
         wc.ex = u32::from_ne_bytes(i.to_be_bytes());

@@ -23,8 +23,8 @@ use zerocopy::FromBytes;
 
 pub use av::{Av, AvAttr, AvHandle, AvTable, AV_NUM_FLAG};
 pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
-pub use wqe::{SendLimits, Transport};
 pub use queue::Queue;
+pub use wqe::{SendLimits, Transport};
 
 use crate::sys::UverbsFd;
 use crate::{Errno, Error, Result};

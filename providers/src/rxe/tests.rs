@@ -205,13 +205,8 @@ fn golden_inline_send() {
         Sge { addr: a.as_ptr() as u64, length: 5, lkey: 0xffff_ffff },
         Sge { addr: b.as_ptr() as u64, length: 7, lkey: 0 },
     ];
-    let wr = SendWr {
-        wr_id: 13,
-        op: SendOp::Send,
-        flags: SendFlags::INLINE | SendFlags::SIGNALED,
-        sgl: &sgl,
-        ud: None,
-    };
+    let wr =
+        SendWr { wr_id: 13, op: SendOp::Send, flags: SendFlags::INLINE | SendFlags::SIGNALED, sgl: &sgl, ud: None };
     // INLINE (8) stays in send_flags; num_sge stays the WR's; the payload is
     // contiguous at 208 and no SGE is written.
     let mut want = want_send(13, 2, 8 | 2, 2, 12);
@@ -223,7 +218,8 @@ fn golden_inline_send() {
 fn golden_ud_send() {
     let sgl = [SGE_B];
     let ud = UdDest { ah_num: 3, remote_qpn: 0x00ab_cdef, remote_qkey: 0x1111_1111 };
-    let wr = SendWr { wr_id: 14, op: SendOp::SendWithImm(0x00c0_ffee), flags: SendFlags::SIGNALED, sgl: &sgl, ud: Some(ud) };
+    let wr =
+        SendWr { wr_id: 14, op: SendOp::SendWithImm(0x00c0_ffee), flags: SendFlags::SIGNALED, sgl: &sgl, ud: Some(ud) };
     let mut want = want_send(14, 3, 2, 1, 0x20);
     put_be32(&mut want, 20, 0x00c0_ffee);
     put_u32(&mut want, 24, 0x00ab_cdef); // wr.ud.remote_qpn
@@ -656,7 +652,10 @@ fn limits_clamped_to_slot() {
     let big = SendLimits { transport: Transport::Rc, max_sge: 16, max_inline: 256 };
     let mut s = SendRing::new(Queue::new_heap(4, 8), big, CountingDoorbell::default());
     let four = [SGE_A; 4];
-    assert_eq!(post(&mut s, &[wr_op(SendOp::Send, &four)]).unwrap_err().kind, PostErrorKind::TooManySge { given: 4, max: 3 });
+    assert_eq!(
+        post(&mut s, &[wr_op(SendOp::Send, &four)]).unwrap_err().kind,
+        PostErrorKind::TooManySge { given: 4, max: 3 }
+    );
     let buf = [7u8; 49];
     let sgl = [Sge { addr: buf.as_ptr() as u64, length: 49, lkey: 0 }];
     let inline = SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) };
@@ -664,7 +663,10 @@ fn limits_clamped_to_slot() {
     assert_eq!(post(&mut s, &[wr_op(SendOp::Send, &four[..3])]), Ok(()));
     // 64-byte receive slots hold (64 - 40) / 16 = 1 SGE.
     let mut r = RecvRing::new(Queue::new_heap(4, 6), 4);
-    assert_eq!(r.post(&[RecvWr { wr_id: 0, sgl: &four[..2] }]).unwrap_err().kind, PostErrorKind::TooManySge { given: 2, max: 1 });
+    assert_eq!(
+        r.post(&[RecvWr { wr_id: 0, sgl: &four[..2] }]).unwrap_err().kind,
+        PostErrorKind::TooManySge { given: 2, max: 1 }
+    );
     assert_eq!(r.post(&[recv(1)]), Ok(()));
 }
 
@@ -869,7 +871,8 @@ fn mock_decodes_every_opcode() {
         (SendOp::AtomicCmpAndSwp { remote: REMOTE, compare: 10, swap: 20 }, 5),
         (SendOp::AtomicFetchAndAdd { remote: REMOTE, add: 30 }, 6),
     ];
-    let wrs: Vec<_> = ops.iter().enumerate().map(|(i, &(op, _))| SendWr { wr_id: i as u64, ..wr_op(op, &at) }).collect();
+    let wrs: Vec<_> =
+        ops.iter().enumerate().map(|(i, &(op, _))| SendWr { wr_id: i as u64, ..wr_op(op, &at) }).collect();
     assert_eq!(post(&mut s, &wrs), Ok(()));
     let got = k.consume_send(s.queue(), usize::MAX);
     for (w, &(op, opcode)) in got.iter().zip(&ops) {
@@ -1001,7 +1004,11 @@ fn randomized_posts_and_polls() {
                 for j in 0..n {
                     let nsge = if bad_at == Some(j) { 5 } else { rng.below(5) as usize };
                     let sgl: Vec<Sge> = (0..nsge)
-                        .map(|_| Sge { addr: rng.next() & !7, length: rng.below(1 << 20) as u32, lkey: rng.next() as u32 })
+                        .map(|_| Sge {
+                            addr: rng.next() & !7,
+                            length: rng.below(1 << 20) as u32,
+                            lkey: rng.next() as u32,
+                        })
                         .collect();
                     let remote = RemoteAddr { addr: rng.next() & !7, rkey: rng.next() as u32 };
                     let op = match rng.below(5) {
@@ -1016,7 +1023,13 @@ fn randomized_posts_and_polls() {
                 }
                 let m = &mut models[0];
                 let wrs: Vec<SendWr<'_>> = (0..n)
-                    .map(|j| SendWr { wr_id: m.next + j as u64, op: ops[j], flags: SendFlags::SIGNALED, sgl: &sgls[j], ud: None })
+                    .map(|j| SendWr {
+                        wr_id: m.next + j as u64,
+                        op: ops[j],
+                        flags: SendFlags::SIGNALED,
+                        sgl: &sgls[j],
+                        ud: None,
+                    })
                     .collect();
                 let free = (s.queue().capacity() as usize) - m.queued.len();
                 let stop = (0..n).find(|&j| bad_at == Some(j) || j >= free);
@@ -1024,7 +1037,10 @@ fn randomized_posts_and_polls() {
                 match stop {
                     None => assert_eq!(res, Ok(())),
                     Some(j) if bad_at == Some(j) => {
-                        assert_eq!(res, Err(PostError { index: j, kind: PostErrorKind::TooManySge { given: 5, max: 4 } }))
+                        assert_eq!(
+                            res,
+                            Err(PostError { index: j, kind: PostErrorKind::TooManySge { given: 5, max: 4 } })
+                        )
                     }
                     Some(j) => assert_eq!(res, Err(PostError { index: j, kind: PostErrorKind::QueueFull })),
                 }
@@ -1043,7 +1059,11 @@ fn randomized_posts_and_polls() {
                 let (ring, m) = if which == 1 { (&mut r, &mut models[1]) } else { (&mut srq, &mut models[2]) };
                 let n = rng.below(4) as usize + 1;
                 let sgls: Vec<Vec<Sge>> = (0..n)
-                    .map(|_| (0..rng.below(5)).map(|_| Sge { addr: rng.next(), length: rng.below(4096) as u32, lkey: 7 }).collect())
+                    .map(|_| {
+                        (0..rng.below(5))
+                            .map(|_| Sge { addr: rng.next(), length: rng.below(4096) as u32, lkey: 7 })
+                            .collect()
+                    })
                     .collect();
                 let wrs: Vec<RecvWr<'_>> = (0..n).map(|j| RecvWr { wr_id: m.next + j as u64, sgl: &sgls[j] }).collect();
                 let free = ring.queue().capacity() as usize - m.queued.len();

@@ -63,7 +63,9 @@ pub struct SendLimits {
 pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
     let allowed = match lim.transport {
         Transport::Rc => true,
-        Transport::Uc => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..)),
+        Transport::Uc => {
+            matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..))
+        }
         Transport::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
     };
     if !allowed {

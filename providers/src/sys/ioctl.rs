@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(b[0..2], [24 + 16 * 6, 0]);
         assert_eq!(b[6..8], [6, 0]); // num_attrs
         assert_eq!(b[16..20], [1, 0, 0, 0]); // driver_id mlx5
-        // attr 0: new handle
+                                             // attr 0: new handle
         assert_eq!(&b[24..32], &[0, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(w[4], 0);
         // attr 1: u32 inline

@@ -199,10 +199,7 @@ impl RdmaNetlink {
         let replies = self.transact(
             RDMA_NLDEV_CMD_GET_CHARDEV,
             NLM_F_ACK,
-            &[
-                (RDMA_NLDEV_ATTR_DEV_INDEX as u16, &idx),
-                (RDMA_NLDEV_ATTR_CHARDEV_TYPE as u16, b"uverbs\0"),
-            ],
+            &[(RDMA_NLDEV_ATTR_DEV_INDEX as u16, &idx), (RDMA_NLDEV_ATTR_CHARDEV_TYPE as u16, b"uverbs\0")],
         )?;
         replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
     }

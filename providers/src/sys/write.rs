@@ -11,9 +11,7 @@
 //! in 8-byte words and excludes the 24 header bytes; the response pointer is
 //! in `ex_hdr`.
 
-use rverbs_uapi::ib_user_verbs::{
-    ib_uverbs_cmd_hdr, ib_uverbs_ex_cmd_hdr, IB_USER_VERBS_CMD_FLAG_EXTENDED,
-};
+use rverbs_uapi::ib_user_verbs::{ib_uverbs_cmd_hdr, ib_uverbs_ex_cmd_hdr, IB_USER_VERBS_CMD_FLAG_EXTENDED};
 use zerocopy::IntoBytes;
 
 /// Pads `v` with zeros to a multiple of `n` bytes.
@@ -34,11 +32,7 @@ pub fn frame(command: u32, core_in: &[u8], drv_in: &[u8], resp_ptr: u64, resp_le
     }
     body.extend_from_slice(drv_in);
     pad_to(&mut body, 4);
-    let hdr = ib_uverbs_cmd_hdr {
-        command,
-        in_words: ((8 + body.len()) / 4) as u16,
-        out_words: (resp_len / 4) as u16,
-    };
+    let hdr = ib_uverbs_cmd_hdr { command, in_words: ((8 + body.len()) / 4) as u16, out_words: (resp_len / 4) as u16 };
     let mut buf = hdr.as_bytes().to_vec();
     buf.extend_from_slice(&body);
     buf

@@ -21,13 +21,7 @@ mod tests {
     #[test]
     fn like_ibv_devices() {
         let mut s = String::new();
-        write_devices(
-            &mut s,
-            &[
-                ("rxe0", 0x505400fffe123456),
-                ("mlx5_a_very_long_name", 0x2c9),
-            ],
-        );
+        write_devices(&mut s, &[("rxe0", 0x505400fffe123456), ("mlx5_a_very_long_name", 0x2c9)]);
         assert_eq!(
             s,
             "    device          \t   node GUID\n\

@@ -198,11 +198,8 @@ pub const DEVICE_CAP_FLAGS: &[(u32, &str)] = &[
 
 /// The upper half of `device_cap_flags_ex` that `ibv_devinfo` names
 /// (`IBV_DEVICE_RAW_SCATTER_FCS`, `_PCI_WRITE_END_PADDING`, `_CC_DMA_BOUNCE`).
-pub const DEVICE_CAP_FLAGS_EX: &[(u64, &str)] = &[
-    (1 << 34, "RAW_SCATTER_FCS"),
-    (1 << 36, "PCI_WRITE_END_PADDING"),
-    (1 << 41, "CC_DMA_BOUNCE"),
-];
+pub const DEVICE_CAP_FLAGS_EX: &[(u64, &str)] =
+    &[(1 << 34, "RAW_SCATTER_FCS"), (1 << 36, "PCI_WRITE_END_PADDING"), (1 << 41, "CC_DMA_BOUNCE")];
 
 /// `enum ibv_odp_transport_cap_bits`, with the names `ibv_devinfo` prints.
 pub const ODP_TRANSPORT_CAPS: &[(u32, &str)] = &[
@@ -217,8 +214,7 @@ pub const ODP_TRANSPORT_CAPS: &[(u32, &str)] = &[
 ];
 
 /// `enum ibv_odp_general_caps`.
-pub const ODP_GENERAL_CAPS: &[(u64, &str)] =
-    &[(1 << 0, "ODP_SUPPORT"), (1 << 1, "ODP_SUPPORT_IMPLICIT")];
+pub const ODP_GENERAL_CAPS: &[(u64, &str)] = &[(1 << 0, "ODP_SUPPORT"), (1 << 1, "ODP_SUPPORT_IMPLICIT")];
 
 /// `enum ibv_raw_packet_caps`, with `ibv_devinfo`'s descriptions (no
 /// "unknown" line: rdma-core prints none for this mask).
@@ -282,12 +278,7 @@ const FLAG_INDENT: &str = "\t\t\t\t\t";
 /// rest (rdma-core's pattern for every capability mask).
 fn write_flag_names<T>(out: &mut String, value: T, names: &[(T, &str)])
 where
-    T: Copy
-        + std::ops::BitAnd<Output = T>
-        + std::ops::Not<Output = T>
-        + PartialEq
-        + Default
-        + std::fmt::UpperHex,
+    T: Copy + std::ops::BitAnd<Output = T> + std::ops::Not<Output = T> + PartialEq + Default + std::fmt::UpperHex,
 {
     let zero = T::default();
     let mut known = zero;
@@ -393,39 +384,18 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     let _ = writeln!(w, "\tmax_qp_rd_atom:\t\t\t{}", c_int(a.max_qp_rd_atom));
     let _ = writeln!(w, "\tmax_ee_rd_atom:\t\t\t{}", c_int(a.max_ee_rd_atom));
     let _ = writeln!(w, "\tmax_res_rd_atom:\t\t{}", c_int(a.max_res_rd_atom));
-    let _ = writeln!(
-        w,
-        "\tmax_qp_init_rd_atom:\t\t{}",
-        c_int(a.max_qp_init_rd_atom)
-    );
-    let _ = writeln!(
-        w,
-        "\tmax_ee_init_rd_atom:\t\t{}",
-        c_int(a.max_ee_init_rd_atom)
-    );
+    let _ = writeln!(w, "\tmax_qp_init_rd_atom:\t\t{}", c_int(a.max_qp_init_rd_atom));
+    let _ = writeln!(w, "\tmax_ee_init_rd_atom:\t\t{}", c_int(a.max_ee_init_rd_atom));
     let cap = a.atomic_cap.raw();
-    let _ = writeln!(
-        w,
-        "\tatomic_cap:\t\t\t{} ({})",
-        atomic_cap_str(cap),
-        c_int(cap)
-    );
+    let _ = writeln!(w, "\tatomic_cap:\t\t\t{} ({})", atomic_cap_str(cap), c_int(cap));
     let _ = writeln!(w, "\tmax_ee:\t\t\t\t{}", c_int(a.max_ee));
     let _ = writeln!(w, "\tmax_rdd:\t\t\t{}", c_int(a.max_rdd));
     let _ = writeln!(w, "\tmax_mw:\t\t\t\t{}", c_int(a.max_mw));
     let _ = writeln!(w, "\tmax_raw_ipv6_qp:\t\t{}", c_int(a.max_raw_ipv6_qp));
     let _ = writeln!(w, "\tmax_raw_ethy_qp:\t\t{}", c_int(a.max_raw_ethy_qp));
     let _ = writeln!(w, "\tmax_mcast_grp:\t\t\t{}", c_int(a.max_mcast_grp));
-    let _ = writeln!(
-        w,
-        "\tmax_mcast_qp_attach:\t\t{}",
-        c_int(a.max_mcast_qp_attach)
-    );
-    let _ = writeln!(
-        w,
-        "\tmax_total_mcast_qp_attach:\t{}",
-        c_int(a.max_total_mcast_qp_attach)
-    );
+    let _ = writeln!(w, "\tmax_mcast_qp_attach:\t\t{}", c_int(a.max_mcast_qp_attach));
+    let _ = writeln!(w, "\tmax_total_mcast_qp_attach:\t{}", c_int(a.max_total_mcast_qp_attach));
     let _ = writeln!(w, "\tmax_ah:\t\t\t\t{}", c_int(a.max_ah));
     let _ = writeln!(w, "\tmax_fmr:\t\t\t{}", c_int(a.max_fmr));
     if a.max_fmr != 0 {
@@ -452,11 +422,7 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     write_odp_transport_caps(w, a.xrc_odp_caps);
 
     if a.completion_timestamp_mask != 0 {
-        let _ = writeln!(
-            w,
-            "\tcompletion timestamp_mask:\t\t\t0x{:016x}",
-            a.completion_timestamp_mask
-        );
+        let _ = writeln!(w, "\tcompletion timestamp_mask:\t\t\t0x{:016x}", a.completion_timestamp_mask);
     } else {
         w.push_str("\tcompletion_timestamp_mask not supported\n");
     }
@@ -475,11 +441,7 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     }
 
     let _ = writeln!(w, "\tdevice_cap_flags_ex:\t\t0x{:X}", a.device_cap_flags_ex);
-    write_flag_names(
-        w,
-        a.device_cap_flags_ex & 0xffff_ffff_0000_0000,
-        DEVICE_CAP_FLAGS_EX,
-    );
+    write_flag_names(w, a.device_cap_flags_ex & 0xffff_ffff_0000_0000, DEVICE_CAP_FLAGS_EX);
 
     // print_tso_caps()
     w.push_str("\ttso_caps:\n");
@@ -491,22 +453,10 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     // print_rss_caps()
     let r = &a.rss_caps;
     w.push_str("\trss_caps:\n");
-    let _ = writeln!(
-        w,
-        "\t\tmax_rwq_indirection_tables:\t\t\t{}",
-        r.max_rwq_indirection_tables
-    );
-    let _ = writeln!(
-        w,
-        "\t\tmax_rwq_indirection_table_size:\t\t\t{}",
-        r.max_rwq_indirection_table_size
-    );
+    let _ = writeln!(w, "\t\tmax_rwq_indirection_tables:\t\t\t{}", r.max_rwq_indirection_tables);
+    let _ = writeln!(w, "\t\tmax_rwq_indirection_table_size:\t\t\t{}", r.max_rwq_indirection_table_size);
     let _ = writeln!(w, "\t\trx_hash_function:\t\t\t\t0x{:x}", r.rx_hash_function);
-    let _ = writeln!(
-        w,
-        "\t\trx_hash_fields_mask:\t\t\t\t0x{:X}",
-        r.rx_hash_fields_mask
-    );
+    let _ = writeln!(w, "\t\trx_hash_fields_mask:\t\t\t\t0x{:X}", r.rx_hash_fields_mask);
     if r.supported_qpts != 0 {
         write_supported_qpts(w, r.supported_qpts, false);
     }
@@ -546,11 +496,7 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     }
 
     if a.max_dm_size != 0 {
-        let _ = writeln!(
-            w,
-            "\tmaximum available device memory:\t{}Bytes\n",
-            a.max_dm_size
-        );
+        let _ = writeln!(w, "\tmaximum available device memory:\t{}Bytes\n", a.max_dm_size);
     }
 
     let _ = writeln!(w, "\tnum_comp_vectors:\t\t{}", c_int(num_comp_vectors));
@@ -577,12 +523,7 @@ pub fn write_gid_line(out: &mut String, e: &GidEntry, link_layer: LinkLayer) {
     if v1 {
         let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, e.gid);
     } else {
-        let _ = writeln!(
-            out,
-            "\t\t\tGID[{:3}]:\t\t{}{suffix}",
-            e.index,
-            inet_ntop6(&e.gid.0)
-        );
+        let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, inet_ntop6(&e.gid.0));
     }
 }
 
@@ -591,10 +532,7 @@ pub fn write_gid_line(out: &mut String, e: &GidEntry, link_layer: LinkLayer) {
 /// or more zero groups replaced by `::`, and the last 32 bits in dotted
 /// form for `::a.b.c.d` and `::ffff:a.b.c.d`.
 pub fn inet_ntop6(b: &[u8; 16]) -> String {
-    let words: Vec<u16> = b
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect();
+    let words: Vec<u16> = b.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
     // Longest run of zero words; runs of one are not compressed.
     let (mut best_base, mut best_len) = (usize::MAX, 0usize);
     let mut i = 0;
@@ -641,14 +579,7 @@ pub fn inet_ntop6(b: &[u8; 16]) -> String {
 
 /// One `port:` block (with the trailing empty line). `gids` are the entries
 /// of this port (any order; only used with `verbose`).
-pub fn write_port(
-    out: &mut String,
-    port: u8,
-    p: &PortAttr,
-    transport: Transport,
-    gids: &[GidEntry],
-    verbose: bool,
-) {
+pub fn write_port(out: &mut String, port: u8, p: &PortAttr, transport: Transport, gids: &[GidEntry], verbose: bool) {
     let w = out;
     let _ = writeln!(w, "\t\tport:\t{port}");
     let st = p.state.raw();
@@ -665,12 +596,7 @@ pub fn write_port(
         let _ = writeln!(w, "\t\t\tmax_msg_sz:\t\t0x{:x}", p.max_msg_sz);
         let _ = writeln!(w, "\t\t\tport_cap_flags:\t\t0x{:08x}", p.port_cap_flags);
         let _ = writeln!(w, "\t\t\tport_cap_flags2:\t0x{:04x}", p.port_cap_flags2);
-        let _ = writeln!(
-            w,
-            "\t\t\tmax_vl_num:\t\t{} ({})",
-            vl_str(p.max_vl_num),
-            p.max_vl_num
-        );
+        let _ = writeln!(w, "\t\t\tmax_vl_num:\t\t{} ({})", vl_str(p.max_vl_num), p.max_vl_num);
         let _ = writeln!(w, "\t\t\tbad_pkey_cntr:\t\t0x{:x}", p.bad_pkey_cntr);
         let _ = writeln!(w, "\t\t\tqkey_viol_cntr:\t\t0x{:x}", p.qkey_viol_cntr);
         let _ = writeln!(w, "\t\t\tsm_sl:\t\t\t{}", p.sm_sl);
@@ -678,12 +604,7 @@ pub fn write_port(
         let _ = writeln!(w, "\t\t\tgid_tbl_len:\t\t{}", c_int(p.gid_tbl_len));
         let _ = writeln!(w, "\t\t\tsubnet_timeout:\t\t{}", p.subnet_timeout);
         let _ = writeln!(w, "\t\t\tinit_type_reply:\t{}", p.init_type_reply);
-        let _ = writeln!(
-            w,
-            "\t\t\tactive_width:\t\t{}X ({})",
-            width_str(p.active_width),
-            p.active_width
-        );
+        let _ = writeln!(w, "\t\t\tactive_width:\t\t{}X ({})", width_str(p.active_width), p.active_width);
         let speed = p.effective_speed_code();
         let _ = writeln!(w, "\t\t\tactive_speed:\t\t{} ({speed})", speed_str(speed));
         if matches!(transport, Transport::Ib) {
@@ -702,17 +623,9 @@ pub fn write_port(
 /// rverbs-only: the names of the port capability bits, which `ibv_devinfo`
 /// prints only as hex numbers. Printed after the GID table.
 pub fn write_port_cap_names(out: &mut String, dev: &str, port: u8, p: &PortAttr) {
-    let _ = writeln!(
-        out,
-        "{dev} port {port} port_cap_flags:\t0x{:08x}",
-        p.port_cap_flags
-    );
+    let _ = writeln!(out, "{dev} port {port} port_cap_flags:\t0x{:08x}", p.port_cap_flags);
     write_flag_names(out, p.port_cap_flags, PORT_CAP_FLAGS);
-    let _ = writeln!(
-        out,
-        "{dev} port {port} port_cap_flags2:\t0x{:04x}",
-        p.port_cap_flags2
-    );
+    let _ = writeln!(out, "{dev} port {port} port_cap_flags2:\t0x{:04x}", p.port_cap_flags2);
     write_flag_names(out, p.port_cap_flags2, PORT_CAP_FLAGS2);
 }
 
@@ -784,24 +697,14 @@ mod tests {
              \t\t\t\t\tSYS_IMAGE_GUID\n\t\t\t\t\tRC_RNR_NAK_GEN\n\t\t\t\t\tSRQ_RESIZE\n\t\t\t\t\tUnknown flags: 0x80000000\n"
         );
         let mut s = String::new();
-        write_flag_names(
-            &mut s,
-            0x0000_0104_0000_0000u64 & 0xffff_ffff_0000_0000,
-            DEVICE_CAP_FLAGS_EX,
-        );
-        assert_eq!(
-            s,
-            "\t\t\t\t\tRAW_SCATTER_FCS\n\t\t\t\t\tUnknown flags: 0x10000000000\n"
-        );
+        write_flag_names(&mut s, 0x0000_0104_0000_0000u64 & 0xffff_ffff_0000_0000, DEVICE_CAP_FLAGS_EX);
+        assert_eq!(s, "\t\t\t\t\tRAW_SCATTER_FCS\n\t\t\t\t\tUnknown flags: 0x10000000000\n");
         let mut s = String::new();
         write_odp_transport_caps(&mut s, 0);
         assert_eq!(s, "\t\t\t\t\tNO SUPPORT\n");
         let mut s = String::new();
         write_odp_transport_caps(&mut s, 0x121);
-        assert_eq!(
-            s,
-            "\t\t\t\t\tSUPPORT_SEND\n\t\t\t\t\tSUPPORT_SRQ\n\t\t\t\t\tUnknown flags: 0x100\n"
-        );
+        assert_eq!(s, "\t\t\t\t\tSUPPORT_SEND\n\t\t\t\t\tSUPPORT_SRQ\n\t\t\t\t\tUnknown flags: 0x100\n");
         let mut s = String::new();
         write_supported_qpts(&mut s, (1 << 8) | (1 << 4) | (1 << 2) | 1, true);
         assert_eq!(
@@ -817,27 +720,15 @@ mod tests {
     #[test]
     fn ntop_matches_glibc() {
         let cases = [
-            (
-                "fe80:0000:0000:0000:5054:00ff:fe12:3456",
-                "fe80::5054:ff:fe12:3456",
-            ),
+            ("fe80:0000:0000:0000:5054:00ff:fe12:3456", "fe80::5054:ff:fe12:3456"),
             ("0000:0000:0000:0000:0000:ffff:0a00:0001", "::ffff:10.0.0.1"),
             ("0000:0000:0000:0000:0000:0000:0a00:0001", "::10.0.0.1"),
             ("0000:0000:0000:0000:0000:0000:0000:0001", "::1"),
             ("0000:0000:0000:0000:0000:0000:0000:0000", "::"),
             ("2001:0db8:0000:0001:0000:0000:0000:0001", "2001:db8:0:1::1"),
-            (
-                "2001:0db8:0000:0000:0001:0000:0000:0001",
-                "2001:db8::1:0:0:1",
-            ),
-            (
-                "2001:0db8:0001:0001:0001:0001:0001:0001",
-                "2001:db8:1:1:1:1:1:1",
-            ),
-            (
-                "2001:0db8:0000:0001:0001:0001:0001:0001",
-                "2001:db8:0:1:1:1:1:1",
-            ),
+            ("2001:0db8:0000:0000:0001:0000:0000:0001", "2001:db8::1:0:0:1"),
+            ("2001:0db8:0001:0001:0001:0001:0001:0001", "2001:db8:1:1:1:1:1:1"),
+            ("2001:0db8:0000:0001:0001:0001:0001:0001", "2001:db8:0:1:1:1:1:1"),
             ("fe80:0000:0000:0000:0000:0000:0000:0000", "fe80::"),
             ("0000:0000:0000:0000:0000:fffe:0a00:0001", "::fffe:a00:1"),
             ("0001:0000:0000:0000:0000:ffff:0a00:0001", "1::ffff:a00:1"),
@@ -848,14 +739,7 @@ mod tests {
     }
 
     fn entry(port: u32, index: u32, s: &str, t: GidType) -> GidEntry {
-        GidEntry {
-            gid: gid(s),
-            index,
-            port,
-            gid_type: t,
-            netdev_ifindex: 2,
-            netdev: Some("v0".into()),
-        }
+        GidEntry { gid: gid(s), index, port, gid_type: t, netdev_ifindex: 2, netdev: Some("v0".into()) }
     }
 
     #[test]
@@ -867,17 +751,11 @@ mod tests {
         let mut s = String::new();
         let e = entry(1, 1, "fe80::5054:ff:fe12:3456", GidType::RoceV1);
         write_gid_line(&mut s, &e, LinkLayer::Ethernet);
-        assert_eq!(
-            s,
-            "\t\t\tGID[  1]:\t\tfe80:0000:0000:0000:5054:00ff:fe12:3456, RoCE v1\n"
-        );
+        assert_eq!(s, "\t\t\tGID[  1]:\t\tfe80:0000:0000:0000:5054:00ff:fe12:3456, RoCE v1\n");
         let mut s = String::new();
         let e = entry(1, 127, "fe80::2:c903:f:1234", GidType::Ib);
         write_gid_line(&mut s, &e, LinkLayer::Infiniband);
-        assert_eq!(
-            s,
-            "\t\t\tGID[127]:\t\tfe80:0000:0000:0000:0002:c903:000f:1234\n"
-        );
+        assert_eq!(s, "\t\t\tGID[127]:\t\tfe80:0000:0000:0000:0002:c903:000f:1234\n");
         let mut s = String::new();
         let e = entry(1, 1000, "::ffff:10.0.0.1", GidType::RoceV2);
         write_gid_line(&mut s, &e, LinkLayer::Ethernet);
@@ -902,14 +780,7 @@ mod tests {
 
     fn g(port: u32, index: u32, text: &str, v2: bool) -> GidEntry {
         let gid_type = if v2 { GidType::RoceV2 } else { GidType::RoceV1 };
-        GidEntry {
-            gid: gid(text),
-            index,
-            port,
-            gid_type,
-            netdev_ifindex: 0,
-            netdev: None,
-        }
+        GidEntry { gid: gid(text), index, port, gid_type, netdev_ifindex: 0, netdev: None }
     }
 
     fn guid(v: u64) -> Guid {
@@ -998,18 +869,10 @@ mod tests {
             x.flags = 1;
         });
         Fixture {
-            info: DeviceInfo {
-                name: "rxe0",
-                transport: Transport::Ib,
-                board_id: None,
-                num_comp_vectors: 1,
-            },
+            info: DeviceInfo { name: "rxe0", transport: Transport::Ib, board_id: None, num_comp_vectors: 1 },
             attr,
             ports: vec![p1],
-            gids: vec![
-                g(1, 1, "::ffff:10.0.0.1", true),
-                g(1, 0, "fe80::5054:ff:fe12:3456", true),
-            ],
+            gids: vec![g(1, 1, "::ffff:10.0.0.1", true), g(1, 0, "fe80::5054:ff:fe12:3456", true)],
         }
     }
 
@@ -1060,16 +923,8 @@ mod tests {
             xrc_odp_caps: 0x2f,
             ..DeviceAttr::default()
         };
-        attr.odp_caps = rverbs::OdpCaps {
-            general_caps: 0x7,
-            rc_odp_caps: 0x13f,
-            uc_odp_caps: 0x3,
-            ud_odp_caps: 0x9,
-        };
-        attr.tso_caps = rverbs::TsoCaps {
-            max_tso: 262144,
-            supported_qpts: (1 << 8) | (1 << 4) | 1,
-        };
+        attr.odp_caps = rverbs::OdpCaps { general_caps: 0x7, rc_odp_caps: 0x13f, uc_odp_caps: 0x3, ud_odp_caps: 0x9 };
+        attr.tso_caps = rverbs::TsoCaps { max_tso: 262144, supported_qpts: (1 << 8) | (1 << 4) | 1 };
         attr.rss_caps = rverbs::RssCaps {
             supported_qpts: 1 << 8,
             max_rwq_indirection_tables: 1048576,
@@ -1082,17 +937,9 @@ mod tests {
             qp_rate_limit_max: 100000000,
             supported_qpts: (1 << 8) | (1 << 4),
         };
-        attr.tm_caps = rverbs::TmCaps {
-            max_rndv_hdr_size: 64,
-            max_num_tags: 127,
-            flags: 1,
-            max_ops: 32768,
-            max_sge: 1,
-        };
-        attr.cq_mod_caps = rverbs::CqModerationCaps {
-            max_cq_count: 65535,
-            max_cq_period: 4095,
-        };
+        attr.tm_caps =
+            rverbs::TmCaps { max_rndv_hdr_size: 64, max_num_tags: 127, flags: 1, max_ops: 32768, max_sge: 1 };
+        attr.cq_mod_caps = rverbs::CqModerationCaps { max_cq_count: 65535, max_cq_period: 4095 };
         let p1 = port(|x| {
             x.state = PortState::Active;
             x.max_mtu = Mtu::Mtu4096;
@@ -1130,10 +977,7 @@ mod tests {
             x.phys_state = PhysState::Disabled;
             x.link_layer = LinkLayer::Ethernet;
         });
-        let ib = |index, text| GidEntry {
-            gid_type: GidType::Ib,
-            ..g(1, index, text, false)
-        };
+        let ib = |index, text| GidEntry { gid_type: GidType::Ib, ..g(1, index, text, false) };
         Fixture {
             info: DeviceInfo {
                 name: "mlx5_0",
@@ -1180,10 +1024,7 @@ mod tests {
             phys_port_cnt: 1,
             ..DeviceAttr::default()
         };
-        attr.cq_mod_caps = rverbs::CqModerationCaps {
-            max_cq_count: 5,
-            max_cq_period: 0,
-        };
+        attr.cq_mod_caps = rverbs::CqModerationCaps { max_cq_count: 5, max_cq_period: 0 };
         attr.packet_pacing_caps.qp_rate_limit_min = 7;
         let p1 = port(|x| {
             x.state = PortState::ActiveDefer;
@@ -1199,12 +1040,7 @@ mod tests {
             x.link_layer = LinkLayer::Unspecified;
         });
         Fixture {
-            info: DeviceInfo {
-                name: "iwp0s1",
-                transport: Transport::Iwarp,
-                board_id: Some(""),
-                num_comp_vectors: 0,
-            },
+            info: DeviceInfo { name: "iwp0s1", transport: Transport::Iwarp, board_id: Some(""), num_comp_vectors: 0 },
             attr,
             ports: vec![p1],
             gids: vec![g(1, 0, "fe80::1:2:3:4", true), g(1, 3, "::1", true)],
@@ -1226,12 +1062,7 @@ mod tests {
                 if only_port.is_some_and(|o| o != n) {
                     continue;
                 }
-                let gids: Vec<GidEntry> = f
-                    .gids
-                    .iter()
-                    .filter(|e| e.port == u32::from(n))
-                    .cloned()
-                    .collect();
+                let gids: Vec<GidEntry> = f.gids.iter().filter(|e| e.port == u32::from(n)).cloned().collect();
                 write_port(&mut s, n, p, f.info.transport, &gids, verbose);
             }
         }
@@ -1243,37 +1074,24 @@ mod tests {
             for (i, (a, b)) in ours.lines().zip(oracle.lines()).enumerate() {
                 assert_eq!(a, b, "first difference at line {}", i + 1);
             }
-            assert_eq!(
-                ours.lines().count(),
-                oracle.lines().count(),
-                "line counts differ"
-            );
+            assert_eq!(ours.lines().count(), oracle.lines().count(), "line counts differ");
             assert_eq!(ours, oracle);
         }
     }
 
     #[test]
     fn oracle_plain() {
-        assert_same(
-            &render(&fixtures(), None, false),
-            include_str!("testdata/fixtures.devinfo.txt"),
-        );
+        assert_same(&render(&fixtures(), None, false), include_str!("testdata/fixtures.devinfo.txt"));
     }
 
     #[test]
     fn oracle_verbose() {
-        assert_same(
-            &render(&fixtures(), None, true),
-            include_str!("testdata/fixtures.devinfo-v.txt"),
-        );
+        assert_same(&render(&fixtures(), None, true), include_str!("testdata/fixtures.devinfo-v.txt"));
     }
 
     #[test]
     fn oracle_one_device_one_port() {
-        assert_same(
-            &render(&[mlx()], Some(2), true),
-            include_str!("testdata/fixtures.devinfo-v-d-mlx5_0-i-2.txt"),
-        );
+        assert_same(&render(&[mlx()], Some(2), true), include_str!("testdata/fixtures.devinfo-v-d-mlx5_0-i-2.txt"));
     }
 
     #[test]
@@ -1301,17 +1119,12 @@ mod tests {
         let mut a = rxe().attr;
         a.odp_caps.rc_odp_caps = 0xc0;
         a.device_cap_flags_ex = 1 << 41;
-        a.packet_pacing_caps = rverbs::PacketPacingCaps {
-            qp_rate_limit_min: 0,
-            qp_rate_limit_max: 1,
-            supported_qpts: 1 << 2,
-        };
+        a.packet_pacing_caps =
+            rverbs::PacketPacingCaps { qp_rate_limit_min: 0, qp_rate_limit_max: 1, supported_qpts: 1 << 2 };
         let mut s = String::new();
         write_device(&mut s, &rxe().info, &a, true);
         assert!(s.contains("\trc_odp_caps:\n\t\t\t\t\tSUPPORT_FLUSH\n\t\t\t\t\tSUPPORT_ATOMIC_WRITE\n\tuc_odp_caps:\n"));
-        assert!(s.contains(
-            "\tdevice_cap_flags_ex:\t\t0x20000000000\n\t\t\t\t\tCC_DMA_BOUNCE\n\ttso_caps:"
-        ));
+        assert!(s.contains("\tdevice_cap_flags_ex:\t\t0x20000000000\n\t\t\t\t\tCC_DMA_BOUNCE\n\ttso_caps:"));
         assert!(s.contains("\t\tsupported_qp:\n\t\t\t\t\tSUPPORT_RC\n\ttag matching"));
     }
 
@@ -1319,6 +1132,9 @@ mod tests {
     fn port_cap_names() {
         let mut s = String::new();
         write_port_cap_names(&mut s, "rxe0", 1, &rxe().ports[0]);
-        assert_eq!(s, "rxe0 port 1 port_cap_flags:\t0x00010000\n\t\t\t\t\tCM_SUP\nrxe0 port 1 port_cap_flags2:\t0x0000\n");
+        assert_eq!(
+            s,
+            "rxe0 port 1 port_cap_flags:\t0x00010000\n\t\t\t\t\tCM_SUP\nrxe0 port 1 port_cap_flags2:\t0x0000\n"
+        );
     }
 }

@@ -50,18 +50,10 @@ pub fn write_gid_table(out: &mut String, rows: &[(&str, &GidEntry)]) {
         let ver = version_str(e.gid_type);
         match e.gid.to_ipv4() {
             Some(ip) => {
-                let _ = writeln!(
-                    out,
-                    "{dev}\t{}\t{}\t{}\t{ip} \t{ver}\t{ndev}",
-                    e.port, e.index, e.gid
-                );
+                let _ = writeln!(out, "{dev}\t{}\t{}\t{}\t{ip} \t{ver}\t{ndev}", e.port, e.index, e.gid);
             }
             None => {
-                let _ = writeln!(
-                    out,
-                    "{dev}\t{}\t{}\t{}\t\t\t{ver}\t{ndev}",
-                    e.port, e.index, e.gid
-                );
+                let _ = writeln!(out, "{dev}\t{}\t{}\t{}\t\t\t{ver}\t{ndev}", e.port, e.index, e.gid);
             }
         }
         n += 1;
@@ -92,10 +84,7 @@ mod tests {
         let c = entry(1, 2, "fe80::", GidType::RoceV1, Some("v0"));
         let d = entry(2, 0, "fe80::2:c903:f:1234", GidType::Ib, None);
         let mut s = String::new();
-        write_gid_table(
-            &mut s,
-            &[("rxe0", &a), ("rxe0", &b), ("rxe0", &c), ("mlx4_0", &d)],
-        );
+        write_gid_table(&mut s, &[("rxe0", &a), ("rxe0", &b), ("rxe0", &c), ("mlx4_0", &d)]);
         let want = "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4 \t\tVER\tDEV\n\
 ---\t----\t-----\t---\t\t\t\t\t------------ \t---\t---\n\
 rxe0\t1\t0\tfe80:0000:0000:0000:5054:00ff:fe12:3456\t\t\tv2\tv0\n\

@@ -55,21 +55,13 @@ pub fn init() {
         Some(path) => match OpenOptions::new().create(true).append(true).open(&path) {
             Ok(f) => Out::File(f),
             Err(e) => {
-                eprintln!(
-                    "rverbs: cannot open RVERBS_LOG_FILE {}: {e}; logging to stderr",
-                    path.to_string_lossy()
-                );
+                eprintln!("rverbs: cannot open RVERBS_LOG_FILE {}: {e}; logging to stderr", path.to_string_lossy());
                 Out::Stderr
             }
         },
     };
-    let sub = LineLogger {
-        max,
-        out,
-        start: Instant::now(),
-        next_id: AtomicU64::new(1),
-        spans: Mutex::new(HashMap::new()),
-    };
+    let sub =
+        LineLogger { max, out, start: Instant::now(), next_id: AtomicU64::new(1), spans: Mutex::new(HashMap::new()) };
     // Fails only when a subscriber is already installed: keep that one.
     let _ = tracing::subscriber::set_global_default(sub);
 }
@@ -145,12 +137,7 @@ impl LineLogger {
 
     /// `+secs LEVEL target: ` then the entered spans.
     fn head(&self, meta: &Metadata<'_>) -> String {
-        let mut line = format!(
-            "+{:.6} {:<5} {}: ",
-            self.start.elapsed().as_secs_f64(),
-            meta.level(),
-            meta.target()
-        );
+        let mut line = format!("+{:.6} {:<5} {}: ", self.start.elapsed().as_secs_f64(), meta.level(), meta.target());
         let spans = self.lock();
         STACK.with(|s| {
             for id in s.borrow().iter() {
@@ -202,32 +189,19 @@ impl Subscriber for LineLogger {
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut fields = String::new();
-        let mut v = Fields {
-            out: &mut fields,
-            message: String::new(),
-        };
+        let mut v = Fields { out: &mut fields, message: String::new() };
         attrs.record(&mut v);
         let meta = attrs.metadata();
         let mut line = self.head(meta);
         let _ = write!(line, "span {}{fields}", meta.name());
         self.emit(line);
-        self.lock().insert(
-            id,
-            SpanData {
-                name: meta.name(),
-                fields,
-                refs: 1,
-            },
-        );
+        self.lock().insert(id, SpanData { name: meta.name(), fields, refs: 1 });
         Id::from_u64(id)
     }
 
     fn record(&self, span: &Id, values: &Record<'_>) {
         if let Some(d) = self.lock().get_mut(&span.into_u64()) {
-            let mut v = Fields {
-                out: &mut d.fields,
-                message: String::new(),
-            };
+            let mut v = Fields { out: &mut d.fields, message: String::new() };
             values.record(&mut v);
         }
     }
@@ -236,10 +210,7 @@ impl Subscriber for LineLogger {
 
     fn event(&self, event: &Event<'_>) {
         let mut fields = String::new();
-        let mut v = Fields {
-            out: &mut fields,
-            message: String::new(),
-        };
+        let mut v = Fields { out: &mut fields, message: String::new() };
         event.record(&mut v);
         let message = v.message;
         let mut line = self.head(event.metadata());
@@ -307,13 +278,7 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let sub = LineLogger {
             max: Level::DEBUG,
-            out: Out::File(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .unwrap(),
-            ),
+            out: Out::File(OpenOptions::new().create(true).append(true).open(&path).unwrap()),
             start: Instant::now(),
             next_id: AtomicU64::new(1),
             spans: Mutex::new(HashMap::new()),
@@ -329,22 +294,13 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].ends_with("DEBUG rverbs::log::tests: span ibv_create_cq cqe=10"), "{}", lines[0]);
         assert!(
-            lines[0].ends_with("DEBUG rverbs::log::tests: span ibv_create_cq cqe=10"),
-            "{}",
-            lines[0]
-        );
-        assert!(
-            lines[1]
-                .ends_with(": ibv_create_cq{cqe=10}: uverbs command verb=ibv_create_cq object=3"),
+            lines[1].ends_with(": ibv_create_cq{cqe=10}: uverbs command verb=ibv_create_cq object=3"),
             "{}",
             lines[1]
         );
-        assert!(
-            lines[2].ends_with("INFO  rverbs::log::tests: after name=\"two words\""),
-            "{}",
-            lines[2]
-        );
+        assert!(lines[2].ends_with("INFO  rverbs::log::tests: after name=\"two words\""), "{}", lines[2]);
         assert!(lines.iter().all(|l| l.starts_with('+')));
     }
 }

@@ -96,10 +96,7 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = args
         .into_iter()
-        .map(|a| {
-            a.into_string()
-                .map_err(|a| format!("argument is not valid UTF-8: {}", a.to_string_lossy()))
-        })
+        .map(|a| a.into_string().map_err(|a| format!("argument is not valid UTF-8: {}", a.to_string_lossy())))
         .collect::<Result<Vec<String>, String>>()
         .map_err(Fail::Msg)
         .and_then(|args| run(&args));
@@ -125,12 +122,8 @@ fn run(args: &[String]) -> CliResult<()> {
         "devices" => cmd_devices(rest),
         "devinfo" => cmd_devinfo(rest),
         "pingpong" => pingpong::cmd_pingpong(rest),
-        s if s.starts_with('-') => Err(Fail::Msg(format!(
-            "unrecognized option '{s}' (try 'rverbs --help')"
-        ))),
-        s => Err(Fail::Msg(format!(
-            "unknown command '{s}' (try 'rverbs --help')"
-        ))),
+        s if s.starts_with('-') => Err(Fail::Msg(format!("unrecognized option '{s}' (try 'rverbs --help')"))),
+        s => Err(Fail::Msg(format!("unknown command '{s}' (try 'rverbs --help')"))),
     }
 }
 
@@ -147,11 +140,7 @@ fn emit(s: &str) -> CliResult<()> {
 /// getopt_long-style parsing of `args` for `cmd` (no operands allowed):
 /// the options in command-line order as `(short name, argument)`. Errors
 /// read `{cmd}: <what> (try 'rverbs {cmd} --help')`.
-fn parse_options(
-    cmd: &str,
-    args: &[String],
-    specs: &[Opt<char>],
-) -> Result<Vec<(char, Option<String>)>, String> {
+fn parse_options(cmd: &str, args: &[String], specs: &[Opt<char>]) -> Result<Vec<(char, Option<String>)>, String> {
     let prefix = format!("{cmd}: ");
     let hint = format!("(try 'rverbs {cmd} --help')");
     let parser = Getopt { prefix: &prefix, hint: &hint, operands: false };
@@ -167,10 +156,7 @@ fn cmd_devices(args: &[String]) -> CliResult<()> {
         }
     }
     let devs = rverbs::devices().map_err(|e| format!("Failed to get IB devices list: {e}"))?;
-    let rows: Vec<(&str, u64)> = devs
-        .iter()
-        .map(|d| (d.name(), d.node_guid().as_u64()))
-        .collect();
+    let rows: Vec<(&str, u64)> = devs.iter().map(|d| (d.name(), d.node_guid().as_u64())).collect();
     let mut s = String::new();
     devices::write_devices(&mut s, &rows);
     emit(&s)
@@ -223,11 +209,7 @@ fn parse_devinfo_args(args: &[String]) -> Result<DevinfoOpts, String> {
             'd' => o.dev = Some(val),
             'i' => match parse_c_int(&val) {
                 Some(p @ 1..=255) => o.port = Some(p as u8),
-                _ => {
-                    return Err(format!(
-                        "devinfo: invalid port number '{val}' (expected 1..255)"
-                    ))
-                }
+                _ => return Err(format!("devinfo: invalid port number '{val}' (expected 1..255)")),
             },
             'l' => o.list = true,
             'v' => o.verbose = true,
@@ -294,8 +276,7 @@ struct Extras {
 impl Extras {
     fn render(&mut self) -> String {
         self.gids.sort_by_key(|(d, _, e)| (*d, e.port, e.index));
-        let rows: Vec<(&str, &GidEntry)> =
-            self.gids.iter().map(|(_, n, e)| (n.as_str(), e)).collect();
+        let rows: Vec<(&str, &GidEntry)> = self.gids.iter().map(|(_, n, e)| (n.as_str(), e)).collect();
         let mut s = String::new();
         gids::write_gid_table(&mut s, &rows);
         for (dev, port, attr) in &self.ports {
@@ -325,12 +306,8 @@ fn read_sysfs_attr(dir: &Path, name: &str) -> Option<String> {
 /// failure part-way leaves the same partial output rdma-core would.
 fn show_device(dev: &Device, pos: usize, opts: &DevinfoOpts, extras: &mut Extras) -> CliResult<()> {
     let name = dev.name();
-    let ctx: Context = dev
-        .open()
-        .map_err(|e| format!("Failed to open device {name}: {e}"))?;
-    let attr = ctx
-        .query_device()
-        .map_err(|e| format!("Failed to query device props of {name}: {e}"))?;
+    let ctx: Context = dev.open().map_err(|e| format!("Failed to open device {name}: {e}"))?;
+    let attr = ctx.query_device().map_err(|e| format!("Failed to query device props of {name}: {e}"))?;
     if let Some(p) = opts.port {
         if p > attr.phys_port_cnt {
             return Err(Fail::Msg(format!(
@@ -345,41 +322,25 @@ fn show_device(dev: &Device, pos: usize, opts: &DevinfoOpts, extras: &mut Extras
         name,
         transport,
         board_id: board_id.as_deref(),
-        num_comp_vectors: if opts.verbose {
-            ctx.num_comp_vectors()
-        } else {
-            0
-        },
+        num_comp_vectors: if opts.verbose { ctx.num_comp_vectors() } else { 0 },
     };
     let mut s = String::new();
     devinfo::write_device(&mut s, &info, &attr, opts.verbose);
     emit(&s)?;
 
     // One GID table query for all ports; per-entry queries if it fails.
-    let table = if opts.verbose {
-        ctx.query_gid_table().ok()
-    } else {
-        None
-    };
+    let table = if opts.verbose { ctx.query_gid_table().ok() } else { None };
     for port in 1..=attr.phys_port_cnt {
         if opts.port.is_some_and(|p| p != port) {
             continue;
         }
-        let pattr = ctx
-            .query_port(port)
-            .map_err(|e| format!("Failed to query port {port} props of {name}: {e}"))?;
-        let gids = if opts.verbose {
-            port_gids(&ctx, table.as_deref(), port, &pattr)?
-        } else {
-            Vec::new()
-        };
+        let pattr = ctx.query_port(port).map_err(|e| format!("Failed to query port {port} props of {name}: {e}"))?;
+        let gids = if opts.verbose { port_gids(&ctx, table.as_deref(), port, &pattr)? } else { Vec::new() };
         let mut s = String::new();
         devinfo::write_port(&mut s, port, &pattr, transport, &gids, opts.verbose);
         emit(&s)?;
         if opts.verbose {
-            extras
-                .gids
-                .extend(gids.into_iter().map(|e| (pos, name.to_string(), e)));
+            extras.gids.extend(gids.into_iter().map(|e| (pos, name.to_string(), e)));
             extras.ports.push((name.to_string(), port, pattr));
         }
     }
@@ -387,18 +348,9 @@ fn show_device(dev: &Device, pos: usize, opts: &DevinfoOpts, extras: &mut Extras
 }
 
 /// The valid GID entries of `port`.
-fn port_gids(
-    ctx: &Context,
-    table: Option<&[GidEntry]>,
-    port: u8,
-    pattr: &PortAttr,
-) -> CliResult<Vec<GidEntry>> {
+fn port_gids(ctx: &Context, table: Option<&[GidEntry]>, port: u8, pattr: &PortAttr) -> CliResult<Vec<GidEntry>> {
     if let Some(t) = table {
-        return Ok(t
-            .iter()
-            .filter(|e| e.port == u32::from(port))
-            .cloned()
-            .collect());
+        return Ok(t.iter().filter(|e| e.port == u32::from(port)).cloned().collect());
     }
     let mut v = Vec::new();
     for index in 0..pattr.gid_tbl_len {
@@ -406,9 +358,7 @@ fn port_gids(
             Ok(Some(e)) => v.push(e),
             Ok(None) => {}
             Err(e) => {
-                return Err(Fail::Msg(format!(
-                    "Failed to query gid to port {port}, index {index}: {e}"
-                )));
+                return Err(Fail::Msg(format!("Failed to query gid to port {port}, index {index}: {e}")));
             }
         }
     }
@@ -426,49 +376,17 @@ mod tests {
     #[test]
     fn devinfo_options() {
         let o = parse_devinfo_args(&args(&["-d", "rxe0", "-i", "1", "-v"])).unwrap();
-        assert_eq!(
-            o,
-            DevinfoOpts {
-                dev: Some("rxe0".into()),
-                port: Some(1),
-                verbose: true,
-                ..Default::default()
-            }
-        );
+        assert_eq!(o, DevinfoOpts { dev: Some("rxe0".into()), port: Some(1), verbose: true, ..Default::default() });
         let o = parse_devinfo_args(&args(&["-vdrxe0", "-i0x2"])).unwrap();
+        assert_eq!(o, DevinfoOpts { dev: Some("rxe0".into()), port: Some(2), verbose: true, ..Default::default() });
+        let o = parse_devinfo_args(&args(&["--ib-dev=mlx5_0", "--ib-port", "010", "--list", "--verb"])).unwrap();
         assert_eq!(
             o,
-            DevinfoOpts {
-                dev: Some("rxe0".into()),
-                port: Some(2),
-                verbose: true,
-                ..Default::default()
-            }
-        );
-        let o = parse_devinfo_args(&args(&[
-            "--ib-dev=mlx5_0",
-            "--ib-port",
-            "010",
-            "--list",
-            "--verb",
-        ]))
-        .unwrap();
-        assert_eq!(
-            o,
-            DevinfoOpts {
-                dev: Some("mlx5_0".into()),
-                port: Some(8),
-                list: true,
-                verbose: true,
-                help: false
-            }
+            DevinfoOpts { dev: Some("mlx5_0".into()), port: Some(8), list: true, verbose: true, help: false }
         );
         let o = parse_devinfo_args(&args(&["-lh"])).unwrap();
         assert!(o.list && o.help);
-        assert_eq!(
-            parse_devinfo_args(&args(&[])).unwrap(),
-            DevinfoOpts::default()
-        );
+        assert_eq!(parse_devinfo_args(&args(&[])).unwrap(), DevinfoOpts::default());
         assert!(parse_devinfo_args(&args(&["--"])).is_ok());
     }
 
@@ -478,14 +396,8 @@ mod tests {
             (&["-x"][..], "devinfo: invalid option -- 'x'"),
             (&["--foo"][..], "devinfo: unrecognized option '--foo'"),
             (&["-d"][..], "devinfo: option requires an argument -- 'd'"),
-            (
-                &["--ib-dev"][..],
-                "devinfo: option '--ib-dev' requires an argument",
-            ),
-            (
-                &["--list=3"][..],
-                "devinfo: option '--list' doesn't allow an argument",
-            ),
+            (&["--ib-dev"][..], "devinfo: option '--ib-dev' requires an argument"),
+            (&["--list=3"][..], "devinfo: option '--list' doesn't allow an argument"),
             (&["--ib"][..], "devinfo: option '--ib' is ambiguous"),
             (&["-i", "0"][..], "devinfo: invalid port number '0'"),
             (&["-i", "256"][..], "devinfo: invalid port number '256'"),
@@ -533,12 +445,8 @@ mod tests {
     #[test]
     fn top_level_errors() {
         assert!(matches!(run(&args(&[])), Err(Fail::Msg(m)) if m.contains("missing command")));
-        assert!(
-            matches!(run(&args(&["frob"])), Err(Fail::Msg(m)) if m.starts_with("unknown command 'frob'"))
-        );
-        assert!(
-            matches!(run(&args(&["--frob"])), Err(Fail::Msg(m)) if m.starts_with("unrecognized option '--frob'"))
-        );
+        assert!(matches!(run(&args(&["frob"])), Err(Fail::Msg(m)) if m.starts_with("unknown command 'frob'")));
+        assert!(matches!(run(&args(&["--frob"])), Err(Fail::Msg(m)) if m.starts_with("unrecognized option '--frob'")));
         assert!(
             matches!(run(&args(&["devices", "-x"])), Err(Fail::Msg(m)) if m.starts_with("devices: invalid option -- 'x'"))
         );
@@ -550,10 +458,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("board_id"), "MT_0000000838\n").unwrap();
         std::fs::write(dir.join("empty"), "\n").unwrap();
-        assert_eq!(
-            read_sysfs_attr(&dir, "board_id").as_deref(),
-            Some("MT_0000000838")
-        );
+        assert_eq!(read_sysfs_attr(&dir, "board_id").as_deref(), Some("MT_0000000838"));
         assert_eq!(read_sysfs_attr(&dir, "empty"), None);
         assert_eq!(read_sysfs_attr(&dir, "missing"), None);
         std::fs::remove_dir_all(&dir).unwrap();

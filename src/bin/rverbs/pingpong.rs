@@ -505,7 +505,13 @@ impl PingPong {
             let grh = self.route(&remote[0].gid, 64)?;
             let ah = self
                 .pd
-                .create_ah(&AhAttr { dlid: remote[0].lid, sl: self.sl, port_num: self.ib_port, grh, ..AhAttr::default() })
+                .create_ah(&AhAttr {
+                    dlid: remote[0].lid,
+                    sl: self.sl,
+                    port_num: self.ib_port,
+                    grh,
+                    ..AhAttr::default()
+                })
                 .map_err(lib_err("Failed to create AH"))?;
             self.ud = Some(ah.ud_dest(remote[0].qpn, UD_QKEY));
             self.ah = Some(ah);
@@ -643,7 +649,13 @@ fn init(o: &Opts) -> Result<(PingPong, CompletionQueue, Option<CompletionChannel
         }
         let (attr, mask) = if o.mode == Mode::Ud {
             (
-                QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: o.ib_port, qkey: UD_QKEY, ..QpAttr::default() },
+                QpAttr {
+                    qp_state: QpState::Init,
+                    pkey_index: 0,
+                    port_num: o.ib_port,
+                    qkey: UD_QKEY,
+                    ..QpAttr::default()
+                },
                 QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
             )
         } else {
@@ -757,10 +769,8 @@ fn read_all(s: &mut TcpStream, mode: Mode, peer: Peer, timeout: Duration) -> Res
 
 /// `pp_client_exch_dest()`.
 fn client_exchange(host: &str, port: u16, timeout: Duration, mode: Mode, mine: &[Dest]) -> Result<Vec<Dest>, String> {
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
+    let addrs: Vec<SocketAddr> =
+        (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
     let mut last = None;
     let mut stream = None;
     for a in &addrs {
@@ -809,12 +819,7 @@ fn listen(port: u16) -> Result<TcpListener, String> {
 
 /// `pp_server_exch_dest()`: accept one client, read its address(es),
 /// connect, answer with ours, wait for its `done`.
-fn server_exchange(
-    pp: &mut PingPong,
-    port: u16,
-    timeout: Duration,
-    mine: &[Dest],
-) -> Result<Vec<Dest>, String> {
+fn server_exchange(pp: &mut PingPong, port: u16, timeout: Duration, mine: &[Dest]) -> Result<Vec<Dest>, String> {
     let listener = listen(port)?;
     let (mut s, _) = loop {
         match listener.accept() {
@@ -852,7 +857,10 @@ fn run(o: &Opts) -> Result<(), String> {
     // Our address: the LID (InfiniBand) and the GID of -g, or on RoCE the
     // default RoCE v2 GID.
     if port.link_layer != LinkLayer::Ethernet && port.lid == 0 {
-        return Err(format!("Couldn't get local LID (port {} of {} has none: is a subnet manager running?)", o.ib_port, pp.dev_name));
+        return Err(format!(
+            "Couldn't get local LID (port {} of {} has none: is a subnet manager running?)",
+            o.ib_port, pp.dev_name
+        ));
     }
     pp.sgid_index = match o.gid_idx {
         Some(i) => Some(i),
@@ -895,7 +903,8 @@ fn run(o: &Opts) -> Result<(), String> {
     let mut pending = vec![RECV_WRID; nqp];
     // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
     // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
-    let mark = std::env::var("RVERBS_PINGPONG_MARK").ok().map(|d| [d.clone() + "/data-path-begin", d + "/data-path-end"]);
+    let mark =
+        std::env::var("RVERBS_PINGPONG_MARK").ok().map(|d| [d.clone() + "/data-path-begin", d + "/data-path-end"]);
     if let Some(m) = &mark {
         let _ = std::fs::metadata(&m[0]);
     }
@@ -957,10 +966,7 @@ fn run(o: &Opts) -> Result<(), String> {
                     }
                     _ => "",
                 };
-                return Err(format!(
-                    "Failed status {} ({}) for wr_id {}{hint}",
-                    wc.status, wc.status.0, wc.wr_id
-                ));
+                return Err(format!("Failed status {} ({}) for wr_id {}{hint}", wc.status, wc.status.0, wc.wr_id));
             }
             let q = if o.mode == Mode::Srq {
                 pp.qps
@@ -1051,8 +1057,26 @@ mod tests {
     #[test]
     fn options_like_getopt_long() {
         let o = parse_args(&args(&[
-            "-p", "0x4000", "-drxe0", "-i", "1", "-s", "64", "-m", "2048", "-r", "10", "-n", "50", "-l", "3", "-ec",
-            "-g", "1", "host.example", "--timeout=3",
+            "-p",
+            "0x4000",
+            "-drxe0",
+            "-i",
+            "1",
+            "-s",
+            "64",
+            "-m",
+            "2048",
+            "-r",
+            "10",
+            "-n",
+            "50",
+            "-l",
+            "3",
+            "-ec",
+            "-g",
+            "1",
+            "host.example",
+            "--timeout=3",
         ]))
         .unwrap();
         assert_eq!(o.tcp_port, 0x4000);
@@ -1063,7 +1087,10 @@ mod tests {
         assert_eq!(o.server.as_deref(), Some("host.example"));
         assert_eq!(o.timeout, Duration::from_secs(3));
         let o = parse_args(&args(&["10.0.0.1", "--ib-dev", "mlx5_0", "--iters=7", "--gid", "-1", "-N"])).unwrap();
-        assert_eq!((o.server.as_deref(), o.ib_dev.as_deref(), o.iters, o.gid_idx), (Some("10.0.0.1"), Some("mlx5_0"), 7, None));
+        assert_eq!(
+            (o.server.as_deref(), o.ib_dev.as_deref(), o.iters, o.gid_idx),
+            (Some("10.0.0.1"), Some("mlx5_0"), 7, None)
+        );
         let o = parse_args(&args(&["--srq", "-q", "4", "--", "srv"])).unwrap();
         assert_eq!((o.num_qp, o.server.as_deref()), (4, Some("srv")));
         assert!(parse_args(&args(&["-h"])).unwrap().help);
