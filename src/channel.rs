@@ -3,6 +3,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
 use rverbs_providers::sys::event::{read_event, set_nonblocking, wait_readable};
@@ -14,17 +15,33 @@ use crate::Context;
 
 /// A completion channel. Several CQs may share one; each event names the CQ
 /// by its [`user_handle`](crate::CompletionQueue::user_handle). Cheap to
-/// clone; CQs created on it keep it alive. The fd is non-blocking and can go
-/// into `poll`/`epoll` through [`AsFd`].
+/// clone; CQs created on it keep it alive.
+///
+/// The fd is non-blocking and can go into `poll`/`epoll` through [`AsFd`]
+/// **for readiness only**: read events with [`try_get_cq_event`](Self::try_get_cq_event)
+/// (or the other `get_cq_event*` methods), never with `read(2)` on the fd.
+/// Reading an event also counts it for its CQ, and mlx5's next arm must
+/// carry that count (rdma-core does the same in `ibv_get_cq_event`): an
+/// event read behind rverbs' back leaves the CQ's arms ignored by the HCA.
+///
+/// Events are not lost between an arm and a sleep only if the CQ is polled
+/// again after the arm: arm → poll → sleep → read the event → poll.
+/// [`CompletionQueue::wait`](crate::CompletionQueue::wait) does that loop:
 ///
 /// ```no_run
 /// let ctx = rverbs::devices()?[0].open()?;
 /// let ch = ctx.create_comp_channel()?;
-/// let mut cq = ctx.create_cq(16, Some(&ch), 0)?;
-/// cq.req_notify(false)?;
-/// let ev = ch.get_cq_event()?;          // sleeps until a completion arrives
-/// assert_eq!(ev.cq_user_handle, cq.user_handle());
-/// cq.ack_events(1);
+/// let mut cq = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), ..Default::default() })?;
+/// let mut wc = [rverbs::Wc::default(); 4];
+/// let n = cq.wait(&mut wc, Some(std::time::Duration::from_secs(5)))?; // sleeps on the channel
+/// // By hand, the same thing:
+/// cq.req_notify(false)?;                // 1. arm
+/// if cq.poll(&mut wc) == 0 {            // 2. poll again: earlier completions raised no event
+///     let ev = ch.get_cq_event()?;      // 3. sleep until the event
+///     assert_eq!(ev.cq_user_handle, cq.user_handle());
+///     cq.ack_events(1);
+///     cq.poll(&mut wc);                 // 4. and poll
+/// }
 /// # Ok::<(), rverbs::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -69,7 +86,7 @@ impl CompletionChannel {
     #[doc(alias = "ibv_get_cq_event")]
     pub fn get_cq_event(&self) -> Result<CqEvent> {
         loop {
-            if let Some(e) = self.get_cq_event_timeout(-1)? {
+            if let Some(e) = self.wait_event(None)? {
                 return Ok(e);
             }
         }
@@ -82,12 +99,21 @@ impl CompletionChannel {
 
     /// Waits up to `timeout_ms` milliseconds (`-1`: forever) for an event.
     pub fn get_cq_event_timeout(&self, timeout_ms: i32) -> Result<Option<CqEvent>> {
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        self.wait_event(timeout)
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for an event. The timeout is
+    /// a deadline: losing a race for an event to another reader does not
+    /// start it over.
+    pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
         const VERB: &str = "ibv_get_cq_event";
+        let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(e) = self.read_one()? {
                 return Ok(Some(e));
             }
-            if !wait_readable(self.inner.fd.as_fd(), timeout_ms).map_err(|e| Error::os(VERB, e))? {
+            if !wait_readable(self.inner.fd.as_fd(), remaining_ms(deadline)).map_err(|e| Error::os(VERB, e))? {
                 return Ok(None);
             }
         }
@@ -103,13 +129,28 @@ impl CompletionChannel {
                 self.inner.ctx.count_cq_event(d.cq_handle);
                 Ok(Some(CqEvent { cq_user_handle: d.cq_handle }))
             }
-            Some(_) => Err(Error::os(VERB, Errno::EIO).with_message("short read from the completion channel")),
+            Some(_) => Err(Error::check(VERB, Errno::EIO).with_message("short read from the completion channel")),
             None => Ok(None),
         }
     }
 }
 
+/// Milliseconds until `deadline` for `poll(2)`, rounded up so a wait never
+/// ends early (`-1`: no deadline; 0 once it passed).
+pub(crate) fn remaining_ms(deadline: Option<Instant>) -> i32 {
+    match deadline {
+        None => -1,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            let ms = left.as_micros().div_ceil(1000);
+            i32::try_from(ms).unwrap_or(i32::MAX)
+        }
+    }
+}
+
 impl AsFd for CompletionChannel {
+    /// The channel's fd, for readiness (`poll`, `epoll`, an async reactor).
+    /// Read events through the channel's methods, not from the fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
     }

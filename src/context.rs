@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
+use rverbs_providers::provider::ProviderContext;
 use rverbs_providers::sys::event::set_nonblocking;
 use rverbs_providers::sys::UverbsFd;
-use rverbs_providers::{mlx5, rxe};
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
 use tracing::{debug_span, info};
-use zerocopy::IntoBytes;
 
 use crate::attr::{DeviceAttr, PortAttr};
 use crate::device::Device;
@@ -34,7 +33,6 @@ pub struct Context {
 #[derive(Debug)]
 struct Inner {
     device: Device,
-    provider: Option<Provider>,
     num_comp_vectors: u32,
     /// Source of `user_handle`s: unique per context, never reused, so an
     /// event that arrives after its object is gone cannot name another one.
@@ -43,17 +41,13 @@ struct Inner {
     objects: Mutex<HashMap<u64, EventObject>>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
-    /// mlx5: completion events read from channels, per CQ `user_handle`
-    /// (the CQ's arm sequence number follows them).
+    /// Completion events read from channels, per CQ `user_handle` (a
+    /// provider may need them: mlx5's arm sequence number follows them).
     cq_events: Mutex<HashMap<u64, Arc<AtomicU32>>>,
-    /// The mlx5 provider's half of the context (UAR pages, doorbell-record
-    /// pages, the QP/SRQ registry, address vectors); `None` for other drivers.
-    /// Before `fd`: its UAR mappings go first (it holds its own `Arc` of
-    /// the fd, so the fd closes after both).
-    mlx5: Option<mlx5::Context>,
-    /// rxe: address vectors of AHs the kernel gave no number (kernels
-    /// before 5.16, or [`ProtectionDomain::create_ah_legacy_av`](crate::ProtectionDomain::create_ah_legacy_av)).
-    rxe_avs: Arc<rxe::AvTable>,
+    /// The provider's half of the context; `None` for a driver rverbs can
+    /// open and query but has no queues for. Before `fd`: its mappings go
+    /// first (it holds its own `Arc` of the fd, so the fd closes after both).
+    provider: Option<ProviderContext>,
     // Declared before `fd`: the async fd is closed first, then the uverbs fd
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
@@ -80,7 +74,7 @@ fn open_error(dev: &Device, e: Errno) -> Error {
 fn check_abi(dev: &Device) -> Result<Option<Provider>> {
     let verb = || format!("ibv_open_device({})", dev.name());
     if dev.core_abi_version != IB_USER_VERBS_ABI_VERSION {
-        return Err(Error::os(verb(), Errno::ENOSYS).with_message(format!(
+        return Err(Error::check(verb(), Errno::ENOSYS).with_message(format!(
             "the kernel's uverbs ABI is version {}, rverbs speaks version {IB_USER_VERBS_ABI_VERSION} \
              (/sys/class/infiniband_verbs/abi_version)",
             dev.core_abi_version
@@ -90,7 +84,7 @@ fn check_abi(dev: &Device) -> Result<Option<Provider>> {
     if let Some(p) = provider {
         let range = p.abi_range();
         if !range.contains(&dev.abi_version) {
-            return Err(Error::os(verb(), Errno::ENOSYS).with_message(format!(
+            return Err(Error::check(verb(), Errno::ENOSYS).with_message(format!(
                 "driver {} reports uverbs ABI version {}, the rverbs {} provider supports {}..={}",
                 dev.driver(),
                 dev.abi_version,
@@ -110,23 +104,13 @@ impl Context {
         // Like rdma-core, insist that the node is the char device sysfs names:
         // anything else could answer our ioctls and writes with garbage.
         let rdev = dev.rdev.ok_or_else(|| {
-            Error::os(format!("ibv_open_device({})", dev.name()), Errno::ENODEV)
+            Error::check(format!("ibv_open_device({})", dev.name()), Errno::ENODEV)
                 .with_message(format!("{} has no readable `dev` attribute", dev.verbs_sysfs_path().display()))
         })?;
         let fd = Arc::new(UverbsFd::open(dev.dev_path(), dev.driver().0, Some(rdev)).map_err(|e| open_error(dev, e))?);
-        // mlx5 sends its alloc_ucontext request and reads the answer (UAR
-        // geometry, limits, CQE version); rxe and drivers without a
-        // provider send no driver data.
-        let (info, mlx5_ctx) = match provider {
-            Some(Provider::Mlx5) => {
-                let req = mlx5::ucontext_request();
-                let mut drv_out = [0u8; mlx5::UCONTEXT_RESP_LEN];
-                let info = cmd::get_context(&fd, req.as_bytes(), &mut drv_out)?;
-                let m = mlx5::Context::finish(&fd, &mlx5::parse_ucontext_resp(&drv_out))?;
-                (info, Some(m))
-            }
-            _ => (cmd::get_context(&fd, &[], &mut [])?, None),
-        };
+        // GET_CONTEXT with the provider's driver data, and the provider's
+        // half of the context.
+        let (info, provider) = ProviderContext::open(&fd, provider)?;
         let async_fd = match info.async_fd {
             Some(a) => Some(a),
             None => match cmd::async_event_alloc(&fd) {
@@ -142,14 +126,12 @@ impl Context {
         Ok(Context {
             inner: Arc::new(Inner {
                 device: dev.clone(),
-                provider,
                 num_comp_vectors: info.num_comp_vectors,
                 next_user_handle: AtomicU64::new(1),
                 objects: Mutex::new(HashMap::new()),
                 attr: OnceLock::new(),
                 cq_events: Mutex::new(HashMap::new()),
-                mlx5: mlx5_ctx,
-                rxe_avs: rxe::AvTable::new(rxe::AV_NUM_FLAG),
+                provider,
                 async_fd,
                 fd,
             }),
@@ -164,7 +146,19 @@ impl Context {
     /// The rverbs provider serving this device; `None` for a driver rverbs
     /// can list and query but has no fast path for.
     pub fn provider(&self) -> Option<Provider> {
-        self.inner.provider
+        self.inner.provider.as_ref().map(|p| p.provider())
+    }
+
+    /// The provider's half of the context, or an error naming `verb`
+    /// saying that `what` need one (a driver rverbs can list and query but
+    /// has no provider for).
+    pub(crate) fn provider_ctx(&self, verb: &'static str, what: &str) -> Result<&ProviderContext> {
+        self.inner.provider.as_ref().ok_or_else(|| {
+            Error::check(verb, Errno::EOPNOTSUPP).with_message(format!(
+                "{what} need a userspace provider, and rverbs has none for driver {}",
+                self.device().driver()
+            ))
+        })
     }
 
     /// Number of completion vectors (`ibv_context.num_comp_vectors`).
@@ -189,34 +183,15 @@ impl Context {
         &self.inner.fd
     }
 
-    /// rxe: the context's userspace address vectors.
-    pub(crate) fn rxe_avs(&self) -> &Arc<rxe::AvTable> {
-        &self.inner.rxe_avs
-    }
-
-    /// The mlx5 provider's context, on mlx5 devices.
-    pub(crate) fn mlx5(&self) -> Option<&mlx5::Context> {
-        self.inner.mlx5.as_ref()
-    }
-
-    /// The mlx5 provider's context, or an error naming `verb` (only
-    /// reachable if a caller checked the provider wrongly).
-    pub(crate) fn mlx5_or_err(&self, verb: &'static str) -> Result<&mlx5::Context> {
-        self.mlx5().ok_or_else(|| Error::os(verb, Errno::EOPNOTSUPP).with_message("no mlx5 provider context"))
-    }
-
-    /// mlx5: starts counting completion events read for CQ `user_handle`.
+    /// Starts counting the completion events read for CQ `user_handle`.
     pub(crate) fn track_cq_events(&self, user_handle: u64, counter: Arc<AtomicU32>) {
         if let Ok(mut m) = self.inner.cq_events.lock() {
             m.insert(user_handle, counter);
         }
     }
 
-    /// mlx5: a completion event for CQ `user_handle` was read from a channel.
+    /// A completion event for CQ `user_handle` was read from a channel.
     pub(crate) fn count_cq_event(&self, user_handle: u64) {
-        if self.inner.mlx5.is_none() {
-            return;
-        }
         if let Some(c) = self.inner.cq_events.lock().ok().and_then(|m| m.get(&user_handle).cloned()) {
             c.fetch_add(1, Ordering::Release);
         }
@@ -244,10 +219,8 @@ impl Context {
         if let Ok(mut m) = self.inner.objects.lock() {
             m.remove(&user_handle);
         }
-        if self.inner.mlx5.is_some() {
-            if let Ok(mut m) = self.inner.cq_events.lock() {
-                m.remove(&user_handle);
-            }
+        if let Ok(mut m) = self.inner.cq_events.lock() {
+            m.remove(&user_handle);
         }
     }
 

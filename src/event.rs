@@ -13,6 +13,7 @@ use crate::Context;
 
 /// The object an async event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EventObject {
     /// A QP, by QP number, and the `user_handle` rverbs gave it.
     Qp {
@@ -203,20 +204,26 @@ impl Context {
 
     fn read_async_event(&self, timeout_ms: i32) -> Result<Option<AsyncEvent>> {
         const VERB: &str = "ibv_get_async_event";
+        // A deadline, so losing an event to another reader does not start
+        // the timeout over.
+        let deadline =
+            u64::try_from(timeout_ms).ok().map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms));
         let fd = self
             .async_fd()
-            .ok_or_else(|| Error::os(VERB, Errno::EOPNOTSUPP).with_message("this context has no async event fd"))?;
+            .ok_or_else(|| Error::check(VERB, Errno::EOPNOTSUPP).with_message("this context has no async event fd"))?;
         let fd = fd.as_fd();
         // The async fd is non-blocking (set at open): wait, then read; if
         // another thread took the event first, wait again.
         loop {
-            if !wait_readable(fd, timeout_ms).map_err(|e| Error::os(VERB, e))? {
+            if !wait_readable(fd, crate::channel::remaining_ms(deadline)).map_err(|e| Error::os(VERB, e))? {
                 return Ok(None);
             }
             let mut d = ib_uverbs_async_event_desc::new_zeroed();
             match read_event(fd, d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
                 Some(n) if n == size_of_val(&d) => return Ok(Some(self.decode_event(&d))),
-                Some(_) => return Err(Error::os(VERB, Errno::EIO).with_message("short read from the async event fd")),
+                Some(_) => {
+                    return Err(Error::check(VERB, Errno::EIO).with_message("short read from the async event fd"))
+                }
                 None => continue,
             }
         }

@@ -178,6 +178,25 @@ pub struct GidEntry {
     pub netdev: Option<String>,
 }
 
+/// GID choice: which of a port's GIDs rverbs uses when the caller names none.
+impl crate::Context {
+    /// The GID index rverbs uses by default on `port`: the lowest-index
+    /// RoCE v2 GID that is an IPv4-mapped address; else the lowest RoCE v2
+    /// GID; else index 0. On InfiniBand ports: 0.
+    pub fn default_sgid_index(&self, port: u8) -> rverbs_providers::Result<u8> {
+        let table = self.query_gid_table()?;
+        let on_port = || table.iter().filter(|e| e.port == u32::from(port));
+        let pick = on_port()
+            .filter(|e| e.gid_type == GidType::RoceV2 && e.gid.to_ipv4().is_some())
+            .map(|e| e.index)
+            .min()
+            .or_else(|| on_port().filter(|e| e.gid_type == GidType::RoceV2).map(|e| e.index).min())
+            .unwrap_or(0);
+        u8::try_from(pick)
+            .map_err(|_| rverbs_providers::Error::check("default_sgid_index", rverbs_providers::Errno::ERANGE))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

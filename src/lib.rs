@@ -15,8 +15,9 @@
 //! ```
 #![deny(unsafe_code)]
 
+mod address;
 mod ah;
-pub mod attr;
+mod attr;
 mod channel;
 mod context;
 mod cq;
@@ -27,26 +28,28 @@ mod mr;
 mod pd;
 mod post;
 mod qp;
-pub mod qp_state;
 mod srq;
 
+pub use address::{AhAttr, GlobalRoute};
 pub use ah::AddressHandle;
 pub use attr::*;
 pub use channel::{CompletionChannel, CqEvent};
 pub use context::Context;
-pub use cq::CompletionQueue;
+pub use cq::{CompletionQueue, CqInitAttr, Drain};
 pub use device::{device_by_name, devices, Device, NodeType, Sysfs, Transport};
 pub use event::{AsyncEvent, AsyncEventType, EventObject};
 pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use mr::{page_size, AccessFlags, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use post::{RecvQueue, SendQueue};
-pub use qp::{AhAttr, ConnectOptions, GlobalRoute, QpAttr, QpCap, QpInitAttr, QueuePair, RemoteEndpoint};
-pub use qp_state::{QpAttrMask, QpState, QpType};
-pub use rverbs_providers::driver::DriverId;
+pub use qp::{ConnectOptions, QpAttr, QpCap, QpControl, QpInitAttr, QueuePair, RemoteEndpoint};
+pub use rverbs_providers::cmd::mr::MrQuery;
+pub use rverbs_providers::driver::{DriverId, Provider};
+pub use rverbs_providers::qp_state::{optional_bits, required_bits, QpAttrMask, QpState, QpType, TransitionError};
+pub use rverbs_providers::sys::CmdPath;
 pub use rverbs_providers::wr::{
-    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode,
-    WcStatus,
+    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcError, WcFlags,
+    WcOpcode, WcStatus,
 };
-pub use rverbs_providers::{Errno, Error, Result};
+pub use rverbs_providers::{Errno, Error, ErrorKind, Result};
 pub use srq::{SharedReceiveQueue, SrqAttr};

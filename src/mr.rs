@@ -172,7 +172,9 @@ impl ProtectionDomain {
         const VERB: &str = "ibv_reg_mr";
         let _span = tracing::debug_span!("ibv_reg_mr", len, access = access.bits()).entered();
         let addr = ptr.as_ptr() as u64;
-        let keys = cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits())
+        // SAFETY: the range stays valid for the region's life (this
+        // function's contract), and the region never makes references to it.
+        let keys = unsafe { cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits()) }
             .map_err(|e| reg_error(VERB, e, addr, len))?;
         debug!(handle = keys.handle, lkey = keys.lkey, rkey = keys.rkey, "MR registered");
         Ok(MemoryRegion {
@@ -239,14 +241,14 @@ impl MemoryRegion {
     ///
     /// # Errors
     /// `EINVAL` when the range is outside the region.
-    pub fn sge(&self, offset: usize, len: u32) -> Result<Sge> {
+    pub fn sge(&self, offset: usize, len: u32) -> Result<Sge<'_>> {
         self.check_range("MemoryRegion::sge", offset, len as usize)?;
-        Ok(Sge { addr: self.addr() + offset as u64, length: len, lkey: self.lkey })
+        Ok(Sge::borrowing(self, self.addr() + offset as u64, len, self.lkey))
     }
 
     /// The whole region as one scatter/gather entry.
-    pub fn sge_all(&self) -> Sge {
-        Sge { addr: self.addr(), length: self.len as u32, lkey: self.lkey }
+    pub fn sge_all(&self) -> Sge<'_> {
+        Sge::borrowing(self, self.addr(), self.len as u32, self.lkey)
     }
 
     /// The remote address of byte `offset` of this region, for a peer's (or
@@ -284,7 +286,9 @@ impl MemoryRegion {
     pub fn rereg_access(&mut self, access: AccessFlags) -> Result<()> {
         const VERB: &str = "ibv_rereg_mr";
         check_access(VERB, access)?;
-        let keys = cmd::rereg_mr(self.pd.context().fd(), self.handle, 4, 0, 0, 0, 0, access.bits())
+        // SAFETY: an access change only (`IBV_REREG_MR_CHANGE_ACCESS`): the
+        // range stays the region's, whose memory is valid for its life.
+        let keys = unsafe { cmd::rereg_mr(self.pd.context().fd(), self.handle, 4, 0, 0, 0, 0, access.bits()) }
             .map_err(|e| Error::os(VERB, e))?;
         self.lkey = keys.lkey;
         self.rkey = keys.rkey;

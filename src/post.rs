@@ -6,57 +6,41 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-use rverbs_providers::{mlx5, rxe};
+use rverbs_providers::provider::{RecvDriver, SendDriver};
 
-use crate::qp::QpShared;
-use crate::{PostError, PostErrorKind, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
-
-/// The provider half of a send queue. No `Gone` variant: mlx5 keeps a
-/// QP's queue memory in its `Arc<mlx5::QpShared>`, which its registry also
-/// holds until the kernel QP is destroyed, so this half may go at any time.
-#[derive(Debug)]
-pub(crate) enum SendDriver {
-    Rxe(rxe::SendRing<rxe::UverbsDoorbell>),
-    Mlx5(mlx5::SendQueue<mlx5::UarMmio>),
-}
-
-/// The provider half of a receive queue (see [`SendDriver`] on lifetimes).
-#[derive(Debug)]
-pub(crate) enum RecvDriver {
-    Rxe(rxe::RecvRing),
-    Mlx5(mlx5::RecvQueue),
-}
+use crate::{PostError, PostErrorKind, QpControl, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 /// The send half of a QP. Usable from one thread while another uses the
-/// [`RecvQueue`] half, without locks (see [`QueuePair::split`]).
+/// [`RecvQueue`] half, without locks: borrowed through [`QueuePair::split`],
+/// or owned (`Send`) through [`QueuePair::into_split`].
 #[derive(Debug)]
 pub struct SendQueue {
     ring: SendDriver,
-    shared: Arc<QpShared>,
+    qp: QpControl,
 }
 
 /// The receive half of a QP (absent when it receives from an SRQ).
 #[derive(Debug)]
 pub struct RecvQueue {
     ring: RecvDriver,
-    shared: Arc<QpShared>,
-}
-
-fn state_of(shared: &QpShared) -> u8 {
-    shared.state.load(Ordering::Relaxed)
+    qp: QpControl,
 }
 
 impl SendQueue {
-    pub(crate) fn new(ring: SendDriver, shared: Arc<QpShared>) -> Self {
-        SendQueue { ring, shared }
+    pub(crate) fn new(ring: SendDriver, qp: QpControl) -> Self {
+        SendQueue { ring, qp }
+    }
+
+    /// The QP's control side (state, modify, query).
+    pub fn control(&self) -> &QpControl {
+        &self.qp
     }
 
     #[inline]
     fn check_state(&self) -> std::result::Result<(), PostError> {
         // Sends need RTS or later (SQD, SQE, ERR flush).
-        if state_of(&self.shared) < QpState::Rts as u8 {
+        if self.qp.0.state.load(Ordering::Relaxed) < QpState::Rts as u8 {
             return Err(PostError { index: 0, kind: PostErrorKind::BadState });
         }
         Ok(())
@@ -97,12 +81,12 @@ impl SendQueue {
         op: SendOp,
         flags: SendFlags,
         data: &[u8],
-        ud: Option<UdDest>,
+        ud: Option<UdDest<'_>>,
     ) -> std::result::Result<(), PostError> {
         let Ok(length) = u32::try_from(data.len()) else {
             return Err(PostError { index: 0, kind: PostErrorKind::TooLong });
         };
-        let sge = [Sge { addr: data.as_ptr() as u64, length, lkey: 0 }];
+        let sge = [Sge::borrowing(data, data.as_ptr() as u64, length, 0)];
         let wr = SendWr { wr_id, op, flags: flags | SendFlags::INLINE, sgl: &sge, ud };
         // SAFETY: the one SGE is `data`, borrowed for this call, readable.
         unsafe { self.post_send_unchecked(std::slice::from_ref(&wr)) }
@@ -117,19 +101,19 @@ impl SendQueue {
     #[inline]
     pub unsafe fn post_send_unchecked(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         self.check_state()?;
-        match &mut self.ring {
-            // SAFETY: forwarded from this function's contract.
-            SendDriver::Rxe(r) => unsafe { r.post(wrs) },
-            // SAFETY: as above (mlx5's `post` has the same contract: only
-            // INLINE SGEs are read by the CPU).
-            SendDriver::Mlx5(q) => unsafe { q.post(wrs) },
-        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.ring.post(wrs) }
     }
 }
 
 impl RecvQueue {
-    pub(crate) fn new(ring: RecvDriver, shared: Arc<QpShared>) -> Self {
-        RecvQueue { ring, shared }
+    pub(crate) fn new(ring: RecvDriver, qp: QpControl) -> Self {
+        RecvQueue { ring, qp }
+    }
+
+    /// The QP's control side (state, modify, query).
+    pub fn control(&self) -> &QpControl {
+        &self.qp
     }
 
     /// Posts receive work requests (`ibv_post_recv`): pure memory, no
@@ -138,13 +122,10 @@ impl RecvQueue {
     #[doc(alias = "ibv_post_recv")]
     #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        if state_of(&self.shared) == QpState::Reset as u8 {
+        if self.qp.0.state.load(Ordering::Relaxed) == QpState::Reset as u8 {
             return Err(PostError { index: 0, kind: PostErrorKind::BadState });
         }
-        match &mut self.ring {
-            RecvDriver::Rxe(r) => r.post(wrs),
-            RecvDriver::Mlx5(q) => q.post(wrs),
-        }
+        self.ring.post(wrs)
     }
 }
 
@@ -164,7 +145,7 @@ impl QueuePair {
         op: SendOp,
         flags: SendFlags,
         data: &[u8],
-        ud: Option<UdDest>,
+        ud: Option<UdDest<'_>>,
     ) -> std::result::Result<(), PostError> {
         self.sq.post_send_inline(wr_id, op, flags, data, ud)
     }
@@ -180,19 +161,44 @@ impl QueuePair {
     }
 
     /// See [`RecvQueue::post_recv`]. A QP that receives from an SRQ has no
-    /// receive queue: post to the SRQ instead.
+    /// receive queue: the error is [`PostErrorKind::UsesSrq`]; post to the
+    /// SRQ instead.
     #[doc(alias = "ibv_post_recv")]
     #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         match &mut self.rq {
             Some(rq) => rq.post_recv(wrs),
-            None => Err(PostError { index: 0, kind: PostErrorKind::BadState }),
+            None => Err(PostError { index: 0, kind: PostErrorKind::UsesSrq }),
         }
     }
 
-    /// The two halves, for two threads (e.g. with `std::thread::scope`):
-    /// each posts without locks. The receive half is `None` with an SRQ.
+    /// The two halves, borrowed, for two threads (e.g. with
+    /// `std::thread::scope`): each posts without locks. The receive half is
+    /// `None` with an SRQ.
     pub fn split(&mut self) -> (&mut SendQueue, Option<&mut RecvQueue>) {
         (&mut self.sq, self.rq.as_mut())
+    }
+
+    /// The two halves, owned and `Send`, for two threads or tasks that
+    /// outlive this scope: each posts without locks, and each keeps the QP
+    /// alive ([`SendQueue::control`] reaches its control side). The
+    /// receive half is `None` with an SRQ.
+    ///
+    /// ```no_run
+    /// # use rverbs::{QpInitAttr, QpType};
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
+    /// let (mut sq, rq) = qp.into_split();
+    /// let receiver = std::thread::spawn(move || {
+    ///     let mut rq = rq.expect("no SRQ");
+    ///     // rq.post_recv(...)
+    /// });
+    /// // sq.post_send(...)
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    pub fn into_split(self) -> (SendQueue, Option<RecvQueue>) {
+        (self.sq, self.rq)
     }
 }

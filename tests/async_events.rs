@@ -12,9 +12,9 @@ fn srq_limit_reached_names_the_srq() {
     let Some(dev) = common::first_device() else { return };
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let mut cq_a = ctx.create_cq(64, None, 0).unwrap();
-    let mut cq_b = ctx.create_cq(64, None, 0).unwrap();
-    let mut srq = pd.create_srq(16, 1, 0).unwrap();
+    let mut cq_a = ctx.create_cq(64).unwrap();
+    let mut cq_b = ctx.create_cq(64).unwrap();
+    let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).unwrap();
     let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
     init.srq = Some(&srq);
     let b = pd.create_qp(&init).unwrap();

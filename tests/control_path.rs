@@ -59,7 +59,7 @@ fn pd_mr_channel_cq_lifecycle() {
     drop(mr2);
 
     let ch = ctx.create_comp_channel().unwrap();
-    let mut cq = ctx.create_cq(100, Some(&ch), 0).unwrap();
+    let mut cq = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 100, channel: Some(&ch), comp_vector: 0 }).unwrap();
     assert!(cq.cqe() >= 100);
     cq.req_notify(false).unwrap();
     cq.req_notify(true).unwrap();
@@ -69,7 +69,7 @@ fn pd_mr_channel_cq_lifecycle() {
         Err(e) => assert!(e.is_unsupported(), "resize: {e}"),
     }
     // A second CQ on the same channel.
-    let cq2 = ctx.create_cq(10, Some(&ch), 0).unwrap();
+    let cq2 = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 10, channel: Some(&ch), comp_vector: 0 }).unwrap();
     assert_ne!(cq.user_handle(), cq2.user_handle());
     drop(ch); // the CQs keep the channel alive
     cq.destroy().unwrap();
@@ -81,7 +81,7 @@ fn pd_mr_channel_cq_lifecycle() {
 /// RESET -> INIT -> RTR -> RTS -> SQD -> ERR -> RESET -> INIT for each type.
 fn walk(ctx: &rverbs::Context, qp_type: QpType) {
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(32, None, 0).unwrap();
+    let cq = ctx.create_cq(32).unwrap();
     let mut init = QpInitAttr::new(qp_type, &cq);
     init.cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 64 };
     let qp = pd.create_qp(&init).unwrap();
@@ -148,8 +148,8 @@ fn ud_state_walk() {
 fn srq_with_attached_qps() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(64, None, 0).unwrap();
-    let srq = pd.create_srq(64, 2, 0).unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 64, max_sge: 2, srq_limit: 0 }).unwrap();
     assert!(srq.max_wr() >= 64);
     srq.modify_limit(8).unwrap();
     let a = srq.query().unwrap();
@@ -202,7 +202,7 @@ fn default_gid_is_ipv4_mapped_roce_v2() {
 fn illegal_transition_names_the_states() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let cq = ctx.create_cq(8).unwrap();
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     let e = qp.modify(&QpAttr { qp_state: QpState::Rts, ..QpAttr::default() }, QpAttrMask::STATE).unwrap_err();
     let s = e.to_string();
@@ -216,7 +216,7 @@ fn illegal_transition_names_the_states() {
 fn missing_mask_bits_are_named() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let cq = ctx.create_cq(8).unwrap();
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     qp.to_init(&ConnectOptions::default()).unwrap();
     let a = QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() };
@@ -238,7 +238,7 @@ fn caps_above_device_limits() {
     let ctx = ctx!();
     let dev = ctx.query_device().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let cq = ctx.create_cq(8).unwrap();
     let mut init = QpInitAttr::new(QpType::Rc, &cq);
     init.cap.max_send_wr = dev.max_qp_wr + 1;
     let e = pd.create_qp(&init).unwrap_err();
@@ -248,11 +248,11 @@ fn caps_above_device_limits() {
     let e = pd.create_qp(&init).unwrap_err();
     assert!(e.to_string().contains("max_recv_sge"), "{e}");
 
-    let e = ctx.create_cq(dev.max_cqe + 1, None, 0).unwrap_err();
+    let e = ctx.create_cq(dev.max_cqe + 1).unwrap_err();
     assert!(e.to_string().contains("max_cqe"), "{e}");
-    let e = ctx.create_cq(0, None, 0).unwrap_err();
+    let e = ctx.create_cq(0).unwrap_err();
     assert_eq!(e.errno(), Some(Errno::EINVAL));
-    let e = ctx.create_cq(8, None, 10_000).unwrap_err();
+    let e = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 8, channel: None, comp_vector: 10_000 }).unwrap_err();
     assert!(e.to_string().contains("completion vector"), "{e}");
 }
 
@@ -279,7 +279,7 @@ fn bad_memory_registrations() {
 fn gid_index_that_does_not_exist() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let cq = ctx.create_cq(8).unwrap();
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     let opts = ConnectOptions { sgid_index: Some(200), ..ConnectOptions::default() };
     qp.to_init(&opts).unwrap();
@@ -309,7 +309,7 @@ fn no_leaks_over_many_create_destroy_cycles() {
     for i in 0..cycles {
         let pd = ctx.alloc_pd().unwrap();
         let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
-        let cq = ctx.create_cq(4, None, 0).unwrap();
+        let cq = ctx.create_cq(4).unwrap();
         let qp = pd.create_qp(&QpInitAttr::new(if i % 2 == 0 { QpType::Rc } else { QpType::Ud }, &cq)).unwrap();
         // Drop order on purpose mixed: children keep parents alive.
         drop(pd);
@@ -321,7 +321,7 @@ fn no_leaks_over_many_create_destroy_cycles() {
     for _ in 0..100 {
         let pd = ctx.alloc_pd().unwrap();
         let _ = pd.alloc_mr(0, AccessFlags::LOCAL_WRITE);
-        let _ = ctx.create_cq(u32::MAX, None, 0);
+        let _ = ctx.create_cq(u32::MAX);
     }
     let after = resource_counts(&name);
     assert_eq!(before, after, "kernel object counts changed after {cycles} cycles");

@@ -267,7 +267,8 @@ fn ud_send_through_legacy_address_vector() {
     ok_one(&mut cq_a, 5, WcOpcode::SEND);
     ok_one(&mut cq_b, 20, WcOpcode::RECV);
     // Once the AH is gone its number names nothing: refused, nothing written.
-    let stale = ah.ud_dest(b.qp_num(), qkey);
+    // By its raw number: the borrowing `ud_dest` cannot outlive the AH.
+    let stale = rverbs::UdDest::new(ah.ah_num(), b.qp_num(), qkey);
     drop(ah);
     let e = a.post_send(&[SendWr { ud: Some(stale), wr_id: 6, ..wr }]).unwrap_err();
     assert_eq!((e.index, e.kind), (0, rverbs::PostErrorKind::BadDestination));
@@ -279,9 +280,9 @@ fn srq_shared_by_two_qps() {
     let Some(dev) = common::first_device() else { return };
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let mut cq_a = ctx.create_cq(64, None, 0).unwrap();
-    let mut cq_b = ctx.create_cq(64, None, 0).unwrap();
-    let mut srq = pd.create_srq(32, 1, 0).unwrap();
+    let mut cq_a = ctx.create_cq(64).unwrap();
+    let mut cq_b = ctx.create_cq(64).unwrap();
+    let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 32, max_sge: 1, srq_limit: 0 }).unwrap();
     let mut with_srq = QpInitAttr::new(QpType::Rc, &cq_b);
     with_srq.srq = Some(&srq);
     let b1 = pd.create_qp(&with_srq).unwrap();
@@ -370,8 +371,8 @@ fn solicited_events() {
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let ch = ctx.create_comp_channel().unwrap();
-    let mut cq_a = ctx.create_cq(16, None, 0).unwrap();
-    let mut cq_b = ctx.create_cq(16, Some(&ch), 0).unwrap();
+    let mut cq_a = ctx.create_cq(16).unwrap();
+    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
     common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
@@ -562,8 +563,8 @@ fn no_receive_with_rnr_retry_zero() {
     let Some(dev) = common::first_device() else { return };
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let mut cq_a = ctx.create_cq(16, None, 0).unwrap();
-    let cq_b = ctx.create_cq(16, None, 0).unwrap();
+    let mut cq_a = ctx.create_cq(16).unwrap();
+    let cq_b = ctx.create_cq(16).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
     let opts = ConnectOptions { rnr_retry: 0, min_rnr_timer: 1, ..ConnectOptions::default() };
@@ -611,7 +612,7 @@ fn posting_in_the_wrong_state_is_refused() {
     let Some(dev) = common::first_device() else { return };
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(16, None, 0).unwrap();
+    let cq = ctx.create_cq(16).unwrap();
     let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     let m = pd.alloc_mr(4096, ALL).unwrap();
     let s = [m.sge(0, 8).unwrap()];
@@ -653,8 +654,8 @@ fn event_mode_wakes_for_every_armed_completion() {
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let ch = ctx.create_comp_channel().unwrap();
-    let mut cq_a = ctx.create_cq(64, None, 0).unwrap();
-    let mut cq_b = ctx.create_cq(64, Some(&ch), 0).unwrap();
+    let mut cq_a = ctx.create_cq(64).unwrap();
+    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 64, channel: Some(&ch), comp_vector: 0 }).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
     common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());

@@ -73,7 +73,7 @@ fn run_post(n: u64) -> Duration {
     let hca = Hca::new(ModelCfg::default());
     let ctx = hca.context();
     let mut qp = noop_qp(&hca, &ctx);
-    let sge = [Sge { addr: 0x7f00_0000_1000, length: 64, lkey: 0x1234 }];
+    let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
     let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
     let cap = u64::from(qp.sq.max_post());
     let mut spent = Duration::ZERO;
@@ -105,7 +105,7 @@ fn run_poll(n: u64, batch: usize) -> Duration {
     let mem = vec![0u8; 4096].into_boxed_slice();
     let base = Box::into_raw(mem).cast::<u8>() as u64; // leaked: the model writes it
     let (lkey, rkey) = hca.reg_mr(base, 4096, access::ALL);
-    let sge = [Sge { addr: base, length: 8, lkey }];
+    let sge = [Sge::new(base, 8, lkey)];
     let wr = SendWr {
         wr_id: 0,
         op: SendOp::RdmaWrite(RemoteAddr { addr: base + 2048, rkey }),

@@ -73,7 +73,7 @@ fn run_post(n: u64) -> Duration {
     let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
     let mut s = SendRing::new(Queue::new_heap(SQ_SLOTS, SQ_LOG2), lim, NoopDoorbell);
     let mut k = MockKernel::new(Transport::Rc);
-    let sge = [Sge { addr: 0x7f00_0000_1000, length: 64, lkey: 0x1234 }];
+    let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
     let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
     let cap = u64::from(s.queue().capacity());
     let mut spent = Duration::ZERO;

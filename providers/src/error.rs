@@ -6,15 +6,40 @@ use std::fmt;
 
 pub use nix::errno::Errno;
 
+use crate::qp_state::TransitionError;
+
 /// A failed verb.
 ///
 /// `Display` renders one line: `"<verb>: <message> (<ERRNO>: <strerror>)"`,
 /// e.g. `ibv_open_device(rxe0): cannot open /dev/infiniband/uverbs0 (EACCES: Permission denied)`.
+///
+/// [`kind`](Self::kind) tells who refused: the kernel ([`ErrorKind::Os`]),
+/// or rverbs itself before the kernel was asked ([`ErrorKind::Check`],
+/// [`ErrorKind::Transition`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     verb: Cow<'static, str>,
     errno: Option<Errno>,
+    kind: ErrorKind,
     message: String,
+}
+
+/// Who refused a verb, and with what detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A syscall failed: the kernel refused the command (or the fd, the
+    /// mapping, the socket...). [`Error::errno`] is its answer.
+    Os,
+    /// rverbs refused the arguments before the kernel saw them (a limit, a
+    /// range, a state, a wrong object), or found the kernel's answer
+    /// malformed (`EPROTO`). [`Error::errno`] is what libibverbs or the kernel
+    /// would have returned, when there is one.
+    Check,
+    /// A QP modify that the IBTA state table does not allow: an illegal
+    /// transition, or missing or forbidden attribute bits. The kernel was
+    /// not asked; the errno is `EINVAL`, as the kernel's would be.
+    Transition(TransitionError),
 }
 
 /// `Result` with [`Error`].
@@ -24,12 +49,30 @@ impl Error {
     /// An error with an errno from the kernel. The message defaults to a
     /// sentence explaining what that errno means for a uverbs command.
     pub fn os(verb: impl Into<Cow<'static, str>>, errno: Errno) -> Self {
-        Error { verb: verb.into(), errno: Some(errno), message: default_explanation(errno).to_owned() }
+        Error {
+            verb: verb.into(),
+            errno: Some(errno),
+            kind: ErrorKind::Os,
+            message: default_explanation(errno).to_owned(),
+        }
     }
 
-    /// An error found by rverbs itself, before or without the kernel.
+    /// A refusal by rverbs' own checks, with the errno the kernel (or
+    /// libibverbs) would have given; say why with [`with_message`](Self::with_message).
+    pub fn check(verb: impl Into<Cow<'static, str>>, errno: Errno) -> Self {
+        Error { kind: ErrorKind::Check, ..Error::os(verb, errno) }
+    }
+
+    /// An error found by rverbs itself, before or without the kernel, that
+    /// has no errno.
     pub fn invalid(verb: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
-        Error { verb: verb.into(), errno: None, message: message.into() }
+        Error { verb: verb.into(), errno: None, kind: ErrorKind::Check, message: message.into() }
+    }
+
+    /// A QP transition the state table refuses (errno `EINVAL`; the message
+    /// names the states and the bits).
+    pub fn transition(verb: impl Into<Cow<'static, str>>, e: TransitionError) -> Self {
+        Error { verb: verb.into(), errno: Some(Errno::EINVAL), message: e.to_string(), kind: ErrorKind::Transition(e) }
     }
 
     /// Same error with its explanation replaced.
@@ -46,6 +89,25 @@ impl Error {
     /// The errno the kernel returned, if the failure came from it.
     pub fn errno(&self) -> Option<Errno> {
         self.errno
+    }
+
+    /// Who refused: the kernel, or rverbs' own checks (and which).
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// True when the kernel refused (a syscall failed), false when rverbs
+    /// refused before asking it.
+    pub fn is_os(&self) -> bool {
+        self.kind == ErrorKind::Os
+    }
+
+    /// The refused QP transition, when [`kind`](Self::kind) is [`ErrorKind::Transition`].
+    pub fn transition_error(&self) -> Option<&TransitionError> {
+        match &self.kind {
+            ErrorKind::Transition(t) => Some(t),
+            _ => None,
+        }
     }
 
     /// The explanation.
@@ -111,5 +173,16 @@ mod tests {
         let e = Error::invalid("ibv_open_device", "no device named foo");
         assert_eq!(e.to_string(), "ibv_open_device: no device named foo");
         assert!(Error::os("x", Errno::EPROTONOSUPPORT).is_unsupported());
+    }
+
+    #[test]
+    fn kind_tells_the_kernel_from_our_checks() {
+        assert_eq!(Error::os("ibv_alloc_pd", Errno::ENOMEM).kind(), &ErrorKind::Os);
+        let c = Error::check("ibv_create_cq", Errno::EINVAL).with_message("CQ depth 0 is outside 1..=16");
+        assert_eq!(c.kind(), &ErrorKind::Check);
+        assert_eq!(c.errno(), Some(Errno::EINVAL));
+        assert!(!c.is_os());
+        assert_eq!(c.to_string(), "ibv_create_cq: CQ depth 0 is outside 1..=16 (EINVAL: Invalid argument)");
+        assert_eq!(Error::invalid("x", "y").kind(), &ErrorKind::Check);
     }
 }

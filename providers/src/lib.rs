@@ -8,9 +8,11 @@ pub mod ah_table;
 pub mod cmd;
 pub mod driver;
 pub mod error;
+pub mod provider;
+pub mod qp_state;
 pub mod rxe;
 pub mod sys;
 pub mod wr;
 
-pub use error::{Errno, Error, Result};
+pub use error::{Errno, Error, ErrorKind, Result};
 pub mod mlx5;

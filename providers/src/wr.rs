@@ -5,21 +5,48 @@
 //! layout (rxe: `rxe_send_wqe`; mlx5: WQE segments) and decodes its CQEs into
 //! [`Wc`].
 
+use std::marker::PhantomData;
+
 use bitflags::bitflags;
 use rverbs_uapi::ib_verbs_values::*;
 
 /// A scatter/gather entry: `addr..addr+length` inside the memory region
 /// whose local key is `lkey` (`struct ibv_sge`; byte-identical to
 /// `ib_uverbs_sge` and `rxe_sge`).
+///
+/// The lifetime ties an entry to the region it came from
+/// (`MemoryRegion::sge` in `rverbs`), so it cannot be posted after the
+/// region is gone. [`Sge::new`] builds one from raw values with no such
+/// tie: that is safe, because the device checks the key and the range
+/// against its registrations (a stale key completes with
+/// `LOC_PROT_ERR`), but it is the caller's job to keep the region alive.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Sge {
+pub struct Sge<'mr> {
     /// Start address.
     pub addr: u64,
     /// Length in bytes.
     pub length: u32,
     /// Local key of the region.
     pub lkey: u32,
+    region: PhantomData<&'mr ()>,
+}
+
+impl Sge<'static> {
+    /// An entry from raw values (`struct ibv_sge`), tied to no region.
+    #[inline]
+    pub const fn new(addr: u64, length: u32, lkey: u32) -> Self {
+        Sge { addr, length, lkey, region: PhantomData }
+    }
+}
+
+impl<'mr> Sge<'mr> {
+    /// An entry that borrows whatever owns the region for `'mr` (what
+    /// `MemoryRegion::sge` returns).
+    #[inline]
+    pub const fn borrowing<T: ?Sized>(_owner: &'mr T, addr: u64, length: u32, lkey: u32) -> Self {
+        Sge { addr, length, lkey, region: PhantomData }
+    }
 }
 
 bitflags! {
@@ -49,6 +76,7 @@ pub struct RemoteAddr {
 /// What a send work request does (`enum ibv_wr_opcode`, with the operands
 /// each opcode needs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SendOp {
     /// `IBV_WR_SEND`.
     Send,
@@ -102,20 +130,48 @@ impl SendOp {
     }
 }
 
-/// Where a UD send goes: an address handle (its provider data) and the
-/// remote QP.
+/// Where a UD send goes: an address handle (its AH number) and the remote
+/// QP.
+///
+/// The lifetime ties it to its address handle (`AddressHandle::ud_dest` in
+/// `rverbs`), so a destination cannot be posted after its AH is destroyed
+/// and its number reused by another. [`UdDest::new`] builds one from a raw
+/// number with no such tie (safe: a number that names no AH is refused at
+/// post time or completes with an error).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct UdDest {
-    /// rxe: the kernel's AH number.
+pub struct UdDest<'ah> {
+    /// The AH number: the rxe kernel's, or a provider's own for an address
+    /// vector kept in userspace.
     pub ah_num: u32,
     /// Remote QP number.
     pub remote_qpn: u32,
     /// Remote Q_Key.
     pub remote_qkey: u32,
+    ah: PhantomData<&'ah ()>,
+}
+
+impl UdDest<'static> {
+    /// A destination from a raw AH number, tied to no address handle.
+    #[inline]
+    pub const fn new(ah_num: u32, remote_qpn: u32, remote_qkey: u32) -> Self {
+        UdDest { ah_num, remote_qpn, remote_qkey, ah: PhantomData }
+    }
+}
+
+impl<'ah> UdDest<'ah> {
+    /// A destination that borrows its address handle `ah` for `'ah`.
+    #[inline]
+    pub const fn borrowing<T: ?Sized>(_ah: &'ah T, ah_num: u32, remote_qpn: u32, remote_qkey: u32) -> Self {
+        UdDest { ah_num, remote_qpn, remote_qkey, ah: PhantomData }
+    }
 }
 
 /// A send work request, as the providers see it. The SGEs must describe
 /// registered memory; with `INLINE` their bytes are copied at post time.
+///
+/// Build one with the constructors, which leave it unsignaled, then add
+/// flags, e.g. `SendWr::write(7, &sgl, remote).imm(42).signaled()`. They are
+/// `const fn`s that fill the struct in place: no cost over a literal.
 #[derive(Clone, Copy, Debug)]
 pub struct SendWr<'a> {
     /// Returned in the completion.
@@ -125,9 +181,92 @@ pub struct SendWr<'a> {
     /// Flags.
     pub flags: SendFlags,
     /// Local buffers (gathered for sends/writes, scattered for reads/atomics).
-    pub sgl: &'a [Sge],
+    pub sgl: &'a [Sge<'a>],
     /// UD only: the destination.
-    pub ud: Option<UdDest>,
+    pub ud: Option<UdDest<'a>>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A request of `op` over `sgl`, no flags, no UD destination.
+    #[inline]
+    pub const fn new(wr_id: u64, op: SendOp, sgl: &'a [Sge<'a>]) -> Self {
+        SendWr { wr_id, op, flags: SendFlags::empty(), sgl, ud: None }
+    }
+    /// `IBV_WR_SEND` of the bytes `sgl` gathers.
+    #[inline]
+    pub const fn send(wr_id: u64, sgl: &'a [Sge<'a>]) -> Self {
+        Self::new(wr_id, SendOp::Send, sgl)
+    }
+    /// `IBV_WR_RDMA_WRITE` of the bytes `sgl` gathers to `remote`.
+    #[inline]
+    pub const fn write(wr_id: u64, sgl: &'a [Sge<'a>], remote: RemoteAddr) -> Self {
+        Self::new(wr_id, SendOp::RdmaWrite(remote), sgl)
+    }
+    /// `IBV_WR_RDMA_READ` from `remote` into `sgl`.
+    #[inline]
+    pub const fn read(wr_id: u64, sgl: &'a [Sge<'a>], remote: RemoteAddr) -> Self {
+        Self::new(wr_id, SendOp::RdmaRead(remote), sgl)
+    }
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP` on the 8-byte aligned word at `remote`:
+    /// if it equals `compare` it becomes `swap`; the old value lands in
+    /// `sge` (one 8-byte entry).
+    #[inline]
+    pub const fn compare_swap(wr_id: u64, sge: &'a [Sge<'a>], remote: RemoteAddr, compare: u64, swap: u64) -> Self {
+        Self::new(wr_id, SendOp::AtomicCmpAndSwp { remote, compare, swap }, sge)
+    }
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD` of `add` to the 8-byte aligned word at
+    /// `remote`; the old value lands in `sge` (one 8-byte entry).
+    #[inline]
+    pub const fn fetch_add(wr_id: u64, sge: &'a [Sge<'a>], remote: RemoteAddr, add: u64) -> Self {
+        Self::new(wr_id, SendOp::AtomicFetchAndAdd { remote, add }, sge)
+    }
+    /// With a 32-bit immediate: a SEND becomes `SEND_WITH_IMM`, an RDMA
+    /// WRITE becomes `RDMA_WRITE_WITH_IMM` (which consumes a receive at the
+    /// peer); on the other opcodes it replaces an earlier immediate or does
+    /// nothing.
+    #[inline]
+    pub const fn imm(mut self, imm: u32) -> Self {
+        self.op = match self.op {
+            SendOp::Send | SendOp::SendWithImm(_) => SendOp::SendWithImm(imm),
+            SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) => SendOp::RdmaWriteWithImm(r, imm),
+            other => other,
+        };
+        self
+    }
+    /// `IBV_SEND_SIGNALED`: this request completes with a CQE. Unsignaled
+    /// requests free their send-queue slots only when a later signaled one
+    /// completes: post a signaled one at least every `max_send_wr` requests.
+    #[inline]
+    pub const fn signaled(mut self) -> Self {
+        self.flags = self.flags.union(SendFlags::SIGNALED);
+        self
+    }
+    /// `IBV_SEND_FENCE`: wait for earlier READs and atomics of this QP.
+    #[inline]
+    pub const fn fence(mut self) -> Self {
+        self.flags = self.flags.union(SendFlags::FENCE);
+        self
+    }
+    /// `IBV_SEND_SOLICITED`: a solicited event at the receiver.
+    #[inline]
+    pub const fn solicited(mut self) -> Self {
+        self.flags = self.flags.union(SendFlags::SOLICITED);
+        self
+    }
+    /// `IBV_SEND_INLINE`: the CPU copies the payload into the WQE at post
+    /// time. The safe `post_send` refuses it (the payload must come as
+    /// bytes, `post_send_inline`); `post_send_unchecked` takes it.
+    #[inline]
+    pub const fn inline(mut self) -> Self {
+        self.flags = self.flags.union(SendFlags::INLINE);
+        self
+    }
+    /// UD: where the request goes.
+    #[inline]
+    pub const fn to(mut self, dest: UdDest<'a>) -> Self {
+        self.ud = Some(dest);
+        self
+    }
 }
 
 /// A receive work request.
@@ -136,7 +275,15 @@ pub struct RecvWr<'a> {
     /// Returned in the completion.
     pub wr_id: u64,
     /// Buffers to scatter the incoming message into.
-    pub sgl: &'a [Sge],
+    pub sgl: &'a [Sge<'a>],
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive into `sgl`, completing with `wr_id`.
+    #[inline]
+    pub const fn new(wr_id: u64, sgl: &'a [Sge<'a>]) -> Self {
+        RecvWr { wr_id, sgl }
+    }
 }
 
 /// Why a post stopped: the index of the work request that was refused (the
@@ -151,6 +298,7 @@ pub struct PostError {
 
 /// Reasons a work request is refused at post time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PostErrorKind {
     /// The queue is full (`ENOMEM` in libibverbs).
     QueueFull,
@@ -175,8 +323,10 @@ pub enum PostErrorKind {
     /// UD sends need a destination; other types must not have one.
     BadDestination,
     /// The QP is not in a state that accepts this post (send: RTS or later;
-    /// receive: INIT or later).
+    /// receive: INIT or later), or the queue was destroyed.
     BadState,
+    /// A receive posted to a QP that receives from an SRQ: post it to the SRQ.
+    UsesSrq,
     /// The SGE list's total length overflows 32 bits.
     TooLong,
     /// The doorbell `write()` failed with this errno. The requests before
@@ -206,6 +356,7 @@ impl std::fmt::Display for PostError {
                 write!(f, "UD sends need a destination (AH); other QP types must not have one")
             }
             PostErrorKind::BadState => write!(f, "the QP's state does not accept this post"),
+            PostErrorKind::UsesSrq => write!(f, "this QP receives from an SRQ: post receives to the SRQ"),
             PostErrorKind::TooLong => write!(f, "the SGE list is longer than 4 GiB"),
             PostErrorKind::InlineNeedsBytes => {
                 write!(f, "INLINE sends through the safe API take their payload as bytes (post_send_inline)")
@@ -412,6 +563,10 @@ impl std::fmt::Debug for WcOpcode {
 bitflags! {
     /// `enum ibv_wc_flags`, in libibverbs' bit values (providers map their
     /// own: rxe copies the kernel's `IB_WC_*`, where bits 2 and 3 are swapped).
+        ///
+    /// `#[repr(transparent)]` over its `u32`: providers copy CQE words into
+    /// a [`Wc`] as they are.
+    #[repr(transparent)]
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     pub struct WcFlags: u32 {
         /// `IBV_WC_GRH`: the first 40 bytes of the buffer hold a GRH (UD).
@@ -490,7 +645,34 @@ impl Wc {
     pub fn is_success(&self) -> bool {
         self.status == WcStatus::SUCCESS
     }
+
+    /// `Ok(self)` on success, else an error that names the status, the
+    /// work request and the QP (for `?` in completion loops).
+    pub fn ok(self) -> Result<Wc, WcError> {
+        if self.is_success() {
+            Ok(self)
+        } else {
+            Err(WcError(self))
+        }
+    }
 }
+
+/// A completion with an error status ([`Wc::ok`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WcError(pub Wc);
+
+impl std::fmt::Display for WcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let w = &self.0;
+        write!(
+            f,
+            "work request {} on QP {:#x} completed with {} ({:?}, vendor error {:#x})",
+            w.wr_id, w.qp_num, w.status, w.status, w.vendor_err
+        )
+    }
+}
+
+impl std::error::Error for WcError {}
 
 // `Wc` keeps `ib_uverbs_wc`'s size and field offsets (see its doc comment).
 const _: () = {

@@ -68,8 +68,8 @@ pub fn loopback(qp_type: rverbs::QpType, cap: rverbs::QpCap, cqe: u32) -> Option
     let dev = first_device()?;
     let ctx = dev.open().expect("open");
     let pd = ctx.alloc_pd().unwrap();
-    let cq_a = ctx.create_cq(cqe, None, 0).unwrap();
-    let cq_b = ctx.create_cq(cqe, None, 0).unwrap();
+    let cq_a = ctx.create_cq(cqe).unwrap();
+    let cq_b = ctx.create_cq(cqe).unwrap();
     let mk = |cq: &rverbs::CompletionQueue| {
         let mut init = rverbs::QpInitAttr::new(qp_type, cq);
         init.cap = cap;

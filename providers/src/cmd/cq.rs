@@ -68,7 +68,14 @@ pub fn create_cq_cmd<'a>(
 
 /// `UVERBS_METHOD_CQ_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_CQ`),
 /// with the provider's driver data.
-pub fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out: &mut [u8]) -> Result<CqCreated> {
+///
+/// # Safety
+/// The driver data goes to the kernel as it is, and some providers' driver
+/// data names memory the device will read and write (mlx5: the queue buffer
+/// and doorbell record). Every address in `drv_in` must be memory that stays
+/// allocated, and that nothing else in the process uses, until the kernel
+/// object is destroyed.
+pub unsafe fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out: &mut [u8]) -> Result<CqCreated> {
     const VERB: &str = "ibv_create_cq";
     let mut cqe = 0u32;
     {

@@ -23,7 +23,13 @@ pub struct MrKeys {
 /// `INVOKE_WRITE`): pins `[start, start+length)` and maps it at IO virtual
 /// address `hca_va` in PD `pd`. The kernel errno is returned raw so the
 /// caller can explain `ENOMEM`/`EFAULT` with its own context.
-pub fn reg_mr(
+///
+/// # Safety
+/// The device may read `[start, start+length)` and, with write access
+/// flags, write it at any time until the MR is deregistered: the range must
+/// be memory that stays mapped until then, and that no Rust reference
+/// covers while the device may write it.
+pub unsafe fn reg_mr(
     fd: &UverbsFd,
     pd: u32,
     start: u64,
@@ -42,8 +48,12 @@ pub fn reg_mr(
 /// `IB_USER_VERBS_CMD_REREG_MR`: changes translation, PD and/or access of
 /// MR `handle` (`flags`: `IBV_REREG_MR_CHANGE_TRANSLATION` 1, `_PD` 2,
 /// `_ACCESS` 4). Returns the new keys.
+///
+/// # Safety
+/// With `IBV_REREG_MR_CHANGE_TRANSLATION`, the new range is under
+/// [`reg_mr`]'s contract; with write access flags, so is the old one.
 #[allow(clippy::too_many_arguments)]
-pub fn rereg_mr(
+pub unsafe fn rereg_mr(
     fd: &UverbsFd,
     handle: u32,
     flags: u32,

@@ -71,7 +71,14 @@ pub fn create_qp_cmd<'a>(
 }
 
 /// `UVERBS_METHOD_QP_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_QP`).
-pub fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mut [u8]) -> Result<QpCreated> {
+///
+/// # Safety
+/// The driver data goes to the kernel as it is, and some providers' driver
+/// data names memory the device will read and write (mlx5: the queue buffer
+/// and doorbell record). Every address in `drv_in` must be memory that stays
+/// allocated, and that nothing else in the process uses, until the kernel
+/// object is destroyed.
+pub unsafe fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mut [u8]) -> Result<QpCreated> {
     const VERB: &str = "ibv_create_qp";
     let mut cap = ib_uverbs_qp_cap::new_zeroed();
     let mut qpn = 0u32;

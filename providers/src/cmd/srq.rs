@@ -22,8 +22,15 @@ pub struct SrqCreated {
 }
 
 /// `UVERBS_METHOD_SRQ_CREATE` for a basic SRQ (write fallback `IB_USER_VERBS_CMD_CREATE_SRQ`).
+///
+/// # Safety
+/// The driver data goes to the kernel as it is, and some providers' driver
+/// data names memory the device will read and write (mlx5: the queue buffer
+/// and doorbell record). Every address in `drv_in` must be memory that stays
+/// allocated, and that nothing else in the process uses, until the kernel
+/// object is destroyed.
 #[allow(clippy::too_many_arguments)]
-pub fn create_srq(
+pub unsafe fn create_srq(
     fd: &UverbsFd,
     pd: u32,
     max_wr: u32,
@@ -95,7 +102,19 @@ pub fn destroy_srq(fd: &UverbsFd, handle: u32) -> Result<u32> {
 }
 
 /// `IB_USER_VERBS_CMD_MODIFY_SRQ` (`attr_mask`: `IBV_SRQ_MAX_WR` 1, `IBV_SRQ_LIMIT` 2).
-pub fn modify_srq(fd: &UverbsFd, handle: u32, attr_mask: u32, max_wr: u32, limit: u32, drv_in: &[u8]) -> Result<()> {
+///
+/// # Safety
+/// rxe's driver data (`rxe_modify_srq_cmd`) carries an address the kernel
+/// writes the resized queue's mmap info to: every address in `drv_in` must
+/// be writable memory of this process for the duration of the call.
+pub unsafe fn modify_srq(
+    fd: &UverbsFd,
+    handle: u32,
+    attr_mask: u32,
+    max_wr: u32,
+    limit: u32,
+    drv_in: &[u8],
+) -> Result<()> {
     const VERB: &str = "ibv_modify_srq";
     let req = ib_uverbs_modify_srq { srq_handle: handle, attr_mask, max_wr, srq_limit: limit, driver_data: [] };
     let path = fd

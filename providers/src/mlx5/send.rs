@@ -262,7 +262,7 @@ impl<M: Mmio> SendQueue<M> {
     /// The request's SGE if it can take the short path: SEND, one non-empty
     /// SGE, not inline, not UD.
     #[inline(always)]
-    fn short<'w>(&self, wr: &'w SendWr<'_>) -> Option<&'w crate::wr::Sge> {
+    fn short<'w, 'a>(&self, wr: &'w SendWr<'a>) -> Option<&'w crate::wr::Sge<'a>> {
         let [s] = wr.sgl else { return None };
         if s.length == 0 || wr.ud.is_some() || wr.flags.bits() & IB_SEND_INLINE != 0 {
             return None;

@@ -89,13 +89,13 @@ fn post<M: Mmio>(qp: &mut Qp<M>, wrs: &[SendWr<'_>]) {
     unsafe { qp.sq.post(wrs) }.unwrap()
 }
 
-fn send(wr_id: u64, flags: SendFlags, sgl: &[Sge]) -> SendWr<'_> {
+fn send<'a>(wr_id: u64, flags: SendFlags, sgl: &'a [Sge<'a>]) -> SendWr<'a> {
     SendWr { wr_id, op: SendOp::Send, flags, sgl, ud: None }
 }
 
 /// Posts `n` one-SGE unsignaled SENDs (one WQEBB each) and retires them.
 fn advance<M: Mmio>(qp: &mut Qp<M>, n: u32) {
-    let sge = [Sge { addr: 0x1000, length: 4, lkey: 1 }];
+    let sge = [Sge::new(0x1000, 4, 1)];
     for i in 0..n {
         post(qp, &[send(1000 + u64::from(i), SendFlags::empty(), &sge)]);
         let head = qp.sq.head();
@@ -103,7 +103,7 @@ fn advance<M: Mmio>(qp: &mut Qp<M>, n: u32) {
     }
 }
 
-const SEND_SGE: Sge = Sge { addr: 0x1122_3344_5566_7788, length: 0x100, lkey: 0xabcd };
+const SEND_SGE: Sge<'static> = Sge::new(0x1122_3344_5566_7788, 0x100, 0xabcd);
 const DATA_SEG: [u8; 16] =
     [0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0xab, 0xcd, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
 
@@ -556,7 +556,7 @@ fn wqe_send_and_8_byte_doorbell() {
 fn wqe_send_with_imm_solicited() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
-    let sge = [Sge { addr: 0x1000, length: 0x20, lkey: 0x11 }];
+    let sge = [Sge::new(0x1000, 0x20, 0x11)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::SendWithImm(0x0102_0304),
@@ -584,7 +584,7 @@ fn wqe_rdma_write_inline_and_blueflame() {
     advance(&mut qp, 7);
     rec.take();
     let hello = *b"hello";
-    let sge = [Sge { addr: hello.as_ptr() as u64, length: 5, lkey: 0 }];
+    let sge = [Sge::new(hello.as_ptr() as u64, 5, 0)];
     let wr = SendWr {
         wr_id: 9,
         op: SendOp::RdmaWrite(RemoteAddr { addr: 0xdead_beef000, rkey: 0x4242 }),
@@ -621,7 +621,7 @@ fn wqe_rdma_write_inline_and_blueflame() {
 fn wqe_rdma_write_with_imm_fenced_unsignaled() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
-    let sge = [Sge { addr: 0x2000, length: 0x10, lkey: 0x12 }];
+    let sge = [Sge::new(0x2000, 0x10, 0x12)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::RdmaWriteWithImm(RemoteAddr { addr: 0x7f00_dead_0000, rkey: 0x99 }, 0xcafe_babe),
@@ -645,7 +645,7 @@ fn wqe_rdma_write_with_imm_fenced_unsignaled() {
 fn wqe_rdma_read_two_sges() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
-    let sgl = [Sge { addr: 0x1000, length: 8, lkey: 1 }, Sge { addr: 0x2000, length: 8, lkey: 2 }];
+    let sgl = [Sge::new(0x1000, 8, 1), Sge::new(0x2000, 8, 2)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::RdmaRead(RemoteAddr { addr: 0x5000, rkey: 0x77 }),
@@ -670,7 +670,7 @@ fn wqe_rdma_read_two_sges() {
 fn wqe_cmp_and_swap() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
-    let sge = [Sge { addr: 0x3000, length: 8, lkey: 0x66 }];
+    let sge = [Sge::new(0x3000, 8, 0x66)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::AtomicCmpAndSwp {
@@ -700,7 +700,7 @@ fn wqe_fetch_and_add_result_sge_is_8_bytes() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
     // A 16-byte local SGE: the data segment still says 8.
-    let sge = [Sge { addr: 0x3000, length: 16, lkey: 0x66 }];
+    let sge = [Sge::new(0x3000, 16, 0x66)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::AtomicFetchAndAdd { remote: RemoteAddr { addr: 0x8008, rkey: 0x55 }, add: 0x10 },
@@ -757,8 +757,8 @@ fn wqe_ud_send_datagram_segment() {
     let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let (mut qp, _) = golden_qp(&ctx, QpType::Ud, caps, false);
     let ah = golden_ah(&ctx);
-    let sge = [Sge { addr: 0x4000, length: 0x40, lkey: 0x12 }];
-    let dest = UdDest { ah_num: ah.ah_num(), remote_qpn: 0x5_4321, remote_qkey: 0x1111_1111 };
+    let sge = [Sge::new(0x4000, 0x40, 0x12)];
+    let dest = UdDest::new(ah.ah_num(), 0x5_4321, 0x1111_1111);
     let wr = SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: Some(dest) };
     post(&mut qp, &[wr]);
     let got = sq_bytes(&qp, 0, 128);
@@ -769,7 +769,7 @@ fn wqe_ud_send_datagram_segment() {
     // A gone AH is a bad destination, and nothing is written.
     let num = ah.ah_num();
     drop(ah);
-    let dest = UdDest { ah_num: num, remote_qpn: 1, remote_qkey: 1 };
+    let dest = UdDest::new(num, 1, 1);
     let wr = SendWr { wr_id: 2, op: SendOp::Send, flags: SendFlags::empty(), sgl: &sge, ud: Some(dest) };
     // SAFETY: not INLINE.
     let e = unsafe { qp.sq.post(&[wr]) }.unwrap_err();
@@ -786,8 +786,8 @@ fn wqe_wraps_mid_wqe_ud_and_blueflame() {
     let (mut qp, rec) = golden_qp(&ctx, QpType::Ud, caps, false);
     assert_eq!(qp.shared().sizes().sq_wqe_cnt, 8);
     let ah = golden_ah(&ctx);
-    let dest = UdDest { ah_num: ah.ah_num(), remote_qpn: 0x5_4321, remote_qkey: 0x1111_1111 };
-    let sge = [Sge { addr: 0x4000, length: 0x40, lkey: 0x12 }];
+    let dest = UdDest::new(ah.ah_num(), 0x5_4321, 0x1111_1111);
+    let sge = [Sge::new(0x4000, 0x40, 0x12)];
     // One SGE-less UD send (one WQEBB), three with data (two each): cur_post 7.
     post(&mut qp, &[SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::empty(), sgl: &[], ud: Some(dest) }]);
     for i in 0..3 {
@@ -800,7 +800,7 @@ fn wqe_wraps_mid_wqe_ud_and_blueflame() {
     let head = qp.sq.head();
     qp.shared().sq.tail.store(head, Ordering::Release);
     rec.take();
-    let sge2 = [Sge { addr: 0x9000, length: 0x24, lkey: 0x34 }];
+    let sge2 = [Sge::new(0x9000, 0x24, 0x34)];
     post(&mut qp, &[SendWr { wr_id: 9, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge2, ud: Some(dest) }]);
     let last = sq_bytes(&qp, 7, 64);
     assert_bytes(&last[..16], &[0x00, 0x00, 0x07, 0x0a, 0x00, 0x01, 0x23, 0x05, 0x00, 0x00, 0x00, 0x08, 0, 0, 0, 0]);
@@ -825,7 +825,7 @@ fn inline_payload_split_across_the_wrap() {
     assert_eq!(qp.shared().sizes().sq_wqe_cnt, 8);
     advance(&mut qp, 7);
     let payload: [u8; 40] = core::array::from_fn(|i| 0xa0 + i as u8);
-    let sge = [Sge { addr: payload.as_ptr() as u64, length: 40, lkey: 0 }];
+    let sge = [Sge::new(payload.as_ptr() as u64, 40, 0)];
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::RdmaWrite(RemoteAddr { addr: 0x10, rkey: 0x20 }),
@@ -859,11 +859,7 @@ fn recv_wqe_skips_empty_sges_and_terminates() {
     let (_hca, ctx) = ctx(0);
     let (mut qp, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
     assert_eq!(qp.shared().sizes().rq_wqe_shift, 6);
-    let sgl = [
-        Sge { addr: 0x1000, length: 0x100, lkey: 0x21 },
-        Sge { addr: 0x1800, length: 0, lkey: 0x99 },
-        Sge { addr: 0x2000, length: 0x80, lkey: 0x22 },
-    ];
+    let sgl = [Sge::new(0x1000, 0x100, 0x21), Sge::new(0x1800, 0, 0x99), Sge::new(0x2000, 0x80, 0x22)];
     qp.rq.as_mut().unwrap().post(&[RecvWr { wr_id: 5, sgl: &sgl }]).unwrap();
     let want = bytes_at(
         64,
@@ -883,7 +879,7 @@ fn srq_wqe_and_free_list() {
     let (hca, ctx) = ctx(0);
     let mut srq = hca.new_srq(&ctx, 3, 1);
     let s = srq.shared().clone();
-    let sge = [Sge { addr: 0x1000, length: 0x40, lkey: 0x31 }];
+    let sge = [Sge::new(0x1000, 0x40, 0x31)];
     srq.post(&[RecvWr { wr_id: 1, sgl: &sge }]).unwrap();
     let want = bytes_at(
         32,
@@ -1159,13 +1155,13 @@ fn post_refuses_before_writing_and_posts_the_prefix() {
     assert_eq!(e.kind, PostErrorKind::TooManySge { given: 3, max: 2 });
     assert!(rec.take().is_empty(), "no doorbell when nothing was posted");
     let big = [0u8; 80];
-    let sge = [Sge { addr: big.as_ptr() as u64, length: 80, lkey: 0 }];
+    let sge = [Sge::new(big.as_ptr() as u64, 80, 0)];
     // SAFETY: `big` is readable.
     let e = unsafe { qp.sq.post(&[send(6, SendFlags::INLINE, &sge)]) }.unwrap_err();
     assert_eq!(e.kind, PostErrorKind::InlineTooLong { given: 80, max: qp.shared().sizes().max_inline });
     // Atomics need one 8-byte SGE and an aligned remote address (RC only).
     let (mut rc, _) = golden_qp(&ctx, QpType::Rc, rc_caps(), false);
-    let small = [Sge { addr: 0, length: 4, lkey: 0 }];
+    let small = [Sge::new(0, 4, 0)];
     let fa = SendWr {
         wr_id: 1,
         op: SendOp::AtomicFetchAndAdd { remote: RemoteAddr { addr: 8, rkey: 0 }, add: 1 },
@@ -1176,7 +1172,7 @@ fn post_refuses_before_writing_and_posts_the_prefix() {
     // SAFETY: not INLINE.
     assert_eq!(unsafe { rc.sq.post(&[fa]) }.unwrap_err().kind, PostErrorKind::BadAtomic);
     // UD needs a destination, RC must not have one.
-    let d = UdDest { ah_num: 1, remote_qpn: 1, remote_qkey: 1 };
+    let d = UdDest::new(1, 1, 1);
     let wr = SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::empty(), sgl: &[], ud: Some(d) };
     // SAFETY: not INLINE.
     assert_eq!(unsafe { rc.sq.post(&[wr]) }.unwrap_err().kind, PostErrorKind::BadDestination);

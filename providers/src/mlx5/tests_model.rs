@@ -33,8 +33,8 @@ impl Region {
         assert!(off <= self.len);
         self.ptr as u64 + off as u64
     }
-    fn sge(&self, off: usize, len: u32) -> Sge {
-        Sge { addr: self.addr(off), length: len, lkey: self.lkey }
+    fn sge(&self, off: usize, len: u32) -> Sge<'static> {
+        Sge::new(self.addr(off), len, self.lkey)
     }
     fn read(&self, off: usize, len: usize) -> Vec<u8> {
         assert!(off + len <= self.len);
@@ -348,7 +348,7 @@ fn bad_lkey_then_flush_of_everything_outstanding() {
         t.a.rq.as_mut().unwrap().post(&[RecvWr { wr_id: 500 + k as u64, sgl: &sge }]).unwrap();
     }
     let good = [t.src.sge(0, 8)];
-    let bad = [Sge { lkey: 0xdead, ..good[0] }];
+    let bad = [Sge::new(good[0].addr, good[0].length, 0xdead)];
     let wrs = [
         SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &bad, ud: None },
         SendWr { wr_id: 2, op: SendOp::Send, flags: SendFlags::empty(), sgl: &good, ud: None },
@@ -608,7 +608,7 @@ fn ud_10k_with_grh_and_wraparound() {
     for k in 0..4 {
         post_recv(&mut b, k);
     }
-    let dest = UdDest { ah_num: ah.ah_num(), remote_qpn: b.qpn(), remote_qkey: 0x2222 };
+    let dest = UdDest::new(ah.ah_num(), b.qpn(), 0x2222);
     for i in 0..10_000u64 {
         let data = pattern(i, 1 + (i % 80) as usize);
         src.write(0, &data);
@@ -644,7 +644,7 @@ fn ud_10k_with_grh_and_wraparound() {
         post_recv(&mut b, recv_k + 3);
     }
     // A wrong Q_Key: the send completes, nothing arrives.
-    let bad = UdDest { remote_qkey: 0x3333, ..dest };
+    let bad = UdDest::new(dest.ah_num, dest.remote_qpn, 0x3333);
     let sge = [src.sge(0, 4)];
     post_send(&mut a, &[SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: Some(bad) }])
         .unwrap();

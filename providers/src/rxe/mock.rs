@@ -135,7 +135,7 @@ pub struct KSendWqe {
     /// `dma` (@184).
     pub dma: KDma,
     /// `dma.sge[..num_sge]` (@208), when not INLINE.
-    pub sges: Vec<Sge>,
+    pub sges: Vec<Sge<'static>>,
     /// `dma.inline_data[..length]` (@208), when INLINE.
     pub inline: Vec<u8>,
 }
@@ -154,7 +154,7 @@ pub struct KRecvWqe {
     /// `dma` (@16).
     pub dma: KDma,
     /// `dma.sge[..num_sge]` (@40).
-    pub sges: Vec<Sge>,
+    pub sges: Vec<Sge<'static>>,
 }
 
 /// `IB_SEND_INLINE` (kernel value).
@@ -280,7 +280,7 @@ impl MockKernel {
                 assert!(n * 16 <= room, "{n} SGEs overrun the {elem}-byte slot");
                 for i in 0..n {
                     let at = 208 + 16 * i;
-                    sges.push(Sge { addr: get(p, at), length: get(p, at + 8), lkey: get(p, at + 12) });
+                    sges.push(Sge::new(get(p, at), get(p, at + 8), get(p, at + 12)));
                 }
             }
             KSendWqe {
@@ -331,7 +331,7 @@ impl MockKernel {
                 let sges = (0..n)
                     .map(|i| {
                         let at = 40 + 16 * i;
-                        Sge { addr: get(p, at), length: get(p, at + 8), lkey: get(p, at + 12) }
+                        Sge::new(get(p, at), get(p, at + 8), get(p, at + 12))
                     })
                     .collect();
                 KRecvWqe { slot: cons, wr_id: get(p, 0), reserved: get(p, 8), padding: get(p, 12), dma, sges }

@@ -77,9 +77,9 @@ fn assert_bytes(got: &[u8], want: &[u8]) {
     assert!(diffs.is_empty(), "{} byte(s) differ: {}", diffs.len(), diffs.join(", "));
 }
 
-const SGE_A: Sge = Sge { addr: 0x0000_7f00_1234_5000, length: 0x1000, lkey: 0x0102_0304 };
-const SGE_B: Sge = Sge { addr: 0x0000_7f00_dead_0008, length: 0x20, lkey: 0x0a0b_0c0d };
-const ATOMIC_SGE: Sge = Sge { addr: 0x0000_7f00_0000_0040, length: 8, lkey: 0x55 };
+const SGE_A: Sge<'static> = Sge::new(0x0000_7f00_1234_5000, 0x1000, 0x0102_0304);
+const SGE_B: Sge<'static> = Sge::new(0x0000_7f00_dead_0008, 0x20, 0x0a0b_0c0d);
+const ATOMIC_SGE: Sge<'static> = Sge::new(0x0000_7f00_0000_0040, 8, 0x55);
 const REMOTE: RemoteAddr = RemoteAddr { addr: 0x0000_5555_aaaa_0010, rkey: 0x8765_4321 };
 
 /// The bytes every send WQE shares: wr_id @0, reserved (num_sge) @8,
@@ -201,10 +201,7 @@ fn golden_atomic_fetch_and_add() {
 fn golden_inline_send() {
     let a: [u8; 5] = *b"hello";
     let b: [u8; 7] = *b", world";
-    let sgl = [
-        Sge { addr: a.as_ptr() as u64, length: 5, lkey: 0xffff_ffff },
-        Sge { addr: b.as_ptr() as u64, length: 7, lkey: 0 },
-    ];
+    let sgl = [Sge::new(a.as_ptr() as u64, 5, 0xffff_ffff), Sge::new(b.as_ptr() as u64, 7, 0)];
     let wr =
         SendWr { wr_id: 13, op: SendOp::Send, flags: SendFlags::INLINE | SendFlags::SIGNALED, sgl: &sgl, ud: None };
     // INLINE (8) stays in send_flags; num_sge stays the WR's; the payload is
@@ -217,7 +214,7 @@ fn golden_inline_send() {
 #[test]
 fn golden_ud_send() {
     let sgl = [SGE_B];
-    let ud = UdDest { ah_num: 3, remote_qpn: 0x00ab_cdef, remote_qkey: 0x1111_1111 };
+    let ud = UdDest::new(3, 0x00ab_cdef, 0x1111_1111);
     let wr =
         SendWr { wr_id: 14, op: SendOp::SendWithImm(0x00c0_ffee), flags: SendFlags::SIGNALED, sgl: &sgl, ud: Some(ud) };
     let mut want = want_send(14, 3, 2, 1, 0x20);
@@ -234,8 +231,8 @@ fn golden_ud_send() {
 /// stored one by one).
 #[test]
 fn golden_send_three_and_four_sges() {
-    let c = Sge { addr: 0x1000, length: 3, lkey: 0x33 };
-    let d = Sge { addr: 0x2000, length: 4, lkey: 0x44 };
+    let c = Sge::new(0x1000, 3, 0x33);
+    let d = Sge::new(0x2000, 4, 0x44);
     for sgl in [&[SGE_A, SGE_B, c][..], &[SGE_A, SGE_B, c, d][..]] {
         let wr = SendWr { wr_id: 16, op: SendOp::RdmaRead(REMOTE), flags: SendFlags::SIGNALED, sgl, ud: None };
         let total = sgl.iter().map(|s| s.length).sum();
@@ -657,7 +654,7 @@ fn limits_clamped_to_slot() {
         PostErrorKind::TooManySge { given: 4, max: 3 }
     );
     let buf = [7u8; 49];
-    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 49, lkey: 0 }];
+    let sgl = [Sge::new(buf.as_ptr() as u64, 49, 0)];
     let inline = SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) };
     assert_eq!(post(&mut s, &[inline]).unwrap_err().kind, PostErrorKind::InlineTooLong { given: 49, max: 48 });
     assert_eq!(post(&mut s, &[wr_op(SendOp::Send, &four[..3])]), Ok(()));
@@ -779,9 +776,9 @@ fn refused(lim: SendLimits, wr: SendWr<'_>, kind: PostErrorKind) {
     assert_eq!(slot(s.queue(), 0), vec![0x5a; 512]);
 }
 
-const UD_DEST: UdDest = UdDest { ah_num: 1, remote_qpn: 2, remote_qkey: 3 };
+const UD_DEST: UdDest<'static> = UdDest::new(1, 2, 3);
 
-fn wr_op(op: SendOp, sgl: &[Sge]) -> SendWr<'_> {
+fn wr_op<'a>(op: SendOp, sgl: &'a [Sge<'a>]) -> SendWr<'a> {
     SendWr { wr_id: 0, op, flags: SendFlags::SIGNALED, sgl, ud: None }
 }
 
@@ -812,7 +809,7 @@ fn refused_bad_destination() {
     refused(RC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
     refused(UC, SendWr { ud: Some(UD_DEST), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
     // AH number 0: no address the kernel could use.
-    let no_ah = UdDest { ah_num: 0, ..UD_DEST };
+    let no_ah = UdDest::new(0, UD_DEST.remote_qpn, UD_DEST.remote_qkey);
     refused(UD, SendWr { ud: Some(no_ah), ..wr_op(SendOp::Send, &ONE_SGE) }, PostErrorKind::BadDestination);
 }
 
@@ -826,18 +823,18 @@ fn refused_too_many_sges() {
 #[test]
 fn refused_inline_too_long() {
     let buf = [0u8; 65];
-    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 65, lkey: 0 }];
+    let sgl = [Sge::new(buf.as_ptr() as u64, 65, 0)];
     let wr = SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) };
     refused(RC, wr, PostErrorKind::InlineTooLong { given: 65, max: 64 });
     // Exactly max_inline is fine.
-    let sgl = [Sge { addr: buf.as_ptr() as u64, length: 64, lkey: 0 }];
+    let sgl = [Sge::new(buf.as_ptr() as u64, 64, 0)];
     assert_eq!(wqe::check_send(&SendWr { flags: SendFlags::INLINE, ..wr_op(SendOp::Send, &sgl) }, &RC), Ok(64));
 }
 
 #[test]
 fn refused_bad_atomic() {
     let misaligned = RemoteAddr { addr: REMOTE.addr + 4, rkey: 1 };
-    let short = [Sge { length: 4, ..ATOMIC_SGE }];
+    let short = [Sge::new(ATOMIC_SGE.addr, 4, ATOMIC_SGE.lkey)];
     let two = [ATOMIC_SGE, ATOMIC_SGE];
     let cas = |remote| SendOp::AtomicCmpAndSwp { remote, compare: 0, swap: 0 };
     let faa = |remote| SendOp::AtomicFetchAndAdd { remote, add: 0 };
@@ -852,7 +849,7 @@ fn refused_bad_atomic() {
 
 #[test]
 fn refused_too_long() {
-    let big = [Sge { length: u32::MAX, ..SGE_A }, Sge { length: 1, ..SGE_B }];
+    let big = [Sge::new(SGE_A.addr, u32::MAX, SGE_A.lkey), Sge::new(SGE_B.addr, 1, SGE_B.lkey)];
     refused(RC, wr_op(SendOp::Send, &big), PostErrorKind::TooLong);
 }
 
@@ -909,8 +906,8 @@ fn mock_decodes_ud_and_inline() {
     let mut s = sq(4, UD);
     let mut k = MockKernel::new(Transport::Ud);
     let payload = *b"0123456789abcdef0123456789abcdef";
-    let sgl = [Sge { addr: payload.as_ptr() as u64, length: 32, lkey: 0 }];
-    let ud = UdDest { ah_num: 9, remote_qpn: 0xffffff, remote_qkey: 0x8000_0000 };
+    let sgl = [Sge::new(payload.as_ptr() as u64, 32, 0)];
+    let ud = UdDest::new(9, 0xffffff, 0x8000_0000);
     let wr = SendWr { wr_id: 5, op: SendOp::Send, flags: SendFlags::INLINE, sgl: &sgl, ud: Some(ud) };
     // The slot is dirty from the mock: write, consume, then reuse each slot.
     for round in 0..8 {
@@ -953,7 +950,7 @@ const TAG_SRQ: u64 = 3 << 56;
 #[derive(Clone, Debug)]
 struct Posted {
     opcode: u32,
-    sgl: Vec<Sge>,
+    sgl: Vec<Sge<'static>>,
 }
 
 #[derive(Default)]
@@ -999,16 +996,12 @@ fn randomized_posts_and_polls() {
                 // Post 1..=5 sends; one in ten batches has an invalid request.
                 let n = rng.below(5) as usize + 1;
                 let bad_at = (rng.below(10) == 0).then(|| rng.below(n as u64) as usize);
-                let mut sgls: Vec<Vec<Sge>> = Vec::new();
+                let mut sgls: Vec<Vec<Sge<'static>>> = Vec::new();
                 let mut ops = Vec::new();
                 for j in 0..n {
                     let nsge = if bad_at == Some(j) { 5 } else { rng.below(5) as usize };
-                    let sgl: Vec<Sge> = (0..nsge)
-                        .map(|_| Sge {
-                            addr: rng.next() & !7,
-                            length: rng.below(1 << 20) as u32,
-                            lkey: rng.next() as u32,
-                        })
+                    let sgl: Vec<Sge<'static>> = (0..nsge)
+                        .map(|_| Sge::new(rng.next() & !7, rng.below(1 << 20) as u32, rng.next() as u32))
                         .collect();
                     let remote = RemoteAddr { addr: rng.next() & !7, rkey: rng.next() as u32 };
                     let op = match rng.below(5) {
@@ -1049,7 +1042,13 @@ fn randomized_posts_and_polls() {
                     want_rings += 1;
                 }
                 for wr in &wrs[..done] {
-                    posted.insert(wr.wr_id, Posted { opcode: wr.op.kernel_opcode(), sgl: wr.sgl.to_vec() });
+                    posted.insert(
+                        wr.wr_id,
+                        Posted {
+                            opcode: wr.op.kernel_opcode(),
+                            sgl: wr.sgl.iter().map(|s| Sge::new(s.addr, s.length, s.lkey)).collect(),
+                        },
+                    );
                     m.queued.push_back(wr.wr_id);
                 }
                 m.next += done as u64;
@@ -1058,12 +1057,8 @@ fn randomized_posts_and_polls() {
             which @ (1 | 2) => {
                 let (ring, m) = if which == 1 { (&mut r, &mut models[1]) } else { (&mut srq, &mut models[2]) };
                 let n = rng.below(4) as usize + 1;
-                let sgls: Vec<Vec<Sge>> = (0..n)
-                    .map(|_| {
-                        (0..rng.below(5))
-                            .map(|_| Sge { addr: rng.next(), length: rng.below(4096) as u32, lkey: 7 })
-                            .collect()
-                    })
+                let sgls: Vec<Vec<Sge<'static>>> = (0..n)
+                    .map(|_| (0..rng.below(5)).map(|_| Sge::new(rng.next(), rng.below(4096) as u32, 7)).collect())
                     .collect();
                 let wrs: Vec<RecvWr<'_>> = (0..n).map(|j| RecvWr { wr_id: m.next + j as u64, sgl: &sgls[j] }).collect();
                 let free = ring.queue().capacity() as usize - m.queued.len();
@@ -1075,7 +1070,13 @@ fn randomized_posts_and_polls() {
                     assert_eq!(res, Ok(()));
                 }
                 for wr in &wrs[..done] {
-                    posted.insert(wr.wr_id, Posted { opcode: u32::MAX, sgl: wr.sgl.to_vec() });
+                    posted.insert(
+                        wr.wr_id,
+                        Posted {
+                            opcode: u32::MAX,
+                            sgl: wr.sgl.iter().map(|s| Sge::new(s.addr, s.length, s.lkey)).collect(),
+                        },
+                    );
                     m.queued.push_back(wr.wr_id);
                 }
                 m.next += done as u64;

@@ -125,7 +125,7 @@ impl Doorbell for Rings {
 }
 
 const UD: SendLimits = SendLimits { transport: Transport::Ud, max_sge: 4, max_inline: 64 };
-const SGE: [Sge; 1] = [Sge { addr: 0x1000, length: 64, lkey: 7 }];
+const SGE: [Sge<'static>; 1] = [Sge::new(0x1000, 64, 7)];
 
 fn slot(q: &Queue, i: u32) -> Vec<u8> {
     // SAFETY: slot `i` of a heap queue nothing else writes now; a copy.
@@ -133,7 +133,7 @@ fn slot(q: &Queue, i: u32) -> Vec<u8> {
 }
 
 fn ud_send(wr_id: u64, ah_num: u32) -> SendWr<'static> {
-    let ud = UdDest { ah_num, remote_qpn: 0x123, remote_qkey: 0x1111_1111 };
+    let ud = UdDest::new(ah_num, 0x123, 0x1111_1111);
     SendWr { wr_id, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &SGE, ud: Some(ud) }
 }
 

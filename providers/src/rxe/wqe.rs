@@ -119,7 +119,7 @@ unsafe fn put<T: Copy>(dst: *mut u8, off: usize, v: T) {
 /// # Safety
 /// `dst .. dst + sgl.len()` is writable, 8-aligned memory in a slot we own.
 #[inline(always)]
-unsafe fn copy_sges(dst: *mut Sge, sgl: &[Sge]) {
+unsafe fn copy_sges<'a>(dst: *mut Sge<'a>, sgl: &[Sge<'a>]) {
     // SAFETY: forwarded; `Sge` is `Copy` and 8-aligned like `dst`.
     unsafe {
         match sgl {

@@ -415,7 +415,8 @@ struct PingPong {
     /// Our GID index: `-g`, or the default on RoCE, or none (IB without `-g`).
     sgid_index: Option<u8>,
     dev_name: String,
-    ud: Option<UdDest>,
+    /// The UD destination: the number of `ah`, which lives as long as this.
+    ud: Option<UdDest<'static>>,
     // Dropped in this order: AH, QPs, SRQ, MR, PD, context.
     ah: Option<AddressHandle>,
     qps: Vec<QueuePair>,
@@ -513,7 +514,7 @@ impl PingPong {
                     ..AhAttr::default()
                 })
                 .map_err(lib_err("Failed to create AH"))?;
-            self.ud = Some(ah.ud_dest(remote[0].qpn, UD_QKEY));
+            self.ud = Some(UdDest::new(ah.ah_num(), remote[0].qpn, UD_QKEY));
             self.ah = Some(ah);
             return Ok(());
         }
@@ -619,9 +620,14 @@ fn init(o: &Opts) -> Result<(PingPong, CompletionQueue, Option<CompletionChannel
     }
     let nqp = if o.mode == Mode::Srq { o.num_qp } else { 1 };
     let cqe = if o.mode == Mode::Srq { o.rx_depth + o.num_qp } else { o.rx_depth + 1 };
-    let cq = ctx.create_cq(cqe, channel.as_ref(), 0).map_err(lib_err("Couldn't create CQ"))?;
+    let cq = ctx
+        .create_cq_with(&rverbs::CqInitAttr { cqe, channel: channel.as_ref(), comp_vector: 0 })
+        .map_err(lib_err("Couldn't create CQ"))?;
     let srq = if o.mode == Mode::Srq {
-        Some(pd.create_srq(o.rx_depth, 1, 0).map_err(lib_err("Couldn't create SRQ"))?)
+        Some(
+            pd.create_srq(&rverbs::SrqAttr { max_wr: o.rx_depth, max_sge: 1, srq_limit: 0 })
+                .map_err(lib_err("Couldn't create SRQ"))?,
+        )
     } else {
         None
     };

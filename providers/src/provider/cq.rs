@@ -1,0 +1,348 @@
+//! Completion queues: create (prepare → `CQ_CREATE` → finish → rollback),
+//! the poll/arm/resize dispatch, and the kernel object's destroy.
+
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use tracing::debug;
+use zerocopy::IntoBytes;
+
+use super::parking::Parking;
+use super::{Kind, ProviderContext};
+use crate::cmd::cq as cmd;
+use crate::sys::UverbsFd;
+use crate::wr::Wc;
+use crate::{mlx5, rxe, Errno, Error, Result};
+
+/// What a CQ is created with (`ibv_create_cq`'s arguments).
+#[derive(Clone, Copy, Debug)]
+pub struct CqCreate<'a> {
+    /// At least this many entries (checked against the device by the caller).
+    pub cqe: u32,
+    /// The value completion and async events carry for this CQ.
+    pub user_handle: u64,
+    /// The completion channel's fd, if any.
+    pub channel: Option<BorrowedFd<'a>>,
+    /// Completion vector.
+    pub comp_vector: u32,
+}
+
+/// The provider half of a CQ: what `poll` works on. One owner polls it
+/// through `&mut`: no lock, no syscall, no allocation.
+#[derive(Debug)]
+pub struct CqDriver(Drv);
+
+#[derive(Debug)]
+enum Drv {
+    Rxe(rxe::CqRing),
+    /// `synced`: the channel events already folded into the arm sequence
+    /// number (rdma-core's `mlx5_cq_event`, run by `ibv_get_cq_event`).
+    Mlx5 {
+        cq: mlx5::Cq,
+        synced: u32,
+    },
+    /// A resize failed after the kernel had moved the CQ to a new ring that
+    /// could not be mapped: the old ring gets no more completions.
+    Dead,
+    /// Moved out (parked or dropped): polls nothing.
+    Gone,
+}
+
+/// The kernel CQ, shared (cheap clone) by the CQ's owner and the QPs that
+/// use it, which keep it alive. Destroyed when the last clone goes.
+///
+/// With mlx5 the CQ buffer and doorbell record are user memory the HCA
+/// writes until the kernel CQ is destroyed; a driver whose owner goes while
+/// QPs still hold the kernel CQ is therefore parked here, and freed only
+/// after the kernel destroy (or leaked if that fails).
+#[derive(Clone, Debug)]
+pub struct KernelCq(Arc<CqCore>);
+
+#[derive(Debug)]
+struct CqCore {
+    fd: Arc<UverbsFd>,
+    handle: u32,
+    cqe: AtomicU32,
+    /// Completion events read from the channel for this CQ (mlx5's arm
+    /// sequence number follows them).
+    events: Arc<AtomicU32>,
+    prov: CqProv,
+    live: bool,
+    parked: Parking<Drv>,
+}
+
+#[derive(Debug)]
+enum CqProv {
+    /// Nothing beyond the kernel object: rxe, or an mlx5 CQ whose provider
+    /// half never came to be (a failed finish).
+    KernelOnly,
+    /// The CQ number names the CQ in clean requests.
+    Mlx5 { ctx: mlx5::Context, cqn: u32 },
+}
+
+impl ProviderContext {
+    /// Creates a CQ: `UVERBS_METHOD_CQ_CREATE` with the provider's driver
+    /// data (mlx5: the buffer and doorbell record allocated first; rxe:
+    /// none in, the ring's mmap info out), then the provider's half (rxe
+    /// maps the ring). If anything fails after the kernel create, the kernel
+    /// CQ is destroyed before the memory it uses is freed.
+    #[doc(alias = "ibv_create_cq")]
+    pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
+        const VERB: &str = "ibv_create_cq";
+        let core = |handle, cqe, prov| CqCore {
+            fd: fd.clone(),
+            handle,
+            cqe: AtomicU32::new(cqe),
+            events: Arc::new(AtomicU32::new(0)),
+            prov,
+            live: true,
+            parked: Parking::new(),
+        };
+        let args =
+            |cqe| cmd::CreateCq { cqe, user_handle: a.user_handle, channel: a.channel, comp_vector: a.comp_vector };
+        match &self.kind {
+            Kind::Rxe(_) => {
+                let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
+                // SAFETY: rxe's create-CQ driver data names no memory.
+                let created = unsafe { cmd::create_cq(fd, &args(a.cqe), &[], &mut drv_out) }?;
+                // If mapping fails, dropping the core destroys the kernel CQ.
+                let k = KernelCq(Arc::new(core(created.handle, created.cqe, CqProv::KernelOnly)));
+                let ring = rxe::cq_finish(fd, &drv_out)?;
+                debug!(handle = created.handle, cqe = created.cqe, "rxe CQ created");
+                Ok((k, CqDriver(Drv::Rxe(ring))))
+            }
+            Kind::Mlx5(m) => {
+                let (pending, udata) = m.cq_prepare(a.cqe)?;
+                if let Some(page) = pending.uar_index_attr() {
+                    return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message(format!(
+                        "the CQ's UAR page id {page} needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX, which rverbs does not send"
+                    )));
+                }
+                let mut drv_out = [0u8; mlx5::CQ_RESP_LEN];
+                // SAFETY: the driver data names `pending`'s buffer and doorbell
+                // record, which stay allocated until the kernel CQ is destroyed:
+                // on failure here the kernel took nothing and `pending` drops.
+                let created = unsafe { cmd::create_cq(fd, &args(pending.core_cqe()), udata.as_bytes(), &mut drv_out) }?;
+                // Nothing fallible between the kernel create and `cq_finish`:
+                // `pending` must not be dropped while the kernel CQ exists.
+                match m.cq_finish(pending, &drv_out, created.cqe) {
+                    Ok(cq) => {
+                        let prov = CqProv::Mlx5 { ctx: m.clone(), cqn: cq.cqn() };
+                        debug!(handle = created.handle, cqe = created.cqe, cqn = cq.cqn(), "mlx5 CQ created");
+                        let k = KernelCq(Arc::new(core(created.handle, created.cqe, prov)));
+                        Ok((k, CqDriver(Drv::Mlx5 { cq, synced: 0 })))
+                    }
+                    Err(mlx5::FinishError { error, pending }) => {
+                        // The kernel CQ uses the pending memory: destroy it first.
+                        let mut c = core(created.handle, created.cqe, CqProv::KernelOnly);
+                        match c.destroy() {
+                            Ok(()) => drop(pending),
+                            Err(_) => std::mem::forget(pending),
+                        }
+                        Err(error)
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl CqCore {
+    fn destroy(&mut self) -> Result<()> {
+        if !std::mem::replace(&mut self.live, false) {
+            return Ok(());
+        }
+        if let CqProv::Mlx5 { ctx, cqn } = &self.prov {
+            // Nobody polls this CQ again; before the destroy, as the CQN
+            // may be reused right after it.
+            ctx.cq_destroyed(*cqn);
+        }
+        match cmd::destroy_cq(&self.fd, self.handle) {
+            Ok(ev) => {
+                debug!(handle = self.handle, comp_events = ev.comp, async_events = ev.async_, "CQ destroyed");
+                drop(self.parked.release(true));
+                Ok(())
+            }
+            Err(e) => {
+                // The kernel CQ may still exist, and an mlx5 HCA may still
+                // write its buffer: never free that memory.
+                self.parked.release(false);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for CqCore {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy() {
+            tracing::warn!(handle = self.handle, error = %e, "CQ destroy failed");
+        }
+    }
+}
+
+impl KernelCq {
+    /// The kernel handle.
+    pub fn handle(&self) -> u32 {
+        self.0.handle
+    }
+
+    /// Entries the CQ holds (after create or the last resize).
+    pub fn cqe(&self) -> u32 {
+        self.0.cqe.load(Ordering::Relaxed)
+    }
+
+    /// The count of completion events read from the channel for this CQ:
+    /// whoever reads an event must add one (`ibv_get_cq_event` does it in
+    /// rdma-core), or mlx5's next arm is ignored by the HCA.
+    pub fn event_counter(&self) -> &Arc<AtomicU32> {
+        &self.0.events
+    }
+
+    /// True when both are the same kernel CQ.
+    pub fn same_as(&self, other: &KernelCq) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Takes the driver of a CQ whose owner goes away. rxe: dropped now
+    /// (its ring is a mapping of kernel memory; unmapping it before the
+    /// kernel destroy is harmless). mlx5: owed cleans are run, then it is
+    /// parked until the kernel CQ is destroyed.
+    pub fn park(&self, driver: CqDriver) {
+        match driver.0 {
+            d @ Drv::Mlx5 { .. } => self.0.parked.park(d, |d| {
+                if let Drv::Mlx5 { cq, .. } = d {
+                    cq.apply_cleans();
+                }
+            }),
+            other => drop(other),
+        }
+    }
+
+    /// Destroys the kernel CQ now (`UVERBS_METHOD_CQ_DESTROY`), if this is
+    /// the last holder; park the driver first.
+    ///
+    /// # Errors
+    /// `EBUSY` while QPs still hold it (it is destroyed after the last of
+    /// them); the kernel's errno otherwise.
+    #[doc(alias = "ibv_destroy_cq")]
+    pub fn destroy(&mut self) -> Result<()> {
+        match Arc::get_mut(&mut self.0) {
+            Some(c) => c.destroy(),
+            None => Err(Error::check("ibv_destroy_cq", Errno::EBUSY)
+                .with_message("QPs still use this CQ; it is destroyed after the last of them")),
+        }
+    }
+
+    /// mlx5: QP `qp` was destroyed or moved to RESET (kernel command done):
+    /// its completions still in this CQ must go. A parked driver (no owner
+    /// any more) is cleaned now; a live one is out of reach (polled through
+    /// `&mut` without a lock), so the clean is requested and runs at its
+    /// next poll, before it reads any entry. Under the parking lock, so an
+    /// owner being dropped either sees the request or is seen parked.
+    pub(crate) fn clean_qp(&self, qp: &Arc<mlx5::QpShared>) {
+        let CqProv::Mlx5 { ctx, cqn } = &self.0.prov else { return };
+        self.0.parked.with(|parked| match parked {
+            Some(Drv::Mlx5 { cq, .. }) => cq.clean_qp(qp),
+            _ => ctx.request_clean(*cqn, qp),
+        })
+    }
+}
+
+impl CqDriver {
+    /// Moves up to `out.len()` completions into `out`; returns how many
+    /// (`ibv_poll_cq`). No syscall, no allocation, no lock: a copy out of
+    /// the ring (rxe: shared with the kernel; mlx5: written by the HCA).
+    /// mlx5 takes its registry's read lock when a CQE names a QP other than
+    /// the one it resolved last.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        match &mut self.0 {
+            Drv::Rxe(ring) => ring.poll(out),
+            Drv::Mlx5 { cq, .. } => cq.poll(out),
+            Drv::Dead | Drv::Gone => 0,
+        }
+    }
+
+    /// Arms the CQ for one event (`ibv_req_notify_cq`). rxe:
+    /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`, a syscall. mlx5: no syscall, the
+    /// arm word into the doorbell record and a store to the UAR arm
+    /// register, with a sequence number that counts the events read for
+    /// this CQ so far ([`KernelCq::event_counter`]).
+    #[doc(alias = "ibv_req_notify_cq")]
+    pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+        match &mut self.0 {
+            Drv::Rxe(_) => cmd::req_notify_cq(&k.0.fd, k.0.handle, solicited_only),
+            Drv::Mlx5 { cq, synced } => {
+                let seen = k.0.events.load(Ordering::Acquire);
+                // At most one event per arm, so this is 0 or 1 in practice.
+                for _ in 0..seen.wrapping_sub(*synced) {
+                    cq.on_event();
+                }
+                *synced = seen;
+                cq.arm(solicited_only);
+                Ok(())
+            }
+            Drv::Dead => Err(dead("ibv_req_notify_cq")),
+            Drv::Gone => Err(gone("ibv_req_notify_cq")),
+        }
+    }
+
+    /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
+    /// `ibv_resize_cq`); returns the new size. Unpolled completions are kept.
+    ///
+    /// # Errors
+    /// mlx5: `EOPNOTSUPP` (nothing sent). rxe: if the kernel resized but
+    /// the new ring cannot be mapped, the CQ is dead from then on (it polls
+    /// nothing, as the kernel writes only the new ring) and the error says
+    /// to recreate it.
+    #[doc(alias = "ibv_resize_cq")]
+    pub fn resize(&mut self, k: &KernelCq, cqe: u32) -> Result<u32> {
+        const VERB: &str = "ibv_resize_cq";
+        match &mut self.0 {
+            Drv::Rxe(ring) => {
+                let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
+                let new = cmd::resize_cq(&k.0.fd, k.0.handle, cqe, &mut drv_out)?;
+                match rxe::cq_finish(&k.0.fd, &drv_out) {
+                    Ok(r) => *ring = r,
+                    Err(e) => {
+                        self.0 = Drv::Dead;
+                        return Err(e.with_message(format!(
+                            "the kernel resized the CQ to {new} entries but its new ring could not be mapped, so \
+                             this CQ can no longer be polled: destroy it and create a new one"
+                        )));
+                    }
+                }
+                k.0.cqe.store(new, Ordering::Relaxed);
+                debug!(handle = k.0.handle, cqe = new, "CQ resized");
+                Ok(new)
+            }
+            Drv::Mlx5 { .. } => Err(Error::check(VERB, Errno::EOPNOTSUPP)
+                .with_message("resizing a CQ is not supported by the rverbs mlx5 provider; create a larger one")),
+            Drv::Dead => Err(dead(VERB)),
+            Drv::Gone => Err(gone(VERB)),
+        }
+    }
+
+    /// Takes the driver out, leaving one that polls nothing (for the owner's
+    /// `Drop`, before [`KernelCq::park`]).
+    pub fn take(&mut self) -> CqDriver {
+        CqDriver(std::mem::replace(&mut self.0, Drv::Gone))
+    }
+
+    /// False once a failed resize left the CQ unpollable.
+    pub fn is_usable(&self) -> bool {
+        !matches!(self.0, Drv::Dead | Drv::Gone)
+    }
+}
+
+fn gone(verb: &'static str) -> Error {
+    Error::check(verb, Errno::EINVAL).with_message("the CQ was destroyed")
+}
+
+fn dead(verb: &'static str) -> Error {
+    Error::check(verb, Errno::EIO)
+        .with_message("a failed resize left this CQ without a ring: destroy it and create a new one")
+}

@@ -1,0 +1,114 @@
+//! Where the provider half of a dropped user handle waits for its kernel
+//! object's destroy (mlx5: queue memory the device writes until then).
+
+use std::sync::Mutex;
+
+/// A parked provider half. Only control paths touch it (drop, destroy, a
+/// QP's destroy or RESET); the fast path never does.
+#[derive(Debug)]
+pub(crate) struct Parking<D>(Mutex<Option<D>>);
+
+impl<D> Parking<D> {
+    pub(crate) fn new() -> Self {
+        Parking(Mutex::new(None))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<D>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `d` until [`release`](Self::release), after running `last` on
+    /// it under the lock (so [`with`](Self::with) sees it either before
+    /// `last` or parked).
+    pub(crate) fn park(&self, mut d: D, last: impl FnOnce(&mut D)) {
+        let mut slot = self.lock();
+        last(&mut d);
+        *slot = Some(d);
+    }
+
+    /// Runs `f` on the parked driver (`None`: nothing parked) under the lock.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&mut D>) -> R) -> R {
+        f(self.lock().as_mut())
+    }
+
+    /// After the kernel object's destroy: `destroyed` hands the driver back
+    /// (drop it); otherwise the kernel object may still exist and the
+    /// device may still reach the driver's memory, so it is leaked.
+    pub(crate) fn release(&mut self, destroyed: bool) -> Option<D> {
+        let d = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if destroyed {
+            d
+        } else {
+            std::mem::forget(d);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A provider half that counts its drops (as an mlx5 CQ buffer would
+    /// be unmapped).
+    #[derive(Debug)]
+    struct Dummy(Arc<AtomicUsize>);
+    impl Drop for Dummy {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A kernel object holding a parked driver, in the shape of a CQ's core:
+    /// `Drop` destroys, then releases.
+    struct Holder {
+        log: Arc<Mutex<Vec<&'static str>>>,
+        destroy_ok: bool,
+        parked: Parking<Dummy>,
+    }
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            self.log.lock().unwrap().push("kernel destroy");
+            let d = self.parked.release(self.destroy_ok);
+            drop(d);
+            self.log.lock().unwrap().push("released");
+        }
+    }
+
+    #[test]
+    fn parked_driver_lives_until_the_kernel_destroy() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let h = Arc::new(Holder { log: log.clone(), destroy_ok: true, parked: Parking::new() });
+        let qp_ref = h.clone(); // a QP still holding the kernel object
+        let mut ran_last = false;
+        h.parked.park(Dummy(drops.clone()), |_| ran_last = true);
+        assert!(ran_last);
+        drop(h); // the user's handle goes
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "parked, not freed");
+        assert!(qp_ref.parked.with(|d| d.is_some()));
+        assert!(log.lock().unwrap().is_empty());
+        drop(qp_ref); // the last QP goes: destroy, then free
+        assert_eq!(*log.lock().unwrap(), ["kernel destroy", "released"]);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_failed_destroy_leaks_the_parked_driver() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let h = Holder { log, destroy_ok: false, parked: Parking::new() };
+        h.parked.park(Dummy(drops.clone()), |_| {});
+        drop(h);
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "never freed under a device that may still write it");
+    }
+
+    #[test]
+    fn nothing_parked_releases_nothing() {
+        let mut p: Parking<Dummy> = Parking::new();
+        assert!(p.with(|d| d.is_none()));
+        assert!(p.release(true).is_none());
+    }
+}

@@ -1,0 +1,355 @@
+//! Queue pairs (`ibv_qp`): create, modify through the state machine (checked
+//! before the kernel sees it), query, destroy. The attributes and their
+//! kernel layouts are in [`attr`], the RESET → RTS helpers in [`connect`],
+//! posting in `post.rs`.
+
+mod attr;
+mod connect;
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use rverbs_providers::cmd::qp as cmd;
+use rverbs_providers::provider::{KernelQp, ModifyError, QpCreate};
+use rverbs_providers::qp_state::check_transition;
+use rverbs_providers::{Errno, Error, Result};
+use tracing::debug;
+
+pub use attr::{QpAttr, QpCap, QpInitAttr};
+pub use connect::{ConnectOptions, RemoteEndpoint};
+
+use crate::address::check_av;
+use crate::cq::CqShared;
+use crate::event::EventObject;
+use crate::post::{RecvQueue, SendQueue};
+use crate::srq::SrqShared;
+use crate::{Context, ProtectionDomain, QpAttrMask, QpState, QpType};
+
+/// The kernel QP and what keeps it alive: PD, CQs, SRQ.
+#[derive(Debug)]
+pub(crate) struct QpShared {
+    pd: ProtectionDomain,
+    // Held so the CQs and SRQ outlive the QP that reports into them.
+    _send_cq: Arc<CqShared>,
+    _recv_cq: Arc<CqShared>,
+    _srq: Option<Arc<SrqShared>>,
+    kernel: KernelQp,
+    qp_type: QpType,
+    user_handle: u64,
+    /// Last state a modify or query saw (the kernel and device may move the
+    /// QP to ERR/SQE on their own). Read by every post.
+    pub(crate) state: AtomicU8,
+    /// Port set at RESET→INIT (0 before).
+    port: AtomicU8,
+}
+
+impl QpShared {
+    fn destroy(&mut self) -> Result<()> {
+        self.kernel.destroy()?;
+        self.pd.context().unregister(self.user_handle);
+        Ok(())
+    }
+}
+
+impl Drop for QpShared {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy() {
+            tracing::warn!(handle = self.kernel.handle(), error = %e, "QP destroy failed");
+        }
+    }
+}
+
+/// The control side of a QP: its identity, state, modify, query and the
+/// RESET → RTS helpers. Cheap to clone, `Send + Sync`; a [`QueuePair`]
+/// derefs to it, and each half of [`QueuePair::into_split`] has one
+/// ([`SendQueue::control`]), so the QP can still be moved to ERR or queried
+/// after it was split. The kernel QP goes with the last of the pair, its
+/// halves and these handles.
+#[derive(Clone, Debug)]
+pub struct QpControl(pub(crate) Arc<QpShared>);
+
+/// A queue pair: the send and receive halves plus the [`QpControl`] it
+/// derefs to (modify, query, connect helpers).
+///
+/// ```no_run
+/// use rverbs::{ConnectOptions, QpInitAttr, QpType, RecvWr, RemoteEndpoint, SendWr};
+/// let ctx = rverbs::devices()?[0].open()?;
+/// let pd = ctx.alloc_pd()?;
+/// let cq = ctx.create_cq(64)?;
+/// let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
+/// let mr = pd.alloc_mr(4096, rverbs::AccessFlags::LOCAL_WRITE)?;
+/// // ... exchange qp.qp_num(), a PSN and our GID with the peer, then:
+/// # let remote = RemoteEndpoint { lid: 0, qpn: 0, psn: 0, gid: Default::default() };
+/// let opts = ConnectOptions::default();
+/// qp.to_init(&opts)?;
+/// qp.post_recv(&[RecvWr::new(1, &[mr.sge(0, 64)?])])?; // receives before the peer may send
+/// qp.to_rtr(&remote, &opts)?;
+/// qp.to_rts(0x1234, &opts)?;
+/// qp.post_send(&[SendWr::send(2, &[mr.sge(64, 64)?]).signaled()])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct QueuePair {
+    // The rings go before the kernel object.
+    pub(crate) sq: SendQueue,
+    pub(crate) rq: Option<RecvQueue>,
+    control: QpControl,
+}
+
+impl Deref for QueuePair {
+    type Target = QpControl;
+
+    fn deref(&self) -> &QpControl {
+        &self.control
+    }
+}
+
+impl ProtectionDomain {
+    /// Creates a QP (`UVERBS_METHOD_QP_CREATE`, `ibv_create_qp`).
+    ///
+    /// # Errors
+    /// Caps above the device's limits, CQs/SRQ of another context, a QP type
+    /// the device's provider does not create.
+    #[doc(alias = "ibv_create_qp")]
+    pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
+        const VERB: &str = "ibv_create_qp";
+        let ctx = self.context();
+        let _span = tracing::debug_span!("ibv_create_qp", qp_type = %init.qp_type).entered();
+        let provider = ctx.provider_ctx(VERB, "queue pairs")?;
+        check_caps(ctx, init)?;
+        for cq in [init.send_cq, init.recv_cq] {
+            if !cq.context().same_as(ctx) {
+                return Err(Error::check(VERB, Errno::EINVAL).with_message("a CQ belongs to another device context"));
+            }
+        }
+        if let Some(srq) = init.srq {
+            if !srq.pd().context().same_as(ctx) {
+                return Err(Error::check(VERB, Errno::EINVAL).with_message("the SRQ belongs to another device context"));
+            }
+        }
+        let user_handle = ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h });
+        let args = QpCreate {
+            qp_type: init.qp_type,
+            pd_handle: self.handle(),
+            send_cq: &init.send_cq.shared.kernel,
+            recv_cq: &init.recv_cq.shared.kernel,
+            srq: init.srq.map(|s| &s.shared.kernel),
+            cap: init.cap.into(),
+            sq_sig_all: init.sq_sig_all,
+            user_handle,
+        };
+        let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), &args).inspect_err(|_| ctx.unregister(user_handle))?;
+        ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
+        let control = QpControl(Arc::new(QpShared {
+            pd: self.clone(),
+            _send_cq: init.send_cq.shared.clone(),
+            _recv_cq: init.recv_cq.shared.clone(),
+            _srq: init.srq.map(|s| s.shared.clone()),
+            kernel,
+            qp_type: init.qp_type,
+            user_handle,
+            state: AtomicU8::new(QpState::Reset as u8),
+            port: AtomicU8::new(0),
+        }));
+        Ok(QueuePair {
+            sq: SendQueue::new(sq, control.clone()),
+            rq: rq.map(|ring| RecvQueue::new(ring, control.clone())),
+            control,
+        })
+    }
+}
+
+fn check_caps(ctx: &Context, init: &QpInitAttr<'_>) -> Result<()> {
+    let a = ctx.device_attr()?;
+    let c = &init.cap;
+    let too_big = |what: &str, v: u32, max: u32| {
+        Error::check("ibv_create_qp", Errno::EINVAL)
+            .with_message(format!("{what} {v} is above the device's limit {max}"))
+    };
+    if c.max_send_wr > a.max_qp_wr {
+        return Err(too_big("max_send_wr", c.max_send_wr, a.max_qp_wr));
+    }
+    if init.srq.is_none() && c.max_recv_wr > a.max_qp_wr {
+        return Err(too_big("max_recv_wr", c.max_recv_wr, a.max_qp_wr));
+    }
+    if c.max_send_sge > a.max_sge {
+        return Err(too_big("max_send_sge", c.max_send_sge, a.max_sge));
+    }
+    if c.max_recv_sge > a.max_sge {
+        return Err(too_big("max_recv_sge", c.max_recv_sge, a.max_sge));
+    }
+    Ok(())
+}
+
+impl QpControl {
+    /// The PD it lives in.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.0.pd
+    }
+    /// The context.
+    pub fn context(&self) -> &Context {
+        self.0.pd.context()
+    }
+    /// The kernel handle.
+    pub fn handle(&self) -> u32 {
+        self.0.kernel.handle()
+    }
+    /// The QP number peers address.
+    pub fn qp_num(&self) -> u32 {
+        self.0.kernel.qpn()
+    }
+    /// RC, UC or UD.
+    pub fn qp_type(&self) -> QpType {
+        self.0.qp_type
+    }
+    /// The capacities granted (at least what was asked).
+    pub fn cap(&self) -> QpCap {
+        self.0.kernel.cap().into()
+    }
+    /// The value async events carry for this QP.
+    pub fn user_handle(&self) -> u64 {
+        self.0.user_handle
+    }
+    /// The state as of the last modify or query.
+    pub fn state(&self) -> QpState {
+        QpState::from_raw(self.0.state.load(Ordering::Relaxed)).unwrap_or(QpState::Err)
+    }
+
+    /// Modifies the QP (`IB_USER_VERBS_CMD_MODIFY_QP` through `INVOKE_WRITE`;
+    /// the extended command when `RATE_LIMIT` is set), `ibv_modify_qp`.
+    ///
+    /// The transition and the mask are checked against the IBTA state table
+    /// first; an illegal one is an error of kind
+    /// [`ErrorKind::Transition`](crate::ErrorKind::Transition) naming the
+    /// states and bits, and the kernel never sees it. Addresses are checked
+    /// too: RoCE needs a GRH, the source GID index must exist.
+    ///
+    /// mlx5: the provider learns the new state (sends need RTS, receives
+    /// INIT; RESET starts the queue indices over). The completions a QP
+    /// moved to RESET left in its CQs are removed at each CQ's next
+    /// [`poll`](crate::CompletionQueue::poll) (rverbs cannot reach a CQ's
+    /// poller from here without a lock on the poll path); until then
+    /// RESET → INIT fails with `EBUSY`.
+    #[doc(alias = "ibv_modify_qp")]
+    pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        const VERB: &str = "ibv_modify_qp";
+        let cur = if mask.contains(QpAttrMask::CUR_STATE) { attr.cur_qp_state } else { self.state() };
+        let next = if mask.contains(QpAttrMask::STATE) { attr.qp_state } else { cur };
+        let _span =
+            tracing::debug_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask)
+                .entered();
+        check_transition(self.qp_type(), cur, next, mask).map_err(|e| Error::transition(VERB, e))?;
+        self.check_attrs(attr, mask)?;
+        let req = attr.to_kernel(self.handle(), mask);
+        let rate = mask.contains(QpAttrMask::RATE_LIMIT).then_some(attr.rate_limit);
+        let to = mask.contains(QpAttrMask::STATE).then_some(next);
+        let path = self.0.kernel.modify(&req, rate, cur, to).map_err(|e| match e {
+            ModifyError::Check(e) => e,
+            ModifyError::Os(errno) => self.modify_error(errno, attr, mask),
+        })?;
+        if to.is_some() {
+            self.0.state.store(next as u8, Ordering::Relaxed);
+        }
+        if mask.contains(QpAttrMask::PORT) {
+            self.0.port.store(attr.port_num, Ordering::Relaxed);
+        }
+        if next == QpState::Reset {
+            self.0.port.store(0, Ordering::Relaxed);
+        }
+        debug!(path = ?path, "QP modified");
+        Ok(())
+    }
+
+    fn check_attrs(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        const VERB: &str = "ibv_modify_qp";
+        let ctx = self.context();
+        let dev = ctx.device_attr()?;
+        let bad = |msg: String| Err(Error::check(VERB, Errno::EINVAL).with_message(msg));
+        if mask.contains(QpAttrMask::PORT) && (attr.port_num == 0 || attr.port_num > dev.phys_port_cnt) {
+            return bad(format!(
+                "port {} does not exist (the device has {} port(s))",
+                attr.port_num, dev.phys_port_cnt
+            ));
+        }
+        if mask.contains(QpAttrMask::MAX_QP_RD_ATOMIC) && u32::from(attr.max_rd_atomic) > dev.max_qp_init_rd_atom {
+            return bad(format!(
+                "max_rd_atomic {} is above the device's {}",
+                attr.max_rd_atomic, dev.max_qp_init_rd_atom
+            ));
+        }
+        if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) && u32::from(attr.max_dest_rd_atomic) > dev.max_qp_rd_atom {
+            return bad(format!(
+                "max_dest_rd_atomic {} is above the device's {}",
+                attr.max_dest_rd_atomic, dev.max_qp_rd_atom
+            ));
+        }
+        if mask.contains(QpAttrMask::AV) {
+            let port =
+                if mask.contains(QpAttrMask::PORT) { attr.port_num } else { self.0.port.load(Ordering::Relaxed) };
+            let port = if attr.ah_attr.port_num != 0 { attr.ah_attr.port_num } else { port };
+            check_av(ctx, &attr.ah_attr, port, VERB)?;
+        }
+        Ok(())
+    }
+
+    fn modify_error(&self, e: Errno, attr: &QpAttr, mask: QpAttrMask) -> Error {
+        let err = Error::os("ibv_modify_qp", e);
+        let route = matches!(
+            e,
+            Errno::ETIMEDOUT | Errno::ENETUNREACH | Errno::EHOSTUNREACH | Errno::ENODATA | Errno::EADDRNOTAVAIL
+        );
+        match (route, attr.ah_attr.grh) {
+            (true, Some(g)) if mask.contains(QpAttrMask::AV) => err.with_message(format!(
+                "cannot reach GID {} from sgid index {} (no route or no neighbour answer from the kernel's resolver)",
+                g.dgid, g.sgid_index
+            )),
+            _ => err.with_message(format!(
+                "the kernel refused {} QP {:#x} {} with attributes {}",
+                self.qp_type(),
+                self.qp_num(),
+                if mask.contains(QpAttrMask::STATE) {
+                    format!("{} -> {}", self.state(), attr.qp_state)
+                } else {
+                    format!("in {}", self.state())
+                },
+                mask
+            )),
+        }
+    }
+
+    /// Queries the QP (`IB_USER_VERBS_CMD_QUERY_QP`, `ibv_query_qp`). Also
+    /// refreshes [`state`](Self::state).
+    #[doc(alias = "ibv_query_qp")]
+    pub fn query(&self, mask: QpAttrMask) -> Result<QpAttr> {
+        let r = cmd::query_qp(self.context().fd(), self.handle(), mask.bits())?;
+        let attr = QpAttr::from_kernel(&r);
+        self.0.state.store(attr.qp_state as u8, Ordering::Relaxed);
+        Ok(attr)
+    }
+}
+
+impl QueuePair {
+    /// The control side, as a handle of its own (cheap to clone).
+    pub fn control(&self) -> &QpControl {
+        &self.control
+    }
+
+    /// Destroys the QP now, reporting the kernel's answer
+    /// (`UVERBS_METHOD_QP_DESTROY`, `ibv_destroy_qp`).
+    ///
+    /// # Errors
+    /// `EBUSY` when clones of its [`QpControl`] still hold it (it is then
+    /// destroyed after the last of them); the kernel's errno otherwise.
+    #[doc(alias = "ibv_destroy_qp")]
+    pub fn destroy(self) -> Result<()> {
+        let QueuePair { sq, rq, control } = self;
+        drop((sq, rq));
+        match Arc::try_unwrap(control.0) {
+            Ok(mut s) => s.destroy(),
+            Err(_) => Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message(
+                "other handles of this QP (QpControl clones) still hold it; it goes with the last of them",
+            )),
+        }
+    }
+}
