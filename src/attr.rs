@@ -28,6 +28,7 @@ use crate::gid::Guid;
 /// How much of `ibv_device_attr.atomic_cap` the device supports
 /// (`enum ibv_atomic_cap`, kernel `enum ib_atomic_cap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum AtomicCap {
     /// `IBV_ATOMIC_NONE` (0): no atomic operations.
     #[default]
@@ -430,6 +431,7 @@ impl DeviceAttr {
 
 /// Logical port state (`enum ibv_port_state`, kernel `enum ib_port_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum PortState {
     /// `IBV_PORT_NOP` (0): no state change.
     #[default]
@@ -509,6 +511,7 @@ impl fmt::Display for PortState {
 /// Path MTU (`enum ibv_mtu`, kernel `enum ib_mtu`): the IB payload size,
 /// independent of the Ethernet MTU under RoCE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Mtu {
     /// `IBV_MTU_256` (1).
     Mtu256,
@@ -590,6 +593,7 @@ impl fmt::Display for Mtu {
 /// `IB_LINK_LAYER_*` have the same values and libibverbs copies the byte
 /// unchanged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum LinkLayer {
     /// `IBV_LINK_LAYER_UNSPECIFIED` (0): treated as InfiniBand.
     #[default]
@@ -639,6 +643,7 @@ impl fmt::Display for LinkLayer {
 
 /// Physical port state (kernel `enum ib_port_phys_state`; IBA PortPhysicalState).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PhysState {
     /// 1: `IB_PORT_PHYS_STATE_SLEEP`.
     Sleep,

@@ -14,6 +14,7 @@ use crate::Context;
 
 /// `enum ibv_node_type`, from sysfs `node_type` (`1: CA`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum NodeType {
     /// `IBV_NODE_CA`: a channel adapter (HCA, RoCE NIC, rxe).
     Ca,
@@ -62,6 +63,7 @@ impl NodeType {
 
 /// `enum ibv_transport_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Transport {
     /// `IBV_TRANSPORT_IB` (InfiniBand and RoCE).
     Ib,
@@ -325,5 +327,5 @@ pub fn device_by_name(name: &str) -> Result<Device> {
     all.iter()
         .find(|d| d.name() == name)
         .cloned()
-        .ok_or_else(|| Error::os("ibv_open_device", Errno::ENODEV).with_message(msg))
+        .ok_or_else(|| Error::check("ibv_open_device", Errno::ENODEV).with_message(msg))
 }

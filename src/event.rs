@@ -192,7 +192,7 @@ impl Context {
     pub fn get_async_event(&self) -> Result<AsyncEvent> {
         match self.read_async_event(-1)? {
             Some(e) => Ok(e),
-            None => Err(Error::os("ibv_get_async_event", Errno::EAGAIN)),
+            None => Err(Error::check("ibv_get_async_event", Errno::EAGAIN)),
         }
     }
 

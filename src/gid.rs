@@ -126,6 +126,7 @@ impl fmt::Debug for Gid {
 
 /// How the GID entry's packets are framed (`enum ib_uverbs_gid_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GidType {
     /// `IB_UVERBS_GID_TYPE_IB`: native InfiniBand (or RoCE v1 on older kernels' sysfs, "IB/RoCE v1").
     Ib,

@@ -53,3 +53,17 @@ pub use rverbs_providers::wr::{
 };
 pub use rverbs_providers::{Errno, Error, ErrorKind, Result};
 pub use srq::{SharedReceiveQueue, SrqAttr};
+
+/// The lifetime contracts, as compile-fail tests (`tests/ui/`): an SGE
+/// cannot outlive its memory region, a borrowed half cannot outlive its QP,
+/// a UD destination cannot outlive its address handle. Each `.stderr` pins
+/// the borrow error, so a snippet that fails for another reason fails the
+/// test. Host only (it runs cargo): a unit test, not an integration test
+/// the VM harness would pick up.
+#[cfg(test)]
+mod compile_fail {
+    #[test]
+    fn lifetime_contracts() {
+        trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
+    }
+}

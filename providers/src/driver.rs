@@ -74,6 +74,7 @@ impl fmt::Display for DriverId {
 
 /// The userspace providers rverbs has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Provider {
     /// Soft-RoCE: queues shared with the kernel through mmap.
     Rxe,

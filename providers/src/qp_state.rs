@@ -134,6 +134,7 @@ impl fmt::Display for QpAttrMask {
 /// `enum ib_qp_state`: the state of a queue pair (IBTA vol. 1, 10.3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum QpState {
     /// `IB_QPS_RESET` (0): just created, or reset; no work is processed.
     Reset = 0,
@@ -185,6 +186,7 @@ impl fmt::Display for QpState {
 
 /// The QP types userspace can create (`enum ib_uverbs_qp_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QpType {
     /// Reliable connected.
     Rc,
@@ -249,6 +251,7 @@ impl fmt::Display for QpType {
 /// The states are the ones the kernel would check: `to` is the current state
 /// when the mask has no `STATE` bit (an attribute-only modify).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransitionError {
     /// `qp_state_table[from][to].valid` is 0: no such transition.
     Illegal {

@@ -205,7 +205,7 @@ impl<'a> IoctlCmd<'a> {
     }
 
     /// Issues `ioctl(fd, RDMA_VERBS_IOCTL, &hdr)`.
-    pub fn execute(&mut self, fd: BorrowedFd<'_>, driver_id: u32) -> Result<(), Errno> {
+    pub(crate) fn execute(&mut self, fd: BorrowedFd<'_>, driver_id: u32) -> Result<(), Errno> {
         self.finish(driver_id)?;
         let ptr = &mut self.buf as *mut Buf;
         // The kernel may write back into the attributes (flags, data), which

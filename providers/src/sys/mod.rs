@@ -27,6 +27,7 @@ pub use ioctl::{AttrSlot, IoctlCmd};
 
 /// Which kernel interface carried a command; recorded in tracing events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmdPath {
     /// A native `RDMA_VERBS_IOCTL` method.
     Ioctl,
@@ -43,6 +44,12 @@ pub enum CmdPath {
 /// from any ioctl turns ioctl off for this fd; `EPROTONOSUPPORT` turns off
 /// only that method. Write commands go through `INVOKE_WRITE` while the
 /// kernel has it, `write()` otherwise.
+///
+/// Issuing a raw command (`try_ioctl`, `ioctl`, `write_cmd*`) is
+/// crate-private: a command can name any memory of the process (REG_MR's
+/// range, mlx5's queue buffers in a create's driver data), so outside this
+/// crate commands go through [`crate::cmd`], whose memory-naming functions
+/// are `unsafe`, or [`crate::provider`].
 #[derive(Debug)]
 pub struct UverbsFd {
     fd: OwnedFd,
@@ -113,7 +120,7 @@ impl UverbsFd {
     /// Issues a native ioctl method. `Ok(false)` means the kernel lacks ioctl
     /// or this method (now remembered) and the caller should fall back to the
     /// write form; `Ok(true)` is success.
-    pub fn try_ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<bool, Errno> {
+    pub(crate) fn try_ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<bool, Errno> {
         let (obj, meth) = (cmd.object_id(), cmd.method_id());
         if self.method_unsupported(obj, meth) {
             return Ok(false);
@@ -146,7 +153,7 @@ impl UverbsFd {
     }
 
     /// Issues a native ioctl method that has no write form.
-    pub fn ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<(), Errno> {
+    pub(crate) fn ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<(), Errno> {
         match self.try_ioctl(cmd)? {
             true => Ok(()),
             false => Err(Errno::EOPNOTSUPP),
@@ -158,7 +165,7 @@ impl UverbsFd {
     /// `core_in` is the core request struct including its leading `response`
     /// field when the command has a response; `core_out` the core response;
     /// `drv_in`/`drv_out` the provider's udata.
-    pub fn write_cmd(
+    pub(crate) fn write_cmd(
         &self,
         command: u32,
         core_in: &[u8],
@@ -171,7 +178,7 @@ impl UverbsFd {
 
     /// Same as [`write_cmd`](Self::write_cmd) for an extended command
     /// (`IB_USER_VERBS_EX_CMD_*`); `core_in` has no `response` field.
-    pub fn write_cmd_ex(
+    pub(crate) fn write_cmd_ex(
         &self,
         command: u32,
         core_in: &[u8],

@@ -68,7 +68,7 @@ pub fn transport_str(t: Transport) -> (&'static str, i32) {
         Transport::Usnic => ("usNIC", 2),
         Transport::UsnicUdp => ("usNIC UDP", 3),
         Transport::Unspecified => ("unspecified", 4),
-        Transport::Unknown => ("invalid transport", -1),
+        _ => ("invalid transport", -1),
     }
 }
 
@@ -164,7 +164,7 @@ pub fn link_layer_str(ll: LinkLayer) -> &'static str {
         LinkLayer::Unspecified => "Unspecified",
         LinkLayer::Infiniband => "InfiniBand",
         LinkLayer::Ethernet => "Ethernet",
-        LinkLayer::Unknown(_) => "Unknown",
+        _ => "Unknown",
     }
 }
 

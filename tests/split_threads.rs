@@ -1,0 +1,141 @@
+//! The owned halves of `QueuePair::into_split` driven from four threads
+//! (VM tier, rxe loopback): two RC QPs, each split into its send and receive
+//! half, each half with its own CQ and its own thread. 100,000 work requests
+//! in all; every completion must arrive exactly once, and every message in
+//! order with its sequence number.
+
+mod common;
+
+use std::collections::HashSet;
+use std::thread;
+
+use rverbs::{
+    AccessFlags, CompletionQueue, ConnectOptions, QpCap, QpInitAttr, QpType, RecvQueue, RecvWr, SendQueue, SendWr,
+    WcOpcode,
+};
+
+/// Messages each QP sends to the other (and so receives).
+const N: u64 = 25_000;
+/// Work requests a thread keeps outstanding.
+const DEPTH: u32 = 64;
+const MSG: usize = 8;
+
+/// Sends `N` messages carrying their sequence number, keeping at most
+/// `DEPTH` outstanding; checks that every send completes once.
+fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) -> u64 {
+    let mut seen = HashSet::new();
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < N {
+        while posted < N && posted - done < u64::from(DEPTH) {
+            let slot = (posted % u64::from(DEPTH)) as usize * MSG;
+            mr.write_at(slot, &posted.to_le_bytes()).unwrap();
+            let sge = [mr.sge(slot, MSG as u32).unwrap()];
+            sq.post_send(&[SendWr::send(posted, &sge).signaled()]).unwrap();
+            posted += 1;
+        }
+        for wc in cq.drain() {
+            let wc = wc.ok().unwrap();
+            assert_eq!(wc.opcode, WcOpcode::SEND, "{wc:?}");
+            assert!(seen.insert(wc.wr_id), "send {} completed twice", wc.wr_id);
+            done += 1;
+        }
+        thread::yield_now();
+    }
+    assert!(cq.poll_one().is_none(), "a completion beyond the {N} sends");
+    done
+}
+
+/// Keeps `DEPTH` receives posted until `N` messages arrived; checks each
+/// completes once and carries the next sequence number (RC is in order).
+fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) -> u64 {
+    let post = |rq: &mut RecvQueue, id: u64| {
+        let slot = (id % u64::from(DEPTH)) as usize * MSG;
+        rq.post_recv(&[RecvWr::new(id, &[mr.sge(slot, MSG as u32).unwrap()])]).unwrap();
+    };
+    let mut next_post = 0u64;
+    while next_post < u64::from(DEPTH) {
+        post(&mut rq, next_post);
+        next_post += 1;
+    }
+    let mut expect = 0u64;
+    while expect < N {
+        for wc in cq.drain() {
+            let wc = wc.ok().unwrap();
+            assert_eq!((wc.opcode, wc.byte_len), (WcOpcode::RECV, MSG as u32), "{wc:?}");
+            assert_eq!(wc.wr_id, expect, "receives complete in order, once each");
+            let mut b = [0u8; MSG];
+            mr.read_at((wc.wr_id % u64::from(DEPTH)) as usize * MSG, &mut b).unwrap();
+            assert_eq!(u64::from_le_bytes(b), expect, "message {expect} carried the wrong sequence number");
+            expect += 1;
+            if next_post < N {
+                post(&mut rq, next_post);
+                next_post += 1;
+            }
+        }
+        thread::yield_now();
+    }
+    assert!(cq.poll_one().is_none(), "a completion beyond the {N} receives");
+    expect
+}
+
+#[test]
+fn owned_halves_on_four_threads_complete_every_request_once() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cqs: Vec<CompletionQueue> = (0..4).map(|_| ctx.create_cq(2 * DEPTH).unwrap()).collect();
+    let [a_send, a_recv, b_send, b_recv]: [CompletionQueue; 4] = cqs.try_into().unwrap();
+    let cap = QpCap { max_send_wr: DEPTH, max_recv_wr: DEPTH, ..QpCap::default() };
+    let qp = |send_cq, recv_cq| {
+        let mut init = QpInitAttr::new(QpType::Rc, send_cq);
+        init.recv_cq = recv_cq;
+        init.cap = cap;
+        pd.create_qp(&init).unwrap()
+    };
+    let a = qp(&a_send, &a_recv);
+    let b = qp(&b_send, &b_recv);
+    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let mr = || pd.alloc_mr(DEPTH as usize * MSG, AccessFlags::LOCAL_WRITE).unwrap();
+    let (a_sq, a_rq) = a.into_split();
+    let (b_sq, b_rq) = b.into_split();
+    let threads = [
+        thread::spawn({
+            let m = mr();
+            move || sender(a_sq, a_send, m)
+        }),
+        thread::spawn({
+            let m = mr();
+            move || receiver(a_rq.unwrap(), a_recv, m)
+        }),
+        thread::spawn({
+            let m = mr();
+            move || sender(b_sq, b_send, m)
+        }),
+        thread::spawn({
+            let m = mr();
+            move || receiver(b_rq.unwrap(), b_recv, m)
+        }),
+    ];
+    let total: u64 = threads.into_iter().map(|t| t.join().expect("a half's thread panicked")).sum();
+    assert_eq!(total, 4 * N, "every posted work request completed exactly once");
+}
+
+#[test]
+fn a_split_half_keeps_the_qp_and_its_control_side() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
+    let qpn = qp.qp_num();
+    let (sq, rq) = qp.into_split();
+    drop(rq);
+    // The QP still exists through the send half: it can be moved to INIT.
+    sq.control().to_init(&ConnectOptions::default()).unwrap();
+    assert_eq!(sq.control().query(rverbs::QpAttrMask::STATE).unwrap().qp_state, rverbs::QpState::Init);
+    assert_eq!(sq.control().qp_num(), qpn);
+    let control = sq.control().clone();
+    drop(sq);
+    // A control handle alone keeps the kernel QP too.
+    assert_eq!(control.query(rverbs::QpAttrMask::STATE).unwrap().qp_state, rverbs::QpState::Init);
+}
