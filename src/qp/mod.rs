@@ -230,7 +230,9 @@ impl QpControl {
     /// moved to RESET left in its CQs are removed at each CQ's next
     /// [`poll`](crate::CompletionQueue::poll) (rverbs cannot reach a CQ's
     /// poller from here without a lock on the poll path); until then
-    /// RESET → INIT fails with `EBUSY`.
+    /// RESET → INIT fails with `EBUSY`. rxe leaves them in the CQ, as
+    /// rdma-core's rxe provider does: a QP moved to RESET (or destroyed) may
+    /// still have completions polled afterwards, with its old `wr_id`s.
     #[doc(alias = "ibv_modify_qp")]
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         const VERB: &str = "ibv_modify_qp";
@@ -336,7 +338,8 @@ impl QueuePair {
     }
 
     /// Destroys the QP now, reporting the kernel's answer
-    /// (`UVERBS_METHOD_QP_DESTROY`, `ibv_destroy_qp`).
+    /// (`UVERBS_METHOD_QP_DESTROY`, `ibv_destroy_qp`). Completions it left
+    /// in its CQs are removed on mlx5 and stay on rxe (see [`QpControl::modify`]).
     ///
     /// # Errors
     /// `EBUSY` when clones of its [`QpControl`] still hold it (it is then
