@@ -233,8 +233,9 @@ fn misbehaving_peers_give_clear_errors_and_leak_nothing() {
     assert_eq!(state, QpState::Init, "RESET -> INIT happened, nothing after");
     assert_eq!(rest, [b'X'], "we told the peer we failed");
 
+    // An rdma-core ping-pong peer.
     let (e, _, _) = against(&dev, |s| {
-        s.write_all(&[0x30; 52]).unwrap(); // rdma-core's text starts with hex digits
+        s.write_all(&Endpoint { memory: None, ..ghost(Gid::default()) }.to_text().unwrap()).unwrap();
     });
     assert!(e.message().contains("rdma-core's ping-pong text"), "{e}");
 
