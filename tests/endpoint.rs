@@ -285,8 +285,7 @@ fn misbehaving_peers_give_clear_errors_and_leak_nothing() {
     assert_eq!(state, QpState::Init);
     assert_eq!(rest, [b'X']);
 
-    let after = common::resource_counts(dev.name());
-    assert_eq!(before, after, "kernel objects leaked by failed handshakes");
+    common::assert_no_growth(dev.name(), &before);
 }
 
 #[test]

@@ -137,3 +137,24 @@ pub fn resource_counts(dev: &str) -> Vec<(String, u64)> {
     let words: Vec<&str> = line.split_whitespace().skip(2).collect();
     words.chunks(2).filter_map(|c| Some((c[0].to_owned(), c.get(1)?.parse().ok()?))).collect()
 }
+
+/// Waits until no kernel object count on `dev` is above `before` (rxe
+/// destroys some objects a little after the verb returned: a QP, and the PD
+/// and CQ it held), panicking after a generous bound with both counts: the
+/// objects leaked.
+pub fn assert_no_growth(dev: &str, before: &[(String, u64)]) {
+    let start = std::time::Instant::now();
+    loop {
+        let now = resource_counts(dev);
+        let grown: Vec<_> =
+            now.iter().filter(|(k, v)| before.iter().find(|(bk, _)| bk == k).map_or(true, |(_, bv)| v > bv)).collect();
+        if grown.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "kernel objects leaked on {dev}: {grown:?} (before: {before:?}, now: {now:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
