@@ -549,7 +549,11 @@ fn init(o: &Opts) -> Result<(PingPong, CompletionQueue, Option<CompletionChannel
     } else {
         None
     };
-    let opts = connect_options(o);
+    let mut opts = connect_options(o);
+    // Resolve RoCE's default GID index once, not in every endpoint and transition.
+    if opts.sgid_index.is_none() && port.link_layer == LinkLayer::Ethernet {
+        opts.sgid_index = Some(ctx.default_sgid_index(o.ib_port).map_err(lib_err("cannot pick a GID index"))?);
+    }
     let mut qps = Vec::with_capacity(nqp as usize);
     let mut inline = false;
     for i in 0..nqp {
