@@ -473,7 +473,7 @@ fn read_full<S: Read>(s: &mut S, buf: &mut [u8], verb: &'static str, what: &str)
 
 /// The handshake's last byte: this side is at RTS.
 const READY: u8 = b'R';
-/// Sent instead of [`READY`] when this side failed after the exchange.
+/// Sent instead of [`READY`] when this side failed once the exchange began.
 const FAILED: u8 = b'X';
 
 impl QueuePair {
@@ -521,9 +521,8 @@ impl QueuePair {
     /// peer hung up, or reported that its own handshake failed). After a
     /// failure once the exchange began, this side tells the peer (one
     /// failure byte in place of the barrier's) so its handshake fails
-    /// promptly too. The
-    /// QP is left in whatever state it reached; it is not destroyed (that is
-    /// the caller's, by dropping it).
+    /// promptly too. The QP is left in whatever state it reached; it is not
+    /// destroyed (that is the caller's, by dropping it).
     ///
     /// ```no_run
     /// use std::net::TcpStream;
