@@ -64,15 +64,16 @@ impl AtomicCap {
 }
 
 /// `ATOMIC_NONE`, `ATOMIC_HCA`, `ATOMIC_GLOB` (the `IBV_` constant names
-/// without the prefix, as `ibv_devinfo -v` prints them); `unknown(N)` otherwise.
+/// without the prefix), `invalid atomic capability` otherwise: exactly what
+/// `ibv_devinfo -v` prints (`atomic_cap_str()` of rdma-core's `devinfo.c`).
 impl fmt::Display for AtomicCap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AtomicCap::None => f.write_str("ATOMIC_NONE"),
-            AtomicCap::Hca => f.write_str("ATOMIC_HCA"),
-            AtomicCap::Glob => f.write_str("ATOMIC_GLOB"),
-            AtomicCap::Unknown(v) => write!(f, "unknown({v})"),
-        }
+        f.write_str(match self {
+            AtomicCap::None => "ATOMIC_NONE",
+            AtomicCap::Hca => "ATOMIC_HCA",
+            AtomicCap::Glob => "ATOMIC_GLOB",
+            AtomicCap::Unknown(_) => "invalid atomic capability",
+        })
     }
 }
 
@@ -492,19 +493,21 @@ impl PortState {
     }
 }
 
-/// The `IBV_PORT_*` constant name without `IBV_` (`PORT_ACTIVE`), the form
-/// `ibv_devinfo` prints; `unknown(N)` for values this library does not know.
+/// What `ibv_devinfo` prints (`port_state_str()` of rdma-core's
+/// `devinfo.c`): the `IBV_PORT_*` constant name without `IBV_` for the four
+/// IBA states (`PORT_DOWN`, `PORT_INIT`, `PORT_ARMED`, `PORT_ACTIVE`), and
+/// `invalid state` for every other value, `NOP` and `ACTIVE_DEFER` included
+/// ([`raw`](Self::raw) tells those apart; [`description`](Self::description)
+/// names them).
 impl fmt::Display for PortState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PortState::Nop => f.write_str("PORT_NOP"),
-            PortState::Down => f.write_str("PORT_DOWN"),
-            PortState::Init => f.write_str("PORT_INIT"),
-            PortState::Armed => f.write_str("PORT_ARMED"),
-            PortState::Active => f.write_str("PORT_ACTIVE"),
-            PortState::ActiveDefer => f.write_str("PORT_ACTIVE_DEFER"),
-            PortState::Unknown(v) => write!(f, "unknown({v})"),
-        }
+        f.write_str(match self {
+            PortState::Down => "PORT_DOWN",
+            PortState::Init => "PORT_INIT",
+            PortState::Armed => "PORT_ARMED",
+            PortState::Active => "PORT_ACTIVE",
+            PortState::Nop | PortState::ActiveDefer | PortState::Unknown(_) => "invalid state",
+        })
     }
 }
 
@@ -830,6 +833,19 @@ impl PortAttr {
         })
     }
 
+    /// Number of virtual lanes for an encoded `max_vl_num` (1 = 1, 2 = 2,
+    /// 3 = 4, 4 = 8, 5 = 15), `None` for any other value.
+    pub fn vl_count(vl_num: u8) -> Option<u32> {
+        Some(match vl_num {
+            1 => 1,
+            2 => 2,
+            3 => 4,
+            4 => 8,
+            5 => 15,
+            _ => return None,
+        })
+    }
+
     /// Number of lanes for an `active_width` bit, `None` if unknown.
     pub fn width_lanes(width: u8) -> Option<u32> {
         Some(match width {
@@ -1001,9 +1017,24 @@ mod tests {
         assert_eq!(LinkLayer::from_raw(1).to_string(), "InfiniBand");
         assert_eq!(LinkLayer::from_raw(9).to_string(), "Unknown");
         assert_eq!(PortState::from_raw(1).to_string(), "PORT_DOWN");
-        assert_eq!(PortState::from_raw(5).to_string(), "PORT_ACTIVE_DEFER");
+        assert_eq!(PortState::from_raw(4).to_string(), "PORT_ACTIVE");
+        for v in [0, 5, 6, 255] {
+            assert_eq!(PortState::from_raw(v).to_string(), "invalid state", "{v}");
+        }
+        assert_eq!(PortState::from_raw(5).description(), "active defer");
         assert_eq!(PhysState::from_raw(4).to_string(), "PORT_CONFIGURATION TRAINNING");
         assert_eq!(AtomicCap::Glob.to_string(), "ATOMIC_GLOB");
+        assert_eq!(AtomicCap::from_raw(0).to_string(), "ATOMIC_NONE");
+        assert_eq!(AtomicCap::from_raw(1).to_string(), "ATOMIC_HCA");
+        assert_eq!(AtomicCap::from_raw(7).to_string(), "invalid atomic capability");
+        assert_eq!(Mtu::from_raw(3).to_string(), "1024");
+        assert_eq!(Mtu::from_raw(5).to_string(), "4096");
+        assert_eq!(Mtu::from_raw(6).to_string(), "invalid MTU");
+        assert_eq!(LinkLayer::from_raw(2).to_string(), "Ethernet");
+        assert_eq!(PhysState::from_raw(5).to_string(), "LINK_UP");
+        assert_eq!(PhysState::from_raw(0).to_string(), "invalid physical state");
+        assert_eq!(PortAttr::vl_count(5), Some(15));
+        assert_eq!(PortAttr::vl_count(0), None);
         assert_eq!(PortAttr::lane_rate_100mbps(8), Some(100));
         assert_eq!(PortAttr::lane_rate_100mbps(3), None);
         assert_eq!(PortAttr::width_lanes(16), Some(2));

@@ -83,7 +83,7 @@ impl Gid {
     }
 
     /// The GID as glibc's `inet_ntop(AF_INET6)` writes it, as rdma-core's
-    /// ping-pong examples print it: RFC 5952 compression
+    /// ping-pong examples and `ibv_devinfo -v` (RoCE v2 entries) print it: RFC 5952 compression
     /// (`fe80::5054:ff:fe12:3456`, `::`), `::ffff:a.b.c.d` for IPv4-mapped
     /// GIDs, and, unlike Rust's `Ipv6Addr` display, `::a.b.c.d` for the
     /// IPv4-compatible ones (the first 96 bits zero, the next 16 not: `::1`
@@ -234,5 +234,33 @@ mod tests {
         assert_eq!(t("1:0:0:2:0:0:0:3"), "1:0:0:2::3");
         assert_eq!(t("1:0:2:3:4:5:6:7"), "1:0:2:3:4:5:6:7");
         assert_eq!(Gid::default().to_inet_string(), "::");
+    }
+
+    /// The cases `rverbs devinfo`'s own `inet_ntop6` was checked against
+    /// (glibc's output), before it gave way to `to_inet_string`.
+    #[test]
+    fn inet_string_matches_glibc() {
+        let cases = [
+            ("fe80:0000:0000:0000:5054:00ff:fe12:3456", "fe80::5054:ff:fe12:3456"),
+            ("0000:0000:0000:0000:0000:ffff:0a00:0001", "::ffff:10.0.0.1"),
+            ("0000:0000:0000:0000:0000:0000:0a00:0001", "::10.0.0.1"),
+            ("0000:0000:0000:0000:0000:0000:0000:0001", "::1"),
+            ("0000:0000:0000:0000:0000:0000:0000:0000", "::"),
+            ("2001:0db8:0000:0001:0000:0000:0000:0001", "2001:db8:0:1::1"),
+            ("2001:0db8:0000:0000:0001:0000:0000:0001", "2001:db8::1:0:0:1"),
+            ("2001:0db8:0001:0001:0001:0001:0001:0001", "2001:db8:1:1:1:1:1:1"),
+            ("2001:0db8:0000:0001:0001:0001:0001:0001", "2001:db8:0:1:1:1:1:1"),
+            ("fe80:0000:0000:0000:0000:0000:0000:0000", "fe80::"),
+            ("0000:0000:0000:0000:0000:fffe:0a00:0001", "::fffe:a00:1"),
+            ("0001:0000:0000:0000:0000:ffff:0a00:0001", "1::ffff:a00:1"),
+            ("0000:0000:0000:0000:0000:ffff:0000:0000", "::ffff:0.0.0.0"),
+            ("0000:0000:0000:0000:0001:0000:0000:0000", "::1:0:0:0"),
+            ("0000:0000:0000:0001:0000:0000:0000:0000", "0:0:0:1::"),
+            ("0001:0000:0000:0001:0000:0000:0000:0001", "1:0:0:1::1"),
+            ("0001:0000:0000:0001:0000:0000:0001:0001", "1::1:0:0:1:1"),
+        ];
+        for (full, want) in cases {
+            assert_eq!(Gid::parse(full).unwrap().to_inet_string(), want, "{full}");
+        }
     }
 }

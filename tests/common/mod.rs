@@ -81,18 +81,20 @@ pub fn loopback(qp_type: rverbs::QpType, cap: rverbs::QpCap, cqe: u32) -> Option
     Some(Loopback { ctx, pd, cq_a, cq_b, a, b })
 }
 
-/// Connects `a` and `b` to each other with `opts` (PSNs 100 and 200).
+/// Connects `a` and `b` to each other with `opts` (PSNs 100 and 200), with
+/// the endpoints [`rverbs::QueuePair::local_endpoint`] describes. `ctx` is
+/// the QPs' context (kept for the callers; the QPs know it).
 pub fn connect_pair(
     ctx: &rverbs::Context,
     a: &rverbs::QueuePair,
     b: &rverbs::QueuePair,
     opts: &rverbs::ConnectOptions,
 ) {
-    let idx = ctx.default_sgid_index(opts.port).unwrap();
-    let gid = ctx.query_gid(opts.port, idx.into()).unwrap().unwrap().gid;
-    let ep = |qp: &rverbs::QueuePair, psn| rverbs::RemoteEndpoint { lid: 0, qpn: qp.qp_num(), psn, gid };
-    a.connect(&ep(b, 200), 100, opts).unwrap();
-    b.connect(&ep(a, 100), 200, opts).unwrap();
+    assert!(a.context().same_as(ctx) && b.context().same_as(ctx));
+    let ea = a.local_endpoint(100, opts).unwrap();
+    let eb = b.local_endpoint(200, opts).unwrap();
+    a.connect(&eb.into(), ea.psn, opts).unwrap();
+    b.connect(&ea.into(), eb.psn, opts).unwrap();
 }
 
 /// Polls `cq` until `n` completions arrived (yielding while empty), or
@@ -123,4 +125,38 @@ pub fn assert_no_more(cq: &mut rverbs::CompletionQueue) {
     let mut buf = [rverbs::Wc::default(); 4];
     let n = cq.poll(&mut buf);
     assert_eq!(n, 0, "unexpected completions: {:?}", &buf[..n]);
+}
+
+/// Counts of kernel objects on `dev` from iproute2's `rdma resource show`,
+/// e.g. `0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 1 srq 0`.
+pub fn resource_counts(dev: &str) -> Vec<(String, u64)> {
+    let out = run("/usr/bin/rdma", &["resource", "show"]);
+    assert!(out.status.success(), "rdma resource show: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.contains(&format!(" {dev}:"))).unwrap_or_else(|| panic!("{dev} not in {text}"));
+    let words: Vec<&str> = line.split_whitespace().skip(2).collect();
+    words.chunks(2).filter_map(|c| Some((c[0].to_owned(), c.get(1)?.parse().ok()?))).collect()
+}
+
+/// Waits until no kernel object count on `dev` is above `before`, panicking
+/// after a generous bound with both counts: the objects leaked. Counts
+/// below `before` pass, and the retries keep kernel-side teardown that ends
+/// late from failing a test (not seen on rxe so far). The baseline is not
+/// zero: the kernel's own GSI QP (QP1) holds a PD, a CQ and a QP
+/// (`pd 1 cq 1 qp 1 ... ctx 0`).
+pub fn assert_no_growth(dev: &str, before: &[(String, u64)]) {
+    let start = std::time::Instant::now();
+    loop {
+        let now = resource_counts(dev);
+        let grown: Vec<_> =
+            now.iter().filter(|(k, v)| before.iter().find(|(bk, _)| bk == k).map_or(true, |(_, bv)| v > bv)).collect();
+        if grown.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "kernel objects leaked on {dev}: {grown:?} (before: {before:?}, now: {now:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

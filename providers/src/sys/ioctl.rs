@@ -27,7 +27,7 @@ use zerocopy::{FromZeros, Immutable, IntoBytes};
 pub const MAX_ATTRS: usize = 20;
 
 /// A handle to one attribute of a built command, to read what the kernel
-/// wrote into it after [`IoctlCmd::execute`].
+/// wrote into it after the command ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttrSlot(usize);
 

@@ -72,100 +72,26 @@ pub fn transport_str(t: Transport) -> (&'static str, i32) {
     }
 }
 
-/// `port_state_str()`: only the four IBA states have names.
-pub fn port_state_str(state: u8) -> &'static str {
-    match state {
-        1 => "PORT_DOWN",
-        2 => "PORT_INIT",
-        3 => "PORT_ARMED",
-        4 => "PORT_ACTIVE",
-        _ => "invalid state",
-    }
-}
-
-/// `port_phy_state_str()`, including its historical "TRAINNING" spelling.
-pub fn phys_state_str(phys_state: u8) -> &'static str {
-    match phys_state {
-        1 => "SLEEP",
-        2 => "POLLING",
-        3 => "DISABLED",
-        4 => "PORT_CONFIGURATION TRAINNING",
-        5 => "LINK_UP",
-        6 => "LINK_ERROR_RECOVERY",
-        7 => "PHY TEST",
-        _ => "invalid physical state",
-    }
-}
-
-/// `atomic_cap_str()`.
-pub fn atomic_cap_str(cap: u32) -> &'static str {
-    match cap {
-        0 => "ATOMIC_NONE",
-        1 => "ATOMIC_HCA",
-        2 => "ATOMIC_GLOB",
-        _ => "invalid atomic capability",
-    }
-}
-
-/// `mtu_str()`: `enum ibv_mtu` to bytes.
-pub fn mtu_str(mtu: u8) -> &'static str {
-    match mtu {
-        1 => "256",
-        2 => "512",
-        3 => "1024",
-        4 => "2048",
-        5 => "4096",
-        _ => "invalid MTU",
-    }
-}
+// The state, physical state, MTU, link layer and atomic capability print
+// through the library's `Display` impls (`src/attr.rs`), which are
+// rdma-core's `port_state_str()`, `port_phy_state_str()`, `mtu_str()`,
+// `link_layer_str()` and `atomic_cap_str()`; the number tables behind the
+// three below are the library's too (`PortAttr::{width_lanes,
+// lane_rate_100mbps, vl_count}`).
 
 /// `width_str()`: the `active_width` bit to a lane count (printed with an `X`).
-pub fn width_str(width: u8) -> &'static str {
-    match width {
-        1 => "1",
-        2 => "4",
-        4 => "8",
-        8 => "12",
-        16 => "2",
-        _ => "invalid width",
-    }
+pub fn width_str(width: u8) -> String {
+    PortAttr::width_lanes(width).map_or_else(|| "invalid width".into(), |n| n.to_string())
 }
 
 /// `speed_str()`: the per-lane rate of an `active_speed`/`active_speed_ex` code.
-pub fn speed_str(speed: u32) -> &'static str {
-    match speed {
-        1 => "2.5 Gbps",
-        2 => "5.0 Gbps",
-        4 | 8 => "10.0 Gbps",
-        16 => "14.0 Gbps",
-        32 => "25.0 Gbps",
-        64 => "50.0 Gbps",
-        128 => "100.0 Gbps",
-        256 => "200.0 Gbps",
-        _ => "invalid speed",
-    }
+pub fn speed_str(speed: u32) -> String {
+    PortAttr::lane_rate_100mbps(speed).map_or_else(|| "invalid speed".into(), |r| format!("{}.{} Gbps", r / 10, r % 10))
 }
 
 /// `vl_str()`: the encoded `max_vl_num` to a VL count.
-pub fn vl_str(vl_num: u8) -> &'static str {
-    match vl_num {
-        1 => "1",
-        2 => "2",
-        3 => "4",
-        4 => "8",
-        5 => "15",
-        _ => "invalid value",
-    }
-}
-
-/// `link_layer_str()`.
-pub fn link_layer_str(ll: LinkLayer) -> &'static str {
-    match ll {
-        LinkLayer::Unspecified => "Unspecified",
-        LinkLayer::Infiniband => "InfiniBand",
-        LinkLayer::Ethernet => "Ethernet",
-        _ => "Unknown",
-    }
+pub fn vl_str(vl_num: u8) -> String {
+    PortAttr::vl_count(vl_num).map_or_else(|| "invalid value".into(), |n| n.to_string())
 }
 
 /// `enum ibv_device_cap_flags` (the legacy 32-bit mask), in print order.
@@ -386,8 +312,7 @@ fn write_device_verbose(out: &mut String, a: &DeviceAttr, num_comp_vectors: u32)
     let _ = writeln!(w, "\tmax_res_rd_atom:\t\t{}", c_int(a.max_res_rd_atom));
     let _ = writeln!(w, "\tmax_qp_init_rd_atom:\t\t{}", c_int(a.max_qp_init_rd_atom));
     let _ = writeln!(w, "\tmax_ee_init_rd_atom:\t\t{}", c_int(a.max_ee_init_rd_atom));
-    let cap = a.atomic_cap.raw();
-    let _ = writeln!(w, "\tatomic_cap:\t\t\t{} ({})", atomic_cap_str(cap), c_int(cap));
+    let _ = writeln!(w, "\tatomic_cap:\t\t\t{} ({})", a.atomic_cap, c_int(a.atomic_cap.raw()));
     let _ = writeln!(w, "\tmax_ee:\t\t\t\t{}", c_int(a.max_ee));
     let _ = writeln!(w, "\tmax_rdd:\t\t\t{}", c_int(a.max_rdd));
     let _ = writeln!(w, "\tmax_mw:\t\t\t\t{}", c_int(a.max_mw));
@@ -523,58 +448,8 @@ pub fn write_gid_line(out: &mut String, e: &GidEntry, link_layer: LinkLayer) {
     if v1 {
         let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, e.gid);
     } else {
-        let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, inet_ntop6(&e.gid.0));
+        let _ = writeln!(out, "\t\t\tGID[{:3}]:\t\t{}{suffix}", e.index, e.gid.to_inet_string());
     }
-}
-
-/// IPv6 text exactly as glibc's `inet_ntop(AF_INET6)` writes it: lower-case
-/// hex without leading zeros, the longest run (first one on a tie) of two
-/// or more zero groups replaced by `::`, and the last 32 bits in dotted
-/// form for `::a.b.c.d` and `::ffff:a.b.c.d`.
-pub fn inet_ntop6(b: &[u8; 16]) -> String {
-    let words: Vec<u16> = b.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
-    // Longest run of zero words; runs of one are not compressed.
-    let (mut best_base, mut best_len) = (usize::MAX, 0usize);
-    let mut i = 0;
-    while i < 8 {
-        if words[i] == 0 {
-            let start = i;
-            while i < 8 && words[i] == 0 {
-                i += 1;
-            }
-            if i - start > best_len {
-                best_base = start;
-                best_len = i - start;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    if best_len < 2 {
-        best_base = usize::MAX;
-    }
-    let mut s = String::new();
-    let mut i = 0;
-    while i < 8 {
-        if i == best_base {
-            s.push(':');
-            i += best_len;
-            if i == 8 {
-                s.push(':');
-            }
-            continue;
-        }
-        if i != 0 {
-            s.push(':');
-        }
-        if i == 6 && best_base == 0 && (best_len == 6 || (best_len == 5 && words[5] == 0xffff)) {
-            let _ = write!(s, "{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
-            break;
-        }
-        let _ = write!(s, "{:x}", words[i]);
-        i += 1;
-    }
-    s
 }
 
 /// One `port:` block (with the trailing empty line). `gids` are the entries
@@ -582,16 +457,13 @@ pub fn inet_ntop6(b: &[u8; 16]) -> String {
 pub fn write_port(out: &mut String, port: u8, p: &PortAttr, transport: Transport, gids: &[GidEntry], verbose: bool) {
     let w = out;
     let _ = writeln!(w, "\t\tport:\t{port}");
-    let st = p.state.raw();
-    let _ = writeln!(w, "\t\t\tstate:\t\t\t{} ({st})", port_state_str(st));
-    let m = p.max_mtu.raw();
-    let _ = writeln!(w, "\t\t\tmax_mtu:\t\t{} ({m})", mtu_str(m));
-    let m = p.active_mtu.raw();
-    let _ = writeln!(w, "\t\t\tactive_mtu:\t\t{} ({m})", mtu_str(m));
+    let _ = writeln!(w, "\t\t\tstate:\t\t\t{} ({})", p.state, p.state.raw());
+    let _ = writeln!(w, "\t\t\tmax_mtu:\t\t{} ({})", p.max_mtu, p.max_mtu.raw());
+    let _ = writeln!(w, "\t\t\tactive_mtu:\t\t{} ({})", p.active_mtu, p.active_mtu.raw());
     let _ = writeln!(w, "\t\t\tsm_lid:\t\t\t{}", p.sm_lid);
     let _ = writeln!(w, "\t\t\tport_lid:\t\t{}", p.lid);
     let _ = writeln!(w, "\t\t\tport_lmc:\t\t0x{:02x}", p.lmc);
-    let _ = writeln!(w, "\t\t\tlink_layer:\t\t{}", link_layer_str(p.link_layer));
+    let _ = writeln!(w, "\t\t\tlink_layer:\t\t{}", p.link_layer);
     if verbose {
         let _ = writeln!(w, "\t\t\tmax_msg_sz:\t\t0x{:x}", p.max_msg_sz);
         let _ = writeln!(w, "\t\t\tport_cap_flags:\t\t0x{:08x}", p.port_cap_flags);
@@ -608,8 +480,7 @@ pub fn write_port(out: &mut String, port: u8, p: &PortAttr, transport: Transport
         let speed = p.effective_speed_code();
         let _ = writeln!(w, "\t\t\tactive_speed:\t\t{} ({speed})", speed_str(speed));
         if matches!(transport, Transport::Ib) {
-            let ps = p.phys_state.raw();
-            let _ = writeln!(w, "\t\t\tphys_state:\t\t{} ({ps})", phys_state_str(ps));
+            let _ = writeln!(w, "\t\t\tphys_state:\t\t{} ({})", p.phys_state, p.phys_state.raw());
         }
         let mut sorted: Vec<&GidEntry> = gids.iter().filter(|e| gid_is_printed(e)).collect();
         sorted.sort_by_key(|e| e.index);
@@ -667,19 +538,24 @@ mod tests {
         assert_eq!(width_str(8), "12");
         assert_eq!(width_str(16), "2");
         assert_eq!(width_str(3), "invalid width");
-        assert_eq!(mtu_str(0), "invalid MTU");
-        assert_eq!(mtu_str(3), "1024");
-        assert_eq!(mtu_str(5), "4096");
-        assert_eq!(port_state_str(4), "PORT_ACTIVE");
-        assert_eq!(port_state_str(0), "invalid state");
-        assert_eq!(port_state_str(5), "invalid state");
-        assert_eq!(phys_state_str(5), "LINK_UP");
-        assert_eq!(phys_state_str(0), "invalid physical state");
+        assert_eq!(Mtu::from_raw(0).to_string(), "invalid MTU");
+        assert_eq!(Mtu::from_raw(3).to_string(), "1024");
+        assert_eq!(Mtu::from_raw(5).to_string(), "4096");
+        assert_eq!(PortState::from_raw(4).to_string(), "PORT_ACTIVE");
+        assert_eq!(PortState::from_raw(0).to_string(), "invalid state");
+        assert_eq!(PortState::from_raw(5).to_string(), "invalid state");
+        assert_eq!(PhysState::from_raw(5).to_string(), "LINK_UP");
+        assert_eq!(PhysState::from_raw(0).to_string(), "invalid physical state");
+        assert_eq!(vl_str(1), "1");
+        assert_eq!(vl_str(2), "2");
+        assert_eq!(vl_str(3), "4");
+        assert_eq!(vl_str(4), "8");
         assert_eq!(vl_str(5), "15");
         assert_eq!(vl_str(0), "invalid value");
-        assert_eq!(atomic_cap_str(0), "ATOMIC_NONE");
-        assert_eq!(atomic_cap_str(7), "invalid atomic capability");
-        assert_eq!(link_layer_str(LinkLayer::Ethernet), "Ethernet");
+        assert_eq!(vl_str(6), "invalid value");
+        assert_eq!(AtomicCap::from_raw(0).to_string(), "ATOMIC_NONE");
+        assert_eq!(AtomicCap::from_raw(7).to_string(), "invalid atomic capability");
+        assert_eq!(LinkLayer::Ethernet.to_string(), "Ethernet");
         assert_eq!(transport_str(Transport::Ib), ("InfiniBand", 0));
         assert_eq!(transport_str(Transport::Iwarp), ("iWARP", 1));
         assert_eq!(transport_str(Transport::UsnicUdp), ("usNIC UDP", 3));
@@ -715,27 +591,6 @@ mod tests {
         let mut s = String::new();
         write_supported_qpts(&mut s, 1 << 2, false);
         assert_eq!(s, "\t\tsupported_qp:\n\t\t\t\t\tUnknown flags: 0x4\n");
-    }
-
-    #[test]
-    fn ntop_matches_glibc() {
-        let cases = [
-            ("fe80:0000:0000:0000:5054:00ff:fe12:3456", "fe80::5054:ff:fe12:3456"),
-            ("0000:0000:0000:0000:0000:ffff:0a00:0001", "::ffff:10.0.0.1"),
-            ("0000:0000:0000:0000:0000:0000:0a00:0001", "::10.0.0.1"),
-            ("0000:0000:0000:0000:0000:0000:0000:0001", "::1"),
-            ("0000:0000:0000:0000:0000:0000:0000:0000", "::"),
-            ("2001:0db8:0000:0001:0000:0000:0000:0001", "2001:db8:0:1::1"),
-            ("2001:0db8:0000:0000:0001:0000:0000:0001", "2001:db8::1:0:0:1"),
-            ("2001:0db8:0001:0001:0001:0001:0001:0001", "2001:db8:1:1:1:1:1:1"),
-            ("2001:0db8:0000:0001:0001:0001:0001:0001", "2001:db8:0:1:1:1:1:1"),
-            ("fe80:0000:0000:0000:0000:0000:0000:0000", "fe80::"),
-            ("0000:0000:0000:0000:0000:fffe:0a00:0001", "::fffe:a00:1"),
-            ("0001:0000:0000:0000:0000:ffff:0a00:0001", "1::ffff:a00:1"),
-        ];
-        for (full, want) in cases {
-            assert_eq!(inet_ntop6(&gid(full).0), want, "{full}");
-        }
     }
 
     fn entry(port: u32, index: u32, s: &str, t: GidType) -> GidEntry {
