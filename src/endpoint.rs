@@ -558,7 +558,7 @@ impl QpControl {
         local: &Endpoint,
         opts: &ConnectOptions,
     ) -> Result<Endpoint> {
-        const VERB: &str = "QpControl::handshake";
+        const VERB: &str = "QueuePair::handshake";
         let _span = tracing::debug_span!("handshake", qpn = self.qp_num()).entered();
         if !matches!(self.qp_type(), QpType::Rc | QpType::Uc | QpType::Ud) {
             return Err(Error::check(VERB, Errno::EOPNOTSUPP)

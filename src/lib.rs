@@ -69,3 +69,8 @@ mod compile_fail {
         trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
     }
 }
+
+/// The README's code blocks, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

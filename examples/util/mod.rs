@@ -1,0 +1,81 @@
+//! What the examples share: who plays which side, and the TCP connection
+//! the endpoint handshake runs over. Not RDMA: plain `std::net`.
+
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+/// The TCP port rdma-core's ping-pong examples use.
+pub const PORT: u16 = 18515;
+
+/// Which side this process plays.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// Wait for a client on [`PORT`].
+    Server,
+    /// Connect to the server on this host.
+    Client(String),
+    /// Both, on two threads of this process (what `cargo xtask test` runs).
+    Loopback,
+}
+
+impl Role {
+    /// `[HOST | --loopback]` from the command line: no argument is the server.
+    pub fn from_args() -> Role {
+        match std::env::args().nth(1).as_deref() {
+            None => Role::Server,
+            Some("--loopback") => Role::Loopback,
+            Some(host) => Role::Client(host.to_owned()),
+        }
+    }
+}
+
+/// The error type of the examples' `main`s.
+pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Runs `server` and `client` as `role` says: for a loopback, the server on
+/// a thread listening on an ephemeral port of 127.0.0.1, the client here.
+pub fn run<S, C>(role: Role, server: S, client: C) -> Result
+where
+    S: FnOnce(TcpStream) -> Result + Send + 'static,
+    C: FnOnce(TcpStream) -> Result,
+{
+    match role {
+        Role::Server => server(accept(TcpListener::bind(("0.0.0.0", PORT))?)?),
+        Role::Client(host) => client(connect(&host, PORT)?),
+        Role::Loopback => {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            let port = listener.local_addr()?.port();
+            let server = std::thread::spawn(move || accept(listener).and_then(server));
+            let c = connect("127.0.0.1", port).and_then(client);
+            let s = server.join().map_err(|_| "the server thread panicked")?;
+            c.and(s)
+        }
+    }
+}
+
+fn accept(listener: TcpListener) -> Result<TcpStream> {
+    let (tcp, peer) = listener.accept()?;
+    println!("server: client {peer} connected");
+    timeouts(tcp)
+}
+
+fn connect(host: &str, port: u16) -> Result<TcpStream> {
+    timeouts(TcpStream::connect((host, port))?)
+}
+
+/// A peer that stops answering fails the handshake instead of hanging it.
+fn timeouts(tcp: TcpStream) -> Result<TcpStream> {
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+    tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
+    Ok(tcp)
+}
+
+/// One byte each way: neither side goes on (and tears down its QP) before
+/// the other got here.
+pub fn barrier(tcp: &mut TcpStream) -> Result {
+    use std::io::{Read, Write};
+    tcp.write_all(b"B")?;
+    let mut b = [0u8];
+    tcp.read_exact(&mut b)?;
+    Ok(())
+}

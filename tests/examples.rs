@@ -1,0 +1,52 @@
+//! The examples of `examples/`, run in the VM so that none can rot: each
+//! plays both its server and its client in this process (`--loopback`).
+
+// Each example brings its own copy of `examples/util/mod.rs`.
+#![allow(clippy::duplicate_mod)]
+
+mod common;
+
+// The examples' `main`s are not called here.
+#[allow(dead_code)]
+#[path = "../examples/atomics.rs"]
+mod atomics;
+#[allow(dead_code)]
+#[path = "../examples/rc_send_recv.rs"]
+mod rc_send_recv;
+#[allow(dead_code)]
+#[path = "../examples/rdma_write_read.rs"]
+mod rdma_write_read;
+#[allow(dead_code)]
+#[path = "../examples/ud_send.rs"]
+mod ud_send;
+
+/// Runs an example's server and client against each other.
+macro_rules! loopback {
+    ($name:ident) => {{
+        if common::first_device().is_none() {
+            return;
+        }
+        let role = $name::util::Role::Loopback;
+        $name::run(role).unwrap_or_else(|e| panic!("example {}: {e}", stringify!($name)));
+    }};
+}
+
+#[test]
+fn rc_send_recv_example() {
+    loopback!(rc_send_recv)
+}
+
+#[test]
+fn rdma_write_read_example() {
+    loopback!(rdma_write_read)
+}
+
+#[test]
+fn atomics_example() {
+    loopback!(atomics)
+}
+
+#[test]
+fn ud_send_example() {
+    loopback!(ud_send)
+}
