@@ -46,8 +46,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::debug;
 
 use crate::{
-    AhAttr, ConnectOptions, Context, Errno, Error, Gid, GlobalRoute, LinkLayer, MemoryRegion, QpControl, QpState,
-    QpType, RemoteAddr, RemoteEndpoint, Result,
+    AhAttr, ConnectOptions, Context, Errno, Error, Gid, GlobalRoute, LinkLayer, MemoryRegion, PortAttr, QpControl,
+    QpState, QpType, RemoteAddr, Result,
 };
 
 /// The largest QP number and PSN: both are 24-bit fields on the wire.
@@ -369,7 +369,12 @@ impl Endpoint {
     /// default on RoCE or when the peer gave a GID), with `opts.hop_limit`
     /// and `opts.traffic_class`.
     pub fn ah_attr(&self, ctx: &Context, opts: &ConnectOptions) -> Result<AhAttr> {
-        let port = ctx.query_port(opts.port)?;
+        self.address(ctx, &ctx.query_port(opts.port)?, opts)
+    }
+
+    /// [`ah_attr`](Self::ah_attr) with the port already queried (`to_rtr`
+    /// needs the port for its MTU too).
+    pub(crate) fn address(&self, ctx: &Context, port: &PortAttr, opts: &ConnectOptions) -> Result<AhAttr> {
         let sgid_index = match opts.sgid_index {
             Some(i) => Some(i),
             None if port.link_layer == LinkLayer::Ethernet || !self.gid.is_zero() => {
@@ -405,18 +410,6 @@ impl fmt::Display for Endpoint {
             write!(f, ", memory {} bytes at {:#x}, rkey {:#x}", m.len, m.addr, m.rkey)?;
         }
         Ok(())
-    }
-}
-
-impl From<&Endpoint> for RemoteEndpoint {
-    fn from(e: &Endpoint) -> Self {
-        RemoteEndpoint { lid: e.lid, qpn: e.qpn, psn: e.psn, gid: e.gid }
-    }
-}
-
-impl From<Endpoint> for RemoteEndpoint {
-    fn from(e: Endpoint) -> Self {
-        RemoteEndpoint::from(&e)
     }
 }
 
@@ -622,7 +615,7 @@ impl QpControl {
     /// INIT → RTR → RTS towards `peer` (UD: without it).
     fn ready(&self, local: &Endpoint, peer: &Endpoint, opts: &ConnectOptions) -> Result<()> {
         let towards = format!("INIT -> RTR towards QP {:#x}", peer.qpn);
-        self.to_rtr(&RemoteEndpoint::from(peer), opts).map_err(|e| in_step(e, &towards))?;
+        self.to_rtr(peer, opts).map_err(|e| in_step(e, &towards))?;
         self.to_rts(local.psn, opts).map_err(|e| in_step(e, "RTR -> RTS"))
     }
 }
@@ -840,8 +833,6 @@ mod tests {
 
     #[test]
     fn conversions_and_display() {
-        let r = RemoteEndpoint::from(&with_mem());
-        assert_eq!((r.lid, r.qpn, r.psn, r.gid), (0x1234, 0xabcdef, 0xffffff, with_mem().gid));
         assert_eq!(roce().to_string(), "LID 0x0000, QPN 0x000011, PSN 0x6a5e4c, GID ::ffff:192.168.77.1");
         assert!(with_mem().to_string().ends_with(", memory 4096 bytes at 0x7f0012345000, rkey 0xdeadbeef"));
     }

@@ -44,7 +44,7 @@ pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use mr::{page_size, AccessFlags, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use post::{RecvQueue, SendQueue};
-pub use qp::{ConnectOptions, QpAttr, QpCap, QpControl, QpInitAttr, QueuePair, RemoteEndpoint};
+pub use qp::{ConnectOptions, QpAttr, QpCap, QpControl, QpInitAttr, QueuePair};
 pub use rverbs_providers::cmd::mr::MrQuery;
 pub use rverbs_providers::driver::{DriverId, Provider};
 pub use rverbs_providers::qp_state::{optional_bits, required_bits, QpAttrMask, QpState, QpType, TransitionError};

@@ -5,8 +5,8 @@
 mod common;
 
 use rverbs::{
-    AccessFlags, AhAttr, ConnectOptions, Errno, GlobalRoute, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RemoteEndpoint,
+    AccessFlags, AhAttr, ConnectOptions, Endpoint, Errno, GlobalRoute, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType,
 };
 
 fn open() -> Option<rverbs::Context> {
@@ -24,10 +24,10 @@ macro_rules! ctx {
 }
 
 /// Our own endpoint, for loopback connections.
-fn local_endpoint(ctx: &rverbs::Context, qpn: u32, psn: u32) -> RemoteEndpoint {
+fn local_endpoint(ctx: &rverbs::Context, qpn: u32, psn: u32) -> Endpoint {
     let idx = ctx.default_sgid_index(1).unwrap();
     let gid = ctx.query_gid(1, idx.into()).unwrap().expect("default GID exists").gid;
-    RemoteEndpoint { lid: ctx.query_port(1).unwrap().lid, qpn, psn, gid }
+    Endpoint { lid: ctx.query_port(1).unwrap().lid, qpn, psn, gid, memory: None }
 }
 
 #[test]

@@ -3,22 +3,8 @@
 
 use rverbs_providers::Result;
 
-use crate::attr::{LinkLayer, Mtu};
-use crate::{AccessFlags, AhAttr, Gid, GlobalRoute, QpAttr, QpAttrMask, QpControl, QpState, QpType};
-
-/// The other side of a connection, as exchanged out of band (the
-/// `LID:QPN:PSN:GID` line of rdma-core's ping-pong examples).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RemoteEndpoint {
-    /// LID (InfiniBand; 0 on RoCE).
-    pub lid: u16,
-    /// QP number.
-    pub qpn: u32,
-    /// The first PSN the peer will send.
-    pub psn: u32,
-    /// GID (RoCE: the peer's IPv4-mapped RoCE v2 GID, typically).
-    pub gid: Gid,
-}
+use crate::attr::Mtu;
+use crate::{AccessFlags, Endpoint, QpAttr, QpAttrMask, QpControl, QpState, QpType};
 
 /// Choices for [`QpControl::connect`] and friends, with rdma-core's
 /// ping-pong defaults.
@@ -108,32 +94,19 @@ impl QpControl {
     }
 
     /// INIT → RTR towards `remote` (RC/UC: the full path; UD: state only).
-    pub fn to_rtr(&self, remote: &RemoteEndpoint, opts: &ConnectOptions) -> Result<()> {
+    pub fn to_rtr(&self, remote: &Endpoint, opts: &ConnectOptions) -> Result<()> {
         if self.qp_type() == QpType::Ud {
             return self.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, QpAttrMask::STATE);
         }
         let ctx = self.context();
         let port = ctx.query_port(opts.port)?;
-        let sgid_index = match opts.sgid_index {
-            Some(i) => Some(i),
-            None if port.link_layer == LinkLayer::Ethernet || !remote.gid.is_zero() => {
-                Some(ctx.default_sgid_index(opts.port)?)
-            }
-            None => None,
-        };
-        let grh = sgid_index.map(|sgid_index| GlobalRoute {
-            dgid: remote.gid,
-            flow_label: 0,
-            sgid_index,
-            hop_limit: opts.hop_limit,
-            traffic_class: opts.traffic_class,
-        });
+        let ah_attr = remote.address(ctx, &port, opts)?;
         let mut a = QpAttr {
             qp_state: QpState::Rtr,
             path_mtu: opts.path_mtu.unwrap_or(port.active_mtu),
             dest_qp_num: remote.qpn,
             rq_psn: remote.psn & 0xff_ffff,
-            ah_attr: AhAttr { dlid: remote.lid, sl: opts.sl, port_num: opts.port, grh, ..AhAttr::default() },
+            ah_attr,
             ..QpAttr::default()
         };
         let mut mask =
@@ -162,7 +135,7 @@ impl QpControl {
 
     /// RESET → INIT → RTR → RTS in one call: connects an RC/UC QP to
     /// `remote`, or readies a UD QP (which ignores `remote`).
-    pub fn connect(&self, remote: &RemoteEndpoint, local_psn: u32, opts: &ConnectOptions) -> Result<()> {
+    pub fn connect(&self, remote: &Endpoint, local_psn: u32, opts: &ConnectOptions) -> Result<()> {
         self.to_init(opts)?;
         self.to_rtr(remote, opts)?;
         self.to_rts(local_psn, opts)

@@ -17,7 +17,7 @@ use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
 
 pub use attr::{QpAttr, QpCap, QpInitAttr};
-pub use connect::{ConnectOptions, RemoteEndpoint};
+pub use connect::ConnectOptions;
 
 use crate::address::check_av;
 use crate::cq::CqShared;
@@ -73,14 +73,14 @@ pub struct QpControl(pub(crate) Arc<QpShared>);
 /// derefs to (modify, query, connect helpers).
 ///
 /// ```no_run
-/// use rverbs::{ConnectOptions, QpInitAttr, QpType, RecvWr, RemoteEndpoint, SendWr};
+/// use rverbs::{ConnectOptions, Endpoint, QpInitAttr, QpType, RecvWr, SendWr};
 /// let ctx = rverbs::devices()?[0].open()?;
 /// let pd = ctx.alloc_pd()?;
 /// let cq = ctx.create_cq(64)?;
 /// let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
 /// let mr = pd.alloc_mr(4096, rverbs::AccessFlags::LOCAL_WRITE)?;
 /// // ... exchange qp.qp_num(), a PSN and our GID with the peer, then:
-/// # let remote = RemoteEndpoint { lid: 0, qpn: 0, psn: 0, gid: Default::default() };
+/// # let remote = Endpoint::default();
 /// let opts = ConnectOptions::default();
 /// qp.to_init(&opts)?;
 /// qp.post_recv(&[RecvWr::new(1, &[mr.sge(0, 64)?])])?; // receives before the peer may send

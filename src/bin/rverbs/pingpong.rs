@@ -472,7 +472,7 @@ impl PingPong {
         if self.mode == Mode::Ud {
             let (peer, opts) = self.towards(&remote[0])?;
             let qp = &self.qps[0];
-            qp.to_rtr(&peer.into(), &opts).map_err(lib_err("Failed to modify QP to RTR"))?;
+            qp.to_rtr(&peer, &opts).map_err(lib_err("Failed to modify QP to RTR"))?;
             qp.to_rts(mine[0].psn, &opts).map_err(lib_err("Failed to modify QP to RTS"))?;
             let av = peer.ah_attr(&self.ctx, &opts).map_err(lib_err("Failed to create AH"))?;
             let ah = self.pd.create_ah(&av).map_err(lib_err("Failed to create AH"))?;
@@ -488,7 +488,7 @@ impl PingPong {
                 ));
             }
             let (peer, opts) = self.towards(peer)?;
-            qp.to_rtr(&peer.into(), &opts).map_err(|e| format!("Failed to modify {label} to RTR: {e}"))?;
+            qp.to_rtr(&peer, &opts).map_err(|e| format!("Failed to modify {label} to RTR: {e}"))?;
             qp.to_rts(me.psn, &opts).map_err(|e| format!("Failed to modify {label} to RTS: {e}"))?;
         }
         Ok(())
