@@ -806,6 +806,26 @@ fn refused_opcode_not_supported() {
     }
 }
 
+/// INLINE with RDMA READ or an atomic: the kernel would take the inline
+/// payload for the SGE its response is scattered through (audit M4).
+#[test]
+fn refused_inline_read_and_atomics() {
+    let at = [ATOMIC_SGE];
+    let cas = SendOp::AtomicCmpAndSwp { remote: REMOTE, compare: 0, swap: 0 };
+    let faa = SendOp::AtomicFetchAndAdd { remote: REMOTE, add: 0 };
+    let buf = [0u8; 16];
+    let inl = [Sge { addr: buf.as_ptr() as u64, length: 16, lkey: 0 }];
+    for (op, sgl) in [(SendOp::RdmaRead(REMOTE), &inl), (cas, &at), (faa, &at)] {
+        let wr = SendWr { flags: SendFlags::SIGNALED | SendFlags::INLINE, ..wr_op(op, sgl) };
+        refused(RC, wr, PostErrorKind::OpcodeNotSupported);
+    }
+    // Inline writes and sends stay allowed.
+    for op in [SendOp::Send, SendOp::SendWithImm(1), SendOp::RdmaWrite(REMOTE), SendOp::RdmaWriteWithImm(REMOTE, 1)] {
+        let wr = SendWr { flags: SendFlags::INLINE, ..wr_op(op, &inl) };
+        assert_eq!(wqe::check_send(&wr, &RC), Ok(16));
+    }
+}
+
 #[test]
 fn refused_bad_destination() {
     refused(UD, wr_op(SendOp::Send, &ONE_SGE), PostErrorKind::BadDestination);

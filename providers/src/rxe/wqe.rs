@@ -84,6 +84,13 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
         return Err(PostErrorKind::TooLong);
     }
     if wr.flags.contains(crate::wr::SendFlags::INLINE) {
+        if wr.op.is_atomic() || matches!(wr.op, SendOp::RdmaRead(_)) {
+            // Their results land in local memory: there is nothing to
+            // inline. The kernel's `rxe_dma_info.sge[]` is a union with
+            // `inline_data`, so its completer would scatter the response
+            // through payload bytes read as an SGE (mlx5 refuses it too).
+            return Err(PostErrorKind::OpcodeNotSupported);
+        }
         if total > u64::from(lim.max_inline) {
             return Err(PostErrorKind::InlineTooLong { given: total, max: lim.max_inline });
         }
