@@ -237,8 +237,9 @@ impl<M: Mmio> SendQueue<M> {
     ///
     /// # Safety
     /// For `INLINE` requests, every SGE's `addr..addr+length` must be
-    /// readable memory (it is copied now). For the others nothing is read
-    /// here; the device checks the lkeys.
+    /// readable memory (it is copied now); SGEs of length 0 are skipped,
+    /// whatever their address. For the others nothing is read here; the
+    /// device checks the lkeys.
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         // The latency case gets a straight line: one short request, the

@@ -147,8 +147,9 @@ unsafe fn copy_sges(dst: *mut Sge, sgl: &[Sge]) {
 /// `dst` points at a whole, 8-aligned SQ slot of at least
 /// `SEND_DATA + max(max_sge * 16, max_inline)` bytes that the kernel does not
 /// own (between our producer and its consumer); `wr` passed [`check_send`]
-/// with `total` its payload length; for `INLINE` sends every SGE's
-/// `addr..addr+length` is readable memory.
+/// with `total` its payload length; for `INLINE` sends every SGE of nonzero
+/// length has `addr..addr+length` readable (zero-length ones are skipped,
+/// whatever their address).
 ///
 /// `av`: for a UD request whose AH has no kernel number, the address vector
 /// to copy into `wr.ud.av` (the WQE's `ah_num` stays 0, which tells the
@@ -209,6 +210,11 @@ pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Opti
         if wr.flags.contains(crate::wr::SendFlags::INLINE) {
             let mut at = data;
             for s in wr.sgl {
+                // An empty SGE may carry any address, null included, which
+                // even a zero-byte copy must not be given.
+                if s.length == 0 {
+                    continue;
+                }
                 ptr::copy_nonoverlapping(s.addr as usize as *const u8, at, s.length as usize);
                 at = at.add(s.length as usize);
             }
