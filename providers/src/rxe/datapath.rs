@@ -39,7 +39,12 @@ impl<D: Doorbell> SendRing<D> {
     /// holds (`elem_size - 208` bytes of SGEs or inline data), so a create
     /// response that promised more than the kernel's ring can hold makes
     /// posts fail instead of writing past a slot.
+    ///
+    /// # Panics
+    /// If a slot is smaller than the 208-byte WQE header (`qp_finish`
+    /// refuses such a kernel answer with `EPROTO` before it gets here).
     pub fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+        assert!(q.elem_size() >= wqe::SEND_DATA, "send slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
         lim.max_sge = lim.max_sge.min((room / 16) as u32);
         lim.max_inline = lim.max_inline.min(room as u32);
@@ -106,9 +111,10 @@ impl<D: Doorbell> SendRing<D> {
                 _ => None,
             };
             // Slot `prod` is free: counted against the consumer we loaded with Acquire.
-            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) sized by the
-            // kernel for these limits; `wr` was checked; the INLINE contract is
-            // ours to forward.
+            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) of at least
+            // SEND_DATA bytes (asserted in `new`) plus the SGE / inline room the
+            // limits were clamped to there; `wr` was checked against those
+            // limits; the INLINE contract is ours to forward.
             unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
             prod = (prod + 1) & mask;
             free -= 1;
@@ -137,7 +143,12 @@ pub struct RecvRing {
 impl RecvRing {
     /// A receive ring over `q` taking `max_sge` SGEs per request, clamped
     /// to what one slot holds (`(elem_size - 40) / 16`).
+    ///
+    /// # Panics
+    /// If a slot is smaller than the 40-byte WQE header (`qp_finish` and
+    /// `srq_finish` refuse such a kernel answer with `EPROTO` first).
     pub fn new(q: Queue, max_sge: u32) -> Self {
+        assert!(q.elem_size() >= wqe::RECV_DATA, "receive slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::RECV_DATA);
         RecvRing { max_sge: max_sge.min((room / 16) as u32), q }
     }
@@ -170,8 +181,9 @@ impl RecvRing {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
-            // SAFETY: as in `SendRing::post`: a free, whole, aligned slot,
-            // sized by the kernel for `max_sge`; `wr` was checked.
+            // SAFETY: as in `SendRing::post`: a free, whole, aligned slot of at
+            // least RECV_DATA bytes (asserted in `new`) plus room for the
+            // `max_sge` it was clamped to there; `wr` was checked against it.
             unsafe { wqe::write_recv_wqe(self.q.elem_ptr(prod), wr, total) };
             prod = (prod + 1) & mask;
             free -= 1;
@@ -192,7 +204,12 @@ pub struct CqRing {
 
 impl CqRing {
     /// A completion ring over `q`.
+    ///
+    /// # Panics
+    /// If a slot is smaller than a completion (`cq_finish` refuses such a
+    /// kernel answer with `EPROTO` first).
     pub fn new(q: Queue) -> Self {
+        assert!(q.elem_size() >= wqe::CQE_LEN, "CQ slots of {} bytes cannot hold a completion", q.elem_size());
         CqRing { q }
     }
 
@@ -219,7 +236,7 @@ impl CqRing {
         for w in &mut out[..n] {
             // SAFETY: slot `cons` lies between our consumer and the producer we
             // loaded with Acquire, so the kernel finished writing it; it is a
-            // whole 8-aligned slot of at least 64 bytes (the kernel's minimum).
+            // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
             *w = wqe::decode_cqe(raw);
             cons = (cons + 1) & mask;

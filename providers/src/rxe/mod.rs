@@ -37,6 +37,19 @@ fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminf
     Queue::map(fd, mi).map_err(|e| Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created")))
 }
 
+/// Checks that `q`'s slots hold the `min` bytes of header the data path
+/// always writes (or, for a CQ, reads): a kernel that reported smaller
+/// slots would have us write over slots it owns.
+fn check_slots(verb: &'static str, q: Queue, min: usize, what: &str) -> Result<Queue> {
+    if q.elem_size() < min {
+        return Err(Error::os(verb, Errno::EPROTO).with_message(format!(
+            "the kernel's {what} slots are {} bytes, smaller than the {min}-byte header every entry has",
+            q.elem_size()
+        )));
+    }
+    Ok(q)
+}
+
 /// Driver response length of create CQ (`rxe_create_cq_resp`).
 pub const CQ_RESP_LEN: usize = size_of::<rxe_create_cq_resp>();
 /// Driver response length of create QP (`rxe_create_qp_resp`).
@@ -52,10 +65,7 @@ pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
     let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
     let q = map("ibv_create_cq", fd, &resp.mi, "completion queue")?;
     // Each slot must hold a whole `ib_uverbs_wc`, which poll copies out.
-    if q.elem_size() < size_of::<rverbs_uapi::ib_user_verbs::ib_uverbs_wc>() {
-        return Err(Error::os("ibv_create_cq", Errno::EPROTO)
-            .with_message(format!("the kernel's CQ slots are {} bytes, smaller than a completion", q.elem_size())));
-    }
+    let q = check_slots("ibv_create_cq", q, wqe::CQE_LEN, "completion queue")?;
     Ok(CqRing::new(q))
 }
 
@@ -102,11 +112,12 @@ pub struct QpInfo {
 pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
     const VERB: &str = "ibv_create_qp";
     let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
-    let sq = map(VERB, fd, &resp.sq_mi, "send queue")?;
+    let sq = check_slots(VERB, map(VERB, fd, &resp.sq_mi, "send queue")?, wqe::SEND_DATA, "send queue")?;
     let rq = if info.has_srq || resp.rq_mi.size == 0 {
         None
     } else {
-        Some(RecvRing::new(map(VERB, fd, &resp.rq_mi, "receive queue")?, info.max_recv_sge))
+        let q = map(VERB, fd, &resp.rq_mi, "receive queue")?;
+        Some(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "receive queue")?, info.max_recv_sge))
     };
     let doorbell = UverbsDoorbell { fd: fd.clone(), qp_handle: info.handle };
     Ok(Qp { sq: SendRing::new(sq, info.send, doorbell).with_av_table(avs.clone()), rq })
@@ -114,8 +125,10 @@ pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<Av
 
 /// Maps the receive ring described by the create-SRQ driver response.
 pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
-    let resp: rxe_create_srq_resp = parse("ibv_create_srq", drv_out)?;
-    Ok(RecvRing::new(map("ibv_create_srq", fd, &resp.mi, "shared receive queue")?, max_sge))
+    const VERB: &str = "ibv_create_srq";
+    let resp: rxe_create_srq_resp = parse(VERB, drv_out)?;
+    let q = map(VERB, fd, &resp.mi, "shared receive queue")?;
+    Ok(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "shared receive queue")?, max_sge))
 }
 
 /// The AH number the kernel gave (0 on kernels before 5.16, which expect a

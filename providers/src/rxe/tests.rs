@@ -1195,3 +1195,39 @@ fn randomized_posts_and_polls() {
     }
     assert_eq!(k.cqes_produced, posted.len() as u64);
 }
+
+/// Slots smaller than the header every entry has are refused with
+/// `EPROTO` before a ring is built over them (audit L1): SQ 208 bytes,
+/// RQ/SRQ 40, CQ 48.
+#[test]
+fn kernel_slots_smaller_than_the_headers_are_refused() {
+    use crate::rxe::check_slots;
+    for (log2, min, ok) in
+        [(7, wqe::SEND_DATA, false), (8, wqe::SEND_DATA, true), (5, wqe::RECV_DATA, false), (6, wqe::RECV_DATA, true)]
+    {
+        let r = check_slots("ibv_create_qp", Queue::new_heap(4, log2), min, "send queue");
+        match r {
+            Ok(q) => assert!(ok && q.elem_size() >= min),
+            Err(e) => {
+                assert!(!ok, "{log2} {min}");
+                assert_eq!(e.errno(), Some(Errno::EPROTO));
+                assert!(e.message().contains("smaller than"), "{e}");
+            }
+        }
+    }
+    let e = check_slots("ibv_create_cq", Queue::new_heap(4, 5), wqe::CQE_LEN, "completion queue").unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::EPROTO));
+    assert_eq!(wqe::CQE_LEN, 48);
+}
+
+#[test]
+#[should_panic(expected = "cannot hold a WQE")]
+fn send_ring_over_small_slots_panics() {
+    let _ = SendRing::new(Queue::new_heap(4, 7), RC, CountingDoorbell::default());
+}
+
+#[test]
+#[should_panic(expected = "cannot hold a WQE")]
+fn recv_ring_over_small_slots_panics() {
+    let _ = RecvRing::new(Queue::new_heap(4, 5), 1);
+}

@@ -21,6 +21,8 @@ use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
 pub const SEND_DATA: usize = size_of::<rxe_send_wqe>();
 /// Offset of the SGE array in a receive WQE (40).
 pub const RECV_DATA: usize = size_of::<rxe_recv_wqe>();
+/// Bytes of a CQE that [`read_cqe`] copies out (`ib_uverbs_wc`, 48).
+pub const CQE_LEN: usize = size_of::<rverbs_uapi::ib_user_verbs::ib_uverbs_wc>();
 
 const DMA: usize = offset_of!(rxe_send_wqe, dma);
 const RDMA_DMA: usize = offset_of!(rxe_recv_wqe, dma);
