@@ -83,7 +83,24 @@ enum Backing {
     Mapped(#[allow(dead_code)] MmapRaw),
     /// Plain memory standing in for a UAR page (HCA model; nothing reads it).
     #[cfg(any(test, feature = "mock"))]
-    Heap(#[allow(dead_code)] Box<[u64]>),
+    Heap(#[allow(dead_code)] HeapPage),
+}
+
+/// Heap memory owned through the raw pointer `Box::into_raw` returned: the
+/// `UarPage` (and the `Arc` it lives in) never moves a `Box` whose
+/// allocation `UarPage::base` points into (a move would retag it as unique:
+/// a Stacked Borrows violation).
+#[cfg(any(test, feature = "mock"))]
+#[derive(Debug)]
+struct HeapPage(*mut [u64]);
+
+#[cfg(any(test, feature = "mock"))]
+impl Drop for HeapPage {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `UarPage::heap`, turned back once,
+        // here, when the page goes.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
 }
 
 /// One mapped system page of UARs.
@@ -136,8 +153,8 @@ impl UarPage {
     /// A page of plain memory with a made-up page id (HCA model).
     #[cfg(any(test, feature = "mock"))]
     pub(crate) fn heap(page_id: u32, kind: UarKind, len: usize) -> UarPage {
-        let mut mem = vec![0u64; len / 8].into_boxed_slice();
-        let base = mem.as_mut_ptr().cast::<u8>();
+        let mem = HeapPage(Box::into_raw(vec![0u64; len / 8].into_boxed_slice()));
+        let base = mem.0.cast::<u8>();
         UarPage { map: Some(Backing::Heap(mem)), base, len, page_id, kind, destroy: None }
     }
 }

@@ -29,7 +29,23 @@ const DATA: usize = size_of::<rxe_queue_buf>();
 #[derive(Debug)]
 enum Backing {
     Mapped(#[allow(dead_code)] MmapRaw),
-    Heap(#[allow(dead_code)] Box<[HeapPage]>),
+    Heap(#[allow(dead_code)] HeapPages),
+}
+
+/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
+/// moving the `Queue` moves no `Box` (which would retag the allocation as
+/// unique and invalidate `Queue::base`, derived from it: a Stacked Borrows
+/// violation Miri reports).
+#[derive(Debug)]
+struct HeapPages(*mut [HeapPage]);
+
+impl Drop for HeapPages {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `new_heap` and is
+        // turned back into a box once, here; the `Queue` that used it is
+        // being dropped.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
 }
 
 /// One page of a heap queue: page aligned like the kernel's mapping, so
@@ -91,8 +107,8 @@ impl Queue {
     pub fn new_heap(slots: u32, log2_elem_size: u32) -> Queue {
         assert!(slots.is_power_of_two() && slots >= 2 && log2_elem_size < 16);
         let bytes = DATA + ((slots as usize) << log2_elem_size);
-        let mut mem = vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice();
-        let base = mem.as_mut_ptr().cast::<u8>();
+        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice()));
+        let base = mem.0.cast::<u8>();
         // SAFETY: `mem` is at least DATA bytes, page aligned; we write the
         // two header words the kernel would have written.
         unsafe {
