@@ -1238,7 +1238,12 @@ impl State {
             let s = self.srqs.get_mut(&srqn)?;
             // SAFETY: the SRQ's doorbell record.
             let counter = unsafe { rd_be32(s.db) };
-            if counter.wrapping_sub(s.consumed) == 0 {
+            if counter >> 16 != 0 {
+                let v = format!("SRQ {srqn}: doorbell counter {counter:#x} sets the reserved upper 16 bits");
+                self.violations.push(v);
+            }
+            // A 16-bit counter: `consumed` runs free.
+            if counter.wrapping_sub(s.consumed) & 0xffff == 0 {
                 return None;
             }
             let i = s.hw_head;

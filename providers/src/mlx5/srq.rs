@@ -187,7 +187,9 @@ impl SrqShared {
             l.counter = l.counter.wrapping_add(n);
             // The WQEs before the counter that publishes them.
             barrier::to_device();
-            self.db.store(0, l.counter);
+            // A 16-bit counter (rdma-core's `uint16_t srq->counter`), like the
+            // RQ's and SQ's: the upper half of the word is reserved.
+            self.db.store(0, l.counter & 0xffff);
         }
         match failed {
             None => Ok(()),

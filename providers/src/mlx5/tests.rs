@@ -904,6 +904,27 @@ fn srq_wqe_and_free_list() {
     assert!(srq.post(&[RecvWr { wr_id: 6, sgl: &sge }]).is_err());
 }
 
+/// The SRQ doorbell counter is 16 bits, as the RQ's (audit L2): after
+/// 65,536 posts the record's upper half stays 0.
+#[test]
+fn srq_doorbell_counter_is_masked_to_16_bits() {
+    let (hca, ctx) = ctx(0);
+    let mut srq = hca.new_srq(&ctx, 3, 1);
+    let s = srq.shared().clone();
+    let sge = [Sge { addr: 0x1000, length: 0x40, lkey: 0x31 }];
+    for n in 1..=0x1_0003u32 {
+        srq.post(&[RecvWr { wr_id: u64::from(n), sgl: &sge }]).unwrap();
+        // The WQE just posted is the list head's predecessor; completing it
+        // (whichever it was: the one whose wr_id is `n`) links it back.
+        let i = (0..4).find(|&i| s.wrid(i) == u64::from(n)).unwrap();
+        s.free(i);
+        if n == 0xffff || n == 0x1_0003 {
+            assert_bytes(&peek(s.db_addr(), 4), &(n & 0xffff).to_be_bytes());
+        }
+    }
+    hca.assert_clean();
+}
+
 // -- CQE parsing, one per opcode ----------------------------------------------------
 
 struct CqFix {
