@@ -168,13 +168,18 @@ impl SrqShared {
             let next = self.next(i);
             // SAFETY: WQE `i` is the list head, owned by software (the HCA
             // only consumes WQEs counted by the doorbell record); the data
-            // segments follow the 16-byte next segment, `max_gs` of them.
+            // segments follow the 16-byte next segment, `max_gs` of them, and
+            // at most `wr.sgl.len() <= max_gs` are written (checked above).
             unsafe {
                 let scat = self.wqe(i).add(DS).cast::<DataSeg>();
                 let mut j = 0;
                 for s in wr.sgl {
-                    ptr::write(scat.add(j), DataSeg::new(s.length, s.lkey, s.addr));
-                    j += 1;
+                    // A byte count of 0 is believed to mean 2 GiB to the HCA
+                    // (MLX5.md, item 10): skipped, as the RQ does.
+                    if s.length != 0 {
+                        ptr::write(scat.add(j), DataSeg::new(s.length, s.lkey, s.addr));
+                        j += 1;
+                    }
                 }
                 if j < self.sizes.max_gs as usize {
                     ptr::write(scat.add(j), DataSeg::terminator());

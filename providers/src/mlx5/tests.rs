@@ -925,6 +925,25 @@ fn srq_doorbell_counter_is_masked_to_16_bits() {
     hca.assert_clean();
 }
 
+/// A zero-length SGE is skipped in an SRQ WQE, as in the RQ's (audit L3):
+/// the HCA is believed to read byte count 0 as 2 GiB.
+#[test]
+fn srq_skips_zero_length_sges() {
+    let (hca, ctx) = ctx(0);
+    let mut srq = hca.new_srq(&ctx, 3, 2);
+    let s = srq.shared().clone();
+    let sgl = [Sge { addr: 0x2000, length: 0, lkey: 0x77 }, Sge { addr: 0x1000, length: 0x40, lkey: 0x31 }];
+    srq.post(&[RecvWr { wr_id: 1, sgl: &sgl }]).unwrap();
+    let stride = 1usize << s.sizes().wqe_shift;
+    let data = [0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x31, 0, 0, 0, 0, 0, 0, 0x10, 0x00];
+    // Next segment (next index 1), the 0x40-byte SGE, then the terminator
+    // (byte count 0, lkey MLX5_INVALID_LKEY 0x100).
+    let term = [0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut want = bytes_at(stride, &[(2, &[0x00, 0x01]), (16, &data), (32, &term)]);
+    want.truncate(48);
+    assert_bytes(&peek(s.buf_addr(), 48), &want);
+}
+
 // -- CQE parsing, one per opcode ----------------------------------------------------
 
 struct CqFix {
