@@ -164,7 +164,8 @@ impl SrqShared {
                 break;
             }
             let i = l.head;
-            self.wrid[i as usize].store(wr.wr_id, Ordering::Relaxed);
+            // Masked like `wqe(i)` (the list only ever holds masked indices).
+            self.wrid[(i & (self.sizes.nwqes - 1)) as usize].store(wr.wr_id, Ordering::Relaxed);
             let next = self.next(i);
             // SAFETY: WQE `i` is the list head, owned by software (the HCA
             // only consumes WQEs counted by the doorbell record); the data

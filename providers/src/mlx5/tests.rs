@@ -944,6 +944,31 @@ fn srq_skips_zero_length_sges() {
     assert_bytes(&peek(s.buf_addr(), 48), &want);
 }
 
+/// Static UARs with 1024- or 2048-byte BlueFlame registers: a register
+/// of the kernel's 4-per-UAR numbering that lies past its UAR's end is
+/// refused with `EPROTO` at create-QP (audit L8), instead of the register
+/// window's assert panicking in `qp_finish`.
+#[test]
+fn static_uar_register_outside_its_uar_is_eproto() {
+    for (bf_reg_size, fits) in [(512, true), (1024, true), (2048, false)] {
+        let hca = Hca::new(ModelCfg { bf_reg_size, dynamic_uar: false, ..Default::default() });
+        let ctx = hca.context();
+        let cq = hca.new_cq(&ctx, 15);
+        let args = QpPrepareArgs { qp_type: QpType::Rc, caps: rc_caps(), srq: None, sq_sig_all: false };
+        let (p, u) = ctx.qp_prepare(&args).unwrap();
+        let (qpn, resp) = hca.create_qp(&u, QpType::Rc, &p.core_caps(), cq.cqn(), cq.cqn(), None).unwrap();
+        // The model hands out register 29 first (UAR 7, register 1).
+        assert_eq!(resp[..].get(0..4).map(|b| u32::from_ne_bytes(b.try_into().unwrap())), Some(29));
+        match ctx.qp_finish_with(p, &resp, qpn, |r, _| hca.mmio_for_qp(r)) {
+            Ok(qp) => assert!(fits, "{bf_reg_size}: register at {:#x}", qp.shared().reg().unwrap().offset),
+            Err(e) => {
+                assert!(!fits, "{bf_reg_size}: {}", e.error);
+                assert_eq!(e.error.errno(), Some(crate::Errno::EPROTO));
+            }
+        }
+    }
+}
+
 // -- CQE parsing, one per opcode ----------------------------------------------------
 
 struct CqFix {

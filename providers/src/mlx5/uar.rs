@@ -447,9 +447,20 @@ impl UarPool {
         })?;
         let j = (bfi / BFREGS_PER_UAR) % self.uars_per_page;
         let k = bfi % BFREGS_PER_UAR;
-        let offset = j as usize * UAR_SIZE + BF_OFFSET + k as usize * self.bf_reg_size as usize;
+        let in_uar = BF_OFFSET + k as usize * self.bf_reg_size as usize;
+        let offset = j as usize * UAR_SIZE + in_uar;
         let bf = bfi != 0 && self.bf_reg_size != 0 && !self.static_needs_lock(bfi) && page.kind == UarKind::Bf;
         let info = RegInfo { uar_index: bfi, offset, bf_half: if bf { self.bf_reg_size as usize / 2 } else { 0 } };
+        // The window `qp_finish` maps (`UarMmio::new` asserts it): with a
+        // 1024- or 2048-byte BlueFlame size the upper registers of the
+        // kernel's 4-per-UAR numbering lie past the UAR's end.
+        let window = info.bf_half.max(8) * 2;
+        if in_uar + window > UAR_SIZE || offset + window > page.len() {
+            return Err(Error::os("ibv_create_qp", Errno::EPROTO).with_message(format!(
+                "the kernel assigned BlueFlame register {bfi}, which with {}-byte registers lies outside its UAR",
+                self.bf_reg_size
+            )));
+        }
         Ok(UarReg { page, info, give_back: None })
     }
 
