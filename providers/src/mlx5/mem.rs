@@ -35,6 +35,9 @@ impl DmaBuf {
             Error::os(verb, Errno::from_raw(e.raw_os_error().unwrap_or(Errno::ENOMEM as i32)))
                 .with_message(format!("cannot allocate {len} bytes of queue memory"))
         })?;
+        dont_fork(&map).map_err(|e| {
+            Error::os(verb, e).with_message(format!("cannot exclude {len} bytes of queue memory from fork()"))
+        })?;
         Ok(DmaBuf { map, len })
     }
 
@@ -58,6 +61,26 @@ impl DmaBuf {
     pub fn is_empty(&self) -> bool {
         false
     }
+}
+
+/// `madvise(MADV_DONTFORK)` on a fresh mapping, as rdma-core's
+/// `ibv_fork_init` / `ibv_dontfork_range` does for all memory the HCA
+/// reaches: a child of `fork()` gets no copy of it, so the parent's next
+/// write never copy-on-writes its page away from the one the kernel pinned
+/// for the device (kernels before 5.13 pin without fork-safe COW). The
+/// child could not use these queues anyway.
+fn dont_fork(map: &MmapRaw) -> Result<(), Errno> {
+    // Miri runs the host tests but has no `madvise`; nothing forks there.
+    if cfg!(miri) {
+        return Ok(());
+    }
+    let Some(addr) = core::ptr::NonNull::new(map.as_mut_ptr().cast::<core::ffi::c_void>()) else {
+        return Err(Errno::EINVAL);
+    };
+    // SAFETY: `addr..addr + len` is exactly the mapping `map` owns (page
+    // aligned, whole pages); MADV_DONTFORK only changes what `fork()`
+    // copies, not the contents or the mapping of this process.
+    unsafe { nix::sys::mman::madvise(addr, map.len(), nix::sys::mman::MmapAdvise::MADV_DONTFORK) }
 }
 
 /// One page of doorbell records.
@@ -199,6 +222,43 @@ mod tests {
         for r in &all {
             assert_eq!(r.addr() / ps, (r.addr() + 7) / ps);
         }
+    }
+
+    /// The `VmFlags` of the mapping of this process that contains `addr`
+    /// (`/proc/self/smaps`).
+    fn vm_flags(addr: u64) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) {
+                        inside = (lo..hi).contains(&addr);
+                        continue;
+                    }
+                }
+            }
+            if let (true, Some(f)) = (inside, line.strip_prefix("VmFlags:")) {
+                return f.split_whitespace().map(str::to_owned).collect();
+            }
+        }
+        panic!("no mapping contains {addr:#x}");
+    }
+
+    /// Queue buffers and doorbell-record pages are not copied into a child
+    /// of `fork()` (`dc`: `VM_DONTCOPY`), as with rdma-core's `ibv_fork_init`.
+    #[test]
+    fn dma_memory_is_madvised_dontfork() {
+        let b = DmaBuf::new("t", 3 * page_size()).unwrap();
+        for off in [0, b.len() as u64 - 1] {
+            assert!(vm_flags(b.addr() + off).iter().any(|f| f == "dc"), "{:?}", vm_flags(b.addr() + off));
+        }
+        let pool = DbRecPool::new(64);
+        let rec = pool.alloc("t").unwrap();
+        assert!(vm_flags(rec.addr()).iter().any(|f| f == "dc"));
+        // Plain anonymous memory is not: the flag comes from DmaBuf.
+        let plain = anon_pages(page_size()).unwrap();
+        assert!(!vm_flags(plain.as_ptr() as u64).iter().any(|f| f == "dc"));
     }
 
     #[test]
