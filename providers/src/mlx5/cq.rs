@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use core::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::mlx5_abi::{mlx5_ib_create_cq, mlx5_ib_create_cq_resp, MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX};
@@ -109,7 +109,7 @@ pub struct Cq<M: Mmio = UarMmio> {
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
     cur_sq_mask: u32,
-    cur_tail: *const AtomicU32,
+    cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
     cache: Cache,
@@ -563,7 +563,7 @@ impl<M: Mmio> Cq<M> {
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
             // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(head.wrapping_add(1), Ordering::Release);
+            unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
         }
         n
     }
@@ -659,7 +659,7 @@ impl<M: Mmio> Cq<M> {
             let slot = qp.sq.slot(idx);
             let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(head.wrapping_add(1), Ordering::Release);
+            qp.sq.tail.store(head + 1, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -721,7 +721,7 @@ impl<M: Mmio> Cq<M> {
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
                 let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
-                qp.sq.tail.store(head.wrapping_add(1), Ordering::Release);
+                qp.sq.tail.store(head + 1, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {
@@ -768,9 +768,10 @@ impl<M: Mmio> Cq<M> {
             srq.free(ctr);
             return Some(wr_id);
         }
-        let wr_id = qp.rq.wrid(ctr).load(Ordering::Relaxed);
-        let t = qp.rq.tail.load(Ordering::Relaxed);
-        qp.rq.tail.store(t.wrapping_add(1), Ordering::Release);
+        let slot = qp.rq.slot(ctr);
+        let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+        // Release: the slot was read before the poster reuses it.
+        qp.rq.tail.store(head + 1, Ordering::Release);
         Some(wr_id)
     }
 

@@ -64,10 +64,15 @@ pub struct SendQueue<M: Mmio> {
     bytes_mask: usize,
     /// WQEBB mask.
     bb_mask: u32,
-    /// Producer counter in WQEBBs (free running; the low 16 bits go to the HCA).
+    /// Producer counter in WQEBBs (free running; the low 16 bits go to the
+    /// HCA; starts over at 0 with each RESET epoch).
     cur_post: u32,
-    /// Send requests posted (free running).
-    head: u32,
+    /// Send requests posted (never starts over, not even at RESET: see
+    /// [`SqShared`](crate::mlx5::qp::SqShared)).
+    head: u64,
+    /// `head` when the current RESET epoch began: every request before it
+    /// is retired (flushed or cleaned), whatever the retire counter says.
+    epoch_base: u64,
     max_post: u32,
     max_sge: u32,
     max_inline: u32,
@@ -89,10 +94,10 @@ pub struct SendQueue<M: Mmio> {
     /// allowed), else a value no state word has: one compare checks both.
     short_seen: u32,
     /// The `head` at which the queue is full as of the last load of
-    /// `tail` (`tail + max_post`): room while `head != limit`, and
-    /// `limit - head` requests fit before `tail` must be reloaded. Posting
-    /// moves only `head`, so the common case keeps no second counter.
-    limit: u32,
+    /// `tail` (`max(tail, epoch_base) + max_post`): room while `head != limit`,
+    /// and `limit - head` requests fit before `tail` must be reloaded.
+    /// Posting moves only `head`, so the common case keeps no second counter.
+    limit: u64,
     epoch: u32,
     /// Current BlueFlame half and its size (0: doorbells only).
     bf_offset: usize,
@@ -145,6 +150,7 @@ impl<M: Mmio> SendQueue<M> {
             bb_mask: s.sq_wqe_cnt.saturating_sub(1),
             cur_post: 0,
             head: 0,
+            epoch_base: 0,
             max_post: s.sq_max_post,
             max_sge: s.max_send_sge,
             max_inline: s.max_inline,
@@ -156,7 +162,7 @@ impl<M: Mmio> SendQueue<M> {
             sig_all,
             state_seen: u32::MAX,
             short_seen: u32::MAX,
-            limit: s.sq_max_post,
+            limit: u64::from(s.sq_max_post),
             epoch: 0,
             bf_offset: 0,
             bf_half,
@@ -182,8 +188,8 @@ impl<M: Mmio> SendQueue<M> {
     pub fn cur_post(&self) -> u32 {
         self.cur_post
     }
-    /// Requests posted so far.
-    pub fn head(&self) -> u32 {
+    /// Requests posted so far (over the QP's whole life).
+    pub fn head(&self) -> u64 {
         self.head
     }
     /// Requests that may be outstanding.
@@ -199,11 +205,14 @@ impl<M: Mmio> SendQueue<M> {
     fn sync_state(&mut self, word: u32) -> Result<(), PostErrorKind> {
         let epoch = word >> 8;
         if epoch != self.epoch {
-            // The QP went through RESET: the device starts over at 0.
+            // The QP went through RESET: the device starts over at WQEBB 0,
+            // and every request posted before is retired (flushed, or its
+            // completion cleaned). A poller may still store an old request's
+            // retirement after this; `refresh_free` never lets it count.
             self.epoch = epoch;
-            self.head = 0;
             self.cur_post = 0;
-            self.limit = self.max_post;
+            self.epoch_base = self.head;
+            self.limit = self.head + u64::from(self.max_post);
         }
         if !send_ok(word as u8) {
             return Err(PostErrorKind::BadState);
@@ -215,12 +224,14 @@ impl<M: Mmio> SendQueue<M> {
 
     /// Reloads the retire counter: how many more requests fit.
     #[inline(always)]
-    fn refresh_free(&mut self) -> u32 {
+    fn refresh_free(&mut self) -> u64 {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
         let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
-        self.limit = tail.wrapping_add(self.max_post);
-        self.limit.wrapping_sub(self.head)
+        // A retirement from before the last RESET is older than `epoch_base`;
+        // `limit` never falls below `head` (no room rather than a wrap).
+        self.limit = (tail.max(self.epoch_base) + u64::from(self.max_post)).max(self.head);
+        self.limit - self.head
     }
 
     #[inline(always)]
@@ -294,7 +305,7 @@ impl<M: Mmio> SendQueue<M> {
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
             // `head` moves only in `ring`: count this call's requests too.
-            if self.limit.wrapping_sub(self.head) <= nreq && self.refresh_free() <= nreq {
+            if self.limit - self.head <= u64::from(nreq) && self.refresh_free() <= u64::from(nreq) {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
@@ -340,7 +351,7 @@ impl<M: Mmio> SendQueue<M> {
         unsafe {
             let slot = &*self.slots.add(idx as usize);
             slot.wrid.store(wr_id, Ordering::Relaxed);
-            slot.head.store(self.head.wrapping_add(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + u64::from(nreq), Ordering::Relaxed);
         }
         let off = (idx as usize) << 6;
         // SAFETY: the block at `off` is free (overflow check), inside the
@@ -501,7 +512,7 @@ impl<M: Mmio> SendQueue<M> {
             ptr::write(self.base.add(off).cast::<CtrlSeg>(), ctrl);
             let slot = self.shared.sq.slot(idx);
             slot.wrid.store(wr.wr_id, Ordering::Relaxed);
-            slot.head.store(self.head.wrapping_add(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + u64::from(nreq), Ordering::Relaxed);
             self.cur_post = self.cur_post.wrapping_add(ds.div_ceil(4));
             Ok(Last { off, doorbell: ctrl.doorbell_word(), ds, inline })
         }
@@ -550,7 +561,7 @@ impl<M: Mmio> SendQueue<M> {
     /// The doorbell for `nreq` requests, the last of which is `last`.
     #[inline(always)]
     fn ring(&mut self, nreq: u32, last: Last) {
-        self.head = self.head.wrapping_add(nreq);
+        self.head += u64::from(nreq);
         let pi = self.cur_post & 0xffff;
         // The WQEs are in memory before the doorbell record says so.
         barrier::to_device();

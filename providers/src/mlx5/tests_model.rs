@@ -311,7 +311,7 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
     } else {
         assert_eq!(s.bf_copies, 0);
     }
-    assert_eq!(t.b.rq.as_ref().unwrap().head() as u64, t.recv_posted);
+    assert_eq!(t.b.rq.as_ref().unwrap().head(), t.recv_posted);
     t
 }
 
@@ -834,7 +834,56 @@ fn reset_and_reconnect() {
         t.recv_done += 1;
         t.refill();
     }
-    assert_eq!(t.a.sq.head(), 20);
+    // Request counts run on through RESET; the device's WQEBB counter
+    // started over.
+    assert_eq!(t.a.sq.head(), 25);
+    assert_eq!(t.a.sq.cur_post(), 20);
+    t.hca.assert_clean();
+}
+
+/// A CQ poller on another thread may be past its registry check when the
+/// QP moves to RESET and store an old request's retirement after the move
+/// (audit M2). Polling the old completions after `on_state_change(RESET)`
+/// and before the clean produces exactly that store; the posters of the
+/// new epoch must still stop at `max_post` (the old scheme reset the
+/// retire counters to 0 at RESET, and this stale value let them post
+/// `max_post + 5` sends and `max_post + 5` receives, overwriting WQEs the
+/// HCA had not executed).
+#[test]
+fn stale_retirement_after_reset_does_not_let_posters_exceed_max_post() {
+    let mut t = Rc::new(ModelCfg::default(), 63);
+    let sge = [t.src.sge(0, 8)];
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    for _ in 0..5 {
+        post_send(&mut t.a, &[wr]).unwrap();
+    }
+    t.hca.run();
+    for q in [&t.a, &t.b] {
+        t.hca.set_state(q, 0, None, None);
+    }
+    // The late poller: its retirements land after the reset.
+    assert_eq!(poll_n(&mut t.cq_a, 5).len(), 5);
+    assert_eq!(poll_n(&mut t.cq_b, 5).len(), 5);
+    let (sa, sb) = (t.a.shared().clone(), t.b.shared().clone());
+    t.cq_a.clean_qp(&sa);
+    t.cq_b.clean_qp(&sb);
+    t.hca.connect(&t.a, &t.b);
+    let max = t.a.sq.max_post();
+    let mut sent = 0;
+    while post_send(&mut t.a, &[wr]).is_ok() {
+        sent += 1;
+        assert!(sent <= max + 5, "runaway poster");
+    }
+    assert_eq!(sent, max, "sends accepted in the new epoch");
+    let rq = t.b.rq.as_mut().unwrap();
+    let max = rq.shared().sizes().rq_max_post;
+    let rsge = [t.rbuf.sge(0, RSLOT as u32)];
+    let mut posted = 0;
+    while rq.post(&[RecvWr { wr_id: 7, sgl: &rsge }]).is_ok() {
+        posted += 1;
+        assert!(posted <= max + 5, "runaway receive poster");
+    }
+    assert_eq!(posted, max, "receives accepted in the new epoch");
     t.hca.assert_clean();
 }
 
