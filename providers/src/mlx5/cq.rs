@@ -639,7 +639,7 @@ impl<M: Mmio> Cq<M> {
             let q = self.registry.qp(rsn)?;
             self.cur_rsn_key = rsn_key(rsn.to_be());
             self.cur_qpn_word = pair(0, q.qpn());
-            self.cur_slots = q.sq.slot(0);
+            self.cur_slots = q.sq.slots_ptr();
             self.cur_sq_mask = q.sq.mask;
             self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);

@@ -245,6 +245,13 @@ impl SqShared {
         // index is masked.
         unsafe { self.slots.get_unchecked((idx & self.mask) as usize) }
     }
+    /// The start of the slot array (`mask + 1` entries), for a data path
+    /// that indexes it itself. Derived from the whole array: a pointer
+    /// taken from `&slots[0]` may only reach that one entry.
+    #[inline(always)]
+    pub(crate) fn slots_ptr(&self) -> *const SqSlot {
+        self.slots.as_ptr()
+    }
     /// The wr_id of slot `idx` (masked).
     #[cfg(test)]
     pub(crate) fn wrid(&self, idx: u32) -> &AtomicU64 {

@@ -169,7 +169,7 @@ impl<M: Mmio> SendQueue<M> {
             fast: shared.qp_type() != QpType::Ud && s.max_send_sge >= 1,
             mmio,
             qp: Arc::as_ptr(&shared),
-            slots: shared.sq.slot(0),
+            slots: shared.sq.slots_ptr(),
             db_snd: shared.db.word_ptr(1),
             ahs,
             shared,
