@@ -473,8 +473,9 @@ impl<M: Mmio> Cq<M> {
         // Our copies are done before the HCA may reuse the entries.
         barrier::cqe_reads_done();
         // SAFETY: consumer-index word of our doorbell record (cached
-        // pointer into `self.db`); one volatile big-endian store.
-        unsafe { self.db_ci.write_volatile((ci & 0x00ff_ffff).to_be()) };
+        // pointer into `self.db`, alive as long as `self`); one atomic
+        // big-endian store, read by the HCA.
+        unsafe { crate::mlx5::mem::store_word(self.db_ci, ci & 0x00ff_ffff) };
     }
 
     /// [`poll_req`](Self::poll_req) for this CQ's CQE version.

@@ -5,10 +5,16 @@
 //! Unsafe code (allowed below): the HCA writes CQ buffers and may read or
 //! write every byte of these allocations at any time while the kernel
 //! object exists, so they are only reached through raw pointers; never a
-//! `&[u8]`/`&mut [u8]`. Doorbell records are written with single volatile
-//! 32-bit stores (the HCA reads them as big-endian words).
+//! `&[u8]`/`&mut [u8]`. Doorbell records are written with single atomic
+//! 32-bit stores (the HCA reads them as big-endian words): the poster, the
+//! poller and the control path (`QpShared::on_state_change`) may store
+//! the same record from different threads, and only atomics make that no
+//! data race. A Relaxed atomic store is the same `mov` as a volatile one
+//! on x86_64 (and `str` on aarch64); the ordering against the queue
+//! memory comes from the explicit `barrier::` calls before each store.
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use memmap2::MmapRaw;
@@ -152,10 +158,12 @@ pub struct DbRec {
 }
 
 // SAFETY: the record points into a page owned by `pool`, which this value
-// keeps alive; the words are only accessed with volatile loads/stores, and
-// the data-path owner (`&mut self` of a queue) serialises our stores.
+// keeps alive; its words are only accessed with atomic loads and stores
+// (here, and through `word_ptr` in `SendQueue::ring` and `Cq::set_ci`), so
+// stores from several threads (the poster's, the control path's
+// `on_state_change`) are not a data race.
 unsafe impl Send for DbRec {}
-// SAFETY: as above; shared access only does whole-word volatile accesses.
+// SAFETY: as above: `&self` gives only whole-word atomic accesses.
 unsafe impl Sync for DbRec {}
 
 impl DbRec {
@@ -164,7 +172,8 @@ impl DbRec {
         self.ptr as u64
     }
 
-    /// Pointer to word `i` (0 or 1).
+    /// Pointer to word `i` (0 or 1), for a data path that caches it. Only
+    /// ever access it atomically (`store_word`, `AtomicU32::from_ptr`).
     #[inline(always)]
     pub fn word_ptr(&self, i: usize) -> *mut u32 {
         debug_assert!(i < 2);
@@ -172,21 +181,36 @@ impl DbRec {
         unsafe { self.ptr.add(i & 1) }
     }
 
-    /// Stores `v` big-endian into word `i` with one volatile 32-bit store.
+    /// Stores `v` big-endian into word `i` with one 32-bit atomic store.
     /// The caller puts the barrier in front that the location needs.
     #[inline(always)]
     pub fn store(&self, i: usize, v: u32) {
-        // SAFETY: an aligned word of our record (slots are `stride`-aligned
-        // in a page-aligned page); volatile because the HCA reads it.
-        unsafe { self.word_ptr(i).write_volatile(v.to_be()) }
+        // SAFETY: a word of our record, alive as long as `self`.
+        unsafe { store_word(self.word_ptr(i), v) }
     }
 
-    /// Loads word `i` (host order) with one volatile load.
+    /// Loads word `i` (host order) with one atomic load.
     #[inline(always)]
     pub fn load(&self, i: usize) -> u32 {
-        // SAFETY: as in `store`.
-        u32::from_be(unsafe { self.word_ptr(i).read_volatile() })
+        // SAFETY: a word of our record (see `store_word`): 4-aligned, only
+        // ever accessed atomically, alive as long as `self`.
+        u32::from_be(unsafe { AtomicU32::from_ptr(self.word_ptr(i)) }.load(Ordering::Relaxed))
     }
+}
+
+/// Stores `v` big-endian into the doorbell-record word at `p` with one
+/// Relaxed 32-bit atomic store (the same instruction as a volatile store;
+/// no data race with another thread's store to the same record).
+///
+/// # Safety
+/// `p` is a word of a live [`DbRec`] ([`DbRec::word_ptr`]): 4-aligned
+/// (records are `stride >= 8`-aligned in a page-aligned page), and only ever
+/// accessed atomically, as every access in this crate is.
+#[inline(always)]
+pub(crate) unsafe fn store_word(p: *mut u32, v: u32) {
+    // SAFETY: forwarded; `from_ptr` needs alignment and atomic-only access
+    // for the reference's (this statement's) lifetime.
+    unsafe { AtomicU32::from_ptr(p) }.store(v.to_be(), Ordering::Relaxed)
 }
 
 impl Drop for DbRec {
@@ -209,9 +233,10 @@ mod tests {
         a.store(0, 0x1234);
         a.store(1, 0xabcd_ef01);
         assert_eq!(a.load(0), 0x1234);
-        // Big-endian in memory.
-        // SAFETY: reading our own record's first byte.
-        assert_eq!(unsafe { a.word_ptr(1).cast::<u8>().read_volatile() }, 0xab);
+        // Big-endian in memory: the stored word's first byte.
+        // SAFETY: a word of our own record, accessed atomically.
+        let raw = unsafe { AtomicU32::from_ptr(a.word_ptr(1)) }.load(Ordering::Relaxed);
+        assert_eq!(raw.to_ne_bytes()[0], 0xab);
         let addr = a.addr();
         drop(a);
         let c = pool.alloc("t").unwrap();

@@ -178,13 +178,16 @@ unsafe fn wr(addr: u64, bytes: &[u8]) {
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as usize as *mut u8, bytes.len()) };
 }
 
-/// Reads a big-endian u32 at `addr` (a doorbell record word) with a volatile load.
+/// Reads a big-endian u32 at `addr` (a doorbell record word) with an
+/// atomic load, as the provider's stores to it are atomic (a poster on
+/// another thread may be storing it).
 ///
 /// # Safety
-/// As [`rd`], 4-aligned.
+/// As [`rd`], 4-aligned, a word only ever accessed atomically.
 unsafe fn rd_be32(addr: u64) -> u32 {
     // SAFETY: forwarded.
-    u32::from_be(unsafe { (addr as usize as *const u32).read_volatile() })
+    let w = unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as usize as *mut u32) };
+    u32::from_be(w.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 fn be32(b: &[u8], off: usize) -> u32 {

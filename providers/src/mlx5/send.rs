@@ -565,9 +565,10 @@ impl<M: Mmio> SendQueue<M> {
         let pi = self.cur_post & 0xffff;
         // The WQEs are in memory before the doorbell record says so.
         barrier::to_device();
-        // SAFETY: doorbell-record word 1 of this QP (cached pointer, see
-        // `post`); one volatile big-endian store, read by the HCA.
-        unsafe { self.db_snd.write_volatile(pi.to_be()) };
+        // SAFETY: doorbell-record word 1 of this QP (cached pointer into
+        // `shared.db`, alive as long as `self`); one atomic big-endian store,
+        // read by the HCA (atomic: `on_state_change` may store it too).
+        unsafe { crate::mlx5::mem::store_word(self.db_snd, pi) };
         // The doorbell record before the register write.
         self.mmio.wc_start();
         let bf = nreq == 1

@@ -1358,3 +1358,43 @@ fn data_path_objects_are_send() {
     sync::<SrqShared>();
     sync::<Ah>();
 }
+
+/// The poster's doorbell-record store (`SendQueue::ring`) and the control
+/// path's (`on_state_change(RESET)` clears the record) from two threads
+/// (audit M1). With atomic stores this is no data race; with the volatile
+/// stores of before, Miri's race detector stops this test
+/// (`cargo +nightly miri test -p rverbs-providers --lib
+/// doorbell_record_stores_from_two_threads`).
+#[test]
+fn doorbell_record_stores_from_two_threads() {
+    use crate::mlx5::mmio::NoopMmio;
+    let (_hca, ctx) = ctx(0);
+    let args = QpPrepareArgs { qp_type: QpType::Rc, caps: rc_caps(), srq: None, sq_sig_all: false };
+    let (p, _) = ctx.qp_prepare(&args).unwrap();
+    let mut qp = ctx.qp_finish_with(p, &[0u8; QP_RESP_LEN], 0x123, |_, _| NoopMmio).map_err(|e| e.error).unwrap();
+    for s in 1..=3 {
+        qp.on_state_change(s);
+    }
+    let shared = qp.shared().clone();
+    let sge = [Sge { addr: 0x1000, length: 4, lkey: 1 }];
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..20 {
+                shared.on_state_change(0);
+                for st in 1..=3 {
+                    shared.on_state_change(st);
+                }
+            }
+        });
+        for i in 0..40 {
+            // SAFETY: not INLINE.
+            match unsafe { qp.sq.post(&[send(i, SendFlags::empty(), &sge)]) } {
+                Ok(()) => {
+                    let head = qp.sq.head();
+                    qp.shared().sq.tail.store(head, Ordering::Release);
+                }
+                Err(e) => assert_eq!(e.kind, crate::wr::PostErrorKind::BadState),
+            }
+        }
+    });
+}
