@@ -785,7 +785,9 @@ impl<M: Mmio> Cq<M> {
         self.db.store(1, word);
         // The doorbell record before the register write.
         self.mmio.wc_start();
-        self.mmio.write64(CQ_DOORBELL, bytes);
+        // SAFETY: the arm register at +0x20 of the arm page's window
+        // (`0..UAR_SIZE`, `cq_finish_with`), 8-aligned.
+        unsafe { self.mmio.write64(CQ_DOORBELL, bytes) };
         self.mmio.flush();
     }
 

@@ -236,7 +236,9 @@ impl DeviceInfo {
                 resp.cqe_version
             )));
         }
-        if resp.bf_reg_size != 0 && (!resp.bf_reg_size.is_power_of_two() || resp.bf_reg_size > 2048) {
+        // BlueFlame halves of at least 64 bytes: a copy is whole 64-byte
+        // blocks into one half (rdma-core assumes the same).
+        if resp.bf_reg_size != 0 && (!resp.bf_reg_size.is_power_of_two() || !(128..=2048).contains(&resp.bf_reg_size)) {
             return Err(
                 Error::os(VERB, Errno::EPROTO).with_message(format!("BlueFlame register size {}", resp.bf_reg_size))
             );

@@ -140,10 +140,10 @@ fn block_bytes(block: &[u64; 8]) -> [u8; 64] {
 }
 
 impl Mmio for Recorder {
-    fn write64(&self, offset: usize, val: u64) {
+    unsafe fn write64(&self, offset: usize, val: u64) {
         self.log.lock().unwrap().push(MmioOp::Write64 { offset, bytes: val.to_ne_bytes() });
     }
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
         self.log.lock().unwrap().push(MmioOp::Bf { offset, bytes: block_bytes(block) });
     }
     fn wc_start(&self) {
@@ -340,10 +340,10 @@ pub struct HcaMmio {
 }
 
 impl Mmio for HcaMmio {
-    fn write64(&self, offset: usize, val: u64) {
+    unsafe fn write64(&self, offset: usize, val: u64) {
         self.hca.on_store(self.id, offset, &val.to_ne_bytes());
     }
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
         self.hca.on_store(self.id, offset, &block_bytes(block));
     }
     fn wc_start(&self) {

@@ -579,7 +579,11 @@ impl<M: Mmio> SendQueue<M> {
         if bf {
             self.bf_copy(last);
         } else {
-            self.mmio.write64(self.bf_offset, last.doorbell);
+            // SAFETY: `bf_offset` is 0 or `bf_half` (it flips between the
+            // two), so `bf_offset + 8 <= 2 * max(bf_half, 8)`: inside the
+            // register window `mmio` was made for (`qp_finish_with`), 8-aligned
+            // (`bf_half` is 0 or at least 64, a power of two: `DeviceInfo`).
+            unsafe { self.mmio.write64(self.bf_offset, last.doorbell) };
         }
         self.mmio.flush();
         self.bf_offset ^= self.bf_half;
@@ -593,7 +597,11 @@ impl<M: Mmio> SendQueue<M> {
             // into the ring (blocks are 64-aligned, so none crosses the end);
             // the HCA only reads the send queue, so a plain copy is fine.
             let block: [u64; 8] = unsafe { ptr::read(self.seg(last.off + 64 * b).cast::<[u64; 8]>()) };
-            self.mmio.bf_copy(self.bf_offset + 64 * b, &block);
+            // SAFETY: `ring` copies only when `ds <= bf_half / 16`, so the
+            // `blocks * 64 <= bf_half` bytes (`bf_half` a power of two >= 64)
+            // from `bf_offset` (0 or `bf_half`) fit in the window of
+            // `2 * bf_half` bytes; 64-aligned for the same reason.
+            unsafe { self.mmio.bf_copy(self.bf_offset + 64 * b, &block) };
         }
     }
 }

@@ -345,6 +345,17 @@ fn ucontext_resp_parsing_and_old_kernels() {
     let mut bad = r;
     bad.cqe_version = 2;
     assert!(DeviceInfo::from_resp(&bad, 4096).is_err());
+    // BlueFlame registers: 0 (none) or a power of two from 128 to 2048, so
+    // each half takes whole 64-byte blocks (the `Mmio` window contract).
+    for (size, ok) in [(0, true), (64, false), (100, false), (128, true), (512, true), (2048, true), (4096, false)] {
+        let mut r = r;
+        r.bf_reg_size = size;
+        let got = DeviceInfo::from_resp(&r, 4096);
+        assert_eq!(got.is_ok(), ok, "{size}");
+        if let Err(e) = got {
+            assert_eq!(e.errno(), Some(crate::Errno::EPROTO));
+        }
+    }
 }
 
 #[test]
