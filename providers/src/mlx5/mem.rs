@@ -62,11 +62,6 @@ impl DmaBuf {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// Always false: a buffer has at least one page.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
 }
 
 /// `madvise(MADV_DONTFORK)` on a fresh mapping, as rdma-core's
@@ -190,6 +185,7 @@ impl DbRec {
     }
 
     /// Loads word `i` (host order) with one atomic load.
+    #[cfg(test)]
     #[inline(always)]
     pub fn load(&self, i: usize) -> u32 {
         // SAFETY: a word of our record (see `store_word`): 4-aligned, only

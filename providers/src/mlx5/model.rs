@@ -52,7 +52,7 @@ use zerocopy::IntoBytes;
 
 use crate::mlx5::mmio::Mmio;
 use crate::mlx5::qp::{QpCaps, QpPrepareArgs, QpType};
-use crate::mlx5::uar::{RegInfo, UarKind, UarPage, CQ_DOORBELL};
+use crate::mlx5::uar::{RegInfo, UarKind, CQ_DOORBELL};
 use crate::mlx5::{Context, Cq, Qp, Srq};
 use crate::Errno;
 
@@ -692,11 +692,6 @@ impl Hca {
         if let Some(k) = qkey {
             q.qkey = k;
         }
-    }
-
-    /// Makes QP `qpn` fail RNR at once (`rnr_retry` 0) or wait (7).
-    pub fn set_rnr_retry_zero(&self, qpn: u32, zero: bool) {
-        self.lock().qps.get_mut(&qpn).expect("QP").rnr_retry_zero = zero;
     }
 
     /// Moves QP `qpn` to the error state (as a fatal error would).
@@ -1439,10 +1434,6 @@ impl Hca {
         }
     }
 }
-
-/// The page a model register window belongs to is plain memory; this keeps
-/// the type in the public signature of the `*_finish_with` closures usable.
-pub type ModelPage = Arc<UarPage>;
 
 /// Pretends the device completed every send request posted to `qp`
 /// (benchmarks that post without a device behind the doorbell).

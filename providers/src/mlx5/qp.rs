@@ -353,6 +353,12 @@ impl QpShared {
     /// cleared (`db = 0`); the caller also cleans the QP's completions out
     /// of its CQs ([`crate::mlx5::Cq::clean_qp`]) before the QP leaves
     /// RESET. The retire counters are left alone: see [`SqShared`].
+    ///
+    /// Crate-internal in spirit: it clears the doorbell record the HCA
+    /// reads, and starts a new epoch only the MODIFY_QP it follows makes
+    /// right.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn on_state_change(&self, new_state: u8) {
         if u32::from(new_state) == IB_QPS_RESET {
             self.db.store(0, 0);
@@ -465,7 +471,8 @@ impl<M: Mmio> Qp<M> {
         self.shared.qpn
     }
     /// See [`QpShared::on_state_change`].
-    pub fn on_state_change(&self, new_state: u8) {
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn on_state_change(&self, new_state: u8) {
         self.shared.on_state_change(new_state)
     }
     /// The two halves, for two threads.
@@ -481,6 +488,11 @@ impl Context {
     /// register; returns them with the driver data (`mlx5_ib_create_qp`)
     /// for the kernel command. Put [`PendingQp::core_caps`] into the core
     /// command. If the kernel create fails, drop the pending QP.
+    ///
+    /// Crate-internal in spirit: the pending QP owns memory a kernel QP
+    /// made from its driver data would use, and dropping it frees that.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn qp_prepare(&self, args: &QpPrepareArgs) -> Result<(PendingQp, mlx5_ib_create_qp)> {
         const VERB: &str = "ibv_create_qp";
         let dev = self.device();
@@ -510,6 +522,8 @@ impl Context {
     /// (`mlx5_ib_create_qp_resp`). Registers the QP for its CQs and maps
     /// its doorbell register. On error the pending QP comes back: destroy
     /// the kernel QP, then drop it.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn qp_finish(&self, pending: PendingQp, drv_out: &[u8], qpn: u32) -> Result<Qp, FinishError<PendingQp>> {
         self.qp_finish_with(pending, drv_out, qpn, |reg, page| UarMmio::new(page, reg.offset, reg.bf_half.max(8) * 2))
     }
@@ -517,7 +531,7 @@ impl Context {
     /// [`qp_finish`](Self::qp_finish) with the doorbell seam supplied by the
     /// caller (tests, the HCA model, benchmarks): `mmio` gets the register's
     /// place and its UAR page.
-    pub fn qp_finish_with<M: Mmio>(
+    pub(crate) fn qp_finish_with<M: Mmio>(
         &self,
         pending: PendingQp,
         drv_out: &[u8],
@@ -570,16 +584,6 @@ impl Context {
         let rq = (sizes.rq_wqe_cnt > 0).then(|| RecvQueue::new(shared.clone()));
         tracing::debug!(qpn, rsn, ?sizes, uar = info.uar_index, bf = info.bf_half != 0, "mlx5 QP ready");
         Ok(Qp { sq, rq, shared })
-    }
-
-    /// After the kernel destroyed the QP (and the caller cleaned its CQs
-    /// with [`Cq::clean_qp`](crate::mlx5::Cq::clean_qp)): forgets it and
-    /// frees its buffer, doorbell record, user index and register. A QP
-    /// dropped without this stays registered, so its memory is leaked
-    /// rather than freed under the HCA.
-    pub fn qp_destroyed<M: Mmio>(&self, qp: Qp<M>) {
-        self.registry().remove_qp(qp.shared.rsn);
-        drop(qp);
     }
 }
 

@@ -180,10 +180,6 @@ impl<M: Mmio> SendQueue<M> {
     pub fn shared(&self) -> &Arc<QpShared> {
         &self.shared
     }
-    /// The doorbell seam.
-    pub fn mmio(&self) -> &M {
-        &self.mmio
-    }
     /// Producer counter in WQEBBs.
     pub fn cur_post(&self) -> u32 {
         self.cur_post

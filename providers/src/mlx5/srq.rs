@@ -260,6 +260,10 @@ impl Context {
     /// the doorbell record, a user index (CQE version 1); returns them with
     /// the driver data. Use [`PendingSrq::core_max_wr`] /
     /// [`core_max_sge`](PendingSrq::core_max_sge) in the core command.
+    ///
+    /// Crate-internal in spirit, as [`Context::qp_prepare`].
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_prepare(&self, max_wr: u32, max_sge: u32) -> Result<(PendingSrq, mlx5_ib_create_srq)> {
         const VERB: &str = "ibv_create_srq";
         let dev = self.device();
@@ -294,6 +298,8 @@ impl Context {
 
     /// Phase two: the kernel created the SRQ and answered `drv_out`
     /// (`mlx5_ib_create_srq_resp`).
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_finish(&self, pending: PendingSrq, drv_out: &[u8]) -> Result<Srq, FinishError<PendingSrq>> {
         let resp: mlx5_ib_create_srq_resp = match parse("ibv_create_srq", drv_out) {
             Ok(r) => r,
@@ -308,6 +314,11 @@ impl Context {
 
     /// After the kernel destroyed the SRQ (and every QP using it is gone):
     /// forgets it. Its memory is freed when the last QP reference goes.
+    ///
+    /// Crate-internal in spirit: called before the kernel destroy, it lets
+    /// the SRQ's memory go while the HCA may still use it.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_destroyed(&self, srq: Srq) {
         self.registry().remove_srq(srq.shared.srqn());
         drop(srq);

@@ -47,13 +47,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Removes a QP; bumps the generation so CQ caches forget it.
-    pub(crate) fn remove_qp(&self, rsn: u32) -> Option<Arc<QpShared>> {
-        let r = self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&rsn);
-        self.generation.fetch_add(1, Ordering::Release);
-        r
-    }
-
     /// Looks a QP up.
     #[inline]
     pub(crate) fn qp(&self, rsn: u32) -> Option<Arc<QpShared>> {

@@ -724,7 +724,8 @@ fn destroy_cleans_the_cq_and_unregisters() {
     t.cq_b.clean_qp(&shared);
     assert_eq!(t.cq_b.cons_index(), 3);
     let b = std::mem::replace(&mut t.b, t.hca.new_qp(&t.ctx, &args(QpType::Rc, rc_caps()), t.cq_b.cqn(), t.cq_b.cqn()));
-    t.ctx.qp_destroyed(b);
+    assert!(t.ctx.qp_shared_destroyed(b.shared()));
+    drop(b);
     drop(shared);
     assert_eq!(t.ctx.registry().qp_count(), 2, "old B gone, new B registered");
     assert_eq!(t.cq_b.poll(&mut [Wc::default(); 8]), 0);

@@ -43,7 +43,7 @@ impl<D: Doorbell> SendRing<D> {
     /// # Panics
     /// If a slot is smaller than the 208-byte WQE header (`qp_finish`
     /// refuses such a kernel answer with `EPROTO` before it gets here).
-    pub fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+    pub(crate) fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
         assert!(q.elem_size() >= wqe::SEND_DATA, "send slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
         lim.max_sge = lim.max_sge.min((room / 16) as u32);
@@ -53,13 +53,14 @@ impl<D: Doorbell> SendRing<D> {
 
     /// Lets UD requests name the address vectors of `avs` (AH numbers with
     /// [`AV_NUM_FLAG`]).
-    pub fn with_av_table(mut self, avs: Arc<AvTable>) -> Self {
+    pub(crate) fn with_av_table(mut self, avs: Arc<AvTable>) -> Self {
         self.avs = Some(avs);
         self
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 
@@ -147,14 +148,15 @@ impl RecvRing {
     /// # Panics
     /// If a slot is smaller than the 40-byte WQE header (`qp_finish` and
     /// `srq_finish` refuse such a kernel answer with `EPROTO` first).
-    pub fn new(q: Queue, max_sge: u32) -> Self {
+    pub(crate) fn new(q: Queue, max_sge: u32) -> Self {
         assert!(q.elem_size() >= wqe::RECV_DATA, "receive slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::RECV_DATA);
         RecvRing { max_sge: max_sge.min((room / 16) as u32), q }
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(test)]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 
@@ -208,13 +210,14 @@ impl CqRing {
     /// # Panics
     /// If a slot is smaller than a completion (`cq_finish` refuses such a
     /// kernel answer with `EPROTO` first).
-    pub fn new(q: Queue) -> Self {
+    pub(crate) fn new(q: Queue) -> Self {
         assert!(q.elem_size() >= wqe::CQE_LEN, "CQ slots of {} bytes cannot hold a completion", q.elem_size());
         CqRing { q }
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 

@@ -4,12 +4,38 @@
 //! Control-path hooks live here; the fast path (post, poll) is in
 //! [`datapath`], the WQE/CQE layouts in [`wqe`], userspace address vectors
 //! for kernels without AH numbers in [`av`].
+//!
+//! The rings' `Queue`s are crate-internal: their index words are shared
+//! with the kernel, and a `Queue` publishes whatever index it is given.
+//! Outside the crate a ring can post and poll, nothing else:
+//!
+//! ```compile_fail,E0603
+//! use rverbs_providers::rxe::Queue;
+//! ```
+//! ```compile_fail
+//! fn f<D: rverbs_providers::rxe::Doorbell>(s: &rverbs_providers::rxe::SendRing<D>) {
+//!     s.queue().publish_producer(0);
+//! }
+//! ```
+//! ```compile_fail
+//! fn f(c: &rverbs_providers::rxe::CqRing) {
+//!     c.queue().publish_consumer(0);
+//! }
+//! ```
 
 pub mod av;
+#[cfg(feature = "mock")]
+#[doc(hidden)]
+pub mod bench;
 pub mod datapath;
+// The kernel's side of the rings: crate-internal, as it rewrites the
+// indices of whatever queue it is given (the `bench` fixtures expose it
+// only over queues they own).
 #[cfg(any(test, feature = "mock"))]
-pub mod mock;
-pub mod queue;
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod mock;
+// A queue's index words are shared with the kernel: crate-internal.
+pub(crate) mod queue;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -23,7 +49,7 @@ use zerocopy::FromBytes;
 
 pub use av::{Av, AvAttr, AvHandle, AvTable, AV_NUM_FLAG};
 pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
-pub use queue::Queue;
+pub(crate) use queue::Queue;
 pub use wqe::{SendLimits, Transport};
 
 use crate::sys::UverbsFd;
@@ -61,6 +87,13 @@ pub const SRQ_RESP_LEN: usize = size_of::<rxe_create_srq_resp>();
 pub const AH_RESP_LEN: usize = size_of::<rxe_create_ah_resp>();
 
 /// Maps the completion ring described by a create-CQ (or resize-CQ) driver response.
+///
+/// Crate-internal in spirit: with a driver response that is not the
+/// kernel's answer for a CQ (another queue's `mminfo`), the ring would
+/// publish a consumer index into a queue the kernel produces into
+/// differently.
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
     let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
     let q = map("ibv_create_cq", fd, &resp.mi, "completion queue")?;
@@ -109,6 +142,11 @@ pub struct QpInfo {
 
 /// Maps the rings described by the create-QP driver response; UD sends may
 /// name the address vectors of `avs` (the context's).
+///
+/// Crate-internal in spirit: a forged response (another queue's `mminfo`)
+/// would have the rings write WQEs into memory the kernel writes.
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
     const VERB: &str = "ibv_create_qp";
     let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
@@ -124,6 +162,10 @@ pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<Av
 }
 
 /// Maps the receive ring described by the create-SRQ driver response.
+///
+/// Crate-internal in spirit, as [`qp_finish`].
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
     const VERB: &str = "ibv_create_srq";
     let resp: rxe_create_srq_resp = parse(VERB, drv_out)?;
