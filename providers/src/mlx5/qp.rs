@@ -197,8 +197,8 @@ pub fn qp_sizes(dev: &DeviceInfo, qp_type: QpType, caps: &QpCaps, has_srq: bool)
 /// the QP goes through RESET (only the WQEBB counter the device sees does):
 /// a poller that read a slot of the old epoch and stores its `head + 1`
 /// after the reset stores a value no greater than the count at the reset,
-/// which the poster reads as "nothing retired yet" (it takes the larger of
-/// `tail` and the count it re-based at; docs/MEMORY_ORDERING.md, audit M2).
+/// which can only make a poster see less room than it has, never more
+/// (docs/MEMORY_ORDERING.md, audit M2).
 #[derive(Debug)]
 pub struct SqShared {
     slots: Box<[SqSlot]>,

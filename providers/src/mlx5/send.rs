@@ -70,9 +70,6 @@ pub struct SendQueue<M: Mmio> {
     /// Send requests posted (never starts over, not even at RESET: see
     /// [`SqShared`](crate::mlx5::qp::SqShared)).
     head: u64,
-    /// `head` when the current RESET epoch began: every request before it
-    /// is retired (flushed or cleaned), whatever the retire counter says.
-    epoch_base: u64,
     max_post: u32,
     max_sge: u32,
     max_inline: u32,
@@ -94,8 +91,11 @@ pub struct SendQueue<M: Mmio> {
     /// allowed), else a value no state word has: one compare checks both.
     short_seen: u32,
     /// The `head` at which the queue is full as of the last load of
-    /// `tail` (`max(tail, epoch_base) + max_post`): room while `head != limit`,
-    /// and `limit - head` requests fit before `tail` must be reloaded.
+    /// `tail` (`tail + max_post`): room while `head < limit`, and
+    /// `limit - head` requests fit before `tail` must be reloaded. A
+    /// retirement stored late, from before a RESET, is older than any
+    /// request since, so it can only make `limit` smaller than the truth,
+    /// even below `head` (no room: the difference is compared signed).
     /// Posting moves only `head`, so the common case keeps no second counter.
     limit: u64,
     epoch: u32,
@@ -150,7 +150,6 @@ impl<M: Mmio> SendQueue<M> {
             bb_mask: s.sq_wqe_cnt.saturating_sub(1),
             cur_post: 0,
             head: 0,
-            epoch_base: 0,
             max_post: s.sq_max_post,
             max_sge: s.max_send_sge,
             max_inline: s.max_inline,
@@ -203,11 +202,11 @@ impl<M: Mmio> SendQueue<M> {
         if epoch != self.epoch {
             // The QP went through RESET: the device starts over at WQEBB 0,
             // and every request posted before is retired (flushed, or its
-            // completion cleaned). A poller may still store an old request's
-            // retirement after this; `refresh_free` never lets it count.
+            // completion cleaned): a whole queue of room. A poller may still
+            // store an old request's retirement after this; it is no larger
+            // than `head` now, so `refresh_free` can only see less room.
             self.epoch = epoch;
             self.cur_post = 0;
-            self.epoch_base = self.head;
             self.limit = self.head + u64::from(self.max_post);
         }
         if !send_ok(word as u8) {
@@ -220,14 +219,19 @@ impl<M: Mmio> SendQueue<M> {
 
     /// Reloads the retire counter: how many more requests fit.
     #[inline(always)]
-    fn refresh_free(&mut self) -> u64 {
+    fn refresh_free(&mut self) -> i64 {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
         let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
-        // A retirement from before the last RESET is older than `epoch_base`;
-        // `limit` never falls below `head` (no room rather than a wrap).
-        self.limit = (tail.max(self.epoch_base) + u64::from(self.max_post)).max(self.head);
-        self.limit - self.head
+        self.limit = tail + u64::from(self.max_post);
+        self.room()
+    }
+
+    /// Requests that fit before `tail` must be reloaded; negative (none)
+    /// when a late retirement from before a RESET left `limit` below `head`.
+    #[inline(always)]
+    fn room(&self) -> i64 {
+        self.limit.wrapping_sub(self.head) as i64
     }
 
     #[inline(always)]
@@ -255,8 +259,8 @@ impl<M: Mmio> SendQueue<M> {
             if let Some(s) = self.short(wr) {
                 // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
                 let word = unsafe { &*self.qp }.state_word();
-                if word == self.short_seen && self.head != self.limit {
-                    // SAFETY: room for a WQE at `cur_post` (`head != limit`).
+                if word == self.short_seen && self.head < self.limit {
+                    // SAFETY: room for a WQE at `cur_post` (`head < limit`).
                     let last = unsafe { self.write_short(wr.flags.bits(), s, wr.wr_id, 0) };
                     self.ring(1, last);
                     return Ok(());
@@ -301,7 +305,7 @@ impl<M: Mmio> SendQueue<M> {
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
             // `head` moves only in `ring`: count this call's requests too.
-            if self.limit - self.head <= u64::from(nreq) && self.refresh_free() <= u64::from(nreq) {
+            if self.room() <= i64::from(nreq) && self.refresh_free() <= i64::from(nreq) {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
