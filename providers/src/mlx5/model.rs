@@ -312,6 +312,10 @@ struct State {
     uars: HashMap<u32, UarKind>,
     next_cqn: u32,
     next_qpn: u32,
+    /// QPNs destroyed, handed out again first when `reuse_qpns` is set
+    /// (the firmware may reuse a QPN right away).
+    free_qpns: Vec<u32>,
+    reuse_qpns: bool,
     next_srqn: u32,
     next_key: u32,
     next_bfreg: u32,
@@ -591,8 +595,13 @@ impl Hca {
         if (d0, d1) != (0, 0) {
             st.violations.push("QP doorbell record not zeroed".into());
         }
-        let qpn = st.next_qpn;
-        st.next_qpn += 1;
+        let qpn = match st.free_qpns.pop() {
+            Some(q) if st.reuse_qpns => q,
+            _ => {
+                st.next_qpn += 1;
+                st.next_qpn - 1
+            }
+        };
         if st.cfg.cqe_version >= 1 {
             st.uidx_used.insert(u.uidx, qpn);
         }
@@ -704,7 +713,14 @@ impl Hca {
         let mut st = self.lock();
         if let Some(q) = st.qps.remove(&qpn) {
             st.uidx_used.remove(&q.uidx);
+            st.free_qpns.push(qpn);
         }
+    }
+
+    /// From now on a create-QP reuses the last QPN destroyed, as the
+    /// firmware may.
+    pub(crate) fn reuse_qpns(&self) {
+        self.lock().reuse_qpns = true;
     }
 
     // -- doorbells --------------------------------------------------------

@@ -733,6 +733,53 @@ fn destroy_cleans_the_cq_and_unregisters() {
     t.hca.assert_clean();
 }
 
+/// CQE version 0 names QPs by QPN, which the kernel may give again right
+/// after a destroy: while a clean of the old QP is still owed, a new QP of
+/// the same number would have its completions cleaned with the old ones,
+/// so creating it is refused with `EBUSY` until the CQ was polled (audit
+/// L5).
+#[test]
+fn cqe_v0_qpn_reused_while_a_clean_is_owed_is_ebusy() {
+    let mut t = Rc::new(ModelCfg { cqe_version: 0, ..Default::default() }, 31);
+    let sge = [t.src.sge(0, 8)];
+    for i in 0..3 {
+        post_send(&mut t.a, &[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
+            .unwrap();
+    }
+    t.hca.run();
+    // Destroy B the safe layer's way: its CQ's poller is out of reach.
+    let old = t.b.qpn();
+    t.hca.destroy_qp(old);
+    let shared = t.b.shared().clone();
+    t.ctx.request_clean(t.cq_b.cqn(), &shared);
+    assert!(t.ctx.qp_shared_destroyed(&shared));
+    t.hca.reuse_qpns();
+    let a = args(QpType::Rc, rc_caps());
+    let (p, u) = t.ctx.qp_prepare(&a).unwrap();
+    let (qpn, resp) = t.hca.create_qp(&u, QpType::Rc, &p.core_caps(), t.cq_b.cqn(), t.cq_b.cqn(), None).unwrap();
+    assert_eq!(qpn, old, "the model gave the QPN again");
+    let e = t.ctx.qp_finish_with(p, &resp, qpn, |r, _| t.hca.mmio_for_qp(r)).unwrap_err();
+    assert_eq!(e.error.errno(), Some(crate::Errno::EBUSY), "{}", e.error);
+    // The caller destroys the kernel QP, then drops the pending one.
+    t.hca.destroy_qp(qpn);
+    drop(e);
+    // Once the CQ is polled (the clean runs), the same number is fine.
+    assert_eq!(t.cq_b.poll(&mut [Wc::default(); 8]), 0, "the 3 stale receives were cleaned");
+    assert!(!t.ctx.clean_pending(&shared));
+    let b = t.hca.new_qp(&t.ctx, &a, t.cq_b.cqn(), t.cq_b.cqn());
+    assert_eq!(b.qpn(), old);
+    drop(std::mem::replace(&mut t.b, b));
+    t.hca.connect(&t.a, &t.b);
+    t.recv_posted = 0;
+    t.recv_done = 0;
+    t.refill();
+    post_send(&mut t.a, &[SendWr { wr_id: 9, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
+        .unwrap();
+    t.hca.run();
+    assert_eq!(poll_n(&mut t.cq_b, 1)[0].qp_num, old, "the new QP's completion is delivered");
+    t.hca.assert_clean();
+}
+
 #[test]
 fn deferred_clean_runs_at_the_next_poll_and_holds_the_user_index() {
     // The safe layer's way: the QP halves are gone, the CQ poller is out of
