@@ -121,12 +121,17 @@ pub struct Cq<M: Mmio = UarMmio> {
 }
 
 // SAFETY: `base` points into `buf`, `db_ci` into `db`, `cur_slots` and
-// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer is only read through
-// raw copies and written (clean) through `&mut self`; `QpShared` is `Sync`.
+// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
+// is only read through volatile owner-byte loads and raw copies, and
+// written (clean) through `&mut self`; the doorbell record and the
+// `QpShared` words are accessed atomically (`QpShared` is `Sync`).
 unsafe impl<M: Mmio + Send> Send for Cq<M> {}
-// SAFETY: every `&self` method reads plain fields of this value (numbers,
-// the doorbell record's address) or hands out `&M`; nothing reachable
-// through `&self` dereferences the raw pointers or writes anything.
+// SAFETY: the public `&self` methods only read plain fields of this value
+// (numbers, the buffer's and doorbell record's addresses). The private
+// `&self` helpers that dereference the raw pointers (`entry`, `op_own`,
+// `poll_req`, `poll_run`: CQE reads, slot loads, the retire-counter store)
+// are only called from `&mut self` methods (`poll`, `clean_qp`), so two
+// threads never run them on one CQ at once.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,

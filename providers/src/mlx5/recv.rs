@@ -42,7 +42,7 @@ pub struct RecvQueue {
 // SAFETY: `base` points into `shared.buf`, owned by the `Arc` this value
 // holds; the ring is only written through `&mut self`.
 unsafe impl Send for RecvQueue {}
-// SAFETY: `&self` only reads `head` or hands out the `Arc<QpShared>`
+// SAFETY: `&self` only reads `posted` or hands out the `Arc<QpShared>`
 // (`Sync`); the ring is written only through `post(&mut self)`.
 unsafe impl Sync for RecvQueue {}
 

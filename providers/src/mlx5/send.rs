@@ -116,12 +116,14 @@ pub struct SendQueue<M: Mmio> {
 
 // SAFETY: `base` and the cached pointers point into `shared` (its buffer,
 // doorbell record and arrays), owned by the `Arc` this value holds; the ring
-// is only written through `&mut self`, the shared words are atomics or
-// device words. The doorbell seam must be `Send` itself.
+// is only written through `&mut self`, and the shared words (slots, retire
+// counter, state word, doorbell record) are accessed atomically. The
+// doorbell seam must be `Send` itself.
 unsafe impl<M: Mmio + Send> Send for SendQueue<M> {}
 // SAFETY: the public `&self` methods read plain fields (counters, sizes) or
-// hand out `&M` / `&Arc<QpShared>` (`Sync`); the private `&self` helpers
-// that write queue memory or MMIO are only called from `post(&mut self)`.
+// hand out `&Arc<QpShared>` (`Sync`); the seam `M` is never handed out; the
+// private `&self` helpers that write queue memory or MMIO (`seg`,
+// `write_inline`, `bf_copy`) are only called from `post(&mut self)`.
 unsafe impl<M: Mmio + Sync> Sync for SendQueue<M> {}
 
 /// What the ring step needs of the last WQE written.

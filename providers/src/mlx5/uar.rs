@@ -115,10 +115,12 @@ pub struct UarPage {
     destroy: Option<(Arc<UverbsFd>, u32)>,
 }
 
-// SAFETY: the page is a mapping owned by this value; its address is only
-// used for volatile stores by `UarMmio`, which documents its own rules.
+// SAFETY: the page is a mapping owned by this value (or, for the model, heap
+// memory it owns); its address is only used for volatile stores by
+// `UarMmio`, whose `unsafe` stores carry their own contract.
 unsafe impl Send for UarPage {}
-// SAFETY: as above; `&UarPage` only exposes the address.
+// SAFETY: as above; through `&UarPage` the public methods return plain
+// numbers and the address goes only to this crate (`base` is pub(crate)).
 unsafe impl Sync for UarPage {}
 
 impl UarPage {
