@@ -70,7 +70,8 @@ pub struct SendQueue<M: Mmio> {
     /// Send requests posted (never starts over, not even at RESET: see
     /// [`SqShared`](crate::mlx5::qp::SqShared)).
     head: u64,
-    max_post: u32,
+    /// Requests that may be outstanding (`u64`: added to the 64-bit counts).
+    max_post: u64,
     max_sge: u32,
     max_inline: u32,
     /// `qpn << 8`.
@@ -152,7 +153,7 @@ impl<M: Mmio> SendQueue<M> {
             bb_mask: s.sq_wqe_cnt.saturating_sub(1),
             cur_post: 0,
             head: 0,
-            max_post: s.sq_max_post,
+            max_post: u64::from(s.sq_max_post),
             max_sge: s.max_send_sge,
             max_inline: s.max_inline,
             qpn8: shared.qpn() << 8,
@@ -191,7 +192,7 @@ impl<M: Mmio> SendQueue<M> {
     }
     /// Requests that may be outstanding.
     pub fn max_post(&self) -> u32 {
-        self.max_post
+        self.max_post as u32
     }
     /// The BlueFlame half the next copy goes to.
     pub fn bf_offset(&self) -> usize {
@@ -209,7 +210,7 @@ impl<M: Mmio> SendQueue<M> {
             // than `head` now, so `refresh_free` can only see less room.
             self.epoch = epoch;
             self.cur_post = 0;
-            self.limit = self.head + u64::from(self.max_post);
+            self.limit = self.head + self.max_post;
         }
         if !send_ok(word as u8) {
             return Err(PostErrorKind::BadState);
@@ -225,7 +226,7 @@ impl<M: Mmio> SendQueue<M> {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
         let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
-        self.limit = tail + u64::from(self.max_post);
+        self.limit = tail + self.max_post;
         self.room()
     }
 
@@ -302,12 +303,13 @@ impl<M: Mmio> SendQueue<M> {
                 return Err(PostError { index: 0, kind });
             }
         }
-        let mut nreq = 0u32;
+        // 64-bit, as the counts it is added to and compared with.
+        let mut nreq = 0u64;
         let mut last = Last { off: 0, doorbell: 0, ds: 0, inline: false };
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
             // `head` moves only in `ring`: count this call's requests too.
-            if self.room() <= i64::from(nreq) && self.refresh_free() <= i64::from(nreq) {
+            if self.room() <= nreq as i64 && self.refresh_free() <= nreq as i64 {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
@@ -344,7 +346,7 @@ impl<M: Mmio> SendQueue<M> {
     /// # Safety
     /// Room for one WQEBB at `cur_post`.
     #[inline(always)]
-    unsafe fn write_short(&mut self, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u32) -> Last {
+    unsafe fn write_short(&mut self, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u64) -> Last {
         let cur = self.cur_post;
         let idx = cur & self.bb_mask;
         // The slot first: `wr_id` and `head` are then dead, which keeps the
@@ -353,7 +355,7 @@ impl<M: Mmio> SendQueue<M> {
         unsafe {
             let slot = &*self.slots.add(idx as usize);
             slot.wrid.store(wr_id, Ordering::Relaxed);
-            slot.head.store(self.head + u64::from(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + nreq, Ordering::Relaxed);
         }
         let off = (idx as usize) << 6;
         // SAFETY: the block at `off` is free (overflow check), inside the
@@ -392,7 +394,7 @@ impl<M: Mmio> SendQueue<M> {
     /// There is room for `wqe_size` bytes at `cur_post` (overflow check);
     /// INLINE SGEs are readable.
     #[inline(never)]
-    unsafe fn write_wqe(&mut self, wr: &SendWr<'_>, nreq: u32) -> Result<Last, PostErrorKind> {
+    unsafe fn write_wqe(&mut self, wr: &SendWr<'_>, nreq: u64) -> Result<Last, PostErrorKind> {
         let flags = wr.flags.bits();
         let inline = flags & IB_SEND_INLINE != 0;
         // Operation: opcode, immediate, which segments follow the control one.
@@ -514,7 +516,7 @@ impl<M: Mmio> SendQueue<M> {
             ptr::write(self.base.add(off).cast::<CtrlSeg>(), ctrl);
             let slot = self.shared.sq.slot(idx);
             slot.wrid.store(wr.wr_id, Ordering::Relaxed);
-            slot.head.store(self.head + u64::from(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + nreq, Ordering::Relaxed);
             self.cur_post = self.cur_post.wrapping_add(ds.div_ceil(4));
             Ok(Last { off, doorbell: ctrl.doorbell_word(), ds, inline })
         }
@@ -562,8 +564,8 @@ impl<M: Mmio> SendQueue<M> {
 
     /// The doorbell for `nreq` requests, the last of which is `last`.
     #[inline(always)]
-    fn ring(&mut self, nreq: u32, last: Last) {
-        self.head += u64::from(nreq);
+    fn ring(&mut self, nreq: u64, last: Last) {
+        self.head += nreq;
         let pi = self.cur_post & 0xffff;
         // The WQEs are in memory before the doorbell record says so.
         barrier::to_device();
