@@ -11,10 +11,12 @@
 //!
 //! The measured functions are `bench_post` and `bench_poll` (never
 //! inlined): `valgrind --tool=callgrind --collect-atstart=no
-//! --toggle-collect='*bench_post*'` counts exactly their instructions.
+//! --toggle-collect='*bench_post*'` counts exactly their instructions. The
+//! queues and the HCA model come as the fixtures of
+//! `rverbs_providers::mlx5::bench`, which own both sides.
 //!
 //! - `bench_post`: one `SendQueue::post` of one RC SEND with one SGE,
-//!   signaled, through [`NoopMmio`]: the UAR store (BlueFlame copy or 8-byte
+//!   signaled, through `NoopMmio`: the UAR store (BlueFlame copy or 8-byte
 //!   doorbell) and its two `sfence`s compile away; the doorbell *record*
 //!   store and the BlueFlame-half flip are counted. Requests are retired
 //!   outside the measured function.
@@ -24,10 +26,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use rverbs_providers::mlx5::mmio::NoopMmio;
-use rverbs_providers::mlx5::model::{access, retire_all_sends, Hca, HcaMmio, ModelCfg};
-use rverbs_providers::mlx5::{Context, Cq, Qp, QpCaps, QpPrepareArgs, QpType};
-use rverbs_providers::wr::{PostError, RemoteAddr, SendFlags, SendOp, SendWr, Sge, Wc};
+use rverbs_providers::mlx5::bench::{PollBench, PostBench};
+use rverbs_providers::wr::{PostError, SendFlags, SendOp, SendWr, Sge, Wc};
 
 /// Send queue depth (requests; one WQEBB each) and CQ depth.
 const SQ_WR: u32 = 256;
@@ -35,51 +35,28 @@ const CQ_DEPTH: u32 = 255;
 
 /// One `SendQueue::post` of one request: the measured unit.
 #[inline(never)]
-fn bench_post(qp: &mut Qp<NoopMmio>, wr: &SendWr<'_>) -> Result<(), PostError> {
+fn bench_post(qp: &mut PostBench, wr: &SendWr<'_>) -> Result<(), PostError> {
     // SAFETY: the request is not INLINE, so post reads no buffer.
-    unsafe { qp.sq.post(std::slice::from_ref(wr)) }
+    unsafe { qp.post(std::slice::from_ref(wr)) }
 }
 
 /// One `Cq::poll` into `out`: the measured unit.
 #[inline(never)]
-fn bench_poll(cq: &mut Cq<HcaMmio>, out: &mut [Wc]) -> usize {
+fn bench_poll(cq: &mut PollBench, out: &mut [Wc]) -> usize {
     cq.poll(out)
-}
-
-fn caps() -> QpCaps {
-    QpCaps { max_send_wr: SQ_WR, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
-}
-
-fn args() -> QpPrepareArgs {
-    QpPrepareArgs { qp_type: QpType::Rc, caps: caps(), srq: None, sq_sig_all: false }
-}
-
-/// A QP whose doorbell goes nowhere, in RTS.
-fn noop_qp(hca: &Hca, ctx: &Context) -> Qp<NoopMmio> {
-    let cq = hca.new_cq(ctx, CQ_DEPTH);
-    let (p, u) = ctx.qp_prepare(&args()).expect("qp_prepare");
-    let (qpn, resp) = hca.create_qp(&u, QpType::Rc, &p.core_caps(), cq.cqn(), cq.cqn(), None).expect("create_qp");
-    let qp = ctx.qp_finish_with(p, &resp, qpn, |_, _| NoopMmio).map_err(|e| e.error).expect("qp_finish");
-    for s in 1..=3 {
-        qp.on_state_change(s);
-    }
-    std::mem::forget(cq); // lives as long as the process
-    qp
 }
 
 /// Posts `n` one-SGE SENDs; retires them whenever the queue fills.
 /// Returns the time spent inside `bench_post`.
 fn run_post(n: u64) -> Duration {
-    let hca = Hca::new(ModelCfg::default());
-    let ctx = hca.context();
-    let mut qp = noop_qp(&hca, &ctx);
+    let mut qp = PostBench::new(SQ_WR, CQ_DEPTH);
     let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
     let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
-    let cap = u64::from(qp.sq.max_post());
+    let cap = u64::from(qp.max_post());
     let mut spent = Duration::ZERO;
     let mut done = 0;
     while done < n {
-        retire_all_sends(&qp);
+        qp.retire_all();
         let batch = cap.min(n - done);
         let t = Instant::now();
         for _ in 0..batch {
@@ -95,34 +72,14 @@ fn run_post(n: u64) -> Duration {
 /// Polls `n` CQEs in calls of `batch`; the model produces them (RDMA WRITE
 /// completions) outside the timed region.
 fn run_poll(n: u64, batch: usize) -> Duration {
-    let hca = Hca::new(ModelCfg::default());
-    let ctx = hca.context();
-    let mut cq = hca.new_cq(&ctx, CQ_DEPTH);
-    let other = hca.new_cq(&ctx, CQ_DEPTH);
-    let mut a = hca.new_qp(&ctx, &args(), cq.cqn(), cq.cqn());
-    let b = hca.new_qp(&ctx, &args(), other.cqn(), other.cqn());
-    hca.connect(&a, &b);
-    let mem = vec![0u8; 4096].into_boxed_slice();
-    let base = Box::into_raw(mem).cast::<u8>() as u64; // leaked: the model writes it
-    let (lkey, rkey) = hca.reg_mr(base, 4096, access::ALL);
-    let sge = [Sge::new(base, 8, lkey)];
-    let wr = SendWr {
-        wr_id: 0,
-        op: SendOp::RdmaWrite(RemoteAddr { addr: base + 2048, rkey }),
-        flags: SendFlags::SIGNALED,
-        sgl: &sge,
-        ud: None,
-    };
+    let mut cq = PollBench::new(SQ_WR, CQ_DEPTH);
     let mut out = vec![Wc::default(); batch];
-    let fill_max = u64::from(cq.ncqe()).min(u64::from(a.sq.max_post()));
+    let fill_max = cq.fill_max();
     let mut spent = Duration::ZERO;
     let mut done = 0;
     while done < n {
         let fill = fill_max.min(n - done);
-        let wrs: Vec<SendWr<'_>> = (0..fill).map(|i| SendWr { wr_id: done + i, ..wr }).collect();
-        // SAFETY: not INLINE.
-        unsafe { a.sq.post(&wrs) }.expect("post");
-        hca.run();
+        cq.fill(done, fill);
         let mut got = 0;
         let t = Instant::now();
         while got < fill {
@@ -131,7 +88,7 @@ fn run_poll(n: u64, batch: usize) -> Duration {
         spent += t.elapsed();
         done += fill;
     }
-    hca.assert_clean();
+    cq.assert_clean();
     spent
 }
 

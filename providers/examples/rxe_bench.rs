@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Cases: `post` (one `SendRing::post` of one 1-SGE SEND per call),
-//! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs).
+//! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs). The
+//! rings and the mock kernel come as the fixtures of
+//! `rverbs_providers::rxe::bench`, which own both sides.
 //!
 //! Each case runs inside one never-inlined `loop_*` function, which calls
 //! the ring method as an application's event loop would; the mock kernel's
@@ -18,14 +20,13 @@
 //! counts exactly the fast path plus a few instructions of loop.
 //! `--toggle-collect` on the ring methods themselves
 //! (`*SendRing*::post`, `*CqRing::poll`) counts only them, as long as
-//! LLVM keeps them out of line (it does today: they are `#[inline]`, not
-//! `#[inline(always)]`).
+//! LLVM keeps them out of line.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use rverbs_providers::rxe::mock::{recv_cqe, MockKernel};
-use rverbs_providers::rxe::{CqRing, Doorbell, Queue, SendLimits, SendRing, Transport};
+use rverbs_providers::rxe::bench::{recv_cqe, CqBench, SendBench};
+use rverbs_providers::rxe::{Doorbell, SendLimits, Transport};
 use rverbs_providers::wr::{SendFlags, SendOp, SendWr, Sge, Wc};
 use rverbs_providers::Errno;
 
@@ -49,7 +50,7 @@ impl Doorbell for NoopDoorbell {
 
 /// `n` calls of `SendRing::post` with `wr` (a fresh wr_id each).
 #[inline(never)]
-fn loop_post(s: &mut SendRing<NoopDoorbell>, wr: &mut SendWr<'_>, n: u64) {
+fn loop_post(s: &mut SendBench<NoopDoorbell>, wr: &mut SendWr<'_>, n: u64) {
     for _ in 0..n {
         wr.wr_id += 1;
         // SAFETY: the request is not INLINE, so post reads no buffer.
@@ -59,7 +60,7 @@ fn loop_post(s: &mut SendRing<NoopDoorbell>, wr: &mut SendWr<'_>, n: u64) {
 
 /// Calls `CqRing::poll` until `n` CQEs came back.
 #[inline(never)]
-fn loop_poll(c: &mut CqRing, out: &mut [Wc], n: u64) {
+fn loop_poll(c: &mut CqBench, out: &mut [Wc], n: u64) {
     let mut got = 0;
     while got < n {
         got += c.poll(out) as u64;
@@ -71,15 +72,14 @@ fn loop_poll(c: &mut CqRing, out: &mut [Wc], n: u64) {
 /// Returns the time spent inside the loop (the mock's work excluded).
 fn run_post(n: u64) -> Duration {
     let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
-    let mut s = SendRing::new(Queue::new_heap(SQ_SLOTS, SQ_LOG2), lim, NoopDoorbell);
-    let mut k = MockKernel::new(Transport::Rc);
+    let mut s = SendBench::new(SQ_SLOTS, SQ_LOG2, lim, NoopDoorbell);
     let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
     let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
-    let cap = u64::from(s.queue().capacity());
+    let cap = u64::from(s.capacity());
     let mut spent = Duration::ZERO;
     let mut done = 0;
     while done < n {
-        k.discard_send(s.queue(), u32::MAX);
+        s.consume_all();
         let batch = cap.min(n - done);
         let t = Instant::now();
         loop_post(&mut s, &mut wr, batch);
@@ -92,10 +92,9 @@ fn run_post(n: u64) -> Duration {
 /// Polls `n` CQEs in calls of `batch`; the mock refills the CQ outside
 /// the timed region. Returns the time spent inside the loop.
 fn run_poll(n: u64, batch: usize) -> Duration {
-    let mut c = CqRing::new(Queue::new_heap(CQ_SLOTS, CQ_LOG2));
-    let mut k = MockKernel::new(Transport::Rc);
+    let mut c = CqBench::new(CQ_SLOTS, CQ_LOG2);
     let mut out = vec![Wc::default(); batch];
-    let cap = u64::from(c.queue().capacity());
+    let cap = u64::from(c.capacity());
     let mut spent = Duration::ZERO;
     let mut done = 0;
     let mut id = 0;
@@ -104,7 +103,7 @@ fn run_poll(n: u64, batch: usize) -> Duration {
         for _ in 0..fill {
             id += 1;
             // A receive completion with immediate data: the decode's longest path.
-            assert!(k.produce_cqe(c.queue(), &recv_cqe(id, 1, 64, Some(id as u32))));
+            assert!(c.produce(&recv_cqe(id, 1, 64, Some(id as u32))));
         }
         let t = Instant::now();
         loop_poll(&mut c, &mut out, fill);

@@ -20,7 +20,9 @@
 //! | [`cqe_reads_done`] | (none; see its docs) | compiler barrier | `dmb oshld` | CQE loads before the consumer-index store that frees the slots |
 //!
 //! Other architectures get `core::sync::atomic::fence(SeqCst)`, a best
-//! effort that rdma-core's per-arch choices were not checked against.
+//! effort that rdma-core's per-arch choices were not checked against. So
+//! does Miri (`cfg(miri)`), which cannot run `asm!`: the host tests of the
+//! HCA model then run under it.
 #![allow(unsafe_code)]
 
 /// `udma_to_device_barrier()`: memory the device reads by DMA (WQEs, the
@@ -29,14 +31,14 @@
 /// compiler barrier suffices; aarch64 needs `dmb oshst`.
 #[inline(always)]
 pub fn to_device() {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no operands, no memory of ours touched.
     unsafe {
         core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }
 
@@ -45,17 +47,17 @@ pub fn to_device() {
 /// ownership check and reading the CQE body.
 #[inline(always)]
 pub fn from_device() {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
         core::arch::asm!("lfence", options(nostack, preserves_flags))
     };
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
         core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }
 
@@ -64,17 +66,17 @@ pub fn from_device() {
 /// UAR / BlueFlame write.
 #[inline(always)]
 pub fn mmio_flush_writes() {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
         core::arch::asm!("sfence", options(nostack, preserves_flags))
     };
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
         core::arch::asm!("dsb st", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }
 
@@ -96,13 +98,13 @@ pub fn wc_start() {
 /// of ours, following the recommendation in providers.md §B.8.
 #[inline(always)]
 pub fn cqe_reads_done() {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
         core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
 }

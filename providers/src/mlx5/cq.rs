@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use core::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::mlx5_abi::{mlx5_ib_create_cq, mlx5_ib_create_cq_resp, MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX};
@@ -109,7 +109,7 @@ pub struct Cq<M: Mmio = UarMmio> {
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
     cur_sq_mask: u32,
-    cur_tail: *const AtomicU32,
+    cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
     cache: Cache,
@@ -121,12 +121,17 @@ pub struct Cq<M: Mmio = UarMmio> {
 }
 
 // SAFETY: `base` points into `buf`, `db_ci` into `db`, `cur_slots` and
-// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer is only read through
-// raw copies and written (clean) through `&mut self`; `QpShared` is `Sync`.
+// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
+// is only read through volatile owner-byte loads and raw copies, and
+// written (clean) through `&mut self`; the doorbell record and the
+// `QpShared` words are accessed atomically (`QpShared` is `Sync`).
 unsafe impl<M: Mmio + Send> Send for Cq<M> {}
-// SAFETY: every `&self` method reads plain fields of this value (numbers,
-// the doorbell record's address) or hands out `&M`; nothing reachable
-// through `&self` dereferences the raw pointers or writes anything.
+// SAFETY: the public `&self` methods only read plain fields of this value
+// (numbers, the buffer's and doorbell record's addresses). The private
+// `&self` helpers that dereference the raw pointers (`entry`, `op_own`,
+// `poll_req`, `poll_run`: CQE reads, slot loads, the retire-counter store)
+// are only called from `&mut self` methods (`poll`, `clean_qp`), so two
+// threads never run them on one CQ at once.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,
@@ -232,6 +237,11 @@ impl Context {
     /// with every `op_own` 0xF0 and a zeroed doorbell record; returns the
     /// driver data (`mlx5_ib_create_cq`). Put [`PendingCq::core_cqe`] into
     /// the core command.
+    ///
+    /// Crate-internal in spirit: the pending CQ owns memory a kernel CQ
+    /// made from its driver data would use, and dropping it frees that.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn cq_prepare(&self, cqe: u32) -> Result<(PendingCq, mlx5_ib_create_cq)> {
         const VERB: &str = "ibv_create_cq";
         if cqe == 0 || cqe >= MAX_CQE {
@@ -262,6 +272,10 @@ impl Context {
 
     /// Phase two: the kernel created the CQ with `kernel_cqe` entries (the
     /// core answer) and answered `drv_out` (`mlx5_ib_create_cq_resp`).
+    ///
+    /// Dropping the [`Cq`] frees its buffer: only after the kernel destroy.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn cq_finish(&self, pending: PendingCq, drv_out: &[u8], kernel_cqe: u32) -> Result<Cq, FinishError<PendingCq>> {
         self.cq_finish_with(pending, drv_out, kernel_cqe, |_, page| UarMmio::new(page, 0, UAR_SIZE))
     }
@@ -269,7 +283,7 @@ impl Context {
     /// [`cq_finish`](Self::cq_finish) with the doorbell seam supplied by the
     /// caller: `mmio` gets the arm page (the arm register is at +0x20 of the
     /// window it returns).
-    pub fn cq_finish_with<M: Mmio>(
+    pub(crate) fn cq_finish_with<M: Mmio>(
         &self,
         pending: PendingCq,
         drv_out: &[u8],
@@ -347,10 +361,6 @@ impl<M: Mmio> Cq<M> {
     /// Doorbell record address given to the kernel.
     pub fn db_addr(&self) -> u64 {
         self.db.addr()
-    }
-    /// The doorbell seam.
-    pub fn mmio(&self) -> &M {
-        &self.mmio
     }
 
     #[inline(always)]
@@ -473,8 +483,9 @@ impl<M: Mmio> Cq<M> {
         // Our copies are done before the HCA may reuse the entries.
         barrier::cqe_reads_done();
         // SAFETY: consumer-index word of our doorbell record (cached
-        // pointer into `self.db`); one volatile big-endian store.
-        unsafe { self.db_ci.write_volatile((ci & 0x00ff_ffff).to_be()) };
+        // pointer into `self.db`, alive as long as `self`); one atomic
+        // big-endian store, read by the HCA.
+        unsafe { crate::mlx5::mem::store_word(self.db_ci, ci & 0x00ff_ffff) };
     }
 
     /// [`poll_req`](Self::poll_req) for this CQ's CQE version.
@@ -563,7 +574,7 @@ impl<M: Mmio> Cq<M> {
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
             // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(head.wrapping_add(1), Ordering::Release);
+            unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
         }
         n
     }
@@ -639,7 +650,7 @@ impl<M: Mmio> Cq<M> {
             let q = self.registry.qp(rsn)?;
             self.cur_rsn_key = rsn_key(rsn.to_be());
             self.cur_qpn_word = pair(0, q.qpn());
-            self.cur_slots = q.sq.slot(0);
+            self.cur_slots = q.sq.slots_ptr();
             self.cur_sq_mask = q.sq.mask;
             self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);
@@ -659,7 +670,7 @@ impl<M: Mmio> Cq<M> {
             let slot = qp.sq.slot(idx);
             let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(head.wrapping_add(1), Ordering::Release);
+            qp.sq.tail.store(head + 1, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -721,7 +732,7 @@ impl<M: Mmio> Cq<M> {
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
                 let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
-                qp.sq.tail.store(head.wrapping_add(1), Ordering::Release);
+                qp.sq.tail.store(head + 1, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {
@@ -768,9 +779,10 @@ impl<M: Mmio> Cq<M> {
             srq.free(ctr);
             return Some(wr_id);
         }
-        let wr_id = qp.rq.wrid(ctr).load(Ordering::Relaxed);
-        let t = qp.rq.tail.load(Ordering::Relaxed);
-        qp.rq.tail.store(t.wrapping_add(1), Ordering::Release);
+        let slot = qp.rq.slot(ctr);
+        let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+        // Release: the slot was read before the poster reuses it.
+        qp.rq.tail.store(head + 1, Ordering::Release);
         Some(wr_id)
     }
 
@@ -783,7 +795,9 @@ impl<M: Mmio> Cq<M> {
         self.db.store(1, word);
         // The doorbell record before the register write.
         self.mmio.wc_start();
-        self.mmio.write64(CQ_DOORBELL, bytes);
+        // SAFETY: the arm register at +0x20 of the arm page's window
+        // (`0..UAR_SIZE`, `cq_finish_with`), 8-aligned.
+        unsafe { self.mmio.write64(CQ_DOORBELL, bytes) };
         self.mmio.flush();
     }
 
@@ -798,6 +812,11 @@ impl<M: Mmio> Cq<M> {
     /// compacting the rest and keeping each slot's owner bit (rdma-core
     /// `__mlx5_cq_clean`); receive entries of an SRQ go back to its free
     /// list. For destroy-QP and the move to RESET, after the kernel command.
+    ///
+    /// Crate-internal in spirit: given a QP of another context, the SRQ
+    /// free list of that QP would be handed WQEs that are not its own.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn clean_qp(&mut self, qp: &QpShared) {
         let rsn = qp.rsn();
         let v1 = self.cqe_v1;

@@ -5,10 +5,16 @@
 //! Unsafe code (allowed below): the HCA writes CQ buffers and may read or
 //! write every byte of these allocations at any time while the kernel
 //! object exists, so they are only reached through raw pointers; never a
-//! `&[u8]`/`&mut [u8]`. Doorbell records are written with single volatile
-//! 32-bit stores (the HCA reads them as big-endian words).
+//! `&[u8]`/`&mut [u8]`. Doorbell records are written with single atomic
+//! 32-bit stores (the HCA reads them as big-endian words): the poster, the
+//! poller and the control path (`QpShared::on_state_change`) may store
+//! the same record from different threads, and only atomics make that no
+//! data race. A Relaxed atomic store is the same `mov` as a volatile one
+//! on x86_64 (and `str` on aarch64); the ordering against the queue
+//! memory comes from the explicit `barrier::` calls before each store.
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use memmap2::MmapRaw;
@@ -35,6 +41,9 @@ impl DmaBuf {
             Error::os(verb, Errno::from_raw(e.raw_os_error().unwrap_or(Errno::ENOMEM as i32)))
                 .with_message(format!("cannot allocate {len} bytes of queue memory"))
         })?;
+        dont_fork(&map).map_err(|e| {
+            Error::os(verb, e).with_message(format!("cannot exclude {len} bytes of queue memory from fork()"))
+        })?;
         Ok(DmaBuf { map, len })
     }
 
@@ -53,11 +62,26 @@ impl DmaBuf {
     pub fn len(&self) -> usize {
         self.len
     }
+}
 
-    /// Always false: a buffer has at least one page.
-    pub fn is_empty(&self) -> bool {
-        false
+/// `madvise(MADV_DONTFORK)` on a fresh mapping, as rdma-core's
+/// `ibv_fork_init` / `ibv_dontfork_range` does for all memory the HCA
+/// reaches: a child of `fork()` gets no copy of it, so the parent's next
+/// write never copy-on-writes its page away from the one the kernel pinned
+/// for the device (kernels before 5.13 pin without fork-safe COW). The
+/// child could not use these queues anyway.
+fn dont_fork(map: &MmapRaw) -> Result<(), Errno> {
+    // Miri runs the host tests but has no `madvise`; nothing forks there.
+    if cfg!(miri) {
+        return Ok(());
     }
+    let Some(addr) = core::ptr::NonNull::new(map.as_mut_ptr().cast::<core::ffi::c_void>()) else {
+        return Err(Errno::EINVAL);
+    };
+    // SAFETY: `addr..addr + len` is exactly the mapping `map` owns (page
+    // aligned, whole pages); MADV_DONTFORK only changes what `fork()`
+    // copies, not the contents or the mapping of this process.
+    unsafe { nix::sys::mman::madvise(addr, map.len(), nix::sys::mman::MmapAdvise::MADV_DONTFORK) }
 }
 
 /// One page of doorbell records.
@@ -129,10 +153,12 @@ pub struct DbRec {
 }
 
 // SAFETY: the record points into a page owned by `pool`, which this value
-// keeps alive; the words are only accessed with volatile loads/stores, and
-// the data-path owner (`&mut self` of a queue) serialises our stores.
+// keeps alive; its words are only accessed with atomic loads and stores
+// (here, and through `word_ptr` in `SendQueue::ring` and `Cq::set_ci`), so
+// stores from several threads (the poster's, the control path's
+// `on_state_change`) are not a data race.
 unsafe impl Send for DbRec {}
-// SAFETY: as above; shared access only does whole-word volatile accesses.
+// SAFETY: as above: `&self` gives only whole-word atomic accesses.
 unsafe impl Sync for DbRec {}
 
 impl DbRec {
@@ -141,7 +167,8 @@ impl DbRec {
         self.ptr as u64
     }
 
-    /// Pointer to word `i` (0 or 1).
+    /// Pointer to word `i` (0 or 1), for a data path that caches it. Only
+    /// ever access it atomically (`store_word`, `AtomicU32::from_ptr`).
     #[inline(always)]
     pub fn word_ptr(&self, i: usize) -> *mut u32 {
         debug_assert!(i < 2);
@@ -149,21 +176,37 @@ impl DbRec {
         unsafe { self.ptr.add(i & 1) }
     }
 
-    /// Stores `v` big-endian into word `i` with one volatile 32-bit store.
+    /// Stores `v` big-endian into word `i` with one 32-bit atomic store.
     /// The caller puts the barrier in front that the location needs.
     #[inline(always)]
     pub fn store(&self, i: usize, v: u32) {
-        // SAFETY: an aligned word of our record (slots are `stride`-aligned
-        // in a page-aligned page); volatile because the HCA reads it.
-        unsafe { self.word_ptr(i).write_volatile(v.to_be()) }
+        // SAFETY: a word of our record, alive as long as `self`.
+        unsafe { store_word(self.word_ptr(i), v) }
     }
 
-    /// Loads word `i` (host order) with one volatile load.
+    /// Loads word `i` (host order) with one atomic load.
+    #[cfg(test)]
     #[inline(always)]
     pub fn load(&self, i: usize) -> u32 {
-        // SAFETY: as in `store`.
-        u32::from_be(unsafe { self.word_ptr(i).read_volatile() })
+        // SAFETY: a word of our record (see `store_word`): 4-aligned, only
+        // ever accessed atomically, alive as long as `self`.
+        u32::from_be(unsafe { AtomicU32::from_ptr(self.word_ptr(i)) }.load(Ordering::Relaxed))
     }
+}
+
+/// Stores `v` big-endian into the doorbell-record word at `p` with one
+/// Relaxed 32-bit atomic store (the same instruction as a volatile store;
+/// no data race with another thread's store to the same record).
+///
+/// # Safety
+/// `p` is a word of a live [`DbRec`] ([`DbRec::word_ptr`]): 4-aligned
+/// (records are `stride >= 8`-aligned in a page-aligned page), and only ever
+/// accessed atomically, as every access in this crate is.
+#[inline(always)]
+pub(crate) unsafe fn store_word(p: *mut u32, v: u32) {
+    // SAFETY: forwarded; `from_ptr` needs alignment and atomic-only access
+    // for the reference's (this statement's) lifetime.
+    unsafe { AtomicU32::from_ptr(p) }.store(v.to_be(), Ordering::Relaxed)
 }
 
 impl Drop for DbRec {
@@ -186,9 +229,10 @@ mod tests {
         a.store(0, 0x1234);
         a.store(1, 0xabcd_ef01);
         assert_eq!(a.load(0), 0x1234);
-        // Big-endian in memory.
-        // SAFETY: reading our own record's first byte.
-        assert_eq!(unsafe { a.word_ptr(1).cast::<u8>().read_volatile() }, 0xab);
+        // Big-endian in memory: the stored word's first byte.
+        // SAFETY: a word of our own record, accessed atomically.
+        let raw = unsafe { AtomicU32::from_ptr(a.word_ptr(1)) }.load(Ordering::Relaxed);
+        assert_eq!(raw.to_ne_bytes()[0], 0xab);
         let addr = a.addr();
         drop(a);
         let c = pool.alloc("t").unwrap();
@@ -199,6 +243,43 @@ mod tests {
         for r in &all {
             assert_eq!(r.addr() / ps, (r.addr() + 7) / ps);
         }
+    }
+
+    /// The `VmFlags` of the mapping of this process that contains `addr`
+    /// (`/proc/self/smaps`).
+    fn vm_flags(addr: u64) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) {
+                        inside = (lo..hi).contains(&addr);
+                        continue;
+                    }
+                }
+            }
+            if let (true, Some(f)) = (inside, line.strip_prefix("VmFlags:")) {
+                return f.split_whitespace().map(str::to_owned).collect();
+            }
+        }
+        panic!("no mapping contains {addr:#x}");
+    }
+
+    /// Queue buffers and doorbell-record pages are not copied into a child
+    /// of `fork()` (`dc`: `VM_DONTCOPY`), as with rdma-core's `ibv_fork_init`.
+    #[test]
+    fn dma_memory_is_madvised_dontfork() {
+        let b = DmaBuf::new("t", 3 * page_size()).unwrap();
+        for off in [0, b.len() as u64 - 1] {
+            assert!(vm_flags(b.addr() + off).iter().any(|f| f == "dc"), "{:?}", vm_flags(b.addr() + off));
+        }
+        let pool = DbRecPool::new(64);
+        let rec = pool.alloc("t").unwrap();
+        assert!(vm_flags(rec.addr()).iter().any(|f| f == "dc"));
+        // Plain anonymous memory is not: the flag comes from DmaBuf.
+        let plain = anon_pages(page_size()).unwrap();
+        assert!(!vm_flags(plain.as_ptr() as u64).iter().any(|f| f == "dc"));
     }
 
     #[test]

@@ -16,16 +16,39 @@ use crate::mlx5::uar::UarPage;
 
 /// Stores to one doorbell / BlueFlame register window (a QP's register,
 /// or a UAR page for the CQ arm register at +0x20). Offsets are bytes from
-/// the start of the window.
+/// the start of the window: for a QP's register `0..2 * max(bf_half, 8)`
+/// (its two BlueFlame halves, [`RegInfo`](crate::mlx5::uar::RegInfo)), for
+/// a CQ's arm page `0..UAR_SIZE`.
+///
+/// The stores are `unsafe`: the real implementation ([`UarMmio`]) writes
+/// device memory at `offset` and checks it only with a `debug_assert!`
+/// (the data path's offsets are in the window by construction; a release
+/// build pays no check). Implementations that store nothing real (the HCA
+/// model, `NoopMmio`) are safe code implementing the same contract.
+///
+/// ```compile_fail,E0133
+/// // A store to device memory needs `unsafe` and its contract.
+/// fn ring<M: rverbs_providers::mlx5::Mmio>(m: &M) {
+///     m.write64(0, 0);
+/// }
+/// ```
 pub trait Mmio {
-    /// One 64-bit store of `val` at `offset` (8-aligned). The device
-    /// receives `val`'s in-memory bytes, so callers pass
-    /// `u64::from_ne_bytes(big_endian_bytes)` (`mmio_write64_be`).
-    fn write64(&self, offset: usize, val: u64);
-    /// One 64-byte BlueFlame block at `offset` (64-aligned): eight ordered
-    /// 64-bit stores in ascending address order (`mmio_memcpy_x64`), the
-    /// bytes of `block` as they lie in memory.
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]);
+    /// One 64-bit store of `val` at `offset`. The device receives `val`'s
+    /// in-memory bytes, so callers pass `u64::from_ne_bytes(big_endian_bytes)`
+    /// (`mmio_write64_be`).
+    ///
+    /// # Safety
+    /// `offset` is a multiple of 8 and `offset + 8` lies inside the window
+    /// this value was made for (see the trait documentation).
+    unsafe fn write64(&self, offset: usize, val: u64);
+    /// One 64-byte BlueFlame block at `offset`: eight ordered 64-bit
+    /// stores in ascending address order (`mmio_memcpy_x64`), the bytes of
+    /// `block` as they lie in memory.
+    ///
+    /// # Safety
+    /// `offset` is a multiple of 64 and `offset + 64` lies inside the
+    /// window this value was made for.
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]);
     /// `mmio_wc_start()`: orders the doorbell-record store before the
     /// register store(s) that follow.
     fn wc_start(&self);
@@ -43,9 +66,12 @@ pub struct UarMmio {
 }
 
 // SAFETY: the window points into a mapping owned by `_page` (kept alive
-// here); the only accesses are volatile stores, which the data-path owner
-// (`&mut` of the queue) serialises for per-QP registers; shared registers
-// only take single 64-bit stores, which are atomic on the bus.
+// here); the only accesses are volatile stores to device memory, made by
+// `unsafe` calls whose callers keep them inside the window. Per-QP
+// registers are written only by their queue's `post(&mut self)`; the CQ arm
+// page and the shared NC register only take single 64-bit stores, which
+// are single bus writes. Device memory is outside the Rust memory model:
+// nothing of ours reads it back.
 unsafe impl Send for UarMmio {}
 // SAFETY: as above.
 unsafe impl Sync for UarMmio {}
@@ -62,20 +88,21 @@ impl UarMmio {
 
 impl Mmio for UarMmio {
     #[inline(always)]
-    fn write64(&self, offset: usize, val: u64) {
+    unsafe fn write64(&self, offset: usize, val: u64) {
         debug_assert!(offset + 8 <= self.len && offset % 8 == 0);
         // The callers' offsets are the register's two halves or the arm
         // register; one volatile 64-bit store is one bus write.
-        // SAFETY: inside the window (all offsets within `len`) and 8-aligned
-        // (page-aligned mapping, 8-aligned offsets).
+        // SAFETY: inside the `len`-byte window (contract) and 8-aligned
+        // (the window starts 8-aligned in a page-aligned mapping, and the
+        // offset is a multiple of 8).
         unsafe { self.base.add(offset).cast::<u64>().write_volatile(val) }
     }
 
     #[inline(always)]
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
         debug_assert!(offset + 64 <= self.len && offset % 64 == 0);
-        // SAFETY: as in `write64`, for the 64 bytes at `offset`; eight
-        // volatile stores stay in program order, ascending addresses.
+        // SAFETY: as in `write64`, for the 64 bytes at `offset` (contract);
+        // eight volatile stores stay in program order, ascending addresses.
         unsafe {
             let dst = self.base.add(offset).cast::<u64>();
             for (i, w) in block.iter().enumerate() {
@@ -104,9 +131,9 @@ pub struct NoopMmio;
 #[cfg(any(test, feature = "mock"))]
 impl Mmio for NoopMmio {
     #[inline(always)]
-    fn write64(&self, _offset: usize, _val: u64) {}
+    unsafe fn write64(&self, _offset: usize, _val: u64) {}
     #[inline(always)]
-    fn bf_copy(&self, _offset: usize, _block: &[u64; 8]) {}
+    unsafe fn bf_copy(&self, _offset: usize, _block: &[u64; 8]) {}
     #[inline(always)]
     fn wc_start(&self) {}
     #[inline(always)]

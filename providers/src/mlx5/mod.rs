@@ -10,7 +10,41 @@
 //! layouts, what differs from rxe, and what has not been verified on
 //! hardware (everything at run time: there was no mlx5 device here).
 //!
-//! # Integration surface (for the safe `rverbs` layer)
+//! # Integration surface (for this crate's provider-neutral layer)
+//!
+//! The create / destroy sequence below is crate-internal: each step hands
+//! over memory the HCA reaches (dropping a `Pending*` or a [`Cq`] frees it,
+//! a state change clears the doorbell record the HCA reads, a clean hands
+//! WQEs back to an SRQ), so calling one out of order reaches undefined
+//! behaviour. The steps still `pub` are `#[doc(hidden)]` until `rverbs`
+//! stops calling them; what stays public is what cannot break that order:
+//! the post and poll methods ([`SendQueue::post`] is `unsafe` only for
+//! INLINE payloads), the accessors, the sizing functions and the layouts.
+//! None of these compiles outside the crate:
+//!
+//! ```compile_fail,E0599
+//! // The UAR writer of a queue (its stores reach the device).
+//! fn f(q: &rverbs_providers::mlx5::SendQueue<rverbs_providers::mlx5::UarMmio>) {
+//!     let _ = q.mmio();
+//! }
+//! ```
+//! ```compile_fail,E0599
+//! fn f(c: &rverbs_providers::mlx5::Cq) {
+//!     let _ = c.mmio();
+//! }
+//! ```
+//! ```compile_fail,E0599
+//! // Freeing a QP's memory without the kernel destroy.
+//! fn f(ctx: &rverbs_providers::mlx5::Context, qp: rverbs_providers::mlx5::Qp) {
+//!     ctx.qp_destroyed(qp);
+//! }
+//! ```
+//! ```compile_fail
+//! // A state change that clears the doorbell record the HCA reads.
+//! fn f(qp: &rverbs_providers::mlx5::Qp) {
+//!     qp.on_state_change(0);
+//! }
+//! ```
 //!
 //! Open (`GET_CONTEXT`):
 //! - [`ucontext_request()`] → `mlx5_ib_alloc_ucontext_req_v2` as the driver
@@ -24,53 +58,48 @@
 //! in, `finish` consumes the driver data out. If the kernel create fails,
 //! drop the `Pending*` (rollback). If `finish` fails, the `Pending*` comes
 //! back in [`FinishError`]: destroy the kernel object first, then drop it.
-//! - CQ: [`Context::cq_prepare(cqe)`](Context::cq_prepare) →
-//!   `(PendingCq, mlx5_ib_create_cq)`; core `cqe` = [`PendingCq::core_cqe`];
-//!   [`Context::cq_finish(pending, drv_out, kernel_cqe)`](Context::cq_finish)
-//!   → [`Cq`] with `poll(&mut self, &mut [Wc]) -> usize`,
-//!   `arm(&mut self, solicited)`, `on_event(&mut self)` (call it for every
-//!   completion event read from the channel for this CQ), `clean_qp`.
-//!   Driver data out: [`CQ_RESP_LEN`] bytes.
-//! - SRQ: [`Context::srq_prepare(max_wr, max_sge)`](Context::srq_prepare) →
+//! - CQ: `Context::cq_prepare(cqe)` → `(PendingCq, mlx5_ib_create_cq)`;
+//!   core `cqe` = [`PendingCq::core_cqe`];
+//!   `Context::cq_finish(pending, drv_out, kernel_cqe)` → [`Cq`] with
+//!   `poll(&mut self, &mut [Wc]) -> usize`, `arm(&mut self, solicited)`,
+//!   `on_event(&mut self)` (call it for every completion event read from
+//!   the channel for this CQ), `clean_qp`. Driver data out:
+//!   [`CQ_RESP_LEN`] bytes.
+//! - SRQ: `Context::srq_prepare(max_wr, max_sge)` →
 //!   `(PendingSrq, mlx5_ib_create_srq)`; core `max_wr`/`max_sge` from
 //!   [`PendingSrq::core_max_wr`]/[`core_max_sge`](PendingSrq::core_max_sge);
-//!   [`Context::srq_finish(pending, drv_out)`](Context::srq_finish) → [`Srq`]
-//!   with `post(&mut self, &[RecvWr])`. Driver data out: [`SRQ_RESP_LEN`].
-//! - QP: [`Context::qp_prepare(&QpPrepareArgs)`](Context::qp_prepare) →
+//!   `Context::srq_finish(pending, drv_out)` → [`Srq`] with
+//!   `post(&mut self, &[RecvWr])`. Driver data out: [`SRQ_RESP_LEN`].
+//! - QP: `Context::qp_prepare(&QpPrepareArgs)` →
 //!   `(PendingQp, mlx5_ib_create_qp)`; core caps = [`PendingQp::core_caps`],
 //!   caps to report = [`PendingQp::caps`];
-//!   [`Context::qp_finish(pending, drv_out, qpn)`](Context::qp_finish) →
-//!   [`Qp`] = [`SendQueue`] (`unsafe post(&mut self, &[SendWr])`, unsafe
-//!   only for INLINE payloads, exactly like rxe's `SendRing::post`) +
-//!   optional [`RecvQueue`] (`post(&mut self, &[RecvWr])`) + shared state.
-//!   Post semantics are rxe's: requests before the refused one are posted,
-//!   none after, nothing half-written, one doorbell per call.
-//!   Driver data out: [`QP_RESP_LEN`].
+//!   `Context::qp_finish(pending, drv_out, qpn)` → [`Qp`] = [`SendQueue`]
+//!   (`unsafe post(&mut self, &[SendWr])`, unsafe only for INLINE payloads,
+//!   exactly like rxe's `SendRing::post`) + optional [`RecvQueue`]
+//!   (`post(&mut self, &[RecvWr])`) + shared state. Post semantics are
+//!   rxe's: requests before the refused one are posted, none after, nothing
+//!   half-written, one doorbell per call. Driver data out: [`QP_RESP_LEN`].
 //! - AH: [`Context::ah_create(&AhAttr, drv_out)`](Context::ah_create) →
 //!   [`Ah`] (send `drv_out` of [`AH_RESP_LEN`] bytes with the kernel
 //!   CREATE_AH: it carries the RoCE destination MAC). Put
 //!   [`Ah::ah_num`] into [`UdDest::ah_num`](crate::wr::UdDest).
 //!
 //! State: after every successful MODIFY_QP call
-//! [`Qp::on_state_change(new_state)`](Qp::on_state_change) (sends need RTS or
-//! later, receives INIT or later; RESET resets the indices and the doorbell
-//! record; then also [`Cq::clean_qp`] on both CQs).
+//! `QpShared::on_state_change(new_state)` (sends need RTS or later,
+//! receives INIT or later; RESET starts a new epoch and clears the doorbell
+//! record; then also `Cq::clean_qp` on both CQs, or `Context::request_clean`,
+//! before the QP leaves RESET: [`Context::clean_pending`]).
 //!
 //! Destroy (memory must outlive the kernel object, providers.md §B.9):
-//! kernel destroy first; then for a QP `cq.clean_qp(qp.shared())` on its
-//! CQs and [`Context::qp_destroyed(qp)`](Context::qp_destroyed) (a QP just
-//! dropped stays registered, i.e. leaked, never freed under the HCA); for an
-//! SRQ [`Context::srq_destroyed`]; a CQ is simply dropped after its
-//! kernel destroy (`mem::forget` it if the destroy fails).
-//!
-//! A caller whose QP halves and CQ pollers live in separate objects (the
-//! safe `rverbs` layer polls through `&mut` with no lock) uses instead:
-//! [`Context::qp_shared_destroyed`] after the kernel destroy, and
-//! [`Context::request_clean`] for each CQ it cannot reach: the CQ runs the
-//! clean ([`Cq::apply_cleans`]) at its next poll, before reading any entry,
-//! and the request holds the QP (and so its user index) until then;
-//! [`Context::clean_pending`] tells whether that happened;
-//! [`Context::cq_destroyed`] drops the requests of a CQ before its destroy.
+//! kernel destroy first; then `Context::qp_shared_destroyed` for a QP (a
+//! QP just dropped stays registered, i.e. leaked, never freed under the
+//! HCA) and `Context::request_clean` for each of its CQs (the CQ runs the
+//! clean, [`Cq::apply_cleans`], at its next poll, before reading any entry,
+//! and the request holds the QP, and so its user index, until then), or
+//! `Cq::clean_qp` on a CQ at hand; `Context::srq_destroyed` for an SRQ;
+//! `Context::cq_destroyed` before a CQ's destroy (it drops the cleans
+//! requested of it), and the [`Cq`] is dropped after its kernel destroy
+//! (`mem::forget` it if the destroy fails).
 //!
 //! How CQs find the work-request ids: every QP's [`QpShared`] (slot →
 //! wr_id arrays, retire counters, its SRQ) is registered in the context
@@ -78,23 +107,31 @@
 //! a CQ caches the last lookup.
 //!
 //! Hardware effects go through seams so the HCA model can watch them:
-//! [`Mmio`] (UAR / BlueFlame stores; [`UarMmio`] is the real one) and the
-//! DMA memory itself. `*_finish_with` variants take the seam.
+//! [`Mmio`] (UAR / BlueFlame stores, `unsafe`; [`UarMmio`] is the real one)
+//! and the DMA memory itself. The crate-internal `*_finish_with` variants
+//! take the seam.
 //!
 //! Unsafe code is denied in this module tree except in the files that
 //! touch shared memory or MMIO: `barrier.rs`, `mem.rs`, `mmio.rs`,
-//! `uar.rs`, `qp.rs`, `send.rs`, `recv.rs`, `srq.rs`, `cq.rs` and the
-//! model; each says so in its header and every block has a `SAFETY` note.
+//! `uar.rs`, `qp.rs`, `send.rs`, `recv.rs`, `srq.rs`, `cq.rs`, the model and
+//! the benchmark fixtures; each says so in its header and every block has a `SAFETY` note.
 #![deny(unsafe_code)]
 
 pub mod ah;
 pub mod barrier;
+#[cfg(feature = "mock")]
+#[doc(hidden)]
+pub mod bench;
 pub mod cq;
 pub mod cqe;
-pub mod mem;
+// Memory the HCA reaches by DMA: crate-internal.
+pub(crate) mod mem;
 pub mod mmio;
+// The HCA model writes wherever its "kernel" was told: crate-internal (the
+// `bench` fixtures expose it only over memory they own).
 #[cfg(any(test, feature = "mock"))]
-pub mod model;
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod model;
 pub mod qp;
 pub mod recv;
 pub mod seg;
@@ -236,7 +273,9 @@ impl DeviceInfo {
                 resp.cqe_version
             )));
         }
-        if resp.bf_reg_size != 0 && (!resp.bf_reg_size.is_power_of_two() || resp.bf_reg_size > 2048) {
+        // BlueFlame halves of at least 64 bytes: a copy is whole 64-byte
+        // blocks into one half (rdma-core assumes the same).
+        if resp.bf_reg_size != 0 && (!resp.bf_reg_size.is_power_of_two() || !(128..=2048).contains(&resp.bf_reg_size)) {
             return Err(
                 Error::os(VERB, Errno::EPROTO).with_message(format!("BlueFlame register size {}", resp.bf_reg_size))
             );
@@ -321,7 +360,7 @@ impl Context {
 
     /// A context whose "kernel" is the HCA model (tests, benchmarks).
     #[cfg(any(test, feature = "mock"))]
-    pub fn new_model(hca: &model::Hca, resp: &mlx5_ib_alloc_ucontext_resp) -> Result<Context> {
+    pub(crate) fn new_model(hca: &model::Hca, resp: &mlx5_ib_alloc_ucontext_resp) -> Result<Context> {
         Self::with_backend(Backend::Model(hca.clone()), resp, crate::sys::event::page_size())
     }
 
@@ -371,6 +410,11 @@ impl Context {
     /// objects): after the kernel destroyed the QP, forgets it. Its memory
     /// goes when the last half, CQ cache and clean request holding
     /// `qp` goes. Returns false if `qp` was not the registered QP.
+    ///
+    /// Crate-internal in spirit: called before the kernel destroy, it lets
+    /// the QP's memory go while the HCA may still use it.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
         self.registry().remove_qp_if(qp)
     }
@@ -381,6 +425,11 @@ impl Context {
     /// CQ's poller without a lock. Until then the request holds `qp`, so its
     /// user index is not reused and its memory stays. No cost on the fast
     /// path: `poll` already checks the registry's generation.
+    ///
+    /// Crate-internal in spirit: a QP of another context would have its
+    /// SRQ's free list given WQEs that are not its own.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn request_clean(&self, cqn: u32, qp: &Arc<QpShared>) {
         self.registry().request_clean(cqn, qp)
     }
@@ -393,6 +442,12 @@ impl Context {
     /// CQ `cqn` is about to be destroyed and will not be polled again:
     /// drops the cleans requested of it. Call it before the kernel destroy
     /// (the CQN may be reused right after).
+    ///
+    /// Crate-internal in spirit: called for a CQ that is still polled, it
+    /// drops cleans owed after a RESET, whose stale completions the CQ then
+    /// matches against the new epoch's work requests.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn cq_destroyed(&self, cqn: u32) -> usize {
         self.registry().drop_cleans(cqn)
     }

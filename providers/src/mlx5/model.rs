@@ -52,7 +52,7 @@ use zerocopy::IntoBytes;
 
 use crate::mlx5::mmio::Mmio;
 use crate::mlx5::qp::{QpCaps, QpPrepareArgs, QpType};
-use crate::mlx5::uar::{RegInfo, UarKind, UarPage, CQ_DOORBELL};
+use crate::mlx5::uar::{RegInfo, UarKind, CQ_DOORBELL};
 use crate::mlx5::{Context, Cq, Qp, Srq};
 use crate::Errno;
 
@@ -140,10 +140,10 @@ fn block_bytes(block: &[u64; 8]) -> [u8; 64] {
 }
 
 impl Mmio for Recorder {
-    fn write64(&self, offset: usize, val: u64) {
+    unsafe fn write64(&self, offset: usize, val: u64) {
         self.log.lock().unwrap().push(MmioOp::Write64 { offset, bytes: val.to_ne_bytes() });
     }
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
         self.log.lock().unwrap().push(MmioOp::Bf { offset, bytes: block_bytes(block) });
     }
     fn wc_start(&self) {
@@ -178,13 +178,16 @@ unsafe fn wr(addr: u64, bytes: &[u8]) {
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as usize as *mut u8, bytes.len()) };
 }
 
-/// Reads a big-endian u32 at `addr` (a doorbell record word) with a volatile load.
+/// Reads a big-endian u32 at `addr` (a doorbell record word) with an
+/// atomic load, as the provider's stores to it are atomic (a poster on
+/// another thread may be storing it).
 ///
 /// # Safety
-/// As [`rd`], 4-aligned.
+/// As [`rd`], 4-aligned, a word only ever accessed atomically.
 unsafe fn rd_be32(addr: u64) -> u32 {
     // SAFETY: forwarded.
-    u32::from_be(unsafe { (addr as usize as *const u32).read_volatile() })
+    let w = unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as usize as *mut u32) };
+    u32::from_be(w.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 fn be32(b: &[u8], off: usize) -> u32 {
@@ -309,6 +312,10 @@ struct State {
     uars: HashMap<u32, UarKind>,
     next_cqn: u32,
     next_qpn: u32,
+    /// QPNs destroyed, handed out again first when `reuse_qpns` is set
+    /// (the firmware may reuse a QPN right away).
+    free_qpns: Vec<u32>,
+    reuse_qpns: bool,
     next_srqn: u32,
     next_key: u32,
     next_bfreg: u32,
@@ -337,10 +344,10 @@ pub struct HcaMmio {
 }
 
 impl Mmio for HcaMmio {
-    fn write64(&self, offset: usize, val: u64) {
+    unsafe fn write64(&self, offset: usize, val: u64) {
         self.hca.on_store(self.id, offset, &val.to_ne_bytes());
     }
-    fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
+    unsafe fn bf_copy(&self, offset: usize, block: &[u64; 8]) {
         self.hca.on_store(self.id, offset, &block_bytes(block));
     }
     fn wc_start(&self) {
@@ -588,8 +595,13 @@ impl Hca {
         if (d0, d1) != (0, 0) {
             st.violations.push("QP doorbell record not zeroed".into());
         }
-        let qpn = st.next_qpn;
-        st.next_qpn += 1;
+        let qpn = match st.free_qpns.pop() {
+            Some(q) if st.reuse_qpns => q,
+            _ => {
+                st.next_qpn += 1;
+                st.next_qpn - 1
+            }
+        };
         if st.cfg.cqe_version >= 1 {
             st.uidx_used.insert(u.uidx, qpn);
         }
@@ -691,11 +703,6 @@ impl Hca {
         }
     }
 
-    /// Makes QP `qpn` fail RNR at once (`rnr_retry` 0) or wait (7).
-    pub fn set_rnr_retry_zero(&self, qpn: u32, zero: bool) {
-        self.lock().qps.get_mut(&qpn).expect("QP").rnr_retry_zero = zero;
-    }
-
     /// Moves QP `qpn` to the error state (as a fatal error would).
     pub fn force_error(&self, qpn: u32) {
         self.lock().qps.get_mut(&qpn).expect("QP").state = HwState::Err;
@@ -706,7 +713,14 @@ impl Hca {
         let mut st = self.lock();
         if let Some(q) = st.qps.remove(&qpn) {
             st.uidx_used.remove(&q.uidx);
+            st.free_qpns.push(qpn);
         }
+    }
+
+    /// From now on a create-QP reuses the last QPN destroyed, as the
+    /// firmware may.
+    pub(crate) fn reuse_qpns(&self) {
+        self.lock().reuse_qpns = true;
     }
 
     // -- doorbells --------------------------------------------------------
@@ -1238,7 +1252,12 @@ impl State {
             let s = self.srqs.get_mut(&srqn)?;
             // SAFETY: the SRQ's doorbell record.
             let counter = unsafe { rd_be32(s.db) };
-            if counter.wrapping_sub(s.consumed) == 0 {
+            if counter >> 16 != 0 {
+                let v = format!("SRQ {srqn}: doorbell counter {counter:#x} sets the reserved upper 16 bits");
+                self.violations.push(v);
+            }
+            // A 16-bit counter: `consumed` runs free.
+            if counter.wrapping_sub(s.consumed) & 0xffff == 0 {
                 return None;
             }
             let i = s.hw_head;
@@ -1432,12 +1451,9 @@ impl Hca {
     }
 }
 
-/// The page a model register window belongs to is plain memory; this keeps
-/// the type in the public signature of the `*_finish_with` closures usable.
-pub type ModelPage = Arc<UarPage>;
-
 /// Pretends the device completed every send request posted to `qp`
 /// (benchmarks that post without a device behind the doorbell).
+#[cfg_attr(not(feature = "mock"), allow(dead_code))]
 pub fn retire_all_sends<M: Mmio>(qp: &Qp<M>) {
     qp.shared().sq.tail.store(qp.sq.head(), std::sync::atomic::Ordering::Release);
 }

@@ -190,34 +190,44 @@ pub fn qp_sizes(dev: &DeviceInfo, qp_type: QpType, caps: &QpCaps, has_srq: bool)
 }
 
 /// The send-queue bookkeeping the CQ needs: per WQEBB slot, the wr_id and
-/// the send counter (`head`) of the request that starts there; and `tail`,
-/// how many send requests have retired.
+/// the request counter (`head`) of the request that starts there; and
+/// `tail`, the request counter up to which send requests have retired.
+///
+/// The request counters are 64-bit and never start over, not even when
+/// the QP goes through RESET (only the WQEBB counter the device sees does):
+/// a poller that read a slot of the old epoch and stores its `head + 1`
+/// after the reset stores a value no greater than the count at the reset,
+/// which can only make a poster see less room than it has, never more
+/// (docs/MEMORY_ORDERING.md, audit M2).
 #[derive(Debug)]
 pub struct SqShared {
     slots: Box<[SqSlot]>,
     /// Mask of the slot arrays (`sq_wqe_cnt - 1`; 0 with no send queue).
     pub(crate) mask: u32,
-    /// Send requests retired (written by the polling CQ, Release).
-    pub(crate) tail: AtomicU32,
+    /// `head + 1` of the last send request retired (written by the polling
+    /// CQ, Release).
+    pub(crate) tail: AtomicU64,
 }
 
-/// The receive-queue bookkeeping: wr_id per slot and how many receives
-/// completed.
+/// The receive-queue bookkeeping: per slot the wr_id and request counter
+/// of the receive posted there, and the counter up to which receives have
+/// completed; counted as the send queue's ([`SqShared`]).
 #[derive(Debug)]
 pub struct RqShared {
-    wrid: Box<[AtomicU64]>,
+    slots: Box<[SqSlot]>,
     /// `rq_wqe_cnt - 1`.
     pub(crate) mask: u32,
-    /// Receives completed (written by the polling CQ, Release).
-    pub(crate) tail: AtomicU32,
+    /// `head + 1` of the last receive completed (written by the polling
+    /// CQ, Release).
+    pub(crate) tail: AtomicU64,
 }
 
-/// Per WQEBB slot of the send queue: the wr_id and the send counter of
-/// the request starting there (one 16-byte entry: one cache line holds four).
+/// Per slot of a work queue: the wr_id and the request counter of the
+/// request starting there (one 16-byte entry: one cache line holds four).
 #[derive(Debug, Default)]
 pub struct SqSlot {
     pub(crate) wrid: AtomicU64,
-    pub(crate) head: AtomicU32,
+    pub(crate) head: AtomicU64,
 }
 
 fn slots<T: Default>(n: u32) -> Box<[T]> {
@@ -226,7 +236,7 @@ fn slots<T: Default>(n: u32) -> Box<[T]> {
 
 impl SqShared {
     fn new(cnt: u32) -> SqShared {
-        SqShared { slots: slots(cnt), mask: cnt.saturating_sub(1), tail: AtomicU32::new(0) }
+        SqShared { slots: slots(cnt), mask: cnt.saturating_sub(1), tail: AtomicU64::new(0) }
     }
     /// Slot `idx` (masked).
     #[inline(always)]
@@ -234,6 +244,13 @@ impl SqShared {
         // SAFETY: the array has `mask + 1` entries (at least 1) and the
         // index is masked.
         unsafe { self.slots.get_unchecked((idx & self.mask) as usize) }
+    }
+    /// The start of the slot array (`mask + 1` entries), for a data path
+    /// that indexes it itself. Derived from the whole array: a pointer
+    /// taken from `&slots[0]` may only reach that one entry.
+    #[inline(always)]
+    pub(crate) fn slots_ptr(&self) -> *const SqSlot {
+        self.slots.as_ptr()
     }
     /// The wr_id of slot `idx` (masked).
     #[cfg(test)]
@@ -244,13 +261,14 @@ impl SqShared {
 
 impl RqShared {
     fn new(cnt: u32) -> RqShared {
-        RqShared { wrid: slots(cnt), mask: cnt.saturating_sub(1), tail: AtomicU32::new(0) }
+        RqShared { slots: slots(cnt), mask: cnt.saturating_sub(1), tail: AtomicU64::new(0) }
     }
-    /// The wr_id of slot `idx` (masked).
+    /// Slot `idx` (masked).
     #[inline(always)]
-    pub(crate) fn wrid(&self, idx: u32) -> &AtomicU64 {
-        // SAFETY: the array has `mask + 1` entries and the index is masked.
-        unsafe { self.wrid.get_unchecked((idx & self.mask) as usize) }
+    pub(crate) fn slot(&self, idx: u32) -> &SqSlot {
+        // SAFETY: the array has `mask + 1` entries (at least 1) and the
+        // index is masked.
+        unsafe { self.slots.get_unchecked((idx & self.mask) as usize) }
     }
 }
 
@@ -329,13 +347,20 @@ impl QpShared {
 
     /// Tells the provider the QP moved to `new_state` (`enum ibv_qp_state`)
     /// after a successful MODIFY_QP. Sends need RTS or later, receives INIT
-    /// or later. A move to RESET resets the queue indices and the doorbell
-    /// record (rdma-core `mlx5_init_qp_indices` + `db = 0`); the caller also
-    /// cleans the QP's completions out of its CQs ([`crate::mlx5::Cq::clean_qp`]).
+    /// or later. A move to RESET starts a new epoch: the posters start the
+    /// device's WQE counters over at 0 and re-base their request counts
+    /// (rdma-core `mlx5_init_qp_indices`), and the doorbell record is
+    /// cleared (`db = 0`); the caller also cleans the QP's completions out
+    /// of its CQs ([`crate::mlx5::Cq::clean_qp`]) before the QP leaves
+    /// RESET. The retire counters are left alone: see [`SqShared`].
+    ///
+    /// Crate-internal in spirit: it clears the doorbell record the HCA
+    /// reads, and starts a new epoch only the MODIFY_QP it follows makes
+    /// right.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn on_state_change(&self, new_state: u8) {
         if u32::from(new_state) == IB_QPS_RESET {
-            self.sq.tail.store(0, Ordering::Release);
-            self.rq.tail.store(0, Ordering::Release);
             self.db.store(0, 0);
             self.db.store(1, 0);
             let _ = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
@@ -446,7 +471,8 @@ impl<M: Mmio> Qp<M> {
         self.shared.qpn
     }
     /// See [`QpShared::on_state_change`].
-    pub fn on_state_change(&self, new_state: u8) {
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn on_state_change(&self, new_state: u8) {
         self.shared.on_state_change(new_state)
     }
     /// The two halves, for two threads.
@@ -462,6 +488,11 @@ impl Context {
     /// register; returns them with the driver data (`mlx5_ib_create_qp`)
     /// for the kernel command. Put [`PendingQp::core_caps`] into the core
     /// command. If the kernel create fails, drop the pending QP.
+    ///
+    /// Crate-internal in spirit: the pending QP owns memory a kernel QP
+    /// made from its driver data would use, and dropping it frees that.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn qp_prepare(&self, args: &QpPrepareArgs) -> Result<(PendingQp, mlx5_ib_create_qp)> {
         const VERB: &str = "ibv_create_qp";
         let dev = self.device();
@@ -491,6 +522,8 @@ impl Context {
     /// (`mlx5_ib_create_qp_resp`). Registers the QP for its CQs and maps
     /// its doorbell register. On error the pending QP comes back: destroy
     /// the kernel QP, then drop it.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn qp_finish(&self, pending: PendingQp, drv_out: &[u8], qpn: u32) -> Result<Qp, FinishError<PendingQp>> {
         self.qp_finish_with(pending, drv_out, qpn, |reg, page| UarMmio::new(page, reg.offset, reg.bf_half.max(8) * 2))
     }
@@ -498,7 +531,7 @@ impl Context {
     /// [`qp_finish`](Self::qp_finish) with the doorbell seam supplied by the
     /// caller (tests, the HCA model, benchmarks): `mmio` gets the register's
     /// place and its UAR page.
-    pub fn qp_finish_with<M: Mmio>(
+    pub(crate) fn qp_finish_with<M: Mmio>(
         &self,
         pending: PendingQp,
         drv_out: &[u8],
@@ -551,16 +584,6 @@ impl Context {
         let rq = (sizes.rq_wqe_cnt > 0).then(|| RecvQueue::new(shared.clone()));
         tracing::debug!(qpn, rsn, ?sizes, uar = info.uar_index, bf = info.bf_half != 0, "mlx5 QP ready");
         Ok(Qp { sq, rq, shared })
-    }
-
-    /// After the kernel destroyed the QP (and the caller cleaned its CQs
-    /// with [`Cq::clean_qp`](crate::mlx5::Cq::clean_qp)): forgets it and
-    /// frees its buffer, doorbell record, user index and register. A QP
-    /// dropped without this stays registered, so its memory is leaked
-    /// rather than freed under the HCA.
-    pub fn qp_destroyed<M: Mmio>(&self, qp: Qp<M>) {
-        self.registry().remove_qp(qp.shared.rsn);
-        drop(qp);
     }
 }
 

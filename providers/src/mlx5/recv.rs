@@ -24,7 +24,14 @@ pub struct RecvQueue {
     base: *mut u8,
     shift: u32,
     mask: u32,
-    head: u32,
+    /// The receive counter the device sees (doorbell record word 0, WQE
+    /// index): starts over at 0 with each RESET epoch.
+    pi: u32,
+    /// Receives posted (never starts over: see
+    /// [`SqShared`](crate::mlx5::qp::SqShared)).
+    posted: u64,
+    /// `posted` when the current RESET epoch began.
+    epoch_base: u64,
     max_post: u32,
     max_gs: u32,
     state_seen: u32,
@@ -35,7 +42,7 @@ pub struct RecvQueue {
 // SAFETY: `base` points into `shared.buf`, owned by the `Arc` this value
 // holds; the ring is only written through `&mut self`.
 unsafe impl Send for RecvQueue {}
-// SAFETY: `&self` only reads `head` or hands out the `Arc<QpShared>`
+// SAFETY: `&self` only reads `posted` or hands out the `Arc<QpShared>`
 // (`Sync`); the ring is written only through `post(&mut self)`.
 unsafe impl Sync for RecvQueue {}
 
@@ -46,7 +53,9 @@ impl RecvQueue {
             base: shared.buf.ptr(),
             shift: s.rq_wqe_shift,
             mask: s.rq_wqe_cnt.saturating_sub(1),
-            head: 0,
+            pi: 0,
+            posted: 0,
+            epoch_base: 0,
             max_post: s.rq_max_post,
             max_gs: s.max_recv_sge,
             state_seen: u32::MAX,
@@ -55,9 +64,9 @@ impl RecvQueue {
         }
     }
 
-    /// Receives posted so far.
-    pub fn head(&self) -> u32 {
-        self.head
+    /// Receives posted so far (over the QP's whole life).
+    pub fn head(&self) -> u64 {
+        self.posted
     }
 
     /// The shared state.
@@ -68,8 +77,11 @@ impl RecvQueue {
     #[cold]
     fn sync_state(&mut self, word: u32) -> Result<(), PostErrorKind> {
         if word >> 8 != self.epoch {
+            // RESET: the device starts over at WQE 0; everything posted
+            // before is retired (flushed, or its completion cleaned).
             self.epoch = word >> 8;
-            self.head = 0;
+            self.pi = 0;
+            self.epoch_base = self.posted;
         }
         if !recv_ok(word as u8) {
             return Err(PostErrorKind::BadState);
@@ -89,13 +101,17 @@ impl RecvQueue {
                 return Err(PostError { index: 0, kind });
             }
         }
-        let mut tail = self.shared.rq.tail.load(Ordering::Acquire);
+        // Acquire: the CQ read a slot's wr_id before publishing its
+        // retirement. One from before the last RESET is older than
+        // `epoch_base` (see `SqShared`).
+        let retired = |q: &Self| q.shared.rq.tail.load(Ordering::Acquire).max(q.epoch_base).min(q.posted);
+        let mut tail = retired(self);
         let mut n = 0u32;
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
-            if self.head.wrapping_sub(tail).wrapping_add(n) >= self.max_post {
-                tail = self.shared.rq.tail.load(Ordering::Acquire);
-                if self.head.wrapping_sub(tail).wrapping_add(n) >= self.max_post {
+            if self.posted - tail + u64::from(n) >= u64::from(self.max_post) {
+                tail = retired(self);
+                if self.posted - tail + u64::from(n) >= u64::from(self.max_post) {
                     failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                     break;
                 }
@@ -112,7 +128,7 @@ impl RecvQueue {
                 failed = Some(PostError { index, kind: PostErrorKind::TooLong });
                 break;
             }
-            let ind = self.head.wrapping_add(n) & self.mask;
+            let ind = self.pi.wrapping_add(n) & self.mask;
             // SAFETY: slot `ind` is free (overflow check) and lies in the
             // receive queue at the start of the buffer; it holds `max_gs`
             // 16-byte segments, and at most that many are written.
@@ -129,14 +145,17 @@ impl RecvQueue {
                     ptr::write(slot.add(j), DataSeg::terminator());
                 }
             }
-            self.shared.rq.wrid(ind).store(wr.wr_id, Ordering::Relaxed);
+            let slot = self.shared.rq.slot(ind);
+            slot.wrid.store(wr.wr_id, Ordering::Relaxed);
+            slot.head.store(self.posted + u64::from(n), Ordering::Relaxed);
             n += 1;
         }
         if n > 0 {
-            self.head = self.head.wrapping_add(n);
+            self.pi = self.pi.wrapping_add(n);
+            self.posted += u64::from(n);
             // The WQEs before the counter that publishes them.
             barrier::to_device();
-            self.shared.db.store(0, self.head & 0xffff);
+            self.shared.db.store(0, self.pi & 0xffff);
         }
         match failed {
             None => Ok(()),

@@ -64,11 +64,14 @@ pub struct SendQueue<M: Mmio> {
     bytes_mask: usize,
     /// WQEBB mask.
     bb_mask: u32,
-    /// Producer counter in WQEBBs (free running; the low 16 bits go to the HCA).
+    /// Producer counter in WQEBBs (free running; the low 16 bits go to the
+    /// HCA; starts over at 0 with each RESET epoch).
     cur_post: u32,
-    /// Send requests posted (free running).
-    head: u32,
-    max_post: u32,
+    /// Send requests posted (never starts over, not even at RESET: see
+    /// [`SqShared`](crate::mlx5::qp::SqShared)).
+    head: u64,
+    /// Requests that may be outstanding (`u64`: added to the 64-bit counts).
+    max_post: u64,
     max_sge: u32,
     max_inline: u32,
     /// `qpn << 8`.
@@ -89,10 +92,13 @@ pub struct SendQueue<M: Mmio> {
     /// allowed), else a value no state word has: one compare checks both.
     short_seen: u32,
     /// The `head` at which the queue is full as of the last load of
-    /// `tail` (`tail + max_post`): room while `head != limit`, and
-    /// `limit - head` requests fit before `tail` must be reloaded. Posting
-    /// moves only `head`, so the common case keeps no second counter.
-    limit: u32,
+    /// `tail` (`tail + max_post`): room while `head < limit`, and
+    /// `limit - head` requests fit before `tail` must be reloaded. A
+    /// retirement stored late, from before a RESET, is older than any
+    /// request since, so it can only make `limit` smaller than the truth,
+    /// even below `head` (no room: the difference is compared signed).
+    /// Posting moves only `head`, so the common case keeps no second counter.
+    limit: u64,
     epoch: u32,
     /// Current BlueFlame half and its size (0: doorbells only).
     bf_offset: usize,
@@ -111,12 +117,14 @@ pub struct SendQueue<M: Mmio> {
 
 // SAFETY: `base` and the cached pointers point into `shared` (its buffer,
 // doorbell record and arrays), owned by the `Arc` this value holds; the ring
-// is only written through `&mut self`, the shared words are atomics or
-// device words. The doorbell seam must be `Send` itself.
+// is only written through `&mut self`, and the shared words (slots, retire
+// counter, state word, doorbell record) are accessed atomically. The
+// doorbell seam must be `Send` itself.
 unsafe impl<M: Mmio + Send> Send for SendQueue<M> {}
 // SAFETY: the public `&self` methods read plain fields (counters, sizes) or
-// hand out `&M` / `&Arc<QpShared>` (`Sync`); the private `&self` helpers
-// that write queue memory or MMIO are only called from `post(&mut self)`.
+// hand out `&Arc<QpShared>` (`Sync`); the seam `M` is never handed out; the
+// private `&self` helpers that write queue memory or MMIO (`seg`,
+// `write_inline`, `bf_copy`) are only called from `post(&mut self)`.
 unsafe impl<M: Mmio + Sync> Sync for SendQueue<M> {}
 
 /// What the ring step needs of the last WQE written.
@@ -145,7 +153,7 @@ impl<M: Mmio> SendQueue<M> {
             bb_mask: s.sq_wqe_cnt.saturating_sub(1),
             cur_post: 0,
             head: 0,
-            max_post: s.sq_max_post,
+            max_post: u64::from(s.sq_max_post),
             max_sge: s.max_send_sge,
             max_inline: s.max_inline,
             qpn8: shared.qpn() << 8,
@@ -156,14 +164,14 @@ impl<M: Mmio> SendQueue<M> {
             sig_all,
             state_seen: u32::MAX,
             short_seen: u32::MAX,
-            limit: s.sq_max_post,
+            limit: u64::from(s.sq_max_post),
             epoch: 0,
             bf_offset: 0,
             bf_half,
             fast: shared.qp_type() != QpType::Ud && s.max_send_sge >= 1,
             mmio,
             qp: Arc::as_ptr(&shared),
-            slots: shared.sq.slot(0),
+            slots: shared.sq.slots_ptr(),
             db_snd: shared.db.word_ptr(1),
             ahs,
             shared,
@@ -174,21 +182,17 @@ impl<M: Mmio> SendQueue<M> {
     pub fn shared(&self) -> &Arc<QpShared> {
         &self.shared
     }
-    /// The doorbell seam.
-    pub fn mmio(&self) -> &M {
-        &self.mmio
-    }
     /// Producer counter in WQEBBs.
     pub fn cur_post(&self) -> u32 {
         self.cur_post
     }
-    /// Requests posted so far.
-    pub fn head(&self) -> u32 {
+    /// Requests posted so far (over the QP's whole life).
+    pub fn head(&self) -> u64 {
         self.head
     }
     /// Requests that may be outstanding.
     pub fn max_post(&self) -> u32 {
-        self.max_post
+        self.max_post as u32
     }
     /// The BlueFlame half the next copy goes to.
     pub fn bf_offset(&self) -> usize {
@@ -199,11 +203,14 @@ impl<M: Mmio> SendQueue<M> {
     fn sync_state(&mut self, word: u32) -> Result<(), PostErrorKind> {
         let epoch = word >> 8;
         if epoch != self.epoch {
-            // The QP went through RESET: the device starts over at 0.
+            // The QP went through RESET: the device starts over at WQEBB 0,
+            // and every request posted before is retired (flushed, or its
+            // completion cleaned): a whole queue of room. A poller may still
+            // store an old request's retirement after this; it is no larger
+            // than `head` now, so `refresh_free` can only see less room.
             self.epoch = epoch;
-            self.head = 0;
             self.cur_post = 0;
-            self.limit = self.max_post;
+            self.limit = self.head + self.max_post;
         }
         if !send_ok(word as u8) {
             return Err(PostErrorKind::BadState);
@@ -215,12 +222,19 @@ impl<M: Mmio> SendQueue<M> {
 
     /// Reloads the retire counter: how many more requests fit.
     #[inline(always)]
-    fn refresh_free(&mut self) -> u32 {
+    fn refresh_free(&mut self) -> i64 {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
         let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
-        self.limit = tail.wrapping_add(self.max_post);
-        self.limit.wrapping_sub(self.head)
+        self.limit = tail + self.max_post;
+        self.room()
+    }
+
+    /// Requests that fit before `tail` must be reloaded; negative (none)
+    /// when a late retirement from before a RESET left `limit` below `head`.
+    #[inline(always)]
+    fn room(&self) -> i64 {
+        self.limit.wrapping_sub(self.head) as i64
     }
 
     #[inline(always)]
@@ -237,8 +251,9 @@ impl<M: Mmio> SendQueue<M> {
     ///
     /// # Safety
     /// For `INLINE` requests, every SGE's `addr..addr+length` must be
-    /// readable memory (it is copied now). For the others nothing is read
-    /// here; the device checks the lkeys.
+    /// readable memory (it is copied now); SGEs of length 0 are skipped,
+    /// whatever their address. For the others nothing is read here; the
+    /// device checks the lkeys.
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         // The latency case gets a straight line: one short request, the
@@ -247,8 +262,8 @@ impl<M: Mmio> SendQueue<M> {
             if let Some(s) = self.short(wr) {
                 // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
                 let word = unsafe { &*self.qp }.state_word();
-                if word == self.short_seen && self.head != self.limit {
-                    // SAFETY: room for a WQE at `cur_post` (`head != limit`).
+                if word == self.short_seen && self.head < self.limit {
+                    // SAFETY: room for a WQE at `cur_post` (`head < limit`).
                     let last = unsafe { self.write_short(wr.flags.bits(), s, wr.wr_id, 0) };
                     self.ring(1, last);
                     return Ok(());
@@ -288,12 +303,13 @@ impl<M: Mmio> SendQueue<M> {
                 return Err(PostError { index: 0, kind });
             }
         }
-        let mut nreq = 0u32;
+        // 64-bit, as the counts it is added to and compared with.
+        let mut nreq = 0u64;
         let mut last = Last { off: 0, doorbell: 0, ds: 0, inline: false };
         let mut failed = None;
         for (index, wr) in wrs.iter().enumerate() {
             // `head` moves only in `ring`: count this call's requests too.
-            if self.limit.wrapping_sub(self.head) <= nreq && self.refresh_free() <= nreq {
+            if self.room() <= nreq as i64 && self.refresh_free() <= nreq as i64 {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
@@ -330,7 +346,7 @@ impl<M: Mmio> SendQueue<M> {
     /// # Safety
     /// Room for one WQEBB at `cur_post`.
     #[inline(always)]
-    unsafe fn write_short(&mut self, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u32) -> Last {
+    unsafe fn write_short(&mut self, flags: u32, s: &crate::wr::Sge, wr_id: u64, nreq: u64) -> Last {
         let cur = self.cur_post;
         let idx = cur & self.bb_mask;
         // The slot first: `wr_id` and `head` are then dead, which keeps the
@@ -339,7 +355,7 @@ impl<M: Mmio> SendQueue<M> {
         unsafe {
             let slot = &*self.slots.add(idx as usize);
             slot.wrid.store(wr_id, Ordering::Relaxed);
-            slot.head.store(self.head.wrapping_add(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + nreq, Ordering::Relaxed);
         }
         let off = (idx as usize) << 6;
         // SAFETY: the block at `off` is free (overflow check), inside the
@@ -378,7 +394,7 @@ impl<M: Mmio> SendQueue<M> {
     /// There is room for `wqe_size` bytes at `cur_post` (overflow check);
     /// INLINE SGEs are readable.
     #[inline(never)]
-    unsafe fn write_wqe(&mut self, wr: &SendWr<'_>, nreq: u32) -> Result<Last, PostErrorKind> {
+    unsafe fn write_wqe(&mut self, wr: &SendWr<'_>, nreq: u64) -> Result<Last, PostErrorKind> {
         let flags = wr.flags.bits();
         let inline = flags & IB_SEND_INLINE != 0;
         // Operation: opcode, immediate, which segments follow the control one.
@@ -500,7 +516,7 @@ impl<M: Mmio> SendQueue<M> {
             ptr::write(self.base.add(off).cast::<CtrlSeg>(), ctrl);
             let slot = self.shared.sq.slot(idx);
             slot.wrid.store(wr.wr_id, Ordering::Relaxed);
-            slot.head.store(self.head.wrapping_add(nreq), Ordering::Relaxed);
+            slot.head.store(self.head + nreq, Ordering::Relaxed);
             self.cur_post = self.cur_post.wrapping_add(ds.div_ceil(4));
             Ok(Last { off, doorbell: ctrl.doorbell_word(), ds, inline })
         }
@@ -548,14 +564,15 @@ impl<M: Mmio> SendQueue<M> {
 
     /// The doorbell for `nreq` requests, the last of which is `last`.
     #[inline(always)]
-    fn ring(&mut self, nreq: u32, last: Last) {
-        self.head = self.head.wrapping_add(nreq);
+    fn ring(&mut self, nreq: u64, last: Last) {
+        self.head += nreq;
         let pi = self.cur_post & 0xffff;
         // The WQEs are in memory before the doorbell record says so.
         barrier::to_device();
-        // SAFETY: doorbell-record word 1 of this QP (cached pointer, see
-        // `post`); one volatile big-endian store, read by the HCA.
-        unsafe { self.db_snd.write_volatile(pi.to_be()) };
+        // SAFETY: doorbell-record word 1 of this QP (cached pointer into
+        // `shared.db`, alive as long as `self`); one atomic big-endian store,
+        // read by the HCA (atomic: `on_state_change` may store it too).
+        unsafe { crate::mlx5::mem::store_word(self.db_snd, pi) };
         // The doorbell record before the register write.
         self.mmio.wc_start();
         let bf = nreq == 1
@@ -566,7 +583,11 @@ impl<M: Mmio> SendQueue<M> {
         if bf {
             self.bf_copy(last);
         } else {
-            self.mmio.write64(self.bf_offset, last.doorbell);
+            // SAFETY: `bf_offset` is 0 or `bf_half` (it flips between the
+            // two), so `bf_offset + 8 <= 2 * max(bf_half, 8)`: inside the
+            // register window `mmio` was made for (`qp_finish_with`), 8-aligned
+            // (`bf_half` is 0 or at least 64, a power of two: `DeviceInfo`).
+            unsafe { self.mmio.write64(self.bf_offset, last.doorbell) };
         }
         self.mmio.flush();
         self.bf_offset ^= self.bf_half;
@@ -580,7 +601,11 @@ impl<M: Mmio> SendQueue<M> {
             // into the ring (blocks are 64-aligned, so none crosses the end);
             // the HCA only reads the send queue, so a plain copy is fine.
             let block: [u64; 8] = unsafe { ptr::read(self.seg(last.off + 64 * b).cast::<[u64; 8]>()) };
-            self.mmio.bf_copy(self.bf_offset + 64 * b, &block);
+            // SAFETY: `ring` copies only when `ds <= bf_half / 16`, so the
+            // `blocks * 64 <= bf_half` bytes (`bf_half` a power of two >= 64)
+            // from `bf_offset` (0 or `bf_half`) fit in the window of
+            // `2 * bf_half` bytes; 64-aligned for the same reason.
+            unsafe { self.mmio.bf_copy(self.bf_offset + 64 * b, &block) };
         }
     }
 }

@@ -164,17 +164,23 @@ impl SrqShared {
                 break;
             }
             let i = l.head;
-            self.wrid[i as usize].store(wr.wr_id, Ordering::Relaxed);
+            // Masked like `wqe(i)` (the list only ever holds masked indices).
+            self.wrid[(i & (self.sizes.nwqes - 1)) as usize].store(wr.wr_id, Ordering::Relaxed);
             let next = self.next(i);
             // SAFETY: WQE `i` is the list head, owned by software (the HCA
             // only consumes WQEs counted by the doorbell record); the data
-            // segments follow the 16-byte next segment, `max_gs` of them.
+            // segments follow the 16-byte next segment, `max_gs` of them, and
+            // at most `wr.sgl.len() <= max_gs` are written (checked above).
             unsafe {
                 let scat = self.wqe(i).add(DS).cast::<DataSeg>();
                 let mut j = 0;
                 for s in wr.sgl {
-                    ptr::write(scat.add(j), DataSeg::new(s.length, s.lkey, s.addr));
-                    j += 1;
+                    // A byte count of 0 is believed to mean 2 GiB to the HCA
+                    // (MLX5.md, item 10): skipped, as the RQ does.
+                    if s.length != 0 {
+                        ptr::write(scat.add(j), DataSeg::new(s.length, s.lkey, s.addr));
+                        j += 1;
+                    }
                 }
                 if j < self.sizes.max_gs as usize {
                     ptr::write(scat.add(j), DataSeg::terminator());
@@ -187,7 +193,9 @@ impl SrqShared {
             l.counter = l.counter.wrapping_add(n);
             // The WQEs before the counter that publishes them.
             barrier::to_device();
-            self.db.store(0, l.counter);
+            // A 16-bit counter (rdma-core's `uint16_t srq->counter`), like the
+            // RQ's and SQ's: the upper half of the word is reserved.
+            self.db.store(0, l.counter & 0xffff);
         }
         match failed {
             None => Ok(()),
@@ -252,6 +260,10 @@ impl Context {
     /// the doorbell record, a user index (CQE version 1); returns them with
     /// the driver data. Use [`PendingSrq::core_max_wr`] /
     /// [`core_max_sge`](PendingSrq::core_max_sge) in the core command.
+    ///
+    /// Crate-internal in spirit, as [`Context::qp_prepare`].
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_prepare(&self, max_wr: u32, max_sge: u32) -> Result<(PendingSrq, mlx5_ib_create_srq)> {
         const VERB: &str = "ibv_create_srq";
         let dev = self.device();
@@ -286,6 +298,8 @@ impl Context {
 
     /// Phase two: the kernel created the SRQ and answered `drv_out`
     /// (`mlx5_ib_create_srq_resp`).
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_finish(&self, pending: PendingSrq, drv_out: &[u8]) -> Result<Srq, FinishError<PendingSrq>> {
         let resp: mlx5_ib_create_srq_resp = match parse("ibv_create_srq", drv_out) {
             Ok(r) => r,
@@ -300,6 +314,11 @@ impl Context {
 
     /// After the kernel destroyed the SRQ (and every QP using it is gone):
     /// forgets it. Its memory is freed when the last QP reference goes.
+    ///
+    /// Crate-internal in spirit: called before the kernel destroy, it lets
+    /// the SRQ's memory go while the HCA may still use it.
+    // TODO(lead): pub(crate) once src/ no longer uses it.
+    #[doc(hidden)]
     pub fn srq_destroyed(&self, srq: Srq) {
         self.registry().remove_srq(srq.shared.srqn());
         drop(srq);

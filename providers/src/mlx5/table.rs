@@ -37,21 +37,31 @@ struct CleanReq {
 
 impl Registry {
     /// Registers a QP under `rsn`.
+    ///
+    /// Refused with `EBUSY` while a clean is still owed for an earlier QP of
+    /// the same resource number: with CQE version 0 that is the QPN, which
+    /// the kernel may give again right after a destroy, and the clean
+    /// matches CQEs by it, so it would also remove the new QP's
+    /// completions (audit L5). A user index (version 1) cannot collide: the
+    /// request holds the old one's lease. The check is made under the QP
+    /// map's lock, which the old QP's removal (after its clean request)
+    /// also takes, so no request can slip in between.
     pub(crate) fn insert_qp(&self, rsn: u32, qp: Arc<QpShared>) -> Result<()> {
         let mut m = self.qps.write().unwrap_or_else(|p| p.into_inner());
         if m.contains_key(&rsn) {
             return Err(Error::os("ibv_create_qp", Errno::EEXIST)
                 .with_message(format!("resource number {rsn:#x} is already registered")));
         }
+        let owed =
+            self.cleans.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|r| r.qp.rsn() == rsn).map(|r| r.cqn);
+        if let Some(cqn) = owed {
+            return Err(Error::os("ibv_create_qp", Errno::EBUSY).with_message(format!(
+                "the kernel gave QP number {rsn:#x} again before CQ {cqn:#x} dropped the completions its \
+                 previous QP left: poll that CQ (an empty slice is enough), then create the QP again"
+            )));
+        }
         m.insert(rsn, qp);
         Ok(())
-    }
-
-    /// Removes a QP; bumps the generation so CQ caches forget it.
-    pub(crate) fn remove_qp(&self, rsn: u32) -> Option<Arc<QpShared>> {
-        let r = self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&rsn);
-        self.generation.fetch_add(1, Ordering::Release);
-        r
     }
 
     /// Looks a QP up.

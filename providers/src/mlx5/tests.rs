@@ -345,6 +345,17 @@ fn ucontext_resp_parsing_and_old_kernels() {
     let mut bad = r;
     bad.cqe_version = 2;
     assert!(DeviceInfo::from_resp(&bad, 4096).is_err());
+    // BlueFlame registers: 0 (none) or a power of two from 128 to 2048, so
+    // each half takes whole 64-byte blocks (the `Mmio` window contract).
+    for (size, ok) in [(0, true), (64, false), (100, false), (128, true), (512, true), (2048, true), (4096, false)] {
+        let mut r = r;
+        r.bf_reg_size = size;
+        let got = DeviceInfo::from_resp(&r, 4096);
+        assert_eq!(got.is_ok(), ok, "{size}");
+        if let Err(e) = got {
+            assert_eq!(e.errno(), Some(crate::Errno::EPROTO));
+        }
+    }
 }
 
 #[test]
@@ -900,6 +911,71 @@ fn srq_wqe_and_free_list() {
     assert!(srq.post(&[RecvWr { wr_id: 6, sgl: &sge }]).is_err());
 }
 
+/// The SRQ doorbell counter is 16 bits, as the RQ's (audit L2): after
+/// 65,536 posts the record's upper half stays 0.
+#[test]
+fn srq_doorbell_counter_is_masked_to_16_bits() {
+    let (hca, ctx) = ctx(0);
+    let mut srq = hca.new_srq(&ctx, 3, 1);
+    let s = srq.shared().clone();
+    let sge = [Sge::new(0x1000, 0x40, 0x31)];
+    for n in 1..=0x1_0003u32 {
+        srq.post(&[RecvWr { wr_id: u64::from(n), sgl: &sge }]).unwrap();
+        // The WQE just posted is the list head's predecessor; completing it
+        // (whichever it was: the one whose wr_id is `n`) links it back.
+        let i = (0..4).find(|&i| s.wrid(i) == u64::from(n)).unwrap();
+        s.free(i);
+        if n == 0xffff || n == 0x1_0003 {
+            assert_bytes(&peek(s.db_addr(), 4), &(n & 0xffff).to_be_bytes());
+        }
+    }
+    hca.assert_clean();
+}
+
+/// A zero-length SGE is skipped in an SRQ WQE, as in the RQ's (audit L3):
+/// the HCA is believed to read byte count 0 as 2 GiB.
+#[test]
+fn srq_skips_zero_length_sges() {
+    let (hca, ctx) = ctx(0);
+    let mut srq = hca.new_srq(&ctx, 3, 2);
+    let s = srq.shared().clone();
+    let sgl = [Sge::new(0x2000, 0, 0x77), Sge::new(0x1000, 0x40, 0x31)];
+    srq.post(&[RecvWr { wr_id: 1, sgl: &sgl }]).unwrap();
+    let stride = 1usize << s.sizes().wqe_shift;
+    let data = [0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x31, 0, 0, 0, 0, 0, 0, 0x10, 0x00];
+    // Next segment (next index 1), the 0x40-byte SGE, then the terminator
+    // (byte count 0, lkey MLX5_INVALID_LKEY 0x100).
+    let term = [0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut want = bytes_at(stride, &[(2, &[0x00, 0x01]), (16, &data), (32, &term)]);
+    want.truncate(48);
+    assert_bytes(&peek(s.buf_addr(), 48), &want);
+}
+
+/// Static UARs with 1024- or 2048-byte BlueFlame registers: a register
+/// of the kernel's 4-per-UAR numbering that lies past its UAR's end is
+/// refused with `EPROTO` at create-QP (audit L8), instead of the register
+/// window's assert panicking in `qp_finish`.
+#[test]
+fn static_uar_register_outside_its_uar_is_eproto() {
+    for (bf_reg_size, fits) in [(512, true), (1024, true), (2048, false)] {
+        let hca = Hca::new(ModelCfg { bf_reg_size, dynamic_uar: false, ..Default::default() });
+        let ctx = hca.context();
+        let cq = hca.new_cq(&ctx, 15);
+        let args = QpPrepareArgs { qp_type: QpType::Rc, caps: rc_caps(), srq: None, sq_sig_all: false };
+        let (p, u) = ctx.qp_prepare(&args).unwrap();
+        let (qpn, resp) = hca.create_qp(&u, QpType::Rc, &p.core_caps(), cq.cqn(), cq.cqn(), None).unwrap();
+        // The model hands out register 29 first (UAR 7, register 1).
+        assert_eq!(resp[..].get(0..4).map(|b| u32::from_ne_bytes(b.try_into().unwrap())), Some(29));
+        match ctx.qp_finish_with(p, &resp, qpn, |r, _| hca.mmio_for_qp(r)) {
+            Ok(qp) => assert!(fits, "{bf_reg_size}: register at {:#x}", qp.shared().reg().unwrap().offset),
+            Err(e) => {
+                assert!(!fits, "{bf_reg_size}: {}", e.error);
+                assert_eq!(e.error.errno(), Some(crate::Errno::EPROTO));
+            }
+        }
+    }
+}
+
 // -- CQE parsing, one per opcode ----------------------------------------------------
 
 struct CqFix {
@@ -1288,4 +1364,44 @@ fn data_path_objects_are_send() {
     sync::<QpShared>();
     sync::<SrqShared>();
     sync::<Ah>();
+}
+
+/// The poster's doorbell-record store (`SendQueue::ring`) and the control
+/// path's (`on_state_change(RESET)` clears the record) from two threads
+/// (audit M1). With atomic stores this is no data race; with the volatile
+/// stores of before, Miri's race detector stops this test
+/// (`cargo +nightly miri test -p rverbs-providers --lib
+/// doorbell_record_stores_from_two_threads`).
+#[test]
+fn doorbell_record_stores_from_two_threads() {
+    use crate::mlx5::mmio::NoopMmio;
+    let (_hca, ctx) = ctx(0);
+    let args = QpPrepareArgs { qp_type: QpType::Rc, caps: rc_caps(), srq: None, sq_sig_all: false };
+    let (p, _) = ctx.qp_prepare(&args).unwrap();
+    let mut qp = ctx.qp_finish_with(p, &[0u8; QP_RESP_LEN], 0x123, |_, _| NoopMmio).map_err(|e| e.error).unwrap();
+    for s in 1..=3 {
+        qp.on_state_change(s);
+    }
+    let shared = qp.shared().clone();
+    let sge = [Sge::new(0x1000, 4, 1)];
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..20 {
+                shared.on_state_change(0);
+                for st in 1..=3 {
+                    shared.on_state_change(st);
+                }
+            }
+        });
+        for i in 0..40 {
+            // SAFETY: not INLINE.
+            match unsafe { qp.sq.post(&[send(i, SendFlags::empty(), &sge)]) } {
+                Ok(()) => {
+                    let head = qp.sq.head();
+                    qp.shared().sq.tail.store(head, Ordering::Release);
+                }
+                Err(e) => assert_eq!(e.kind, crate::wr::PostErrorKind::BadState),
+            }
+        }
+    });
 }

@@ -311,7 +311,7 @@ fn rc_run(cfg: ModelCfg, per_op: u64) -> Rc {
     } else {
         assert_eq!(s.bf_copies, 0);
     }
-    assert_eq!(t.b.rq.as_ref().unwrap().head() as u64, t.recv_posted);
+    assert_eq!(t.b.rq.as_ref().unwrap().head(), t.recv_posted);
     t
 }
 
@@ -724,11 +724,59 @@ fn destroy_cleans_the_cq_and_unregisters() {
     t.cq_b.clean_qp(&shared);
     assert_eq!(t.cq_b.cons_index(), 3);
     let b = std::mem::replace(&mut t.b, t.hca.new_qp(&t.ctx, &args(QpType::Rc, rc_caps()), t.cq_b.cqn(), t.cq_b.cqn()));
-    t.ctx.qp_destroyed(b);
+    assert!(t.ctx.qp_shared_destroyed(b.shared()));
+    drop(b);
     drop(shared);
     assert_eq!(t.ctx.registry().qp_count(), 2, "old B gone, new B registered");
     assert_eq!(t.cq_b.poll(&mut [Wc::default(); 8]), 0);
     assert_eq!(poll_n(&mut t.cq_a, 3).len(), 3);
+    t.hca.assert_clean();
+}
+
+/// CQE version 0 names QPs by QPN, which the kernel may give again right
+/// after a destroy: while a clean of the old QP is still owed, a new QP of
+/// the same number would have its completions cleaned with the old ones,
+/// so creating it is refused with `EBUSY` until the CQ was polled (audit
+/// L5).
+#[test]
+fn cqe_v0_qpn_reused_while_a_clean_is_owed_is_ebusy() {
+    let mut t = Rc::new(ModelCfg { cqe_version: 0, ..Default::default() }, 31);
+    let sge = [t.src.sge(0, 8)];
+    for i in 0..3 {
+        post_send(&mut t.a, &[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
+            .unwrap();
+    }
+    t.hca.run();
+    // Destroy B the safe layer's way: its CQ's poller is out of reach.
+    let old = t.b.qpn();
+    t.hca.destroy_qp(old);
+    let shared = t.b.shared().clone();
+    t.ctx.request_clean(t.cq_b.cqn(), &shared);
+    assert!(t.ctx.qp_shared_destroyed(&shared));
+    t.hca.reuse_qpns();
+    let a = args(QpType::Rc, rc_caps());
+    let (p, u) = t.ctx.qp_prepare(&a).unwrap();
+    let (qpn, resp) = t.hca.create_qp(&u, QpType::Rc, &p.core_caps(), t.cq_b.cqn(), t.cq_b.cqn(), None).unwrap();
+    assert_eq!(qpn, old, "the model gave the QPN again");
+    let e = t.ctx.qp_finish_with(p, &resp, qpn, |r, _| t.hca.mmio_for_qp(r)).unwrap_err();
+    assert_eq!(e.error.errno(), Some(crate::Errno::EBUSY), "{}", e.error);
+    // The caller destroys the kernel QP, then drops the pending one.
+    t.hca.destroy_qp(qpn);
+    drop(e);
+    // Once the CQ is polled (the clean runs), the same number is fine.
+    assert_eq!(t.cq_b.poll(&mut [Wc::default(); 8]), 0, "the 3 stale receives were cleaned");
+    assert!(!t.ctx.clean_pending(&shared));
+    let b = t.hca.new_qp(&t.ctx, &a, t.cq_b.cqn(), t.cq_b.cqn());
+    assert_eq!(b.qpn(), old);
+    drop(std::mem::replace(&mut t.b, b));
+    t.hca.connect(&t.a, &t.b);
+    t.recv_posted = 0;
+    t.recv_done = 0;
+    t.refill();
+    post_send(&mut t.a, &[SendWr { wr_id: 9, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
+        .unwrap();
+    t.hca.run();
+    assert_eq!(poll_n(&mut t.cq_b, 1)[0].qp_num, old, "the new QP's completion is delivered");
     t.hca.assert_clean();
 }
 
@@ -834,7 +882,56 @@ fn reset_and_reconnect() {
         t.recv_done += 1;
         t.refill();
     }
-    assert_eq!(t.a.sq.head(), 20);
+    // Request counts run on through RESET; the device's WQEBB counter
+    // started over.
+    assert_eq!(t.a.sq.head(), 25);
+    assert_eq!(t.a.sq.cur_post(), 20);
+    t.hca.assert_clean();
+}
+
+/// A CQ poller on another thread may be past its registry check when the
+/// QP moves to RESET and store an old request's retirement after the move
+/// (audit M2). Polling the old completions after `on_state_change(RESET)`
+/// and before the clean produces exactly that store; the posters of the
+/// new epoch must still stop at `max_post` (the old scheme reset the
+/// retire counters to 0 at RESET, and this stale value let them post
+/// `max_post + 5` sends and `max_post + 5` receives, overwriting WQEs the
+/// HCA had not executed).
+#[test]
+fn stale_retirement_after_reset_does_not_let_posters_exceed_max_post() {
+    let mut t = Rc::new(ModelCfg::default(), 63);
+    let sge = [t.src.sge(0, 8)];
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    for _ in 0..5 {
+        post_send(&mut t.a, &[wr]).unwrap();
+    }
+    t.hca.run();
+    for q in [&t.a, &t.b] {
+        t.hca.set_state(q, 0, None, None);
+    }
+    // The late poller: its retirements land after the reset.
+    assert_eq!(poll_n(&mut t.cq_a, 5).len(), 5);
+    assert_eq!(poll_n(&mut t.cq_b, 5).len(), 5);
+    let (sa, sb) = (t.a.shared().clone(), t.b.shared().clone());
+    t.cq_a.clean_qp(&sa);
+    t.cq_b.clean_qp(&sb);
+    t.hca.connect(&t.a, &t.b);
+    let max = t.a.sq.max_post();
+    let mut sent = 0;
+    while post_send(&mut t.a, &[wr]).is_ok() {
+        sent += 1;
+        assert!(sent <= max + 5, "runaway poster");
+    }
+    assert_eq!(sent, max, "sends accepted in the new epoch");
+    let rq = t.b.rq.as_mut().unwrap();
+    let max = rq.shared().sizes().rq_max_post;
+    let rsge = [t.rbuf.sge(0, RSLOT as u32)];
+    let mut posted = 0;
+    while rq.post(&[RecvWr { wr_id: 7, sgl: &rsge }]).is_ok() {
+        posted += 1;
+        assert!(posted <= max + 5, "runaway receive poster");
+    }
+    assert_eq!(posted, max, "receives accepted in the new epoch");
     t.hca.assert_clean();
 }
 

@@ -83,7 +83,24 @@ enum Backing {
     Mapped(#[allow(dead_code)] MmapRaw),
     /// Plain memory standing in for a UAR page (HCA model; nothing reads it).
     #[cfg(any(test, feature = "mock"))]
-    Heap(#[allow(dead_code)] Box<[u64]>),
+    Heap(#[allow(dead_code)] HeapPage),
+}
+
+/// Heap memory owned through the raw pointer `Box::into_raw` returned: the
+/// `UarPage` (and the `Arc` it lives in) never moves a `Box` whose
+/// allocation `UarPage::base` points into (a move would retag it as unique:
+/// a Stacked Borrows violation).
+#[cfg(any(test, feature = "mock"))]
+#[derive(Debug)]
+struct HeapPage(*mut [u64]);
+
+#[cfg(any(test, feature = "mock"))]
+impl Drop for HeapPage {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `UarPage::heap`, turned back once,
+        // here, when the page goes.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
 }
 
 /// One mapped system page of UARs.
@@ -98,10 +115,12 @@ pub struct UarPage {
     destroy: Option<(Arc<UverbsFd>, u32)>,
 }
 
-// SAFETY: the page is a mapping owned by this value; its address is only
-// used for volatile stores by `UarMmio`, which documents its own rules.
+// SAFETY: the page is a mapping owned by this value (or, for the model, heap
+// memory it owns); its address is only used for volatile stores by
+// `UarMmio`, whose `unsafe` stores carry their own contract.
 unsafe impl Send for UarPage {}
-// SAFETY: as above; `&UarPage` only exposes the address.
+// SAFETY: as above; through `&UarPage` the public methods return plain
+// numbers and the address goes only to this crate (`base` is pub(crate)).
 unsafe impl Sync for UarPage {}
 
 impl UarPage {
@@ -136,8 +155,8 @@ impl UarPage {
     /// A page of plain memory with a made-up page id (HCA model).
     #[cfg(any(test, feature = "mock"))]
     pub(crate) fn heap(page_id: u32, kind: UarKind, len: usize) -> UarPage {
-        let mut mem = vec![0u64; len / 8].into_boxed_slice();
-        let base = mem.as_mut_ptr().cast::<u8>();
+        let mem = HeapPage(Box::into_raw(vec![0u64; len / 8].into_boxed_slice()));
+        let base = mem.0.cast::<u8>();
         UarPage { map: Some(Backing::Heap(mem)), base, len, page_id, kind, destroy: None }
     }
 }
@@ -430,9 +449,20 @@ impl UarPool {
         })?;
         let j = (bfi / BFREGS_PER_UAR) % self.uars_per_page;
         let k = bfi % BFREGS_PER_UAR;
-        let offset = j as usize * UAR_SIZE + BF_OFFSET + k as usize * self.bf_reg_size as usize;
+        let in_uar = BF_OFFSET + k as usize * self.bf_reg_size as usize;
+        let offset = j as usize * UAR_SIZE + in_uar;
         let bf = bfi != 0 && self.bf_reg_size != 0 && !self.static_needs_lock(bfi) && page.kind == UarKind::Bf;
         let info = RegInfo { uar_index: bfi, offset, bf_half: if bf { self.bf_reg_size as usize / 2 } else { 0 } };
+        // The window `qp_finish` maps (`UarMmio::new` asserts it): with a
+        // 1024- or 2048-byte BlueFlame size the upper registers of the
+        // kernel's 4-per-UAR numbering lie past the UAR's end.
+        let window = info.bf_half.max(8) * 2;
+        if in_uar + window > UAR_SIZE || offset + window > page.len() {
+            return Err(Error::os("ibv_create_qp", Errno::EPROTO).with_message(format!(
+                "the kernel assigned BlueFlame register {bfi}, which with {}-byte registers lies outside its UAR",
+                self.bf_reg_size
+            )));
+        }
         Ok(UarReg { page, info, give_back: None })
     }
 

@@ -39,7 +39,12 @@ impl<D: Doorbell> SendRing<D> {
     /// holds (`elem_size - 208` bytes of SGEs or inline data), so a create
     /// response that promised more than the kernel's ring can hold makes
     /// posts fail instead of writing past a slot.
-    pub fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+    ///
+    /// # Panics
+    /// If a slot is smaller than the 208-byte WQE header (`qp_finish`
+    /// refuses such a kernel answer with `EPROTO` before it gets here).
+    pub(crate) fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+        assert!(q.elem_size() >= wqe::SEND_DATA, "send slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
         lim.max_sge = lim.max_sge.min((room / 16) as u32);
         lim.max_inline = lim.max_inline.min(room as u32);
@@ -48,13 +53,14 @@ impl<D: Doorbell> SendRing<D> {
 
     /// Lets UD requests name the address vectors of `avs` (AH numbers with
     /// [`AV_NUM_FLAG`]).
-    pub fn with_av_table(mut self, avs: Arc<AvTable>) -> Self {
+    pub(crate) fn with_av_table(mut self, avs: Arc<AvTable>) -> Self {
         self.avs = Some(avs);
         self
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 
@@ -71,8 +77,9 @@ impl<D: Doorbell> SendRing<D> {
     ///
     /// # Safety
     /// For `INLINE` requests, every SGE's `addr..addr+length` must be
-    /// readable memory (it is copied now). For the others nothing is read
-    /// here; the device checks the lkeys.
+    /// readable memory (it is copied now); SGEs of length 0 are skipped,
+    /// whatever their address. For the others nothing is read here; the
+    /// device checks the lkeys.
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mask = self.q.index_mask();
@@ -105,9 +112,10 @@ impl<D: Doorbell> SendRing<D> {
                 _ => None,
             };
             // Slot `prod` is free: counted against the consumer we loaded with Acquire.
-            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) sized by the
-            // kernel for these limits; `wr` was checked; the INLINE contract is
-            // ours to forward.
+            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) of at least
+            // SEND_DATA bytes (asserted in `new`) plus the SGE / inline room the
+            // limits were clamped to there; `wr` was checked against those
+            // limits; the INLINE contract is ours to forward.
             unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
             prod = (prod + 1) & mask;
             free -= 1;
@@ -136,13 +144,19 @@ pub struct RecvRing {
 impl RecvRing {
     /// A receive ring over `q` taking `max_sge` SGEs per request, clamped
     /// to what one slot holds (`(elem_size - 40) / 16`).
-    pub fn new(q: Queue, max_sge: u32) -> Self {
+    ///
+    /// # Panics
+    /// If a slot is smaller than the 40-byte WQE header (`qp_finish` and
+    /// `srq_finish` refuse such a kernel answer with `EPROTO` first).
+    pub(crate) fn new(q: Queue, max_sge: u32) -> Self {
+        assert!(q.elem_size() >= wqe::RECV_DATA, "receive slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::RECV_DATA);
         RecvRing { max_sge: max_sge.min((room / 16) as u32), q }
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(test)]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 
@@ -169,8 +183,9 @@ impl RecvRing {
                 failed = Some(PostError { index, kind: PostErrorKind::QueueFull });
                 break;
             }
-            // SAFETY: as in `SendRing::post`: a free, whole, aligned slot,
-            // sized by the kernel for `max_sge`; `wr` was checked.
+            // SAFETY: as in `SendRing::post`: a free, whole, aligned slot of at
+            // least RECV_DATA bytes (asserted in `new`) plus room for the
+            // `max_sge` it was clamped to there; `wr` was checked against it.
             unsafe { wqe::write_recv_wqe(self.q.elem_ptr(prod), wr, total) };
             prod = (prod + 1) & mask;
             free -= 1;
@@ -191,12 +206,18 @@ pub struct CqRing {
 
 impl CqRing {
     /// A completion ring over `q`.
-    pub fn new(q: Queue) -> Self {
+    ///
+    /// # Panics
+    /// If a slot is smaller than a completion (`cq_finish` refuses such a
+    /// kernel answer with `EPROTO` first).
+    pub(crate) fn new(q: Queue) -> Self {
+        assert!(q.elem_size() >= wqe::CQE_LEN, "CQ slots of {} bytes cannot hold a completion", q.elem_size());
         CqRing { q }
     }
 
-    /// The ring.
-    pub fn queue(&self) -> &Queue {
+    /// The ring (crate-internal: its index words are the kernel's too).
+    #[cfg(any(test, feature = "mock"))]
+    pub(crate) fn queue(&self) -> &Queue {
         &self.q
     }
 
@@ -218,7 +239,7 @@ impl CqRing {
         for w in &mut out[..n] {
             // SAFETY: slot `cons` lies between our consumer and the producer we
             // loaded with Acquire, so the kernel finished writing it; it is a
-            // whole 8-aligned slot of at least 64 bytes (the kernel's minimum).
+            // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
             *w = wqe::decode_cqe(raw);
             cons = (cons + 1) & mask;

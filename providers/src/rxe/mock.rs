@@ -232,6 +232,7 @@ impl MockKernel {
     }
 
     /// Consumes up to `max` send WQEs without decoding them (benchmarks).
+    #[cfg_attr(not(feature = "mock"), allow(dead_code))]
     pub fn discard_send(&mut self, sq: &Queue, max: u32) -> u32 {
         let n = self.pending(sq).min(max);
         sq.publish_consumer(sq.consumer_own().wrapping_add(n));

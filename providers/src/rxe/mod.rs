@@ -4,12 +4,38 @@
 //! Control-path hooks live here; the fast path (post, poll) is in
 //! [`datapath`], the WQE/CQE layouts in [`wqe`], userspace address vectors
 //! for kernels without AH numbers in [`av`].
+//!
+//! The rings' `Queue`s are crate-internal: their index words are shared
+//! with the kernel, and a `Queue` publishes whatever index it is given.
+//! Outside the crate a ring can post and poll, nothing else:
+//!
+//! ```compile_fail,E0603
+//! use rverbs_providers::rxe::Queue;
+//! ```
+//! ```compile_fail
+//! fn f<D: rverbs_providers::rxe::Doorbell>(s: &rverbs_providers::rxe::SendRing<D>) {
+//!     s.queue().publish_producer(0);
+//! }
+//! ```
+//! ```compile_fail
+//! fn f(c: &rverbs_providers::rxe::CqRing) {
+//!     c.queue().publish_consumer(0);
+//! }
+//! ```
 
 pub mod av;
+#[cfg(feature = "mock")]
+#[doc(hidden)]
+pub mod bench;
 pub mod datapath;
+// The kernel's side of the rings: crate-internal, as it rewrites the
+// indices of whatever queue it is given (the `bench` fixtures expose it
+// only over queues they own).
 #[cfg(any(test, feature = "mock"))]
-pub mod mock;
-pub mod queue;
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod mock;
+// A queue's index words are shared with the kernel: crate-internal.
+pub(crate) mod queue;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -23,7 +49,7 @@ use zerocopy::FromBytes;
 
 pub use av::{Av, AvAttr, AvHandle, AvTable, AV_NUM_FLAG};
 pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
-pub use queue::Queue;
+pub(crate) use queue::Queue;
 pub use wqe::{SendLimits, Transport};
 
 use crate::sys::UverbsFd;
@@ -37,6 +63,19 @@ fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminf
     Queue::map(fd, mi).map_err(|e| Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created")))
 }
 
+/// Checks that `q`'s slots hold the `min` bytes of header the data path
+/// always writes (or, for a CQ, reads): a kernel that reported smaller
+/// slots would have us write over slots it owns.
+fn check_slots(verb: &'static str, q: Queue, min: usize, what: &str) -> Result<Queue> {
+    if q.elem_size() < min {
+        return Err(Error::os(verb, Errno::EPROTO).with_message(format!(
+            "the kernel's {what} slots are {} bytes, smaller than the {min}-byte header every entry has",
+            q.elem_size()
+        )));
+    }
+    Ok(q)
+}
+
 /// Driver response length of create CQ (`rxe_create_cq_resp`).
 pub const CQ_RESP_LEN: usize = size_of::<rxe_create_cq_resp>();
 /// Driver response length of create QP (`rxe_create_qp_resp`).
@@ -48,14 +87,18 @@ pub const SRQ_RESP_LEN: usize = size_of::<rxe_create_srq_resp>();
 pub const AH_RESP_LEN: usize = size_of::<rxe_create_ah_resp>();
 
 /// Maps the completion ring described by a create-CQ (or resize-CQ) driver response.
+///
+/// Crate-internal in spirit: with a driver response that is not the
+/// kernel's answer for a CQ (another queue's `mminfo`), the ring would
+/// publish a consumer index into a queue the kernel produces into
+/// differently.
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
     let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
     let q = map("ibv_create_cq", fd, &resp.mi, "completion queue")?;
     // Each slot must hold a whole `ib_uverbs_wc`, which poll copies out.
-    if q.elem_size() < size_of::<rverbs_uapi::ib_user_verbs::ib_uverbs_wc>() {
-        return Err(Error::os("ibv_create_cq", Errno::EPROTO)
-            .with_message(format!("the kernel's CQ slots are {} bytes, smaller than a completion", q.elem_size())));
-    }
+    let q = check_slots("ibv_create_cq", q, wqe::CQE_LEN, "completion queue")?;
     Ok(CqRing::new(q))
 }
 
@@ -99,23 +142,35 @@ pub struct QpInfo {
 
 /// Maps the rings described by the create-QP driver response; UD sends may
 /// name the address vectors of `avs` (the context's).
+///
+/// Crate-internal in spirit: a forged response (another queue's `mminfo`)
+/// would have the rings write WQEs into memory the kernel writes.
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
     const VERB: &str = "ibv_create_qp";
     let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
-    let sq = map(VERB, fd, &resp.sq_mi, "send queue")?;
+    let sq = check_slots(VERB, map(VERB, fd, &resp.sq_mi, "send queue")?, wqe::SEND_DATA, "send queue")?;
     let rq = if info.has_srq || resp.rq_mi.size == 0 {
         None
     } else {
-        Some(RecvRing::new(map(VERB, fd, &resp.rq_mi, "receive queue")?, info.max_recv_sge))
+        let q = map(VERB, fd, &resp.rq_mi, "receive queue")?;
+        Some(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "receive queue")?, info.max_recv_sge))
     };
     let doorbell = UverbsDoorbell { fd: fd.clone(), qp_handle: info.handle };
     Ok(Qp { sq: SendRing::new(sq, info.send, doorbell).with_av_table(avs.clone()), rq })
 }
 
 /// Maps the receive ring described by the create-SRQ driver response.
+///
+/// Crate-internal in spirit, as [`qp_finish`].
+// TODO(lead): pub(crate) once src/ no longer uses it.
+#[doc(hidden)]
 pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
-    let resp: rxe_create_srq_resp = parse("ibv_create_srq", drv_out)?;
-    Ok(RecvRing::new(map("ibv_create_srq", fd, &resp.mi, "shared receive queue")?, max_sge))
+    const VERB: &str = "ibv_create_srq";
+    let resp: rxe_create_srq_resp = parse(VERB, drv_out)?;
+    let q = map(VERB, fd, &resp.mi, "shared receive queue")?;
+    Ok(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "shared receive queue")?, max_sge))
 }
 
 /// The AH number the kernel gave (0 on kernels before 5.16, which expect a

@@ -8,6 +8,11 @@
 //! §A.2): indices are masked; for the queue we produce into we read our
 //! index plainly and the kernel's with Acquire, and publish ours with
 //! Release. See docs/MEMORY_ORDERING.md.
+//!
+//! Crate-internal: `publish_producer` / `publish_consumer` store index
+//! words the kernel acts on, and a `Queue` can map any queue the kernel
+//! described, so only the rings of this crate (which publish exactly what
+//! they wrote or read) get one.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,16 +34,37 @@ const DATA: usize = size_of::<rxe_queue_buf>();
 #[derive(Debug)]
 enum Backing {
     Mapped(#[allow(dead_code)] MmapRaw),
-    Heap(#[allow(dead_code)] Box<[HeapPage]>),
+    #[cfg(any(test, feature = "mock"))]
+    Heap(#[allow(dead_code)] HeapPages),
+}
+
+/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
+/// moving the `Queue` moves no `Box` (which would retag the allocation as
+/// unique and invalidate `Queue::base`, derived from it: a Stacked Borrows
+/// violation Miri reports).
+#[cfg(any(test, feature = "mock"))]
+#[derive(Debug)]
+struct HeapPages(*mut [HeapPage]);
+
+#[cfg(any(test, feature = "mock"))]
+impl Drop for HeapPages {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `new_heap` and is
+        // turned back into a box once, here; the `Queue` that used it is
+        // being dropped.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
 }
 
 /// One page of a heap queue: page aligned like the kernel's mapping, so
 /// tests and benchmarks see the same slot alignment (and cache-line
 /// splits) as a real ring.
+#[cfg(any(test, feature = "mock"))]
 #[derive(Clone, Copy)]
 #[repr(C, align(4096))]
 struct HeapPage([u8; 4096]);
 
+#[cfg(any(test, feature = "mock"))]
 impl std::fmt::Debug for HeapPage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("HeapPage")
@@ -47,7 +73,7 @@ impl std::fmt::Debug for HeapPage {
 
 /// A mapped rxe queue.
 #[derive(Debug)]
-pub struct Queue {
+pub(crate) struct Queue {
     base: *mut u8,
     log2_elem_size: u32,
     index_mask: u32,
@@ -56,10 +82,14 @@ pub struct Queue {
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; all access
-// goes through atomics or raw pointer copies, and `&mut self` methods (added
-// by the data path) serialise the producer side.
+// goes through atomics or raw pointer copies, and the rings that own a
+// `Queue` serialise their side with `&mut self`.
 unsafe impl Send for Queue {}
-// SAFETY: shared (`&self`) access only reads the header through atomics.
+// SAFETY: through `&self` the header's index words are only loaded and
+// stored atomically (`producer_*`, `consumer_*`, `publish_*`: the kernel
+// accesses them atomically too), the element array is only reached as raw
+// pointers (`elem_ptr`), whose use is `unsafe` and the caller's, and the
+// rest are plain fields set at creation.
 unsafe impl Sync for Queue {}
 
 impl Queue {
@@ -88,11 +118,12 @@ impl Queue {
     /// A queue in heap memory with `slots` elements of `1 << log2_elem_size`
     /// bytes and the header filled in as the kernel would: for host tests,
     /// mocks of the kernel side, and benchmarks.
+    #[cfg(any(test, feature = "mock"))]
     pub fn new_heap(slots: u32, log2_elem_size: u32) -> Queue {
         assert!(slots.is_power_of_two() && slots >= 2 && log2_elem_size < 16);
         let bytes = DATA + ((slots as usize) << log2_elem_size);
-        let mut mem = vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice();
-        let base = mem.as_mut_ptr().cast::<u8>();
+        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice()));
+        let base = mem.0.cast::<u8>();
         // SAFETY: `mem` is at least DATA bytes, page aligned; we write the
         // two header words the kernel would have written.
         unsafe {
@@ -113,6 +144,7 @@ impl Queue {
     }
 
     /// Usable entries: one slot always stays empty.
+    #[cfg(any(test, feature = "mock"))]
     pub fn capacity(&self) -> u32 {
         self.index_mask
     }

@@ -21,6 +21,8 @@ use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
 pub const SEND_DATA: usize = size_of::<rxe_send_wqe>();
 /// Offset of the SGE array in a receive WQE (40).
 pub const RECV_DATA: usize = size_of::<rxe_recv_wqe>();
+/// Bytes of a CQE that the completion ring copies out (`ib_uverbs_wc`, 48).
+pub const CQE_LEN: usize = size_of::<rverbs_uapi::ib_user_verbs::ib_uverbs_wc>();
 
 const DMA: usize = offset_of!(rxe_send_wqe, dma);
 const RDMA_DMA: usize = offset_of!(rxe_recv_wqe, dma);
@@ -84,6 +86,13 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
         return Err(PostErrorKind::TooLong);
     }
     if wr.flags.contains(crate::wr::SendFlags::INLINE) {
+        if wr.op.is_atomic() || matches!(wr.op, SendOp::RdmaRead(_)) {
+            // Their results land in local memory: there is nothing to
+            // inline. The kernel's `rxe_dma_info.sge[]` is a union with
+            // `inline_data`, so its completer would scatter the response
+            // through payload bytes read as an SGE (mlx5 refuses it too).
+            return Err(PostErrorKind::OpcodeNotSupported);
+        }
         if total > u64::from(lim.max_inline) {
             return Err(PostErrorKind::InlineTooLong { given: total, max: lim.max_inline });
         }
@@ -140,14 +149,15 @@ unsafe fn copy_sges<'a>(dst: *mut Sge<'a>, sgl: &[Sge<'a>]) {
 /// `dst` points at a whole, 8-aligned SQ slot of at least
 /// `SEND_DATA + max(max_sge * 16, max_inline)` bytes that the kernel does not
 /// own (between our producer and its consumer); `wr` passed [`check_send`]
-/// with `total` its payload length; for `INLINE` sends every SGE's
-/// `addr..addr+length` is readable memory.
+/// with `total` its payload length; for `INLINE` sends every SGE of nonzero
+/// length has `addr..addr+length` readable (zero-length ones are skipped,
+/// whatever their address).
 ///
 /// `av`: for a UD request whose AH has no kernel number, the address vector
 /// to copy into `wr.ud.av` (the WQE's `ah_num` stays 0, which tells the
 /// kernel to read it); `None` writes `ud.ah_num`.
 #[inline(always)]
-pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Option<&Av>) {
+pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Option<&Av>) {
     // SAFETY: the slot is ours and at least SEND_DATA bytes long.
     unsafe {
         // The header, zeroed: the kernel expects `state` 0 and clean cursors;
@@ -202,6 +212,11 @@ pub unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Opti
         if wr.flags.contains(crate::wr::SendFlags::INLINE) {
             let mut at = data;
             for s in wr.sgl {
+                // An empty SGE may carry any address, null included, which
+                // even a zero-byte copy must not be given.
+                if s.length == 0 {
+                    continue;
+                }
                 ptr::copy_nonoverlapping(s.addr as usize as *const u8, at, s.length as usize);
                 at = at.add(s.length as usize);
             }
@@ -228,7 +243,7 @@ pub fn check_recv(wr: &RecvWr<'_>, max_sge: u32) -> Result<u32, PostErrorKind> {
 /// `RECV_DATA + max_sge * 16` bytes that the kernel does not own; `wr`
 /// passed [`check_recv`] with `total` its length.
 #[inline]
-pub unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
+pub(crate) unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
     // SAFETY: the slot is ours and large enough (contract).
     unsafe {
         ptr::write_bytes(dst, 0, RECV_DATA);
@@ -268,7 +283,7 @@ pub fn map_wc_flags(k: u32) -> WcFlags {
     WcFlags::from_bits_retain(u32::from(MAP[(k & 15) as usize]))
 }
 
-/// Finishes a CQE copied out of the completion ring ([`read_cqe`]): the
+/// Finishes a CQE copied out of the completion ring (`read_cqe`): the
 /// kernel's flag bits become libibverbs' and immediate data goes to host
 /// order. Every other field already holds the verbs value (the kernel's
 /// `ib_wc_status`/`ib_wc_opcode` numbers are libibverbs').
@@ -291,7 +306,7 @@ pub fn decode_cqe(mut w: Wc) -> Wc {
 /// and its producer, read after an Acquire load of the producer) and at
 /// least 48 bytes long, 8-aligned.
 #[inline(always)]
-pub unsafe fn read_cqe(src: *const u8) -> Wc {
+pub(crate) unsafe fn read_cqe(src: *const u8) -> Wc {
     // SAFETY: forwarded from the contract; a copy, never a reference. Every
     // field of `Wc` is a plain integer (status and opcode are transparent
     // `u32`s, the flags a bitflags `u32`), so any bytes are a valid `Wc`.

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::sys::socket::{
-    bind, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
+    bind, getsockname, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
 };
 use rverbs_uapi::rdma_netlink::*;
 
@@ -66,8 +66,17 @@ pub fn request(op: u32, flags: u16, seq: u32, attrs: &[(u16, &[u8])]) -> Vec<u8>
     m
 }
 
-/// Splits a datagram into messages: (type, payload after the nlmsghdr).
-fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+/// One message of a datagram: its `nlmsghdr` fields and payload.
+#[derive(Clone, Copy, Debug)]
+struct Msg<'a> {
+    ty: u16,
+    seq: u32,
+    pid: u32,
+    payload: &'a [u8],
+}
+
+/// Splits a datagram into messages.
+fn messages(buf: &[u8]) -> impl Iterator<Item = Msg<'_>> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         if rest.len() < NLMSG_HDRLEN {
@@ -78,10 +87,37 @@ fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
             return None;
         }
         let ty = u16::from_ne_bytes(rest[4..6].try_into().ok()?);
-        let msg = &rest[NLMSG_HDRLEN..len];
+        let seq = u32::from_ne_bytes(rest[8..12].try_into().ok()?);
+        let pid = u32::from_ne_bytes(rest[12..16].try_into().ok()?);
+        let payload = &rest[NLMSG_HDRLEN..len];
         rest = &rest[len.next_multiple_of(4).min(rest.len())..];
-        Some((ty, msg))
+        Some(Msg { ty, seq, pid, payload })
     })
+}
+
+/// Takes the messages of one received datagram that answer request `seq`
+/// sent from port `pid` into `out`; returns `Some` once the transaction is
+/// over (`NLMSG_DONE` of a dump, the `NLMSG_ERROR` ack or error of a single
+/// request). Messages of another sequence number or port (the rest of an
+/// earlier transaction that was abandoned, e.g. after an error) are
+/// skipped, never taken as this request's answer.
+fn absorb(buf: &[u8], seq: u32, pid: u32, out: &mut Vec<(u16, Vec<u8>)>) -> Option<Result<(), Errno>> {
+    for m in messages(buf) {
+        if m.seq != seq || m.pid != pid {
+            tracing::trace!(seq = m.seq, pid = m.pid, want_seq = seq, "netlink: skipping a reply to another request");
+            continue;
+        }
+        match m.ty {
+            NLMSG_DONE => return Some(Ok(())),
+            NLMSG_ERROR => {
+                let Some(b) = m.payload.get(..4) else { return Some(Err(Errno::EIO)) };
+                let err = i32::from_ne_bytes(b.try_into().unwrap());
+                return Some(if err == 0 { Ok(()) } else { Err(Errno::from_raw(-err)) });
+            }
+            ty => out.push((ty, m.payload.to_vec())),
+        }
+    }
+    None
 }
 
 /// Iterates the attributes of a message payload: (type, value).
@@ -136,6 +172,9 @@ pub fn parse_chardev(payload: &[u8]) -> Chardev {
 pub struct RdmaNetlink {
     sock: OwnedFd,
     seq: u32,
+    /// The port id the kernel gave the socket at `bind`: the `nlmsg_pid`
+    /// of every reply meant for us.
+    pid: u32,
 }
 
 impl RdmaNetlink {
@@ -143,13 +182,15 @@ impl RdmaNetlink {
     pub fn open() -> Result<Self, Errno> {
         let sock = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRDMA)?;
         bind(sock.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
-        Ok(RdmaNetlink { sock, seq: 1 })
+        let pid = getsockname::<NetlinkAddr>(sock.as_raw_fd())?.pid();
+        Ok(RdmaNetlink { sock, seq: 1, pid })
     }
 
-    /// Sends a request and collects the payloads of every reply until the
-    /// kernel says done (dump) or acks (single request).
+    /// Sends a request and collects the payloads of every reply to it
+    /// (matched by sequence number and port id) until the kernel says done
+    /// (dump) or acks (single request).
     fn transact(&mut self, op: u32, flags: u16, attrs: &[(u16, &[u8])]) -> Result<Vec<(u16, Vec<u8>)>, Errno> {
-        self.seq += 1;
+        self.seq = self.seq.wrapping_add(1);
         let msg = request(op, flags, self.seq, attrs);
         send(self.sock.as_raw_fd(), &msg, MsgFlags::empty())?;
         let mut out = Vec::new();
@@ -159,18 +200,11 @@ impl RdmaNetlink {
             if n == 0 {
                 return Ok(out);
             }
-            for (ty, payload) in messages(&buf[..n]) {
-                match ty {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let err = i32::from_ne_bytes(payload.get(..4).ok_or(Errno::EIO)?.try_into().unwrap());
-                        return if err == 0 { Ok(out) } else { Err(Errno::from_raw(-err)) };
-                    }
-                    _ => out.push((ty, payload.to_vec())),
-                }
-            }
             // A single request (NLM_F_ACK) ends with NLMSG_ERROR 0 after its
             // reply; a dump ends with NLMSG_DONE: keep reading until either.
+            if let Some(end) = absorb(&buf[..n], self.seq, self.pid, &mut out) {
+                return end.map(|()| out);
+            }
         }
     }
 
@@ -226,6 +260,48 @@ mod tests {
         want.extend_from_slice(&[8, 0, 1, 0, 3, 0, 0, 0]);
         want.extend_from_slice(&[11, 0, 69, 0, b'u', b'v', b'e', b'r', b'b', b's', 0, 0]);
         assert_eq!(m, want);
+    }
+
+    /// One message as the kernel sends it: `nlmsghdr` (`len`, `type`,
+    /// `flags`, `seq`, `pid`), then the payload.
+    fn msg(ty: u16, seq: u32, pid: u32, payload: &[u8]) -> Vec<u8> {
+        let mut m = vec![];
+        m.extend_from_slice(&((16 + payload.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&pid.to_ne_bytes());
+        m.extend_from_slice(payload);
+        while m.len() % 4 != 0 {
+            m.push(0);
+        }
+        m
+    }
+
+    /// Replies of another sequence number or port id (the tail of an
+    /// abandoned transaction, or someone else's) are skipped, not taken as
+    /// this request's answer (audit L11).
+    #[test]
+    fn replies_to_other_requests_are_skipped() {
+        const ME: u32 = 0x1234;
+        let mut dgram = msg(0x1401, 6, ME, b"old\0"); // a reply of request 6
+        dgram.extend(msg(NLMSG_DONE, 6, ME, &0i32.to_ne_bytes())); // its end
+        dgram.extend(msg(0x1401, 7, 99, b"other port\0")); // not ours
+        dgram.extend(msg(NLMSG_ERROR, 7, 99, &(-19i32).to_ne_bytes()));
+        dgram.extend(msg(0x1401, 7, ME, b"mine\0"));
+        let mut out = vec![];
+        assert!(absorb(&dgram, 7, ME, &mut out).is_none(), "request 7 is not over yet");
+        assert_eq!(out, vec![(0x1401, b"mine\0".to_vec())]);
+        // The ack ends it; a leftover error of request 6 does not.
+        let ack = [msg(NLMSG_ERROR, 6, ME, &(-22i32).to_ne_bytes()), msg(NLMSG_ERROR, 7, ME, &0i32.to_ne_bytes())];
+        assert_eq!(absorb(&ack.concat(), 7, ME, &mut out), Some(Ok(())));
+        assert_eq!(out.len(), 1);
+        // An error answer of ours is reported.
+        let mut out = vec![];
+        assert_eq!(
+            absorb(&msg(NLMSG_ERROR, 8, ME, &(-19i32).to_ne_bytes()), 8, ME, &mut out),
+            Some(Err(Errno::ENODEV))
+        );
     }
 
     #[test]
