@@ -11,7 +11,7 @@ mod shared_bytes;
 use std::ptr::NonNull;
 
 use bitflags::bitflags;
-use memmap2::MmapRaw;
+use memmap2::{Advice, MmapRaw};
 use rverbs_providers::cmd::mr as cmd;
 use rverbs_providers::sys::event::{anon_pages, memlock_limit};
 use rverbs_providers::{Errno, Error, Result};
@@ -108,6 +108,14 @@ fn reg_error(verb: &'static str, e: Errno, addr: u64, len: usize) -> Error {
 /// threads use `read_at`/`write_at` must follow the same rule (its own
 /// business, in `unsafe` code).
 ///
+/// # fork
+/// Memory rverbs allocates (`alloc_mr`) is `MADV_DONTFORK`: a child process
+/// does not get it, so a write by the parent after `fork()` never moves a
+/// page away from the one the device was given (kernels before 5.13 did
+/// that). A forked child must not use the parent's regions (as with
+/// libibverbs); dropping them there is harmless: the kernel object is left
+/// alone and the parent's memory is not unmapped.
+///
 /// ```no_run
 /// use rverbs::AccessFlags;
 /// let ctx = rverbs::devices()?[0].open()?;
@@ -158,12 +166,34 @@ impl ProtectionDomain {
             Error::os(VERB, Errno::from_raw(e.raw_os_error().unwrap_or(12)))
                 .with_message(format!("cannot allocate {len} bytes for the region"))
         })?;
+        // ibv_fork_init's rule for memory the device writes: a forked child
+        // must not share these pages, or a write by the parent after fork
+        // would copy-on-write its page away from the one the kernel pinned
+        // (kernels before 5.13; later ones copy pinned pages for the child
+        // at fork instead, which DONTFORK also saves). Fresh mapping of our
+        // own, so the advice touches nothing else.
+        map.advise(Advice::DontFork).map_err(|e| {
+            Error::os(VERB, Errno::from_raw(e.raw_os_error().unwrap_or(22)))
+                .with_message("madvise(MADV_DONTFORK) of the region's memory failed")
+        })?;
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| Error::os(VERB, Errno::ENOMEM))?;
         // SAFETY: `ptr..ptr+len` is our own fresh mapping, kept alive in `owned`.
         unsafe { self.register(ptr, len, access, Some(map)) }
     }
 
     /// Registers caller memory (`IB_USER_VERBS_CMD_REG_MR`, `ibv_reg_mr`).
+    ///
+    /// Unlike [`alloc_mr`](Self::alloc_mr) this does not `madvise` the
+    /// memory `MADV_DONTFORK` (libibverbs does after `ibv_fork_init`): the
+    /// advice covers whole pages, so it would also hide the neighbours of
+    /// the buffer on its first and last page (other heap objects, the
+    /// allocator's own data) from a forked child, and undoing it at
+    /// deregistration needs a process-wide count of overlapping ranges.
+    /// Kernels since 5.13 keep pinned pages with the parent across fork
+    /// (`rdma sys show` says `copy-on-fork on`), so nothing is needed there.
+    /// On 5.10 to 5.12 a program that forks while such a region exists and
+    /// then writes to it must `madvise(MADV_DONTFORK)` the pages itself, or
+    /// use `alloc_mr`.
     ///
     /// # Safety
     /// `addr..addr+len` must be readable and writable memory of this
@@ -349,6 +379,14 @@ impl MemoryRegion {
         }
         let fd = self.pd.context().fd();
         cmd::dereg_mr(fd, self.handle)?;
+        if fd.in_forked_child() {
+            // `dereg_mr` left the parent's MR alone. Owned pages are
+            // MADV_DONTFORK, so this process never had them: unmapping the
+            // range could only hit something this process mapped there
+            // since the fork.
+            std::mem::forget(self.owned.take());
+            return Ok(());
+        }
         debug!(handle = self.handle, "MR deregistered");
         Ok(())
     }
