@@ -13,6 +13,17 @@
 //! }
 //! # Ok::<(), rverbs::Error>(())
 //! ```
+//!
+//! # fork
+//! A child made by `fork()` must not use the RDMA objects it inherited (as
+//! with libibverbs): posting would write the parent's queues. Dropping them
+//! in the child is harmless: destroy commands are skipped in any process
+//! other than the one that opened the device, so the parent's kernel
+//! objects stay, and memory from [`ProtectionDomain::alloc_mr`] is
+//! `MADV_DONTFORK` (the child does not get it; the parent's pinned pages
+//! stay where the device writes). The child may open the device again for
+//! objects of its own. `fork()` is `unsafe` in Rust (`nix::unistd::fork`):
+//! this contract is part of what its caller promises.
 #![deny(unsafe_code)]
 
 mod address;

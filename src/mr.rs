@@ -6,10 +6,12 @@
 //! contract by nature. Each block says why it is sound.
 #![allow(unsafe_code)]
 
+mod shared_bytes;
+
 use std::ptr::NonNull;
 
 use bitflags::bitflags;
-use memmap2::MmapRaw;
+use memmap2::{Advice, MmapRaw};
 use rverbs_providers::cmd::mr as cmd;
 use rverbs_providers::sys::event::{anon_pages, memlock_limit};
 use rverbs_providers::{Errno, Error, Result};
@@ -17,6 +19,7 @@ use rverbs_uapi::ib_user_ioctl_verbs::*;
 use tracing::debug;
 
 use crate::{ProtectionDomain, RemoteAddr, Sge};
+use shared_bytes::SharedBytes;
 
 bitflags! {
     /// `enum ibv_access_flags` (`IB_UVERBS_ACCESS_*`): what the device may do
@@ -82,6 +85,37 @@ fn reg_error(verb: &'static str, e: Errno, addr: u64, len: usize) -> Error {
 /// `&[u8]`/`&mut [u8]` over it: use [`read_at`](Self::read_at) and
 /// [`write_at`](Self::write_at), or the raw pointer.
 ///
+/// # Sharing between threads
+/// A region is `Send` and `Sync`, and `read_at`/`write_at` take `&self`, so
+/// it can sit in an `Arc` shared by the thread that posts and others that
+/// fill or read buffers. That is sound because the copies are *relaxed
+/// atomics*, never plain `memcpy`: two threads copying into and out of the
+/// same bytes at once get some interleaving of whole bytes (no data race,
+/// no undefined behaviour), which is also how the model describes the
+/// device writing while the CPU copies. Each byte is always accessed with the
+/// same access size (the region's 8-aligned words as `AtomicU64`, up to 7
+/// bytes at an unaligned start or end as `AtomicU8`; a copy that covers
+/// part of a word merges into it with a compare-exchange), because Rust
+/// forbids racing atomics of different sizes. On x86_64 the whole words
+/// are ordinary 8-byte `mov`s: a 1 MiB copy runs at memory speed, like
+/// `memcpy`; a 4 KiB `write_at` in cache takes a few hundred nanoseconds, a
+/// few times a vectorised `memcpy`. Relaxed means no ordering: what makes
+/// the device see bytes written before a post, and the CPU see bytes the
+/// device wrote before a completion, is the Release/Acquire (or barrier)
+/// pairing of the rings (docs/MEMORY_ORDERING.md), exactly as for memory
+/// written by raw pointers.
+/// Code that reaches the memory through [`as_ptr`](Self::as_ptr) while other
+/// threads use `read_at`/`write_at` must follow the same rule (its own
+/// business, in `unsafe` code).
+///
+/// # fork
+/// Memory rverbs allocates (`alloc_mr`) is `MADV_DONTFORK`: a child process
+/// does not get it, so a write by the parent after `fork()` never moves a
+/// page away from the one the device was given (kernels before 5.13 did
+/// that). A forked child must not use the parent's regions (as with
+/// libibverbs); dropping them there is harmless: the kernel object is left
+/// alone and the parent's memory is not unmapped.
+///
 /// ```no_run
 /// use rverbs::AccessFlags;
 /// let ctx = rverbs::devices()?[0].open()?;
@@ -97,20 +131,19 @@ pub struct MemoryRegion {
     handle: u32,
     lkey: u32,
     rkey: u32,
-    addr: NonNull<u8>,
-    len: usize,
+    mem: SharedBytes,
     access: AccessFlags,
     live: bool,
     // Dropped after the deregistration in `Drop` (fields drop after `drop()`).
     owned: Option<MmapRaw>,
 }
 
-// SAFETY: the region is plain memory plus a kernel handle; `read_at` and
-// `write_at` copy through raw pointers and the user's concurrent use of the
-// memory with the device is governed by the work-request discipline, as in C.
-unsafe impl Send for MemoryRegion {}
-// SAFETY: as above; `&self` methods only copy through raw pointers or query.
-unsafe impl Sync for MemoryRegion {}
+// `Send + Sync` come from the fields: the memory is reached only through
+// `SharedBytes`, whose accesses are atomics (see the type's docs).
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<MemoryRegion>();
+};
 
 /// The system page size in bytes (`sysconf(_SC_PAGESIZE)`, libc's
 /// `getpagesize()`; 4096 if it cannot be read): the unit
@@ -128,9 +161,20 @@ impl ProtectionDomain {
             return Err(Error::os(VERB, Errno::EINVAL).with_message("a memory region cannot have length 0"));
         }
         check_access(VERB, access)?;
-        let map = anon_pages(len.next_multiple_of(page_size())).map_err(|e| {
+        let map_len = mapping_len(len, page_size())?;
+        let map = anon_pages(map_len).map_err(|e| {
             Error::os(VERB, Errno::from_raw(e.raw_os_error().unwrap_or(12)))
                 .with_message(format!("cannot allocate {len} bytes for the region"))
+        })?;
+        // ibv_fork_init's rule for memory the device writes: a forked child
+        // must not share these pages, or a write by the parent after fork
+        // would copy-on-write its page away from the one the kernel pinned
+        // (kernels before 5.13; later ones copy pinned pages for the child
+        // at fork instead, which DONTFORK also saves). Fresh mapping of our
+        // own, so the advice touches nothing else.
+        map.advise(Advice::DontFork).map_err(|e| {
+            Error::os(VERB, Errno::from_raw(e.raw_os_error().unwrap_or(22)))
+                .with_message("madvise(MADV_DONTFORK) of the region's memory failed")
         })?;
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| Error::os(VERB, Errno::ENOMEM))?;
         // SAFETY: `ptr..ptr+len` is our own fresh mapping, kept alive in `owned`.
@@ -139,14 +183,34 @@ impl ProtectionDomain {
 
     /// Registers caller memory (`IB_USER_VERBS_CMD_REG_MR`, `ibv_reg_mr`).
     ///
+    /// Unlike [`alloc_mr`](Self::alloc_mr) this does not `madvise` the
+    /// memory `MADV_DONTFORK` (libibverbs does after `ibv_fork_init`): the
+    /// advice covers whole pages, so it would also hide the neighbours of
+    /// the buffer on its first and last page (other heap objects, the
+    /// allocator's own data) from a forked child, and undoing it at
+    /// deregistration needs a process-wide count of overlapping ranges.
+    /// Kernels since 5.13 keep pinned pages with the parent across fork
+    /// (`rdma sys show` says `copy-on-fork on`), so nothing is needed there.
+    /// On 5.10 to 5.12 a program that forks while such a region exists and
+    /// then writes to it must `madvise(MADV_DONTFORK)` the pages itself, or
+    /// use `alloc_mr`.
+    ///
     /// # Safety
-    /// `addr..addr+len` must be memory of this process that stays mapped and
-    /// is not freed or remapped until the returned region is dropped (the
-    /// kernel pins the pages it finds now). While the region exists the
-    /// device may read it (local reads, and peers when `REMOTE_READ`) and
-    /// write it (when `LOCAL_WRITE`/`REMOTE_WRITE`/`REMOTE_ATOMIC`) at any
-    /// time work requests or peers say so: the caller must not hold Rust
-    /// references to parts the device may write while it may write them.
+    /// `addr..addr+len` must be readable and writable memory of this
+    /// process that stays mapped and is not freed or remapped until the
+    /// returned region is dropped (the kernel pins the pages it finds now).
+    /// While the region exists the device may read it (local reads, and
+    /// peers when `REMOTE_READ`) and write it (when
+    /// `LOCAL_WRITE`/`REMOTE_WRITE`/`REMOTE_ATOMIC`) at any time work
+    /// requests or peers say so, and [`MemoryRegion::write_at`] and
+    /// [`read_at`](MemoryRegion::read_at) (safe, from any thread holding the
+    /// region) copy into and out of any of it with atomics (see
+    /// [`MemoryRegion`]): the caller must not hold Rust references to the
+    /// memory, nor access it other than through the region (or raw pointers
+    /// following the same rule), while the region exists. Through two regions
+    /// over overlapping memory, do not write through one while the other
+    /// reads or writes an 8-aligned word that holds the start or the end of
+    /// exactly one of them (the two would access it with different sizes).
     #[doc(alias = "ibv_reg_mr")]
     pub unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
         const VERB: &str = "ibv_reg_mr";
@@ -182,8 +246,11 @@ impl ProtectionDomain {
             handle: keys.handle,
             lkey: keys.lkey,
             rkey: keys.rkey,
-            addr: ptr,
-            len,
+            // SAFETY: `ptr..ptr+len` stays valid for the region's life
+            // (this function's contract), and while the region exists it is
+            // reached only by the device and through this view (`reg_mr`'s
+            // contract; owned memory is never handed out otherwise).
+            mem: unsafe { SharedBytes::new(ptr, len) },
             access,
             live: true,
             owned,
@@ -210,19 +277,19 @@ impl MemoryRegion {
     }
     /// Start address (also the IO virtual address peers use).
     pub fn addr(&self) -> u64 {
-        self.addr.as_ptr() as u64
+        self.mem.as_ptr() as u64
     }
     /// Raw pointer to the start.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.addr.as_ptr()
+        self.mem.as_ptr()
     }
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.mem.len()
     }
     /// Never true: regions have a length.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
     /// The access flags it was registered with.
     pub fn access(&self) -> AccessFlags {
@@ -230,11 +297,7 @@ impl MemoryRegion {
     }
 
     fn check_range(&self, verb: &'static str, offset: usize, n: usize) -> Result<()> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::os(verb, Errno::EINVAL)
-                .with_message(format!("range {offset}+{n} is outside the {}-byte region", self.len))),
-        }
+        check_range(verb, self.len(), offset, n)
     }
 
     /// A scatter/gather entry for `len` bytes at `offset` of this region.
@@ -247,31 +310,50 @@ impl MemoryRegion {
     }
 
     /// The whole region as one scatter/gather entry.
-    pub fn sge_all(&self) -> Sge<'_> {
-        Sge::borrowing(self, self.addr(), self.len as u32, self.lkey)
+    ///
+    /// # Errors
+    /// `EINVAL` when the region is 4 GiB or larger: an SGE's length is 32
+    /// bits. Cover it with several [`sge`](Self::sge)s instead.
+    pub fn sge_all(&self) -> Result<Sge<'_>> {
+        let s = whole_sge(self.addr(), self.len(), self.lkey)?;
+        Ok(Sge::borrowing(self, s.addr, s.length, s.lkey))
     }
 
     /// The remote address of byte `offset` of this region, for a peer's (or
-    /// a loopback) RDMA READ/WRITE or atomic.
-    pub fn remote(&self, offset: usize) -> RemoteAddr {
-        RemoteAddr { addr: self.addr() + offset as u64, rkey: self.rkey }
+    /// a loopback) RDMA READ/WRITE or atomic. The length of the operation
+    /// is the device's to check against the key.
+    ///
+    /// # Errors
+    /// `EINVAL` when `offset` is past the end of the region.
+    pub fn remote(&self, offset: usize) -> Result<RemoteAddr> {
+        self.check_range("MemoryRegion::remote", offset, 0)?;
+        Ok(RemoteAddr { addr: self.addr() + offset as u64, rkey: self.rkey })
     }
 
-    /// Copies `data` into the region at `offset`.
+    /// Copies `data` into the region at `offset`, with relaxed atomic stores
+    /// (see [Sharing between threads](Self#sharing-between-threads)): safe
+    /// while other threads copy into or out of the same bytes and while the
+    /// device writes them; overlapping writers leave each byte as one of
+    /// them wrote it.
+    ///
+    /// # Errors
+    /// `EINVAL` when the range is outside the region (nothing is written).
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range("MemoryRegion::write_at", offset, data.len())?;
-        // SAFETY: the range is inside the region (checked), which is valid
-        // memory for the region's life; a raw copy makes no Rust reference
-        // to memory the device may write.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.addr.as_ptr().add(offset), data.len()) };
+        let done = self.mem.write(offset, data);
+        debug_assert!(done);
         Ok(())
     }
 
-    /// Copies bytes out of the region at `offset` into `out`.
+    /// Copies bytes out of the region at `offset` into `out`, with relaxed
+    /// atomic loads (see [`write_at`](Self::write_at)).
+    ///
+    /// # Errors
+    /// `EINVAL` when the range is outside the region.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range("MemoryRegion::read_at", offset, out.len())?;
-        // SAFETY: as in `write_at`.
-        unsafe { std::ptr::copy_nonoverlapping(self.addr.as_ptr().add(offset), out.as_mut_ptr(), out.len()) };
+        let done = self.mem.read(offset, out);
+        debug_assert!(done);
         Ok(())
     }
 
@@ -300,7 +382,16 @@ impl MemoryRegion {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        cmd::dereg_mr(self.pd.context().fd(), self.handle)?;
+        let fd = self.pd.context().fd();
+        cmd::dereg_mr(fd, self.handle)?;
+        if fd.in_forked_child() {
+            // `dereg_mr` left the parent's MR alone. Owned pages are
+            // MADV_DONTFORK, so this process never had them: unmapping the
+            // range could only hit something this process mapped there
+            // since the fork.
+            std::mem::forget(self.owned.take());
+            return Ok(());
+        }
         debug!(handle = self.handle, "MR deregistered");
         Ok(())
     }
@@ -323,11 +414,71 @@ impl Drop for MemoryRegion {
     }
 }
 
+/// `EINVAL` unless `offset..offset+n` lies inside a region of `len` bytes.
+fn check_range(verb: &'static str, len: usize, offset: usize, n: usize) -> Result<()> {
+    match offset.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => {
+            Err(Error::os(verb, Errno::EINVAL)
+                .with_message(format!("range {offset}+{n} is outside the {len}-byte region")))
+        }
+    }
+}
+
+/// The length of the mapping `alloc_mr` makes for `len` bytes: whole pages.
+fn mapping_len(len: usize, page: usize) -> Result<usize> {
+    len.checked_next_multiple_of(page).ok_or_else(|| {
+        Error::check("ibv_reg_mr", Errno::ENOMEM)
+            .with_message(format!("a region of {len} bytes cannot be rounded up to whole {page}-byte pages"))
+    })
+}
+
+/// One SGE over `len` bytes at `addr`, if its 32-bit length can say so.
+fn whole_sge(addr: u64, len: usize, lkey: u32) -> Result<Sge<'static>> {
+    let length = u32::try_from(len).map_err(|_| {
+        Error::check("MemoryRegion::sge_all", Errno::EINVAL).with_message(format!(
+            "the region has {len} bytes, more than one SGE can carry ({} bytes): use several `sge(offset, len)`",
+            u32::MAX
+        ))
+    })?;
+    Ok(Sge::new(addr, length, lkey))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn page_size_is_a_power_of_two() {
         let p = super::page_size();
         assert!(p >= 4096 && p.is_power_of_two(), "{p}");
+    }
+
+    #[test]
+    fn sge_all_of_4_gib_or_more_is_an_error_not_a_truncation() {
+        let max = u32::MAX as usize;
+        assert_eq!(whole_sge(0x1000, max, 7).unwrap().length, u32::MAX);
+        for len in [max + 1, 1 << 33, usize::MAX] {
+            let e = whole_sge(0x1000, len, 7).unwrap_err();
+            assert_eq!(e.errno(), Some(Errno::EINVAL));
+            assert!(e.to_string().contains("sge(offset, len)"), "{e}");
+        }
+    }
+
+    #[test]
+    fn rounding_a_huge_length_up_to_pages_is_an_error() {
+        assert_eq!(mapping_len(1, 4096).unwrap(), 4096);
+        assert_eq!(mapping_len(8192, 4096).unwrap(), 8192);
+        let e = mapping_len(usize::MAX - 10, 4096).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ENOMEM));
+        assert!(e.to_string().contains("whole 4096-byte pages"), "{e}");
+    }
+
+    #[test]
+    fn ranges_are_checked_without_overflow() {
+        assert!(check_range("t", 100, 100, 0).is_ok(), "the empty range at the end");
+        assert!(check_range("t", 100, 101, 0).is_err());
+        assert!(check_range("t", 100, 50, 51).is_err());
+        assert!(check_range("t", 100, usize::MAX, 2).is_err());
     }
 }

@@ -1,10 +1,11 @@
 //! Async events from the real kernel (VM tier): the SRQ limit event names
-//! the SRQ, port events name the port.
+//! the SRQ, a CQ overrun names the CQ, port events name the port.
 
 mod common;
 
 use rverbs::{
-    AccessFlags, AsyncEventType, ConnectOptions, EventObject, QpInitAttr, QpType, RecvWr, SendFlags, SendOp, SendWr,
+    AccessFlags, AsyncEventType, ConnectOptions, EventObject, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    SendFlags, SendOp, SendWr, WcStatus,
 };
 
 #[test]
@@ -38,6 +39,47 @@ fn srq_limit_reached_names_the_srq() {
     assert_eq!(ev.object, EventObject::Srq { user_handle: srq.user_handle() });
     // One-shot: disarmed after firing.
     assert_eq!(srq.query().unwrap().srq_limit, 0);
+}
+
+/// More completions than the CQ holds, none polled: rxe (6.1 and 6.12)
+/// keeps the first `cqe` completions, drops the others, and raises
+/// IB_EVENT_CQ_ERR on the CQ for each one dropped; the QP stays in RTS. The
+/// dropped requests never complete: a CQ overrun is the one case where
+/// "every request completes exactly once" cannot hold, which is why the
+/// verbs make it a fatal, reported error.
+#[test]
+fn cq_overrun_raises_a_cq_error_event() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut small = ctx.create_cq(2).unwrap();
+    let other = ctx.create_cq(16).unwrap();
+    let n = small.cqe() as usize;
+    let extra = 4;
+    let mut init = QpInitAttr::new(QpType::Rc, &small);
+    init.cap = QpCap { max_send_wr: (n + extra) as u32, ..QpCap::default() };
+    let mut a = pd.create_qp(&init).unwrap();
+    let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &other)).unwrap();
+    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let m = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let s = [m.sge(0, 8).unwrap()];
+    let remote = m.remote(1024).unwrap();
+    let wrs: Vec<SendWr> = (0..(n + extra) as u64)
+        .map(|i| SendWr { wr_id: i, op: SendOp::RdmaWrite(remote), flags: SendFlags::SIGNALED, sgl: &s, ud: None })
+        .collect();
+    a.post_send(&wrs).unwrap();
+    let mut events = 0;
+    while let Some(ev) = ctx.get_async_event_timeout(if events == 0 { 10_000 } else { 1_000 }).unwrap() {
+        assert_eq!(ev.event_type, AsyncEventType::CqErr, "{ev:?}");
+        assert_eq!(ev.object, EventObject::Cq { user_handle: small.user_handle() });
+        events += 1;
+    }
+    assert_eq!(events, extra, "one CQ error per dropped completion");
+    let wcs = common::poll_n(&mut small, n);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::SUCCESS), "{wcs:?}");
+    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (0..n as u64).collect::<Vec<_>>());
+    common::assert_no_more(&mut small);
+    assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Rts);
 }
 
 fn ip(args: &[&str]) {

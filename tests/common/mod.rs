@@ -160,3 +160,33 @@ pub fn assert_no_growth(dev: &str, before: &[(String, u64)]) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// The lines of iproute2's `rdma resource show <kind>` (`qp`, `mr`, `cq`,
+/// `pd`) owned by the calling thread (`... pid 123 comm x`: the kernel
+/// records the id of the thread that created the object, and each test runs
+/// on a thread of its own).
+pub fn resources_of(kind: &str) -> Vec<String> {
+    let out = run("/usr/bin/rdma", &["resource", "show", kind]);
+    assert!(out.status.success(), "rdma resource show {kind}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let tid = nix::unistd::gettid().to_string();
+    text.lines()
+        .filter(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.windows(2).any(|p| p[0] == "pid" && p[1] == tid)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The running kernel's `(major, minor)` from `/proc/sys/kernel/osrelease`
+/// (`6.1.0-57-amd64` -> `(6, 1)`), for pinning behaviour that differs
+/// between the kernels the VM tier boots.
+pub fn kernel_version() -> (u32, u32) {
+    let rel = sysfs("/proc/sys/kernel/osrelease");
+    let mut it = rel.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>());
+    match (it.next(), it.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor),
+        _ => panic!("cannot read a version from osrelease {rel:?}"),
+    }
+}

@@ -28,8 +28,13 @@ pub fn create_ah(
 }
 
 /// `UVERBS_METHOD_AH_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_AH`).
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn destroy_ah(fd: &UverbsFd, handle: u32) -> Result<()> {
     const VERB: &str = "ibv_destroy_ah";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(());
+    }
     let mut cmd = IoctlCmd::new(UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY);
     cmd.in_obj(UVERBS_ATTR_DESTROY_AH_HANDLE, handle);
     if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {

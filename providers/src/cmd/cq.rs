@@ -113,8 +113,13 @@ pub struct EventsReported {
 }
 
 /// `UVERBS_METHOD_CQ_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_CQ`).
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn destroy_cq(fd: &UverbsFd, handle: u32) -> Result<EventsReported> {
     const VERB: &str = "ibv_destroy_cq";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(EventsReported::default());
+    }
     let mut resp = ib_uverbs_destroy_cq_resp::new_zeroed();
     {
         let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY);

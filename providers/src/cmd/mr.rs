@@ -81,8 +81,13 @@ pub unsafe fn rereg_mr(
 }
 
 /// `UVERBS_METHOD_MR_DESTROY` (write fallback `IB_USER_VERBS_CMD_DEREG_MR`).
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn dereg_mr(fd: &UverbsFd, handle: u32) -> Result<()> {
     const VERB: &str = "ibv_dereg_mr";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(());
+    }
     let mut cmd = IoctlCmd::new(UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY);
     cmd.in_obj(UVERBS_ATTR_DESTROY_MR_HANDLE, handle);
     if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {

@@ -23,8 +23,13 @@ pub fn alloc_pd(fd: &UverbsFd, drv_out: &mut [u8]) -> Result<u32> {
 }
 
 /// `UVERBS_METHOD_PD_DESTROY` (write fallback `IB_USER_VERBS_CMD_DEALLOC_PD`).
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn dealloc_pd(fd: &UverbsFd, handle: u32) -> Result<()> {
     const VERB: &str = "ibv_dealloc_pd";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(());
+    }
     let mut cmd = IoctlCmd::new(UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY);
     cmd.in_obj(UVERBS_ATTR_DESTROY_PD_HANDLE, handle);
     if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {

@@ -128,8 +128,13 @@ pub unsafe fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mu
 
 /// `UVERBS_METHOD_QP_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_QP`):
 /// returns the number of async events the kernel reported for the QP.
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn destroy_qp(fd: &UverbsFd, handle: u32) -> Result<u32> {
     const VERB: &str = "ibv_destroy_qp";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(0);
+    }
     let mut resp = ib_uverbs_destroy_qp_resp::new_zeroed();
     {
         let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY);

@@ -81,8 +81,13 @@ pub unsafe fn create_srq(
 
 /// `UVERBS_METHOD_SRQ_DESTROY` (write fallback `IB_USER_VERBS_CMD_DESTROY_SRQ`):
 /// returns the number of async events reported for it.
+///
+/// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn destroy_srq(fd: &UverbsFd, handle: u32) -> Result<u32> {
     const VERB: &str = "ibv_destroy_srq";
+    if fd.skip_destroy_in_child(VERB, handle) {
+        return Ok(0);
+    }
     let mut resp = ib_uverbs_destroy_srq_resp::new_zeroed();
     {
         let mut cmd = IoctlCmd::new(UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY);

@@ -79,7 +79,7 @@ pub fn build_av(attr: &AhAttr, dmac: Option<[u8; 6]>, random_sport: u16) -> Resu
         }
         av.set_stat_rate_sl_eth(rate, attr.sl);
         let Some(mac) = dmac else {
-            return Err(Error::os(VERB, Errno::EOPNOTSUPP)
+            return Err(Error::check(VERB, Errno::EOPNOTSUPP)
                 .with_message("the kernel did not resolve the destination MAC (no CREATE_AH udata support)"));
         };
         av.set_rmac(mac);
@@ -101,7 +101,7 @@ pub fn dmac_of(drv_out: &[u8]) -> Result<[u8; 6]> {
     use zerocopy::FromBytes;
     mlx5_ib_create_ah_resp::read_from_prefix(drv_out)
         .map(|(r, _)| r.dmac)
-        .map_err(|_| Error::os("ibv_create_ah", Errno::EPROTO))
+        .map_err(|_| Error::check("ibv_create_ah", Errno::EPROTO))
 }
 
 /// A random UDP source port for RoCE v2 (no `rand` dependency: std's

@@ -240,12 +240,12 @@ impl Context {
     ///
     /// Crate-internal in spirit: the pending CQ owns memory a kernel CQ
     /// made from its driver data would use, and dropping it frees that.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn cq_prepare(&self, cqe: u32) -> Result<(PendingCq, mlx5_ib_create_cq)> {
+    pub(crate) fn cq_prepare(&self, cqe: u32) -> Result<(PendingCq, mlx5_ib_create_cq)> {
         const VERB: &str = "ibv_create_cq";
         if cqe == 0 || cqe >= MAX_CQE {
-            return Err(Error::os(VERB, Errno::EINVAL).with_message(format!("{cqe} CQ entries; 1..{MAX_CQE} allowed")));
+            return Err(
+                Error::check(VERB, Errno::EINVAL).with_message(format!("{cqe} CQ entries; 1..{MAX_CQE} allowed"))
+            );
         }
         let ncqe = (cqe + 1).next_power_of_two();
         let buf = DmaBuf::new(VERB, ncqe as usize * CQE_SIZE)?;
@@ -274,9 +274,12 @@ impl Context {
     /// core answer) and answered `drv_out` (`mlx5_ib_create_cq_resp`).
     ///
     /// Dropping the [`Cq`] frees its buffer: only after the kernel destroy.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn cq_finish(&self, pending: PendingCq, drv_out: &[u8], kernel_cqe: u32) -> Result<Cq, FinishError<PendingCq>> {
+    pub(crate) fn cq_finish(
+        &self,
+        pending: PendingCq,
+        drv_out: &[u8],
+        kernel_cqe: u32,
+    ) -> Result<Cq, FinishError<PendingCq>> {
         self.cq_finish_with(pending, drv_out, kernel_cqe, |_, page| UarMmio::new(page, 0, UAR_SIZE))
     }
 
@@ -296,7 +299,7 @@ impl Context {
             Err(error) => return Err(FinishError { error, pending: Box::new(pending) }),
         };
         if kernel_cqe != pending.ncqe - 1 {
-            let error = Error::os(VERB, Errno::EPROTO).with_message(format!(
+            let error = Error::check(VERB, Errno::EPROTO).with_message(format!(
                 "the kernel made {} entries of a {}-entry buffer",
                 kernel_cqe.wrapping_add(1),
                 pending.ncqe
@@ -607,7 +610,7 @@ impl<M: Mmio> Cq<M> {
     }
 
     /// Runs the cleans requested for this CQ with
-    /// [`Context::request_clean`] (a QP destroyed or reset while this CQ's
+    /// `Context::request_clean` (a QP destroyed or reset while this CQ's
     /// poller could not be reached). `poll` does it by itself, before
     /// looking at any entry, whenever the registry's generation moved; call
     /// it directly before parking a CQ nobody will poll again.
@@ -815,9 +818,7 @@ impl<M: Mmio> Cq<M> {
     ///
     /// Crate-internal in spirit: given a QP of another context, the SRQ
     /// free list of that QP would be handed WQEs that are not its own.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn clean_qp(&mut self, qp: &QpShared) {
+    pub(crate) fn clean_qp(&mut self, qp: &QpShared) {
         let rsn = qp.rsn();
         let v1 = self.cqe_v1;
         let mut pi = self.ci;

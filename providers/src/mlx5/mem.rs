@@ -28,8 +28,21 @@ use crate::{Errno, Error, Result};
 /// uses it is destroyed.
 #[derive(Debug)]
 pub struct DmaBuf {
-    map: MmapRaw,
+    map: std::mem::ManuallyDrop<MmapRaw>,
     len: usize,
+    /// The process that mapped it: in a forked child the pages are absent
+    /// (`MADV_DONTFORK`), and the address may hold a mapping of the child's
+    /// own by the time this drops, so the child forgets instead of unmapping.
+    owner: u32,
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        if std::process::id() == self.owner {
+            // SAFETY: dropped once, here; `map` is not used after this.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.map) };
+        }
+    }
 }
 
 impl DmaBuf {
@@ -44,7 +57,7 @@ impl DmaBuf {
         dont_fork(&map).map_err(|e| {
             Error::os(verb, e).with_message(format!("cannot exclude {len} bytes of queue memory from fork()"))
         })?;
-        Ok(DmaBuf { map, len })
+        Ok(DmaBuf { map: std::mem::ManuallyDrop::new(map), len, owner: std::process::id() })
     }
 
     /// The start (page aligned).

@@ -165,7 +165,7 @@ pub use srq::{PendingSrq, Srq, SrqShared};
 use crate::mlx5::ah::AhTable;
 use crate::mlx5::mem::DbRecPool;
 use crate::mlx5::table::{IdAlloc, Registry};
-use crate::mlx5::uar::{Backend, UarPool, NON_FP_BFREGS_PER_UAR, UAR_SIZE};
+use crate::mlx5::uar::{KernelUars, UarPool, UarSource, NON_FP_BFREGS_PER_UAR, UAR_SIZE};
 use crate::sys::UverbsFd;
 use crate::{Errno, Error, Result};
 
@@ -190,7 +190,8 @@ pub const DEFAULT_LOW_LAT_BFREGS: u32 = 4;
 
 pub(crate) fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
     T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| {
-        Error::os(verb, Errno::EPROTO).with_message(format!("the kernel's mlx5 answer is {} bytes, too short", b.len()))
+        Error::check(verb, Errno::EPROTO)
+            .with_message(format!("the kernel's mlx5 answer is {} bytes, too short", b.len()))
     })
 }
 
@@ -268,7 +269,7 @@ impl DeviceInfo {
     pub fn from_resp(resp: &mlx5_ib_alloc_ucontext_resp, page_size: usize) -> Result<DeviceInfo> {
         const VERB: &str = "ibv_open_device";
         if resp.cqe_version > 1 {
-            return Err(Error::os(VERB, Errno::EPROTO).with_message(format!(
+            return Err(Error::check(VERB, Errno::EPROTO).with_message(format!(
                 "the kernel chose CQE version {}, this provider knows 0 and 1",
                 resp.cqe_version
             )));
@@ -277,7 +278,7 @@ impl DeviceInfo {
         // blocks into one half (rdma-core assumes the same).
         if resp.bf_reg_size != 0 && (!resp.bf_reg_size.is_power_of_two() || !(128..=2048).contains(&resp.bf_reg_size)) {
             return Err(
-                Error::os(VERB, Errno::EPROTO).with_message(format!("BlueFlame register size {}", resp.bf_reg_size))
+                Error::check(VERB, Errno::EPROTO).with_message(format!("BlueFlame register size {}", resp.bf_reg_size))
             );
         }
         let num_uars_per_page =
@@ -325,10 +326,14 @@ impl Context {
     /// page the kernel allocated).
     pub fn finish(fd: &Arc<UverbsFd>, resp: &mlx5_ib_alloc_ucontext_resp) -> Result<Context> {
         let page_size = crate::sys::event::page_size();
-        Self::with_backend(Backend::Kernel(fd.clone()), resp, page_size)
+        Self::with_backend(Box::new(KernelUars(fd.clone())), resp, page_size)
     }
 
-    fn with_backend(backend: Backend, resp: &mlx5_ib_alloc_ucontext_resp, page_size: usize) -> Result<Context> {
+    fn with_backend(
+        backend: Box<dyn UarSource>,
+        resp: &mlx5_ib_alloc_ucontext_resp,
+        page_size: usize,
+    ) -> Result<Context> {
         let dev = DeviceInfo::from_resp(resp, page_size)?;
         let req = ucontext_request_for(page_size);
         let uars = UarPool::new(
@@ -361,7 +366,7 @@ impl Context {
     /// A context whose "kernel" is the HCA model (tests, benchmarks).
     #[cfg(any(test, feature = "mock"))]
     pub(crate) fn new_model(hca: &model::Hca, resp: &mlx5_ib_alloc_ucontext_resp) -> Result<Context> {
-        Self::with_backend(Backend::Model(hca.clone()), resp, crate::sys::event::page_size())
+        Self::with_backend(Box::new(hca.clone()), resp, crate::sys::event::page_size())
     }
 
     /// Device facts from GET_CONTEXT.
@@ -413,9 +418,7 @@ impl Context {
     ///
     /// Crate-internal in spirit: called before the kernel destroy, it lets
     /// the QP's memory go while the HCA may still use it.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
+    pub(crate) fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
         self.registry().remove_qp_if(qp)
     }
 
@@ -428,13 +431,11 @@ impl Context {
     ///
     /// Crate-internal in spirit: a QP of another context would have its
     /// SRQ's free list given WQEs that are not its own.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn request_clean(&self, cqn: u32, qp: &Arc<QpShared>) {
+    pub(crate) fn request_clean(&self, cqn: u32, qp: &Arc<QpShared>) {
         self.registry().request_clean(cqn, qp)
     }
 
-    /// Whether a CQ still owes a clean of `qp` ([`request_clean`](Self::request_clean)).
+    /// Whether a CQ still owes a clean of `qp` (`request_clean`).
     pub fn clean_pending(&self, qp: &Arc<QpShared>) -> bool {
         self.registry().clean_pending(qp)
     }
@@ -446,9 +447,7 @@ impl Context {
     /// Crate-internal in spirit: called for a CQ that is still polled, it
     /// drops cleans owed after a RESET, whose stale completions the CQ then
     /// matches against the new epoch's work requests.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn cq_destroyed(&self, cqn: u32) -> usize {
+    pub(crate) fn cq_destroyed(&self, cqn: u32) -> usize {
         self.registry().drop_cleans(cqn)
     }
 }

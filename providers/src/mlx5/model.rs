@@ -373,6 +373,17 @@ enum Exec {
     Stall,
 }
 
+/// The model stands in for the kernel's UAR pages: heap memory it watches.
+impl crate::mlx5::uar::UarSource for Hca {
+    fn alloc_dynamic(&self, kind: UarKind, page_size: usize) -> crate::Result<crate::mlx5::uar::UarPage> {
+        Ok(crate::mlx5::uar::UarPage::heap(self.alloc_uar(kind), kind, page_size))
+    }
+
+    fn map_static(&self, index: u32, page_size: usize, _nc_first: bool) -> crate::Result<crate::mlx5::uar::UarPage> {
+        Ok(crate::mlx5::uar::UarPage::heap(index, UarKind::Bf, page_size))
+    }
+}
+
 impl Hca {
     /// A model with `cfg`.
     pub fn new(cfg: ModelCfg) -> Hca {

@@ -123,7 +123,7 @@ impl QpSizes {
 }
 
 fn einval(msg: String) -> Error {
-    Error::os("ibv_create_qp", Errno::EINVAL).with_message(msg)
+    Error::check("ibv_create_qp", Errno::EINVAL).with_message(msg)
 }
 
 /// Sizes a QP's queues exactly as rdma-core does (providers.md §B.4),
@@ -357,9 +357,7 @@ impl QpShared {
     /// Crate-internal in spirit: it clears the doorbell record the HCA
     /// reads, and starts a new epoch only the MODIFY_QP it follows makes
     /// right.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn on_state_change(&self, new_state: u8) {
+    pub(crate) fn on_state_change(&self, new_state: u8) {
         if u32::from(new_state) == IB_QPS_RESET {
             self.db.store(0, 0);
             self.db.store(1, 0);
@@ -434,7 +432,7 @@ impl PendingQp {
     }
 }
 
-/// Why [`Context::qp_finish`] failed, with the pending QP handed back: the
+/// Why `Context::qp_finish` failed, with the pending QP handed back: the
 /// kernel object exists, so destroy it first, then drop `pending`.
 #[derive(Debug)]
 pub struct FinishError<P> {
@@ -491,9 +489,7 @@ impl Context {
     ///
     /// Crate-internal in spirit: the pending QP owns memory a kernel QP
     /// made from its driver data would use, and dropping it frees that.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn qp_prepare(&self, args: &QpPrepareArgs) -> Result<(PendingQp, mlx5_ib_create_qp)> {
+    pub(crate) fn qp_prepare(&self, args: &QpPrepareArgs) -> Result<(PendingQp, mlx5_ib_create_qp)> {
         const VERB: &str = "ibv_create_qp";
         let dev = self.device();
         let sizes = qp_sizes(dev, args.qp_type, &args.caps, args.srq.is_some())?;
@@ -522,9 +518,7 @@ impl Context {
     /// (`mlx5_ib_create_qp_resp`). Registers the QP for its CQs and maps
     /// its doorbell register. On error the pending QP comes back: destroy
     /// the kernel QP, then drop it.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn qp_finish(&self, pending: PendingQp, drv_out: &[u8], qpn: u32) -> Result<Qp, FinishError<PendingQp>> {
+    pub(crate) fn qp_finish(&self, pending: PendingQp, drv_out: &[u8], qpn: u32) -> Result<Qp, FinishError<PendingQp>> {
         self.qp_finish_with(pending, drv_out, qpn, |reg, page| UarMmio::new(page, reg.offset, reg.bf_half.max(8) * 2))
     }
 

@@ -49,7 +49,7 @@ impl SrqSizes {
 /// rdma-core `mlx5_alloc_srq_buf` without the wait queue: stride
 /// `roundup_pow2(max(32, 16 + 16 * max_sge))`, `nwqes = roundup_pow2(max_wr + 1)`.
 pub fn srq_sizes(max_wr: u32, max_sge: u32, max_srq_recv_wr: u32, max_rq_desc_sz: u16) -> Result<SrqSizes> {
-    let einval = |m: String| Error::os("ibv_create_srq", Errno::EINVAL).with_message(m);
+    let einval = |m: String| Error::check("ibv_create_srq", Errno::EINVAL).with_message(m);
     if max_wr == 0 || max_wr > max_srq_recv_wr {
         return Err(einval(format!("{max_wr} SRQ work requests; the device takes 1..={max_srq_recv_wr}")));
     }
@@ -262,9 +262,7 @@ impl Context {
     /// [`core_max_sge`](PendingSrq::core_max_sge) in the core command.
     ///
     /// Crate-internal in spirit, as [`Context::qp_prepare`].
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn srq_prepare(&self, max_wr: u32, max_sge: u32) -> Result<(PendingSrq, mlx5_ib_create_srq)> {
+    pub(crate) fn srq_prepare(&self, max_wr: u32, max_sge: u32) -> Result<(PendingSrq, mlx5_ib_create_srq)> {
         const VERB: &str = "ibv_create_srq";
         let dev = self.device();
         let sizes = srq_sizes(max_wr, max_sge, dev.max_srq_recv_wr, dev.max_rq_desc_sz)?;
@@ -298,9 +296,7 @@ impl Context {
 
     /// Phase two: the kernel created the SRQ and answered `drv_out`
     /// (`mlx5_ib_create_srq_resp`).
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn srq_finish(&self, pending: PendingSrq, drv_out: &[u8]) -> Result<Srq, FinishError<PendingSrq>> {
+    pub(crate) fn srq_finish(&self, pending: PendingSrq, drv_out: &[u8]) -> Result<Srq, FinishError<PendingSrq>> {
         let resp: mlx5_ib_create_srq_resp = match parse("ibv_create_srq", drv_out) {
             Ok(r) => r,
             Err(error) => return Err(FinishError { error, pending: Box::new(pending) }),
@@ -317,9 +313,7 @@ impl Context {
     ///
     /// Crate-internal in spirit: called before the kernel destroy, it lets
     /// the SRQ's memory go while the HCA may still use it.
-    // TODO(lead): pub(crate) once src/ no longer uses it.
-    #[doc(hidden)]
-    pub fn srq_destroyed(&self, srq: Srq) {
+    pub(crate) fn srq_destroyed(&self, srq: Srq) {
         self.registry().remove_srq(srq.shared.srqn());
         drop(srq);
     }

@@ -55,7 +55,7 @@ impl Registry {
         let owed =
             self.cleans.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|r| r.qp.rsn() == rsn).map(|r| r.cqn);
         if let Some(cqn) = owed {
-            return Err(Error::os("ibv_create_qp", Errno::EBUSY).with_message(format!(
+            return Err(Error::check("ibv_create_qp", Errno::EBUSY).with_message(format!(
                 "the kernel gave QP number {rsn:#x} again before CQ {cqn:#x} dropped the completions its \
                  previous QP left: poll that CQ (an empty slice is enough), then create the QP again"
             )));

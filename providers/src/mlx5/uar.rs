@@ -165,6 +165,9 @@ impl Drop for UarPage {
     fn drop(&mut self) {
         drop(self.map.take());
         if let Some((fd, handle)) = self.destroy.take() {
+            if fd.skip_destroy_in_child("mlx5dv_devx_free_uar", handle) {
+                return;
+            }
             let mut cmd = IoctlCmd::new(MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_DESTROY);
             cmd.in_obj(MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE, handle);
             if let Err(e) = fd.ioctl(&mut cmd) {
@@ -203,20 +206,31 @@ pub fn uar_alloc_cmd(kind: UarKind, out: &mut UarAllocOut) -> (IoctlCmd<'_>, Att
     (cmd, h)
 }
 
-/// Who answers for UAR pages: the kernel, or (tests) the HCA model.
-#[derive(Clone, Debug)]
-pub(crate) enum Backend {
-    Kernel(Arc<UverbsFd>),
-    #[cfg(any(test, feature = "mock"))]
-    Model(crate::mlx5::model::Hca),
+/// Who answers for UAR pages. Production has one source, the kernel
+/// ([`KernelUars`]); the HCA model of the host tests is another, and
+/// implements this in `model.rs`, so this module (and the production code
+/// above it) knows nothing of the model. Control path only (context open,
+/// QP create): a `dyn` here costs the data path nothing.
+pub(crate) trait UarSource: std::fmt::Debug + Send + Sync {
+    /// Allocates and maps one dynamic UAR page.
+    fn alloc_dynamic(&self, kind: UarKind, page_size: usize) -> Result<UarPage>;
+    /// Maps static UAR page `index` (best-effort WC; NC first when the
+    /// device has no BlueFlame).
+    fn map_static(&self, index: u32, page_size: usize, nc_first: bool) -> Result<UarPage>;
 }
 
-impl Backend {
+/// UAR pages from the kernel: `MLX5_IB_METHOD_UAR_OBJ_ALLOC` and an mmap
+/// of the uverbs fd (dynamic scheme), or an mmap at the static page's offset.
+#[derive(Debug)]
+pub(crate) struct KernelUars(pub(crate) Arc<UverbsFd>);
+
+impl UarSource for KernelUars {
     /// Allocates and maps one dynamic UAR page.
     fn alloc_dynamic(&self, kind: UarKind, page_size: usize) -> Result<UarPage> {
         const VERB: &str = "mlx5dv_devx_alloc_uar";
-        match self {
-            Backend::Kernel(fd) => {
+        let fd = &self.0;
+        {
+            {
                 let mut out = UarAllocOut::default();
                 let handle = {
                     let (mut cmd, h) = uar_alloc_cmd(kind, &mut out);
@@ -237,8 +251,6 @@ impl Backend {
                     }
                 }
             }
-            #[cfg(any(test, feature = "mock"))]
-            Backend::Model(hca) => Ok(UarPage::heap(hca.alloc_uar(kind), kind, page_size)),
         }
     }
 
@@ -246,8 +258,9 @@ impl Backend {
     /// device has no BlueFlame).
     fn map_static(&self, index: u32, page_size: usize, nc_first: bool) -> Result<UarPage> {
         const VERB: &str = "ibv_open_device";
-        match self {
-            Backend::Kernel(fd) => {
+        let fd = &self.0;
+        {
+            {
                 let cmds: &[(u32, UarKind)] = if nc_first {
                     &[(MLX5_IB_MMAP_NC_PAGE, UarKind::Nc), (MLX5_IB_MMAP_REGULAR_PAGE, UarKind::Bf)]
                 } else {
@@ -255,7 +268,7 @@ impl Backend {
                 };
                 let mut last = Errno::EINVAL;
                 for &(cmd, kind) in cmds {
-                    let off = mmap_offset(cmd, index, page_size).ok_or_else(|| Error::os(VERB, Errno::EINVAL))?;
+                    let off = mmap_offset(cmd, index, page_size).ok_or_else(|| Error::check(VERB, Errno::EINVAL))?;
                     match fd.mmap(off, page_size) {
                         Ok(map) => return Ok(UarPage::from_map(map, index, kind, None)),
                         Err(e) => last = Errno::from_raw(e.raw_os_error().unwrap_or(5)),
@@ -263,8 +276,6 @@ impl Backend {
                 }
                 Err(Error::os(VERB, last).with_message(format!("cannot map static UAR page {index}")))
             }
-            #[cfg(any(test, feature = "mock"))]
-            Backend::Model(_) => Ok(UarPage::heap(index, UarKind::Bf, page_size)),
         }
     }
 }
@@ -321,7 +332,7 @@ struct Free {
 /// The context's UAR pages and register assignment.
 #[derive(Debug)]
 pub struct UarPool {
-    backend: Backend,
+    backend: Box<dyn UarSource>,
     page_size: usize,
     bf_reg_size: u32,
     uars_per_page: u32,
@@ -337,7 +348,7 @@ pub struct UarPool {
 impl UarPool {
     /// Sets up the scheme the kernel chose. `tot_bfregs == 0` → dynamic.
     pub(crate) fn new(
-        backend: Backend,
+        backend: Box<dyn UarSource>,
         page_size: usize,
         bf_reg_size: u32,
         uars_per_page: u32,
@@ -444,7 +455,7 @@ impl UarPool {
     pub(crate) fn static_reg(&self, bfi: u32) -> Result<UarReg> {
         let per_page = BFREGS_PER_UAR * self.uars_per_page;
         let page = self.statics.get((bfi / per_page) as usize).cloned().ok_or_else(|| {
-            Error::os("ibv_create_qp", Errno::EPROTO)
+            Error::check("ibv_create_qp", Errno::EPROTO)
                 .with_message(format!("the kernel assigned BlueFlame register {bfi}, which is not mapped"))
         })?;
         let j = (bfi / BFREGS_PER_UAR) % self.uars_per_page;
@@ -458,7 +469,7 @@ impl UarPool {
         // kernel's 4-per-UAR numbering lie past the UAR's end.
         let window = info.bf_half.max(8) * 2;
         if in_uar + window > UAR_SIZE || offset + window > page.len() {
-            return Err(Error::os("ibv_create_qp", Errno::EPROTO).with_message(format!(
+            return Err(Error::check("ibv_create_qp", Errno::EPROTO).with_message(format!(
                 "the kernel assigned BlueFlame register {bfi}, which with {}-byte registers lies outside its UAR",
                 self.bf_reg_size
             )));

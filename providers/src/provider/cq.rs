@@ -153,6 +153,12 @@ impl CqCore {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
+        if self.fd.in_forked_child() {
+            // The kernel CQ is the parent's (the destroy command would be
+            // skipped too), and mlx5's queue memory is not mapped here.
+            self.parked.release(false);
+            return Ok(());
+        }
         if let CqProv::Mlx5 { ctx, cqn } = &self.prov {
             // Nobody polls this CQ again; before the destroy, as the CQN
             // may be reused right after it.
@@ -210,6 +216,12 @@ impl KernelCq {
     /// kernel destroy is harmless). mlx5: owed cleans are run, then it is
     /// parked until the kernel CQ is destroyed.
     pub fn park(&self, driver: CqDriver) {
+        if self.0.fd.in_forked_child() {
+            // A forked child touches none of the parent's queue memory
+            // (mlx5's is not even mapped here: MADV_DONTFORK).
+            std::mem::forget(driver);
+            return;
+        }
         match driver.0 {
             d @ Drv::Mlx5 { .. } => self.0.parked.park(d, |d| {
                 if let Drv::Mlx5 { cq, .. } = d {

@@ -290,6 +290,11 @@ impl KernelQp {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
+        if self.fd.in_forked_child() {
+            // The parent's QP: no destroy, and no clean of CQ memory that a
+            // forked child does not have (mlx5's is MADV_DONTFORK).
+            return Ok(());
+        }
         let events = match cmd::destroy_qp(&self.fd, self.handle) {
             Ok(ev) => ev,
             Err(e) => {

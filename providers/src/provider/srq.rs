@@ -155,6 +155,11 @@ impl SrqCore {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
+        if self.fd.in_forked_child() {
+            // The parent's SRQ, and memory a forked child does not have.
+            self.parked.release(false);
+            return Ok(());
+        }
         // On failure the mlx5 SRQ stays registered, so its memory is
         // leaked rather than freed under the HCA.
         let events = match cmd::destroy_srq(&self.fd, self.handle) {
@@ -223,6 +228,10 @@ impl KernelSrq {
     /// Takes the driver of an SRQ whose owner goes away: rxe's ring is
     /// dropped now; mlx5's is parked until the kernel SRQ is destroyed.
     pub fn park(&self, driver: SrqDriver) {
+        if self.0.fd.in_forked_child() {
+            std::mem::forget(driver);
+            return;
+        }
         match driver.0 {
             d @ SrqDrv::Mlx5(_) => self.0.parked.park(d, |_| {}),
             other => drop(other),

@@ -56,7 +56,7 @@ use crate::sys::UverbsFd;
 use crate::{Errno, Error, Result};
 
 fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
-    T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| Error::os(verb, Errno::EPROTO))
+    T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| Error::check(verb, Errno::EPROTO))
 }
 
 fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminfo, what: &str) -> Result<Queue> {
@@ -68,7 +68,7 @@ fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminf
 /// slots would have us write over slots it owns.
 fn check_slots(verb: &'static str, q: Queue, min: usize, what: &str) -> Result<Queue> {
     if q.elem_size() < min {
-        return Err(Error::os(verb, Errno::EPROTO).with_message(format!(
+        return Err(Error::check(verb, Errno::EPROTO).with_message(format!(
             "the kernel's {what} slots are {} bytes, smaller than the {min}-byte header every entry has",
             q.elem_size()
         )));
@@ -92,9 +92,7 @@ pub const AH_RESP_LEN: usize = size_of::<rxe_create_ah_resp>();
 /// kernel's answer for a CQ (another queue's `mminfo`), the ring would
 /// publish a consumer index into a queue the kernel produces into
 /// differently.
-// TODO(lead): pub(crate) once src/ no longer uses it.
-#[doc(hidden)]
-pub fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
+pub(crate) fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
     let resp: rxe_create_cq_resp = parse("ibv_create_cq", drv_out)?;
     let q = map("ibv_create_cq", fd, &resp.mi, "completion queue")?;
     // Each slot must hold a whole `ib_uverbs_wc`, which poll copies out.
@@ -145,9 +143,7 @@ pub struct QpInfo {
 ///
 /// Crate-internal in spirit: a forged response (another queue's `mminfo`)
 /// would have the rings write WQEs into memory the kernel writes.
-// TODO(lead): pub(crate) once src/ no longer uses it.
-#[doc(hidden)]
-pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
+pub(crate) fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<AvTable>) -> Result<Qp> {
     const VERB: &str = "ibv_create_qp";
     let resp: rxe_create_qp_resp = parse(VERB, drv_out)?;
     let sq = check_slots(VERB, map(VERB, fd, &resp.sq_mi, "send queue")?, wqe::SEND_DATA, "send queue")?;
@@ -164,9 +160,7 @@ pub fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: &Arc<Av
 /// Maps the receive ring described by the create-SRQ driver response.
 ///
 /// Crate-internal in spirit, as [`qp_finish`].
-// TODO(lead): pub(crate) once src/ no longer uses it.
-#[doc(hidden)]
-pub fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
+pub(crate) fn srq_finish(fd: &UverbsFd, drv_out: &[u8], max_sge: u32) -> Result<RecvRing> {
     const VERB: &str = "ibv_create_srq";
     let resp: rxe_create_srq_resp = parse(VERB, drv_out)?;
     let q = map(VERB, fd, &resp.mi, "shared receive queue")?;

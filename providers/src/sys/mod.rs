@@ -50,9 +50,21 @@ pub enum CmdPath {
 /// range, mlx5's queue buffers in a create's driver data), so outside this
 /// crate commands go through [`crate::cmd`], whose memory-naming functions
 /// are `unsafe`, or [`crate::provider`].
+///
+/// # fork
+/// The fd remembers the process that opened it. A child made by `fork()`
+/// inherits the fd, and with it the parent's kernel objects: the command
+/// functions that destroy objects ([`crate::cmd`]'s `destroy_*`,
+/// `dealloc_pd`, `dereg_mr`) do nothing in another process
+/// ([`in_forked_child`](Self::in_forked_child)), so a child dropping the
+/// objects it inherited leaves the parent's alone. Nothing else is
+/// refused: a child must not use the parent's objects (as with
+/// libibverbs), but may open the device again for its own.
 #[derive(Debug)]
 pub struct UverbsFd {
     fd: OwnedFd,
+    /// `getpid()` of the opener.
+    opener: u32,
     driver_id: u32,
     no_ioctl: AtomicBool,
     no_invoke_write: AtomicBool,
@@ -82,6 +94,7 @@ impl UverbsFd {
         }
         Ok(UverbsFd {
             fd: OwnedFd::from(file),
+            opener: std::process::id(),
             driver_id,
             no_ioctl: AtomicBool::new(false),
             no_invoke_write: AtomicBool::new(false),
@@ -92,6 +105,31 @@ impl UverbsFd {
     /// The kernel driver id put in every ioctl header (`RDMA_DRIVER_*`).
     pub fn driver_id(&self) -> u32 {
         self.driver_id
+    }
+
+    /// Whether this process is not the one that opened the fd: a child
+    /// forked after the open, whose kernel objects on this fd are the
+    /// parent's. One `getpid()`: for the control path only.
+    pub fn in_forked_child(&self) -> bool {
+        std::process::id() != self.opener
+    }
+
+    /// For the destroy commands: `true` (and a debug event) when `verb` on
+    /// object `handle` must be skipped because this is a forked child; the
+    /// caller then returns `Ok` without a syscall.
+    pub fn skip_destroy_in_child(&self, verb: &'static str, handle: u32) -> bool {
+        let pid = std::process::id();
+        if pid == self.opener {
+            return false;
+        }
+        tracing::debug!(
+            verb,
+            handle,
+            pid,
+            opener = self.opener,
+            "forked child: the object is the parent's, not destroyed"
+        );
+        true
     }
 
     fn method_unsupported(&self, obj: u16, meth: u16) -> bool {
@@ -277,6 +315,15 @@ impl UverbsFd {
     /// Maps `len` bytes of the device at `offset` shared and read-write, as
     /// providers do for queues (rxe) and UAR pages (mlx5). The mapping never
     /// hands out references to its interior.
+    ///
+    /// Not `MADV_DONTFORK`, like rdma-core's providers (`rxe.c`,
+    /// `mlx5_mmap`), because fork cannot hurt the parent here: these are
+    /// `MAP_SHARED` mappings of kernel or device memory (rxe: the queue's
+    /// `vmalloc` pages, `rxe_mmap`; mlx5: UAR pages, `rdma_user_mmap_io`),
+    /// never copied on write, so the parent keeps the very pages the kernel
+    /// uses; the kernel expects such mappings to be duplicated into
+    /// children (`rdma_umap_open`, `rxe_vma_open` take a reference for the
+    /// child's copy). A child that drops them unmaps its own copy only.
     pub fn mmap(&self, offset: u64, len: usize) -> std::io::Result<memmap2::MmapRaw> {
         memmap2::MmapOptions::new().offset(offset).len(len).map_raw(self.fd.as_raw_fd())
     }

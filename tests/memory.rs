@@ -1,0 +1,214 @@
+//! Memory regions and addresses against the real kernel (VM tier):
+//! deregistration under an RDMA READ in flight, transfers through caller
+//! memory (`reg_mr` over a `Vec` and an anonymous mapping), one region
+//! shared between threads, and a UD send naming a destroyed AH. What rxe
+//! does where the verbs leave it open is pinned per kernel (6.1, 6.12).
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::{assert_no_more, loopback, poll_n, Loopback};
+use rverbs::{
+    AccessFlags, AhAttr, ConnectOptions, GlobalRoute, QpAttrMask, QpCap, QpState, QpType, RecvWr, SendFlags, SendOp,
+    SendWr, Sge, UdDest, WcOpcode, WcStatus,
+};
+
+const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC);
+
+fn cap(depth: u32) -> QpCap {
+    QpCap { max_send_wr: depth, max_recv_wr: depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+}
+
+fn pattern(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn wr<'a>(wr_id: u64, op: SendOp, sgl: &'a [Sge]) -> SendWr<'a> {
+    SendWr { wr_id, op, flags: SendFlags::SIGNALED, sgl, ud: None }
+}
+
+/// `(major, minor)` of the kernel, for the outcomes that differ.
+fn kernel() -> (u32, u32) {
+    common::kernel_version()
+}
+
+#[test]
+fn dereg_while_a_large_read_is_in_flight() {
+    let Some(Loopback { ctx, pd, mut cq_a, cq_b: _cq_b, mut a, b: _b }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
+    let mrs_before = common::resources_of("mr").len();
+    const LEN: usize = 64 << 20;
+    let src = pd.alloc_mr(LEN, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).unwrap();
+    let dst = pd.alloc_mr(LEN, AccessFlags::LOCAL_WRITE).unwrap();
+    let small = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    assert_eq!(common::resources_of("mr").len(), mrs_before + 3);
+    let big = [dst.sge(0, LEN as u32).unwrap()];
+    let tail = [small.sge(0, 4096).unwrap()];
+    // One 64 MiB READ into `dst`, then two small ones behind it.
+    a.post_send(&[
+        wr(1, SendOp::RdmaRead(src.remote(0).unwrap()), &big),
+        wr(2, SendOp::RdmaRead(src.remote(0).unwrap()), &tail),
+        wr(3, SendOp::RdmaRead(src.remote(4096).unwrap()), &tail),
+    ])
+    .unwrap();
+    // rxe (6.1 and 6.12): the deregistration succeeds at once; the READ then
+    // fails with a local protection error when its next response finds the
+    // key gone, and the QP's error state flushes the two behind it. No
+    // async event. (The opcode of an error completion is undefined.)
+    dst.dereg().expect("deregistering under a READ in flight");
+    let wcs = poll_n(&mut cq_a, 3);
+    let mut seen: HashMap<u64, WcStatus> = HashMap::new();
+    for w in &wcs {
+        assert!(seen.insert(w.wr_id, w.status).is_none(), "wr_id {} completed twice: {wcs:?}", w.wr_id);
+    }
+    let want = HashMap::from([(1, WcStatus::LOC_PROT_ERR), (2, WcStatus::WR_FLUSH_ERR), (3, WcStatus::WR_FLUSH_ERR)]);
+    assert_eq!(seen, want, "{wcs:?}");
+    assert_no_more(&mut cq_a);
+    assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Err);
+    assert_eq!(ctx.get_async_event_timeout(200).unwrap(), None);
+    drop(a);
+    drop((src, small));
+    assert_eq!(common::resources_of("mr").len(), mrs_before, "an MR leaked");
+}
+
+/// Caller memory over an (unaligned) heap buffer and an anonymous mapping:
+/// SEND one way, RDMA WRITE the other, bytes checked through the regions
+/// and, once they are gone, in the memory itself.
+#[test]
+fn transfers_through_caller_memory() {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
+    const LEN: usize = 64 * 1024;
+    let mut heap = pattern(1, LEN + 3);
+    let mut map = memmap2::MmapOptions::new().len(LEN).map_anon().unwrap();
+    map[..LEN / 2].copy_from_slice(&pattern(2, LEN / 2));
+    // SAFETY: `heap` and `map` outlive the regions (dropped below first) and
+    // are not touched, except through the regions, while the regions exist.
+    let (mh, mm) = unsafe {
+        (pd.reg_mr(heap.as_mut_ptr().add(3), LEN, ALL).unwrap(), pd.reg_mr(map.as_mut_ptr(), LEN, ALL).unwrap())
+    };
+    assert_eq!(mh.addr() % 8, (heap.as_ptr() as u64 + 3) % 8);
+    // SEND heap[3..3+5000] -> map[40000..].
+    b.post_recv(&[RecvWr { wr_id: 1, sgl: &[mm.sge(40_000, 8192).unwrap()] }]).unwrap();
+    a.post_send(&[wr(2, SendOp::Send, &[mh.sge(0, 5000).unwrap()])]).unwrap();
+    let wc = poll_n(&mut cq_a, 1)[0];
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::SUCCESS), "{wc:?}");
+    let wc = poll_n(&mut cq_b, 1)[0];
+    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::SUCCESS, 5000), "{wc:?}");
+    let mut got = vec![0u8; 5000];
+    mm.read_at(40_000, &mut got).unwrap();
+    assert_eq!(got, pattern(1, LEN + 3)[3..5003]);
+    // RDMA WRITE map[0..LEN/2] -> heap region at 7 (unaligned both ends).
+    b.post_send(&[wr(3, SendOp::RdmaWrite(mh.remote(7).unwrap()), &[mm.sge(0, (LEN / 2) as u32).unwrap()])]).unwrap();
+    let wc = poll_n(&mut cq_b, 1)[0];
+    assert_eq!((wc.wr_id, wc.status, wc.opcode), (3, WcStatus::SUCCESS, WcOpcode::RDMA_WRITE), "{wc:?}");
+    let mut got = vec![0u8; LEN / 2];
+    mh.read_at(7, &mut got).unwrap();
+    assert_eq!(got, pattern(2, LEN / 2));
+    assert_no_more(&mut cq_a);
+    drop((mh, mm));
+    let mut want = pattern(1, LEN + 3);
+    want[10..10 + LEN / 2].copy_from_slice(&pattern(2, LEN / 2));
+    assert!(heap == want, "the heap buffer does not hold what was written");
+    let mut want = pattern(2, LEN / 2);
+    want.resize(LEN, 0);
+    want[40_000..45_000].copy_from_slice(&pattern(1, LEN + 3)[3..5003]);
+    assert!(map[..] == want[..], "the mapping does not hold what was sent");
+}
+
+/// One region in an `Arc`: a thread fills the next message with
+/// `write_at` while the poster sends the previous one and the receiver
+/// thread reads what arrived, all at once.
+#[test]
+fn a_region_shared_between_threads() {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(64), 128) else {
+        return;
+    };
+    const MSG: usize = 4096;
+    const N: u32 = 50;
+    let src = Arc::new(pd.alloc_mr(2 * MSG, ALL).unwrap());
+    let dst = Arc::new(pd.alloc_mr(N as usize * MSG, ALL).unwrap());
+    for i in 0..N {
+        b.post_recv(&[RecvWr { wr_id: u64::from(i), sgl: &[dst.sge(i as usize * MSG, MSG as u32).unwrap()] }]).unwrap();
+    }
+    let reader = {
+        let dst = Arc::clone(&dst);
+        std::thread::spawn(move || {
+            for w in poll_n(&mut cq_b, N as usize) {
+                assert_eq!(w.status, WcStatus::SUCCESS, "{w:?}");
+                let mut got = vec![0u8; MSG];
+                dst.read_at(w.wr_id as usize * MSG, &mut got).unwrap();
+                assert_eq!(got, pattern(w.wr_id as u32, MSG), "message {}", w.wr_id);
+            }
+        })
+    };
+    src.write_at(0, &pattern(0, MSG)).unwrap();
+    for i in 0..N {
+        let slot = (i as usize % 2) * MSG;
+        a.post_send(&[wr(u64::from(i), SendOp::Send, &[src.sge(slot, MSG as u32).unwrap()])]).unwrap();
+        // Fill the other slot while this one is on the wire.
+        let filler = {
+            let src = Arc::clone(&src);
+            std::thread::spawn(move || src.write_at(MSG - slot, &pattern(i + 1, MSG)).unwrap())
+        };
+        let wc = poll_n(&mut cq_a, 1)[0];
+        assert_eq!((wc.wr_id, wc.status), (u64::from(i), WcStatus::SUCCESS), "{wc:?}");
+        filler.join().unwrap();
+    }
+    reader.join().unwrap();
+}
+
+#[test]
+fn a_ud_send_naming_a_destroyed_ah_is_refused() {
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(8), 16) else {
+        return;
+    };
+    let idx = ctx.default_sgid_index(1).unwrap();
+    let gid = ctx.query_gid(1, idx.into()).unwrap().unwrap().gid;
+    let attr = AhAttr {
+        port_num: 1,
+        grh: Some(GlobalRoute { dgid: gid, sgid_index: idx, hop_limit: 64, ..Default::default() }),
+        ..Default::default()
+    };
+    let ah = pd.create_ah(&attr).unwrap();
+    let m = pd.alloc_mr(8192, ALL).unwrap();
+    let qkey = ConnectOptions::default().qkey;
+    let s = [m.sge(0, 64).unwrap()];
+    b.post_recv(&[RecvWr { wr_id: 1, sgl: &[m.sge(4096, 4096).unwrap()] }]).unwrap();
+    let send = |id, dest: UdDest<'static>| SendWr { ud: Some(dest), ..wr(id, SendOp::Send, &s) };
+    // By number, so that the same destination outlives the AH below.
+    let stale = rverbs::UdDest::new(ah.ah_num(), b.qp_num(), qkey);
+    a.post_send(&[send(1, stale)]).unwrap();
+    assert_eq!(poll_n(&mut cq_a, 1)[0].status, WcStatus::SUCCESS);
+    assert_eq!(poll_n(&mut cq_b, 1)[0].status, WcStatus::SUCCESS);
+    ah.destroy().unwrap();
+    b.post_recv(&[RecvWr { wr_id: 2, sgl: &[m.sge(4096, 4096).unwrap()] }]).unwrap();
+    // Posting cannot tell (the number is only an index to the kernel's AH
+    // table); the kernel finds no AH under it, fails the request and moves
+    // the QP to ERR. 6.1 reports the request as LOC_QP_OP_ERR; 6.12 as
+    // flushed (WR_FLUSH_ERR: the QP is in ERR before its completion is
+    // made). Nothing reaches the receiver; no async event.
+    a.post_send(&[send(2, stale)]).expect("the post itself is accepted");
+    let wc = poll_n(&mut cq_a, 1)[0];
+    let want = if kernel() >= (6, 12) { WcStatus::WR_FLUSH_ERR } else { WcStatus::LOC_QP_OP_ERR };
+    assert_eq!((wc.wr_id, wc.status), (2, want), "{wc:?}");
+    assert_no_more(&mut cq_a);
+    assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Err);
+    assert_no_more(&mut cq_b);
+    assert_eq!(ctx.get_async_event_timeout(200).unwrap(), None);
+}
