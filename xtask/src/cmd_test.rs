@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::console::{Counts, LineKind};
 use crate::guest::TESTS_DIR;
-use crate::host_tools::{self, Apt, HostTools};
+use crate::host_tools::{self, Apt, HostTools, Profile};
 use crate::kernel::{self, Series};
 use crate::project::{self, Artifact, Workspace};
 use crate::runner::{self, Guest, Knobs, Payload};
@@ -114,7 +114,7 @@ struct Prepared {
 
 fn prepare(ws: &Workspace) -> Result<Prepared> {
     let mut apt = Apt::default();
-    let tools = host_tools::ensure(&mut apt)?;
+    let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let cli = project::build_cli(ws)?;
     let tests = project::build_integration_tests(ws)?;
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
@@ -129,7 +129,7 @@ fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
     files.extend(tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
     let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-    Payload { files, script: crate::guest::test_payload(&names), label: "test", qemu_args: Vec::new() }
+    Payload { files, script: crate::guest::test_payload(&names), label: "test", ..Default::default() }
 }
 
 fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
@@ -151,15 +151,18 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
     let what = format!("kernel {}", s.name);
     println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
-    let k = match kernel::fetch(s, &ws.vm_dir(), &prep.tools, &mut prep.apt) {
+    let dirs = match ws.dirs() {
+        Ok(d) => d,
+        Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
+    };
+    let k = match kernel::fetch(s, &dirs.cache, &prep.tools, &mut prep.apt) {
         Ok(k) => k,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
-    let vm_dir = ws.vm_dir();
-    let guest = Guest { kernel: &k, tools: &prep.tools, vm_dir: &vm_dir, knobs };
+    let guest = Guest { kernel: &k, tools: &prep.tools, dirs: &dirs, knobs };
     let out = match runner::run(&guest, &prep.payload, keep, &mut show) {
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
@@ -189,7 +192,11 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
         Err(e) => return fail(tally, e),
     };
     let mut apt = Apt::default();
-    let tools = match host_tools::ensure(&mut apt) {
+    let dirs = match ws.dirs() {
+        Ok(d) => d,
+        Err(e) => return fail(tally, e),
+    };
+    let tools = match host_tools::ensure(&mut apt, Profile::Project) {
         Ok(t) => t,
         Err(e) => return fail(tally, e),
     };
@@ -205,7 +212,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             spec.iters
         );
         let start = Instant::now();
-        let k = match kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt) {
+        let k = match kernel::fetch(s, &dirs.cache, &tools, &mut apt) {
             Ok(k) => k,
             Err(e) => {
                 tally.add(what, Counts::default(), vec![e], String::new());
@@ -213,7 +220,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             }
         };
         let show = twohost::progress(knobs.verbose);
-        let pair = match twohost::run(&k, &tools, &ws.vm_dir(), &knobs, &cli, &spec, &show) {
+        let pair = match twohost::run(&k, &tools, &dirs, &knobs, &cli, &spec, &show) {
             Ok(p) => p,
             Err(e) => {
                 tally.add(what, Counts::default(), vec![e], String::new());

@@ -11,31 +11,25 @@
 //!   two-host tier (ping-pong between two guests) per kernel.
 //! * `cargo xtask vm -- COMMAND...` boots one such guest and runs a command.
 //!
-//! Layout: [`host_tools`] (apt), [`kernel`] (Debian kernels), [`initramfs`]
-//! and [`cpio`] (the guest image), [`guest`] (its `/init`), [`qemu`]
-//! (booting), [`console`] (reading results back), [`runner`] (one boot end
-//! to end), [`project`] (cargo builds, host tier), [`twohost`] (two guests
-//! on one wire), [`strace`], [`names`] and [`elf`] (what the demo reads),
-//! and one module per subcommand. See docs/TESTING.md and docs/DEMO.md.
+//! The harness itself (host tools, kernels, the guest image and its
+//! `/init`, QEMU, reading consoles back, two guests on one wire) is the
+//! `rverbs_vm` library, the core of the `rverbs-vm` tool: one harness for
+//! the project and for its users. Here: [`project`] (cargo builds, host
+//! tier), [`twohost`] (the ping-pong across the wire and its verdict),
+//! [`strace`], [`names`] and [`elf`] (what the demo reads), and one module
+//! per subcommand. See docs/TESTING.md, docs/DEMO.md and docs/VM.md.
 
 mod cmd_test;
 mod cmd_vm;
-mod console;
-mod cpio;
 mod demo;
 mod elf;
-mod guest;
-mod host_tools;
-mod initramfs;
 mod json;
-mod kernel;
 mod names;
 mod project;
-mod qemu;
-mod runner;
 mod strace;
 mod twohost;
-mod util;
+
+use rverbs_vm::{console, guest, host_tools, kernel, runner, util};
 
 use cmd_test::TestArgs;
 use cmd_vm::VmArgs;
@@ -64,6 +58,7 @@ environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
 see docs/TESTING.md";
 
 fn main() {
+    util::set_program_name("xtask");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match dispatch(&args) {
         Ok(code) => code,

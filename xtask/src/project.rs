@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::console::LibtestLog;
 use crate::json::Json;
-use crate::util::{self, note, Context, Result};
+use crate::util::{self, note, Context, Dirs, Result};
 
 /// The workspace's directories, from `cargo metadata`.
 #[derive(Debug, Clone)]
@@ -18,9 +18,15 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// `target/vm`: kernels, initramfs, logs.
+    /// `target/vm`: logs and the initrds of running guests.
     pub fn vm_dir(&self) -> PathBuf {
         self.target_dir.join("vm")
+    }
+
+    /// The harness's directories: kernels and initramfs bases in the
+    /// user's cache (shared with `rverbs-vm`), logs in `target/vm`.
+    pub fn dirs(&self) -> Result<Dirs> {
+        Ok(Dirs { cache: util::cache_dir()?, work: self.vm_dir() })
     }
 }
 
