@@ -139,15 +139,19 @@ pub struct Guest<'a> {
 /// reaches `/init`. Keeps the initrd only with `keep`.
 pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKind, &str)) -> Result<Outcome> {
     let initrd = build_initrd(g, payload)?;
-    let mut accel = qemu::accel(&g.tools.qemu);
     let verdict = kvm_verdict_file(g);
-    if matches!(accel, Accel::Kvm(_)) && !qemu::accel_forced() && verdict.is_file() {
-        note(format!(
-            "KVM did not boot this kernel on this host before ({}); using TCG (RVERBS_VM_ACCEL=kvm tries again)",
+    let accel = if !qemu::accel_forced() && verdict.is_file() {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            note(format!(
+            "accelerator: tcg (KVM did not boot this kernel on this host before, {}; RVERBS_VM_ACCEL=kvm tries again)",
             verdict.display()
-        ));
-        accel = Accel::Tcg;
-    }
+        ))
+        });
+        Accel::Tcg
+    } else {
+        qemu::accel(&g.tools.qemu)
+    };
     let mut outcome = boot_once(g, payload, &initrd, &accel, show)?;
     let kvm_failed = outcome.report.release.is_none() && !outcome.boot.timed_out;
     if matches!(accel, Accel::Kvm(_)) && kvm_failed {

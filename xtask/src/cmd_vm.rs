@@ -16,7 +16,8 @@ use crate::util::{note, secs, Result};
 pub struct VmArgs {
     /// Kernel series (default 6.12).
     pub kernel: Option<String>,
-    /// Also copy the integration-test binaries to /tests.
+    /// Also copy the integration-test binaries to /tests and the examples
+    /// to /examples.
     pub with_tests: bool,
     pub keep: bool,
     /// The command, read by the guest's shell.
@@ -75,8 +76,12 @@ pub fn run(args: &VmArgs) -> Result<i32> {
 fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
     let mut files = vec![(guest::RVERBS_BIN.to_owned(), project::build_cli(ws)?)];
     if args.with_tests {
-        for t in project::build_integration_tests(ws)? {
+        let built = project::build_integration_tests(ws)?;
+        for t in built.tests {
             files.push((format!("{}/{}", guest::TESTS_DIR, t.name), t.path));
+        }
+        for e in built.examples {
+            files.push((format!("{}/{}", guest::EXAMPLES_DIR, e.name), e.path));
         }
     }
     Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm", ..Default::default() })

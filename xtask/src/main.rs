@@ -16,12 +16,14 @@
 //! `rverbs_vm` library, the core of the `rverbs-vm` tool: one harness for
 //! the project and for its users. Here: [`project`] (cargo builds, host
 //! tier), [`twohost`] (the ping-pong across the wire and its verdict),
+//! [`downstream`] (the downstream crate through the cargo runner),
 //! [`strace`], [`names`] and [`elf`] (what the demo reads), and one module
 //! per subcommand. See docs/TESTING.md, docs/DEMO.md and docs/VM.md.
 
 mod cmd_test;
 mod cmd_vm;
 mod demo;
+mod downstream;
 mod elf;
 mod json;
 mod names;
@@ -44,10 +46,12 @@ usage:
       check fails. --two-hosts: RC and UD ping-pong between two guests
       joined by a QEMU socket network instead
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
-                   --two-hosts-only] [--no-two-hosts] [--keep]
+                   --two-hosts-only | --downstream-only] [--no-two-hosts]
+                   [--no-downstream] [--keep]
       host tier (cargo test --workspace), then the integration tests in a
       QEMU guest with rxe0 for each kernel (default: all of them), then
-      the two-host tier for each kernel (--vm-only runs both VM tiers)
+      the two-host tier for each kernel, then tests/downstream's cargo test
+      through rverbs-vm (--vm-only runs all three VM tiers)
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -101,6 +105,8 @@ fn parse_test(args: &[String]) -> Result<TestArgs, String> {
             "--vm-only" => t.vm_only = true,
             "--two-hosts-only" => t.two_hosts_only = true,
             "--no-two-hosts" => t.no_two_hosts = true,
+            "--downstream-only" => t.downstream_only = true,
+            "--no-downstream" => t.no_downstream = true,
             "--keep" => t.keep = true,
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
@@ -160,6 +166,9 @@ mod tests {
         assert_eq!(t.kernels, s(&["6.1", "6.12"]));
         assert!(t.vm_only && t.keep && !t.host_only);
         assert!(parse_test(&s(&["--bogus"])).is_err());
+        let t = parse_test(&s(&["--downstream-only"])).unwrap();
+        assert!(t.downstream_only && !t.no_downstream);
+        assert!(parse_test(&s(&["--no-downstream"])).unwrap().no_downstream);
     }
 
     #[test]

@@ -92,34 +92,59 @@ pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
 }
 
 fn build_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
-    let mut args = vec!["build", "--package", "rverbs", "--bin", "rverbs"];
+    build_bin_with(ws, "rverbs", "rverbs", extra)
+}
+
+/// `cargo build --package PACKAGE --bin BIN`: the executable's path.
+pub fn build_bin(ws: &Workspace, package: &str, bin: &str) -> Result<PathBuf> {
+    build_bin_with(ws, package, bin, &[])
+}
+
+fn build_bin_with(ws: &Workspace, package: &str, bin: &str, extra: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["build", "--package", package, "--bin", bin];
     args.extend_from_slice(extra);
     let msgs = build_json(ws, &args)?;
     msgs.iter()
-        .filter(|m| target_field(m, "name") == Some("rverbs") && has_kind(m, "bin"))
+        .filter(|m| target_field(m, "name") == Some(bin) && has_kind(m, "bin"))
         .find_map(executable)
-        .ok_or_else(|| "cargo built no rverbs executable".into())
+        .ok_or_else(|| format!("cargo built no {bin} executable"))
+}
+
+/// What goes to the guest besides the CLI.
+#[derive(Debug, Default)]
+pub struct GuestBinaries {
+    /// Integration tests, for `/tests`.
+    pub tests: Vec<Artifact>,
+    /// The workspace's examples (those `cargo test` builds: without
+    /// `required-features` they lack), for `/examples`.
+    pub examples: Vec<Artifact>,
 }
 
 /// `cargo test --workspace --no-run`: every integration-test binary (a
-/// test target whose source is under a `tests/` directory). Unit-test
-/// binaries stay on the host.
-pub fn build_integration_tests(ws: &Workspace) -> Result<Vec<Artifact>> {
+/// test target whose source is under a `tests/` directory) and every
+/// example it builds. Unit-test binaries stay on the host.
+pub fn build_integration_tests(ws: &Workspace) -> Result<GuestBinaries> {
     let msgs = build_json(ws, &["test", "--workspace", "--no-run"])?;
-    let mut found: Vec<Artifact> = Vec::new();
+    let mut found = GuestBinaries::default();
     for m in &msgs {
         let src = target_field(m, "src_path").map(Path::new);
-        if !has_kind(m, "test") || !src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
+        let list = if has_kind(m, "example") {
+            &mut found.examples
+        } else if has_kind(m, "test") && src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
+            &mut found.tests
+        } else {
             continue;
-        }
+        };
         let (Some(path), Some(name)) = (executable(m), target_field(m, "name")) else {
             continue;
         };
         let package = package_name(m);
-        found.push(Artifact { name: name.to_owned(), package, path });
+        list.push(Artifact { name: name.to_owned(), package, path });
     }
-    disambiguate(&mut found);
-    found.sort_by(|a, b| a.name.cmp(&b.name));
+    for list in [&mut found.tests, &mut found.examples] {
+        disambiguate(list);
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+    }
     Ok(found)
 }
 
