@@ -256,6 +256,7 @@ fn base_userland(tools: &HostTools) -> Result<Manifest> {
         "run",
         "root",
         "tests",
+        "examples",
         "etc/rverbs",
     ] {
         m.dir(d);

@@ -360,3 +360,22 @@ fn print_summary(t: &Tally) -> i32 {
     println!("{}", t.total.describe());
     i32::from(failed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::project::Artifact;
+
+    #[test]
+    fn examples_go_to_the_guest_and_listed_ones_run() {
+        let art = |name: &str| Artifact { name: name.into(), package: "p".into(), path: format!("/t/{name}").into() };
+        let built = GuestBinaries { tests: vec![art("vm_smoke")], examples: vec![art("ex_a"), art("ex_b")] };
+        let p = test_payload("/t/rverbs".into(), &built, &[("ex_b", &["-n", "3"])]).unwrap();
+        let at: Vec<&str> = p.files.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(at, ["/usr/local/bin/rverbs", "/tests/vm_smoke", "/examples/ex_a", "/examples/ex_b"]);
+        assert!(p.script.starts_with("RVERBS_MODE=test\nRVERBS_TESTS='vm_smoke'\n"), "{}", p.script);
+        assert!(p.script.contains("    run_example ex_b -n 3\n"), "{}", p.script);
+        assert!(!p.script.contains("ex_a"));
+        assert!(test_payload("/t/rverbs".into(), &built, &[("missing", &[])]).is_err());
+    }
+}

@@ -25,7 +25,6 @@ mod cmd_vm;
 mod demo;
 mod downstream;
 mod elf;
-mod json;
 mod names;
 mod project;
 mod strace;

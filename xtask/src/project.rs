@@ -6,8 +6,8 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::console::LibtestLog;
-use crate::json::Json;
 use crate::util::{self, note, Context, Dirs, Result};
+use serde_json::Value as Json;
 
 /// The workspace's directories, from `cargo metadata`.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub fn cargo() -> Command {
 /// Reads the workspace layout with `cargo metadata`.
 pub fn workspace() -> Result<Workspace> {
     let out = util::capture(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
-    let j = Json::parse(&out)?;
+    let j: Json = serde_json::from_str(&out).ctx("reading cargo metadata")?;
     let field = |k: &str| -> Result<PathBuf> {
         j.get(k).and_then(Json::as_str).map(PathBuf::from).ok_or_else(|| format!("cargo metadata lacks {k}"))
     };
@@ -66,7 +66,7 @@ fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
     let mut artifacts = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let line = line.ctx("reading cargo's output")?;
-        let Ok(msg) = Json::parse(&line) else {
+        let Ok(msg) = serde_json::from_str::<Json>(&line) else {
             continue;
         };
         if msg.get("reason").and_then(Json::as_str) == Some("compiler-artifact") {
@@ -153,7 +153,7 @@ fn target_field<'a>(m: &'a Json, k: &str) -> Option<&'a str> {
 }
 
 fn has_kind(m: &Json, kind: &str) -> bool {
-    m.get("target").and_then(|t| t.get("kind")).is_some_and(|k| k.items().iter().any(|x| x.as_str() == Some(kind)))
+    m.get("target").and_then(|t| t.get("kind")).and_then(Json::as_array).is_some_and(|k| k.iter().any(|x| x == kind))
 }
 
 fn executable(m: &Json) -> Option<PathBuf> {
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn package_names() {
-        let m = |id: &str| Json::Obj(vec![("package_id".into(), Json::Str(id.into()))]);
+        let m = |id: &str| serde_json::json!({ "package_id": id });
         assert_eq!(package_name(&m("path+file:///work/main#rverbs@0.1.0")), "rverbs");
         assert_eq!(package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")), "rverbs-uapi");
         assert_eq!(package_name(&m("path+file:///work/main/xtask#0.1.0")), "xtask");
