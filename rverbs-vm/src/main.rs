@@ -2,6 +2,7 @@
 //! soft-RoCE (rxe) inside QEMU guests that boot real Linux kernels.
 //! See docs/VM.md.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use rverbs_vm::host_tools::{self, Apt, Profile};
@@ -55,7 +56,7 @@ fn main() {
             Err(e) => usage_error(&e),
         },
         Some("help" | "-h" | "--help") => {
-            println!("{USAGE}");
+            let _ = writeln!(std::io::stdout(), "{USAGE}");
             0
         }
         Some("-V" | "--version") => {
@@ -69,7 +70,7 @@ fn main() {
 }
 
 fn usage_error(e: &str) -> i32 {
-    eprintln!("rverbs-vm: {e}\n{USAGE}");
+    eprintln!("rverbs-vm: {e} (`rverbs-vm help` for the usage)");
     2
 }
 
