@@ -159,10 +159,13 @@ pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKi
         let why = exit_text(&outcome.boot);
         note(format!("KVM guest did not start ({why}); retrying under TCG"));
         qemu::demote_to_tcg();
-        // Later processes (a cargo runner starts one per test binary) skip
-        // the failing attempt, which can cost the whole grace period.
-        let _ = std::fs::write(&verdict, format!("{why}\n"));
         outcome = boot_once(g, payload, &initrd, &Accel::Tcg, show)?;
+        if outcome.report.release.is_some() {
+            // TCG got there, so KVM was the problem: later processes (a cargo
+            // runner starts one per test binary) skip the failing attempt,
+            // which can cost the whole grace period.
+            let _ = std::fs::write(&verdict, format!("{why}\n"));
+        }
     }
     outcome.log = save_log(g.dirs, g.kernel, payload.label, &outcome.boot.console)?;
     if keep {

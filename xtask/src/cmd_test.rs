@@ -278,7 +278,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
 /// cargo runner, per kernel: its tests, the test that fails on purpose, and
 /// the two-host test (one test each besides the crate's own).
 fn downstream_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
-    let bin = match downstream::prepare(ws) {
+    let bin = match downstream::prepare(ws, series) {
         Ok(b) => b,
         Err(e) => return tally.add("downstream".into(), Counts::default(), vec![e], String::new()),
     };

@@ -19,6 +19,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc;
 
 use crate::console::{parse_test_line, Counts, LibtestLog, Outcome};
+use crate::host_tools::{self, Apt, Profile};
+use crate::kernel::{self, Series};
 use crate::project::{self, Workspace};
 use crate::util::{self, note, Context, Result};
 
@@ -28,9 +30,17 @@ const RUNNER_VAR: &str = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER";
 /// Variables of the caller that would change what rverbs-vm boots.
 const CLEARED: &[&str] = &[RUNNER_VAR, "RVERBS_VM_KERNEL_IMAGE", "RVERBS_VM_MODULES_DIR", "RVERBS_VM_ENV"];
 
-/// Builds `rverbs-vm` and links it into `target/vm/bin/`, the directory put
-/// first in the downstream runs' `$PATH`. Returns that directory.
-pub fn prepare(ws: &Workspace) -> Result<PathBuf> {
+/// Installs the host tools and fetches the kernels (rverbs-vm itself never
+/// installs or runs `apt-get update`), builds `rverbs-vm` and links it
+/// into `target/vm/bin/`, the directory put first in the downstream runs'
+/// `$PATH`. Returns that directory.
+pub fn prepare(ws: &Workspace, series: &[Series]) -> Result<PathBuf> {
+    let mut apt = Apt::default();
+    let tools = host_tools::ensure(&mut apt, Profile::Project)?;
+    let dirs = ws.dirs()?;
+    for &s in series {
+        kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
+    }
     let exe = project::build_bin(ws, "rverbs-vm", "rverbs-vm")?;
     let dir = util::mkdir(ws.vm_dir().join("bin"))?;
     let link = dir.join("rverbs-vm");
