@@ -278,3 +278,25 @@ pub fn is_static_elf(path: &Path) -> bool {
         b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tools_give_one_line_to_run() {
+        let l = missing_line(&["qemu-system-x86", "busybox-static"]);
+        assert!(!l.contains('\n'), "{l}");
+        assert!(l.contains("qemu-system-x86 busybox-static"), "{l}");
+        if util::which("apt-get").is_some() {
+            assert!(l.contains("apt-get install -y --no-install-recommends qemu-system-x86 busybox-static"), "{l}");
+        }
+    }
+
+    #[test]
+    fn the_run_profile_needs_less() {
+        let run: Vec<&str> = NEEDS.iter().filter(|n| n.always).map(|n| n.package).collect();
+        assert!(run.contains(&"qemu-system-x86") && run.contains(&"kmod") && run.contains(&"iproute2"));
+        assert!(!run.contains(&"strace") && !run.contains(&"ibverbs-utils") && !run.contains(&"perftest"));
+    }
+}
