@@ -1,8 +1,10 @@
 //! Two RC QPs on one rxe device, connected over its loopback path: a SEND
 //! into a posted receive, then an RDMA WRITE into the peer's region.
 
+mod common;
+
+use common::{open_device, Side};
 use rverbs::{ConnectOptions, RecvWr, SendFlags, SendOp, SendWr, WcOpcode};
-use rverbs_downstream::{open_device, Side};
 
 #[test]
 fn rc_send_and_rdma_write() {

@@ -4,11 +4,13 @@
 //! between two kernels. rverbs-vm sets `RVERBS_VM_HOST` (`A` or `B`) and
 //! `RVERBS_VM_PEER` (the other guest's address).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 
+use common::{open_device, Side};
 use rverbs::{ConnectOptions, Gid, RecvWr, RemoteAddr, RemoteEndpoint, SendFlags, SendOp, SendWr, WcOpcode};
-use rverbs_downstream::{open_device, Side};
 
 const PORT: u16 = 18600;
 const HELLO: &[u8] = b"hello from host B";

@@ -1,5 +1,6 @@
 //! Helpers of the downstream crate's tests: what a crate that uses rverbs
 //! might write. They use only a small part of rverbs' API.
+#![allow(dead_code)] // each test binary uses its own part
 
 use rverbs::{
     AccessFlags, CompletionQueue, ConnectOptions, Context, MemoryRegion, ProtectionDomain, QpInitAttr, QpType,
