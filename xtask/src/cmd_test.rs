@@ -4,10 +4,11 @@
 use std::time::Instant;
 
 use crate::console::{Counts, LineKind};
-use crate::guest::TESTS_DIR;
-use crate::host_tools::{self, Apt, HostTools};
+use crate::downstream;
+use crate::guest::{EXAMPLES_DIR, TESTS_DIR};
+use crate::host_tools::{self, Apt, HostTools, Profile};
 use crate::kernel::{self, Series};
-use crate::project::{self, Artifact, Workspace};
+use crate::project::{self, GuestBinaries, Workspace};
 use crate::runner::{self, Guest, Knobs, Payload};
 use crate::twohost;
 use crate::util::{note, secs, Result};
@@ -23,8 +24,19 @@ pub struct TestArgs {
     pub two_hosts_only: bool,
     /// Skip the two-host tier.
     pub no_two_hosts: bool,
+    /// Only the downstream crate's tests (through `rverbs-vm run`).
+    pub downstream_only: bool,
+    /// Skip them.
+    pub no_downstream: bool,
     pub keep: bool,
 }
+
+/// Examples of the workspace that the VM tier runs after the integration
+/// tests, each with its arguments; each counts as one test that passes when
+/// the example exits 0. Every example `cargo test --workspace` builds is in
+/// the guest as `/examples/<name>` (also for integration tests to run);
+/// only those listed here run by themselves.
+pub const VM_EXAMPLES: &[(&str, &[&str])] = &[];
 
 /// One row of the final table.
 struct Row {
@@ -62,24 +74,31 @@ fn with_problems(mut counts: Counts, problems: &[String]) -> Counts {
 
 /// Runs the tiers; returns the process exit code.
 pub fn run(args: &TestArgs) -> Result<i32> {
-    let only = [args.host_only, args.vm_only, args.two_hosts_only];
+    let only = [args.host_only, args.vm_only, args.two_hosts_only, args.downstream_only];
     if only.iter().filter(|&&o| o).count() > 1 {
-        return Err("--host-only, --vm-only and --two-hosts-only exclude each other".into());
+        return Err("--host-only, --vm-only, --two-hosts-only and --downstream-only exclude each other".into());
     }
     if args.two_hosts_only && args.no_two_hosts {
         return Err("--two-hosts-only and --no-two-hosts exclude each other".into());
     }
+    if args.downstream_only && args.no_downstream {
+        return Err("--downstream-only and --no-downstream exclude each other".into());
+    }
+    let some_only = only.iter().any(|&o| o);
     let series = selected_series(&args.kernels)?;
     let ws = project::workspace()?;
     let mut tally = Tally::default();
-    if !args.vm_only && !args.two_hosts_only {
+    if !some_only || args.host_only {
         host_tier(&ws, &mut tally)?;
     }
-    if !args.host_only && !args.two_hosts_only {
+    if !some_only || args.vm_only {
         vm_tiers(&ws, &series, args.keep, &mut tally);
     }
-    if !args.host_only && !args.no_two_hosts {
+    if (!some_only || args.vm_only || args.two_hosts_only) && !args.no_two_hosts {
         two_host_tiers(&ws, &series, &mut tally);
+    }
+    if (!some_only || args.vm_only || args.downstream_only) && !args.no_downstream {
+        downstream_tiers(&ws, &series, &mut tally);
     }
     Ok(print_summary(&tally))
 }
@@ -114,22 +133,35 @@ struct Prepared {
 
 fn prepare(ws: &Workspace) -> Result<Prepared> {
     let mut apt = Apt::default();
-    let tools = host_tools::ensure(&mut apt)?;
+    let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let cli = project::build_cli(ws)?;
-    let tests = project::build_integration_tests(ws)?;
-    let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
+    let built = project::build_integration_tests(ws)?;
+    let names: Vec<String> = built.tests.iter().map(|t| t.name.clone()).collect();
     note(format!(
         "integration tests for the guest: {}",
         if names.is_empty() { "none".into() } else { names.join(" ") }
     ));
-    Ok(Prepared { tools, apt, payload: test_payload(cli, &tests) })
+    if !VM_EXAMPLES.is_empty() {
+        let listed: Vec<&str> = VM_EXAMPLES.iter().map(|(n, _)| *n).collect();
+        note(format!("examples run in the guest: {}", listed.join(" ")));
+    }
+    Ok(Prepared { tools, apt, payload: test_payload(cli, &built, VM_EXAMPLES)? })
 }
 
-fn test_payload(cli: std::path::PathBuf, tests: &[Artifact]) -> Payload {
+fn test_payload(cli: std::path::PathBuf, built: &GuestBinaries, run: &[(&str, &[&str])]) -> Result<Payload> {
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
-    files.extend(tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
-    let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-    Payload { files, script: crate::guest::test_payload(&names), label: "test", qemu_args: Vec::new() }
+    files.extend(built.tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
+    files.extend(built.examples.iter().map(|e| (format!("{EXAMPLES_DIR}/{}", e.name), e.path.clone())));
+    let names: Vec<String> = built.tests.iter().map(|t| t.name.clone()).collect();
+    let mut examples = Vec::new();
+    for (name, args) in run {
+        if !built.examples.iter().any(|e| e.name == *name) {
+            return Err(format!("VM_EXAMPLES lists {name}, which `cargo test --workspace` does not build"));
+        }
+        examples.push((name.to_string(), args.iter().map(|a| a.to_string()).collect()));
+    }
+    let script = crate::guest::test_payload_with_examples(&names, &examples);
+    Ok(Payload { files, script, label: "test", ..Default::default() })
 }
 
 fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
@@ -151,15 +183,18 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
     let what = format!("kernel {}", s.name);
     println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
-    let k = match kernel::fetch(s, &ws.vm_dir(), &prep.tools, &mut prep.apt) {
+    let dirs = match ws.dirs() {
+        Ok(d) => d,
+        Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
+    };
+    let k = match kernel::fetch(s, &dirs.cache, &prep.tools, &mut prep.apt) {
         Ok(k) => k,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
-    let vm_dir = ws.vm_dir();
-    let guest = Guest { kernel: &k, tools: &prep.tools, vm_dir: &vm_dir, knobs };
+    let guest = Guest { kernel: &k, tools: &prep.tools, dirs: &dirs, knobs };
     let out = match runner::run(&guest, &prep.payload, keep, &mut show) {
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
@@ -189,7 +224,11 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
         Err(e) => return fail(tally, e),
     };
     let mut apt = Apt::default();
-    let tools = match host_tools::ensure(&mut apt) {
+    let dirs = match ws.dirs() {
+        Ok(d) => d,
+        Err(e) => return fail(tally, e),
+    };
+    let tools = match host_tools::ensure(&mut apt, Profile::Project) {
         Ok(t) => t,
         Err(e) => return fail(tally, e),
     };
@@ -205,7 +244,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             spec.iters
         );
         let start = Instant::now();
-        let k = match kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt) {
+        let k = match kernel::fetch(s, &dirs.cache, &tools, &mut apt) {
             Ok(k) => k,
             Err(e) => {
                 tally.add(what, Counts::default(), vec![e], String::new());
@@ -213,7 +252,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             }
         };
         let show = twohost::progress(knobs.verbose);
-        let pair = match twohost::run(&k, &tools, &ws.vm_dir(), &knobs, &cli, &spec, &show) {
+        let pair = match twohost::run(&k, &tools, &dirs, &knobs, &cli, &spec, &show) {
             Ok(p) => p,
             Err(e) => {
                 tally.add(what, Counts::default(), vec![e], String::new());
@@ -232,6 +271,24 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
         }
         println!("{what}: {} in {}", counts.describe(), secs(start.elapsed()));
         tally.add(what, counts, problems, format!("{} ({}), {}", k.package, k.release, secs(start.elapsed())));
+    }
+}
+
+/// The downstream crate (`tests/downstream`) through `rverbs-vm run` as its
+/// cargo runner, per kernel: its tests, the test that fails on purpose, and
+/// the two-host test (one test each besides the crate's own).
+fn downstream_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
+    let bin = match downstream::prepare(ws, series) {
+        Ok(b) => b,
+        Err(e) => return tally.add("downstream".into(), Counts::default(), vec![e], String::new()),
+    };
+    for &s in series {
+        let what = format!("downstream {}", s.name);
+        println!("==> {what}: tests/downstream's cargo test with rverbs-vm as its cargo runner");
+        let start = Instant::now();
+        let (counts, problems) = downstream::run(ws, &bin, s.name);
+        println!("{what}: {} in {}", with_problems(counts, &problems).describe(), secs(start.elapsed()));
+        tally.add(what, counts, problems, secs(start.elapsed()));
     }
 }
 
@@ -302,4 +359,23 @@ fn print_summary(t: &Tally) -> i32 {
     }
     println!("{}", t.total.describe());
     i32::from(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::project::Artifact;
+
+    #[test]
+    fn examples_go_to_the_guest_and_listed_ones_run() {
+        let art = |name: &str| Artifact { name: name.into(), package: "p".into(), path: format!("/t/{name}").into() };
+        let built = GuestBinaries { tests: vec![art("vm_smoke")], examples: vec![art("ex_a"), art("ex_b")] };
+        let p = test_payload("/t/rverbs".into(), &built, &[("ex_b", &["-n", "3"])]).unwrap();
+        let at: Vec<&str> = p.files.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(at, ["/usr/local/bin/rverbs", "/tests/vm_smoke", "/examples/ex_a", "/examples/ex_b"]);
+        assert!(p.script.starts_with("RVERBS_MODE=test\nRVERBS_TESTS='vm_smoke'\n"), "{}", p.script);
+        assert!(p.script.contains("    run_example ex_b -n 3\n"), "{}", p.script);
+        assert!(!p.script.contains("ex_a"));
+        assert!(test_payload("/t/rverbs".into(), &built, &[("missing", &[])]).is_err());
+    }
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use crate::console::LineKind;
 use crate::guest;
-use crate::host_tools::{self, Apt};
+use crate::host_tools::{self, Apt, Profile};
 use crate::kernel;
 use crate::project;
 use crate::runner::{self, Guest, Knobs, Payload};
@@ -16,7 +16,8 @@ use crate::util::{note, secs, Result};
 pub struct VmArgs {
     /// Kernel series (default 6.12).
     pub kernel: Option<String>,
-    /// Also copy the integration-test binaries to /tests.
+    /// Also copy the integration-test binaries to /tests and the examples
+    /// to /examples.
     pub with_tests: bool,
     pub keep: bool,
     /// The command, read by the guest's shell.
@@ -35,9 +36,10 @@ pub fn run(args: &VmArgs) -> Result<i32> {
     let knobs = Knobs::from_env()?;
     let ws = project::workspace()?;
     let mut apt = Apt::default();
-    let tools = host_tools::ensure(&mut apt)?;
+    let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let payload = payload(&ws, args)?;
-    let k = kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt)?;
+    let dirs = ws.dirs()?;
+    let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
     note(format!("kernel {}: {}", s.name, k.describe()));
     let verbose = knobs.verbose;
     // The command's output on stdout; with RVERBS_VM_VERBOSE the rest of
@@ -48,11 +50,11 @@ pub fn run(args: &VmArgs) -> Result<i32> {
             let _ = std::io::stdout().flush();
         }
         LineKind::Kernel if verbose => eprintln!("kernel: {line}"),
+        LineKind::Stderr => eprintln!("{line}"),
         _ if verbose => eprintln!("{line}"),
         _ => {}
     };
-    let vm_dir = ws.vm_dir();
-    let guest = Guest { kernel: &k, tools: &tools, vm_dir: &vm_dir, knobs: &knobs };
+    let guest = Guest { kernel: &k, tools: &tools, dirs: &dirs, knobs: &knobs };
     let out = runner::run(&guest, &payload, args.keep, &mut show)?;
     let took = format!("{} (accel {}), console: {}", secs(out.boot.elapsed), out.accel.describe(), out.log.display());
     if let Some(problem) = out.problem() {
@@ -74,9 +76,13 @@ pub fn run(args: &VmArgs) -> Result<i32> {
 fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
     let mut files = vec![(guest::RVERBS_BIN.to_owned(), project::build_cli(ws)?)];
     if args.with_tests {
-        for t in project::build_integration_tests(ws)? {
+        let built = project::build_integration_tests(ws)?;
+        for t in built.tests {
             files.push((format!("{}/{}", guest::TESTS_DIR, t.name), t.path));
         }
+        for e in built.examples {
+            files.push((format!("{}/{}", guest::EXAMPLES_DIR, e.name), e.path));
+        }
     }
-    Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm", qemu_args: Vec::new() })
+    Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm", ..Default::default() })
 }

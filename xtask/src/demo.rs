@@ -28,14 +28,14 @@ use std::path::Path;
 use crate::console::LineKind;
 use crate::elf;
 use crate::guest;
-use crate::host_tools::{self, Apt, HostTools};
+use crate::host_tools::{self, Apt, HostTools, Profile};
 use crate::kernel::{self, Kernel};
 use crate::names::Names;
 use crate::project;
 use crate::runner::{self, Guest, Knobs, Payload};
 use crate::strace::{self, Call};
 use crate::twohost;
-use crate::util::{note, secs, Result};
+use crate::util::{note, secs, Dirs, Result};
 
 /// Options of `cargo xtask demo`.
 #[derive(Debug, Default)]
@@ -83,23 +83,23 @@ pub fn run(args: &DemoArgs) -> Result<i32> {
     let knobs = Knobs::from_env()?;
     let ws = project::workspace()?;
     let mut apt = Apt::default();
-    let tools = host_tools::ensure(&mut apt)?;
+    let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let cli = project::build_cli_release(&ws)?;
-    let k = kernel::fetch(s, &ws.vm_dir(), &tools, &mut apt)?;
+    let dirs = ws.dirs()?;
+    let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
     note(format!("kernel {}: {}", s.name, k.describe()));
-    let vm_dir = ws.vm_dir();
     if args.two_hosts {
-        return two_hosts(&k, &tools, &vm_dir, &knobs, &cli);
+        return two_hosts(&k, &tools, &dirs, &knobs, &cli);
     }
     let names = Names::load(&ws.root)?;
-    one_host(&k, &tools, &vm_dir, &knobs, &cli, &names, args.keep)
+    one_host(&k, &tools, &dirs, &knobs, &cli, &names, args.keep)
 }
 
 /// `--two-hosts`: the pair, its report, exit 1 unless both modes passed.
-fn two_hosts(k: &Kernel, tools: &HostTools, vm_dir: &Path, knobs: &Knobs, cli: &Path) -> Result<i32> {
+fn two_hosts(k: &Kernel, tools: &HostTools, dirs: &Dirs, knobs: &Knobs, cli: &Path) -> Result<i32> {
     note("booting two guests joined by a QEMU socket network (RC and UD ping-pong across it)");
     let show = twohost::progress(knobs.verbose);
-    let pair = twohost::run(k, tools, vm_dir, knobs, cli, &twohost::PairSpec::default(), &show)?;
+    let pair = twohost::run(k, tools, dirs, knobs, cli, &twohost::PairSpec::default(), &show)?;
     println!("==> rverbs pingpong between two hosts");
     for l in pair.report("  ") {
         println!("{l}");
@@ -211,7 +211,7 @@ fn collect_files(lines: &[String]) -> BTreeMap<String, Vec<String>> {
 fn one_host(
     k: &Kernel,
     tools: &HostTools,
-    vm_dir: &Path,
+    dirs: &Dirs,
     knobs: &Knobs,
     cli: &Path,
     names: &Names,
@@ -221,9 +221,9 @@ fn one_host(
         files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
         script: guest::cmd_payload(&[script()]),
         label: "demo",
-        qemu_args: Vec::new(),
+        ..Default::default()
     };
-    let guest = Guest { kernel: k, tools, vm_dir, knobs };
+    let guest = Guest { kernel: k, tools, dirs, knobs };
     note("booting the guest; strace'd and timed ping-pongs follow (about a minute under TCG)");
     let verbose = knobs.verbose;
     let mut show = |kind: LineKind, line: &str| {

@@ -11,31 +11,26 @@
 //!   two-host tier (ping-pong between two guests) per kernel.
 //! * `cargo xtask vm -- COMMAND...` boots one such guest and runs a command.
 //!
-//! Layout: [`host_tools`] (apt), [`kernel`] (Debian kernels), [`initramfs`]
-//! and [`cpio`] (the guest image), [`guest`] (its `/init`), [`qemu`]
-//! (booting), [`console`] (reading results back), [`runner`] (one boot end
-//! to end), [`project`] (cargo builds, host tier), [`twohost`] (two guests
-//! on one wire), [`strace`], [`names`] and [`elf`] (what the demo reads),
-//! and one module per subcommand. See docs/TESTING.md and docs/DEMO.md.
+//! The harness itself (host tools, kernels, the guest image and its
+//! `/init`, QEMU, reading consoles back, two guests on one wire) is the
+//! `rverbs_vm` library, the core of the `rverbs-vm` tool: one harness for
+//! the project and for its users. Here: [`project`] (cargo builds, host
+//! tier), [`twohost`] (the ping-pong across the wire and its verdict),
+//! [`downstream`] (the downstream crate through the cargo runner),
+//! [`strace`], [`names`] and [`elf`] (what the demo reads), and one module
+//! per subcommand. See docs/TESTING.md, docs/DEMO.md and docs/VM.md.
 
 mod cmd_test;
 mod cmd_vm;
-mod console;
-mod cpio;
 mod demo;
+mod downstream;
 mod elf;
-mod guest;
-mod host_tools;
-mod initramfs;
-mod json;
-mod kernel;
 mod names;
 mod project;
-mod qemu;
-mod runner;
 mod strace;
 mod twohost;
-mod util;
+
+use rverbs_vm::{console, guest, host_tools, kernel, runner, util};
 
 use cmd_test::TestArgs;
 use cmd_vm::VmArgs;
@@ -50,10 +45,12 @@ usage:
       check fails. --two-hosts: RC and UD ping-pong between two guests
       joined by a QEMU socket network instead
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
-                   --two-hosts-only] [--no-two-hosts] [--keep]
+                   --two-hosts-only | --downstream-only] [--no-two-hosts]
+                   [--no-downstream] [--keep]
       host tier (cargo test --workspace), then the integration tests in a
       QEMU guest with rxe0 for each kernel (default: all of them), then
-      the two-host tier for each kernel (--vm-only runs both VM tiers)
+      the two-host tier for each kernel, then tests/downstream's cargo test
+      through rverbs-vm (--vm-only runs all three VM tiers)
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -64,6 +61,7 @@ environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
 see docs/TESTING.md";
 
 fn main() {
+    util::set_program_name("xtask");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match dispatch(&args) {
         Ok(code) => code,
@@ -106,6 +104,8 @@ fn parse_test(args: &[String]) -> Result<TestArgs, String> {
             "--vm-only" => t.vm_only = true,
             "--two-hosts-only" => t.two_hosts_only = true,
             "--no-two-hosts" => t.no_two_hosts = true,
+            "--downstream-only" => t.downstream_only = true,
+            "--no-downstream" => t.no_downstream = true,
             "--keep" => t.keep = true,
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
@@ -165,6 +165,9 @@ mod tests {
         assert_eq!(t.kernels, s(&["6.1", "6.12"]));
         assert!(t.vm_only && t.keep && !t.host_only);
         assert!(parse_test(&s(&["--bogus"])).is_err());
+        let t = parse_test(&s(&["--downstream-only"])).unwrap();
+        assert!(t.downstream_only && !t.no_downstream);
+        assert!(parse_test(&s(&["--no-downstream"])).unwrap().no_downstream);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::console::LibtestLog;
-use crate::json::Json;
-use crate::util::{self, note, Context, Result};
+use crate::util::{self, note, Context, Dirs, Result};
+use serde_json::Value as Json;
 
 /// The workspace's directories, from `cargo metadata`.
 #[derive(Debug, Clone)]
@@ -18,9 +18,15 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// `target/vm`: kernels, initramfs, logs.
+    /// `target/vm`: logs and the initrds of running guests.
     pub fn vm_dir(&self) -> PathBuf {
         self.target_dir.join("vm")
+    }
+
+    /// The harness's directories: kernels and initramfs bases in the
+    /// user's cache (shared with `rverbs-vm`), logs in `target/vm`.
+    pub fn dirs(&self) -> Result<Dirs> {
+        Ok(Dirs { cache: util::cache_dir()?, work: self.vm_dir() })
     }
 }
 
@@ -32,7 +38,7 @@ pub fn cargo() -> Command {
 /// Reads the workspace layout with `cargo metadata`.
 pub fn workspace() -> Result<Workspace> {
     let out = util::capture(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
-    let j = Json::parse(&out)?;
+    let j: Json = serde_json::from_str(&out).ctx("reading cargo metadata")?;
     let field = |k: &str| -> Result<PathBuf> {
         j.get(k).and_then(Json::as_str).map(PathBuf::from).ok_or_else(|| format!("cargo metadata lacks {k}"))
     };
@@ -60,7 +66,7 @@ fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
     let mut artifacts = Vec::new();
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
         let line = line.ctx("reading cargo's output")?;
-        let Ok(msg) = Json::parse(&line) else {
+        let Ok(msg) = serde_json::from_str::<Json>(&line) else {
             continue;
         };
         if msg.get("reason").and_then(Json::as_str) == Some("compiler-artifact") {
@@ -86,34 +92,59 @@ pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
 }
 
 fn build_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
-    let mut args = vec!["build", "--package", "rverbs", "--bin", "rverbs"];
+    build_bin_with(ws, "rverbs", "rverbs", extra)
+}
+
+/// `cargo build --package PACKAGE --bin BIN`: the executable's path.
+pub fn build_bin(ws: &Workspace, package: &str, bin: &str) -> Result<PathBuf> {
+    build_bin_with(ws, package, bin, &[])
+}
+
+fn build_bin_with(ws: &Workspace, package: &str, bin: &str, extra: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["build", "--package", package, "--bin", bin];
     args.extend_from_slice(extra);
     let msgs = build_json(ws, &args)?;
     msgs.iter()
-        .filter(|m| target_field(m, "name") == Some("rverbs") && has_kind(m, "bin"))
+        .filter(|m| target_field(m, "name") == Some(bin) && has_kind(m, "bin"))
         .find_map(executable)
-        .ok_or_else(|| "cargo built no rverbs executable".into())
+        .ok_or_else(|| format!("cargo built no {bin} executable"))
+}
+
+/// What goes to the guest besides the CLI.
+#[derive(Debug, Default)]
+pub struct GuestBinaries {
+    /// Integration tests, for `/tests`.
+    pub tests: Vec<Artifact>,
+    /// The workspace's examples (those `cargo test` builds: without
+    /// `required-features` they lack), for `/examples`.
+    pub examples: Vec<Artifact>,
 }
 
 /// `cargo test --workspace --no-run`: every integration-test binary (a
-/// test target whose source is under a `tests/` directory). Unit-test
-/// binaries stay on the host.
-pub fn build_integration_tests(ws: &Workspace) -> Result<Vec<Artifact>> {
+/// test target whose source is under a `tests/` directory) and every
+/// example it builds. Unit-test binaries stay on the host.
+pub fn build_integration_tests(ws: &Workspace) -> Result<GuestBinaries> {
     let msgs = build_json(ws, &["test", "--workspace", "--no-run"])?;
-    let mut found: Vec<Artifact> = Vec::new();
+    let mut found = GuestBinaries::default();
     for m in &msgs {
         let src = target_field(m, "src_path").map(Path::new);
-        if !has_kind(m, "test") || !src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
+        let list = if has_kind(m, "example") {
+            &mut found.examples
+        } else if has_kind(m, "test") && src.is_some_and(|s| under_tests_dir(s, &ws.root)) {
+            &mut found.tests
+        } else {
             continue;
-        }
+        };
         let (Some(path), Some(name)) = (executable(m), target_field(m, "name")) else {
             continue;
         };
         let package = package_name(m);
-        found.push(Artifact { name: name.to_owned(), package, path });
+        list.push(Artifact { name: name.to_owned(), package, path });
     }
-    disambiguate(&mut found);
-    found.sort_by(|a, b| a.name.cmp(&b.name));
+    for list in [&mut found.tests, &mut found.examples] {
+        disambiguate(list);
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+    }
     Ok(found)
 }
 
@@ -122,7 +153,7 @@ fn target_field<'a>(m: &'a Json, k: &str) -> Option<&'a str> {
 }
 
 fn has_kind(m: &Json, kind: &str) -> bool {
-    m.get("target").and_then(|t| t.get("kind")).is_some_and(|k| k.items().iter().any(|x| x.as_str() == Some(kind)))
+    m.get("target").and_then(|t| t.get("kind")).and_then(Json::as_array).is_some_and(|k| k.iter().any(|x| x == kind))
 }
 
 fn executable(m: &Json) -> Option<PathBuf> {
@@ -202,7 +233,7 @@ mod tests {
 
     #[test]
     fn package_names() {
-        let m = |id: &str| Json::Obj(vec![("package_id".into(), Json::Str(id.into()))]);
+        let m = |id: &str| serde_json::json!({ "package_id": id });
         assert_eq!(package_name(&m("path+file:///work/main#rverbs@0.1.0")), "rverbs");
         assert_eq!(package_name(&m("path+file:///work/main/uapi#rverbs-uapi@0.1.0")), "rverbs-uapi");
         assert_eq!(package_name(&m("path+file:///work/main/xtask#0.1.0")), "xtask");

@@ -13,21 +13,18 @@
 //! Used by `cargo xtask demo --two-hosts` and by `cargo xtask test` (the
 //! two-host tier: RC and UD count as one test each per kernel).
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use rverbs_vm::pair::{self, Wire, NET, NETDEV};
 
 use crate::console::{Counts, LineKind};
 use crate::guest;
 use crate::host_tools::HostTools;
 use crate::kernel::Kernel;
-use crate::runner::{self, Guest, Knobs, Outcome, Payload};
-use crate::util::{note, secs, Result};
+use crate::runner::{Guest, Knobs, Outcome, Payload};
+use crate::util::{note, secs, Dirs, Result};
 
-/// The /24 both hosts sit in.
-const NET: &str = "192.168.78";
-/// The guests' NIC.
-const NETDEV: &str = "eth0";
 /// Marker prefix of the pair scripts.
 const PAIR: &str = "@@PAIR";
 /// Seconds one pingpong may run in the guest (`timeout`), and the
@@ -194,25 +191,6 @@ fn script(server: bool, spec: &PairSpec) -> String {
     s
 }
 
-/// A TCP port on 127.0.0.1 that is free now (QEMU's `listen=`).
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot pick a free port: {e}"))
-}
-
-/// True when something listens on 127.0.0.1:`port` (read from
-/// /proc/net/tcp, without connecting: QEMU's socket netdev would take any
-/// connection as its peer).
-fn listening(port: u16) -> bool {
-    let want = format!("0100007F:{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
-        t.lines().any(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.len() > 3 && w[1] == want && w[3] == "0A"
-        })
-    })
-}
-
 /// The finished pair.
 pub struct PairRun {
     pub spec: PairSpec,
@@ -228,57 +206,30 @@ pub struct PairRun {
 pub fn run(
     k: &Kernel,
     tools: &HostTools,
-    vm_dir: &Path,
+    dirs: &Dirs,
     knobs: &Knobs,
     cli: &Path,
     spec: &PairSpec,
     show: &(dyn Fn(&str, LineKind, &str) + Sync),
 ) -> Result<PairRun> {
     let start = Instant::now();
-    let port = free_port()?;
-    let payload = |server: bool| -> Payload {
-        let (n, label) = if server { (1, "two-hosts-a") } else { (2, "two-hosts-b") };
-        let netdev = if server {
-            format!("socket,id=n0,listen=127.0.0.1:{port}")
-        } else {
-            format!("socket,id=n0,connect=127.0.0.1:{port}")
-        };
+    let wire = Wire::new()?;
+    let payload = |i: usize| -> Payload {
         Payload {
             files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
-            script: guest::net_payload(NETDEV, &format!("{NET}.{n}/24"), &script(server, spec)),
-            label,
-            qemu_args: vec![
-                "-netdev".into(),
-                netdev,
-                "-device".into(),
-                format!("virtio-net-pci,netdev=n0,mac=52:54:00:78:00:{n:02x}"),
-            ],
+            script: guest::net_payload(NETDEV, &format!("{}/24", pair::host_ip(i)), &script(i == 0, spec)),
+            label: ["two-hosts-a", "two-hosts-b"][i],
+            qemu_args: wire.qemu_args(i),
+            ..Default::default()
         }
     };
-    let (pa, pb) = (payload(true), payload(false));
-    let guest = Guest { kernel: k, tools, vm_dir, knobs };
-    let boot =
-        |p: &Payload, name: &'static str| runner::run(&guest, p, false, &mut |kind, line| show(name, kind, line));
-    let (a, b) = std::thread::scope(|sc| {
-        let a = sc.spawn(|| boot(&pa, "A"));
-        // B's QEMU connects at start-up, so A's must listen first.
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while !listening(port) && !a.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let b = if listening(port) {
-            Ok(sc.spawn(|| boot(&pb, "B")))
-        } else {
-            Err(format!("host A's QEMU never listened on 127.0.0.1:{port} (see its console)"))
-        };
-        let b = b.and_then(|h| h.join().unwrap_or_else(|_| Err("host B's runner panicked".into())));
-        let a = a.join().unwrap_or_else(|_| Err("host A's runner panicked".into()));
-        (a, b)
-    });
+    let (pa, pb) = (payload(0), payload(1));
+    let guest = Guest { kernel: k, tools, dirs, knobs };
+    let [a, b] = pair::boot(&guest, &wire, [&pa, &pb], show);
     Ok(PairRun {
         spec: spec.clone(),
-        port,
-        hosts: vec![("A", format!("{NET}.1"), a), ("B", format!("{NET}.2"), b)],
+        port: wire.port,
+        hosts: vec![("A", pair::host_ip(0), a), ("B", pair::host_ip(1), b)],
         elapsed: start.elapsed(),
     })
 }

@@ -1,8 +1,8 @@
 //! Booting a guest under QEMU: choosing KVM or TCG, streaming the serial
 //! console line by line, and enforcing a wall-clock limit.
 //!
-//! [`Vm`] is one running QEMU; later, two-VM runs start two of them with
-//! extra arguments (`-netdev socket,...`) and read both consoles.
+//! [`Vm`] is one running QEMU; two-VM runs start two of them with extra
+//! arguments (`-netdev socket,...`) and read both consoles.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -57,6 +57,11 @@ pub fn accel(qemu: &Path) -> Accel {
         chosen
     })
     .clone()
+}
+
+/// True when `RVERBS_VM_ACCEL` names the accelerator.
+pub fn accel_forced() -> bool {
+    std::env::var("RVERBS_VM_ACCEL").is_ok_and(|v| matches!(v.trim(), "kvm" | "tcg"))
 }
 
 /// Switches the rest of the run to TCG (after a KVM guest failed to come up).
@@ -121,6 +126,8 @@ pub struct BootSpec {
     /// Extra kernel command-line words (after the console/panic settings).
     pub cmdline: String,
     pub memory: String,
+    /// vCPUs (`-smp`).
+    pub cpus: u32,
     /// Extra QEMU arguments (networking for two-VM runs).
     pub extra_args: Vec<String>,
     pub accel: Accel,
@@ -129,6 +136,10 @@ pub struct BootSpec {
     /// stdout, so kernel messages never break a line of test output. When
     /// `None`, both share ttyS0 on stdout.
     pub kernel_log: Option<PathBuf>,
+    /// With `kernel_log`: a third port, ttyS2, written to this file and
+    /// read back as [`Stream::Stderr`] (a program's stderr, kept apart
+    /// from its stdout on ttyS1).
+    pub stderr_log: Option<PathBuf>,
 }
 
 impl BootSpec {
@@ -150,7 +161,7 @@ impl BootSpec {
         let mut c = Command::new(&self.qemu);
         c.args(["-machine", "q35"])
             .args(self.accel.args())
-            .args(["-m", &self.memory, "-smp", "1", "-nographic", "-no-reboot", "-nic", "none"])
+            .args(["-m", &self.memory, "-smp", &self.cpus.to_string(), "-nographic", "-no-reboot", "-nic", "none"])
             .arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
@@ -159,6 +170,9 @@ impl BootSpec {
             .arg(self.append());
         if let Some(log) = &self.kernel_log {
             c.args(["-monitor", "none", "-serial"]).arg(format!("file:{}", log.display())).args(["-serial", "stdio"]);
+            if let Some(err) = &self.stderr_log {
+                c.arg("-serial").arg(format!("file:{}", err.display()));
+            }
         }
         c.args(&self.extra_args);
         c
@@ -172,6 +186,8 @@ pub enum Stream {
     Guest,
     /// ttyS0: the kernel's console, tailed from its log file.
     Kernel,
+    /// ttyS2 (with [`BootSpec::stderr_log`]): a program's stderr.
+    Stderr,
 }
 
 /// One console event.
@@ -194,7 +210,7 @@ pub struct Vm {
     child: Child,
     lines: Receiver<Msg>,
     stderr: Option<JoinHandle<String>>,
-    tailer: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    tailers: Vec<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl Vm {
@@ -205,7 +221,12 @@ impl Vm {
         if util::env_flag("RVERBS_VM_VERBOSE") {
             note(format!("running {}", util::describe(&cmd)));
         }
-        if let Some(log) = &spec.kernel_log {
+        let files: Vec<(Stream, PathBuf)> = [(Stream::Kernel, &spec.kernel_log), (Stream::Stderr, &spec.stderr_log)]
+            .into_iter()
+            .filter_map(|(s, p)| p.clone().map(|p| (s, p)))
+            .filter(|(s, _)| *s == Stream::Kernel || spec.kernel_log.is_some())
+            .collect();
+        for (_, log) in &files {
             // QEMU creates it; a stale one must not be read meanwhile.
             let _ = std::fs::remove_file(log);
         }
@@ -218,11 +239,14 @@ impl Vm {
         let stdout = child.stdout.take().expect("piped stdout");
         let mut stderr = child.stderr.take().expect("piped stderr");
         let (tx, lines) = mpsc::channel();
-        let tailer = spec.kernel_log.clone().map(|log| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let (tx, stop2) = (tx.clone(), stop.clone());
-            (stop, thread::spawn(move || tail_file(&log, &tx, &stop2)))
-        });
+        let tailers = files
+            .into_iter()
+            .map(|(stream, log)| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let (tx, stop2) = (tx.clone(), stop.clone());
+                (stop, thread::spawn(move || tail_file(&log, stream, &tx, &stop2)))
+            })
+            .collect();
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
                 if tx.send(Msg::Line(Stream::Guest, clean(&line))).is_err() {
@@ -236,7 +260,7 @@ impl Vm {
             let _ = stderr.read_to_string(&mut s);
             s
         });
-        Ok(Vm { child, lines, stderr: Some(stderr), tailer })
+        Ok(Vm { child, lines, stderr: Some(stderr), tailers })
     }
 
     /// The next console line, or end of output, or the deadline.
@@ -255,10 +279,11 @@ impl Vm {
     }
 
     /// Waits for QEMU to exit; returns its status, its stderr, and the
-    /// kernel-console lines not yet returned by [`Vm::next`].
-    pub fn finish(mut self) -> (Option<ExitStatus>, String, Vec<String>) {
+    /// kernel-console and program-stderr lines not yet returned by
+    /// [`Vm::next`].
+    pub fn finish(mut self) -> (Option<ExitStatus>, String, Vec<(Stream, String)>) {
         let status = self.child.wait().ok();
-        if let Some((stop, handle)) = self.tailer.take() {
+        for (stop, handle) in self.tailers.drain(..) {
             stop.store(true, Ordering::Release);
             let _ = handle.join();
         }
@@ -266,7 +291,7 @@ impl Vm {
             .lines
             .try_iter()
             .filter_map(|m| match m {
-                Msg::Line(Stream::Kernel, l) => Some(l),
+                Msg::Line(s @ (Stream::Kernel | Stream::Stderr), l) => Some((s, l)),
                 _ => None,
             })
             .collect();
@@ -302,9 +327,9 @@ fn skip_escape(chars: &mut std::str::Chars) {
     }
 }
 
-/// Follows `path` (written by QEMU) and sends its lines until `stop` is
-/// set, then sends what is left.
-fn tail_file(path: &Path, tx: &Sender<Msg>, stop: &AtomicBool) {
+/// Follows `path` (written by QEMU) and sends its lines as `stream` until
+/// `stop` is set, then sends what is left.
+fn tail_file(path: &Path, stream: Stream, tx: &Sender<Msg>, stop: &AtomicBool) {
     let mut file: Option<File> = None;
     let mut pending = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -320,11 +345,11 @@ fn tail_file(path: &Path, tx: &Sender<Msg>, stop: &AtomicBool) {
         }
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
-            let _ = tx.send(Msg::Line(Stream::Kernel, clean(&line)));
+            let _ = tx.send(Msg::Line(stream, clean(&line)));
         }
         if stopping && !got {
             if !pending.is_empty() {
-                let _ = tx.send(Msg::Line(Stream::Kernel, clean(&pending)));
+                let _ = tx.send(Msg::Line(stream, clean(&pending)));
             }
             return;
         }
@@ -341,6 +366,8 @@ pub struct BootEnd {
     pub console: Vec<String>,
     /// Every line of the kernel console (ttyS0), when it was separate.
     pub kernel: Vec<String>,
+    /// Every line of the program's stderr (ttyS2), when it was separate.
+    pub program_stderr: Vec<String>,
     pub timed_out: bool,
     /// Killed because the guest showed no sign of life in time.
     pub stalled: bool,
@@ -369,6 +396,7 @@ pub fn boot(
     let mut end = BootEnd {
         console: Vec::new(),
         kernel: Vec::new(),
+        program_stderr: Vec::new(),
         timed_out: false,
         stalled: false,
         status: None,
@@ -384,10 +412,7 @@ pub fn boot(
                 on_line(Stream::Guest, &l);
                 end.console.push(l);
             }
-            Event::Line(Stream::Kernel, l) => {
-                on_line(Stream::Kernel, &l);
-                end.kernel.push(l);
-            }
+            Event::Line(s, l) => end.other_line(s, l, on_line),
             Event::Eof => break,
             Event::Timeout => {
                 end.stalled = alive_by.is_some();
@@ -399,12 +424,22 @@ pub fn boot(
     }
     let rest;
     (end.status, end.stderr, rest) = vm.finish();
-    for l in rest {
-        on_line(Stream::Kernel, &l);
-        end.kernel.push(l);
+    for (s, l) in rest {
+        end.other_line(s, l, on_line);
     }
     end.elapsed = start.elapsed();
     Ok(end)
+}
+
+impl BootEnd {
+    /// Records and hands on a line of the kernel console or the program's stderr.
+    fn other_line(&mut self, s: Stream, l: String, on_line: &mut dyn FnMut(Stream, &str)) {
+        on_line(s, &l);
+        match s {
+            Stream::Stderr => self.program_stderr.push(l),
+            _ => self.kernel.push(l),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,9 +27,12 @@ use crate::util::{self, Context, Fnv, Result};
 
 /// Kernel modules copied into the guest (with their dependencies): those
 /// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs
-/// ([`guest::NET_MODULES`]).
-pub const MODULES: &[&str] =
-    &["rdma_rxe", "veth", "crc32_generic", "virtio_pci", "virtio_net", "net_failover", "failover"];
+/// ([`guest::NET_MODULES`]). Each must be a module or built in.
+pub const MODULES: &[&str] = &["rdma_rxe", "veth", "virtio_net"];
+
+/// Copied when the kernel has them ([`guest::CRC32_MODULE`], and the
+/// virtio pieces some kernels build in).
+pub const OPTIONAL_MODULES: &[&str] = &["crc32_generic", "virtio_pci", "net_failover", "failover"];
 
 /// Where one guest file comes from.
 #[derive(Debug, Clone)]
@@ -253,6 +256,7 @@ fn base_userland(tools: &HostTools) -> Result<Manifest> {
         "run",
         "root",
         "tests",
+        "examples",
         "etc/rverbs",
     ] {
         m.dir(d);
@@ -301,7 +305,7 @@ fn add_busybox(m: &mut Manifest, busybox: &Path) -> Result<()> {
 /// `modules.*` index files, under `/lib/modules/<release>`.
 fn add_modules(m: &mut Manifest, k: &Kernel) -> Result<()> {
     let dest = format!("usr/lib/modules/{}", k.release);
-    for rel in module_closure(&k.modules, MODULES)? {
+    for rel in module_closure(&k.modules, MODULES, OPTIONAL_MODULES)? {
         m.host_file(&format!("{dest}/{rel}"), &k.modules.join(&rel))?;
     }
     for e in std::fs::read_dir(&k.modules).ctx(format!("reading {}", k.modules.display()))? {
@@ -322,9 +326,10 @@ fn module_name(file: &str) -> String {
     stem.replace('-', "_")
 }
 
-/// The files (relative to the modules dir) of `wanted` and everything they
-/// depend on. Built-in modules need no file; unknown ones are an error.
-pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<String>> {
+/// The files (relative to the modules dir) of `wanted` and `optional` and
+/// everything they depend on. Built-in modules need no file; an unknown
+/// wanted one is an error, an unknown optional one is left out.
+pub fn module_closure(modules_dir: &Path, wanted: &[&str], optional: &[&str]) -> Result<BTreeSet<String>> {
     let dep_text = std::fs::read_to_string(modules_dir.join("modules.dep")).ctx("reading modules.dep")?;
     let builtin = std::fs::read_to_string(modules_dir.join("modules.builtin")).unwrap_or_default();
     let builtin: BTreeSet<String> = builtin.lines().map(module_name).collect();
@@ -336,15 +341,21 @@ pub fn module_closure(modules_dir: &Path, wanted: &[&str]) -> Result<BTreeSet<St
         }
     }
     let mut files = BTreeSet::new();
-    for name in wanted {
+    for (name, required) in wanted.iter().map(|n| (n, true)).chain(optional.iter().map(|n| (n, false))) {
         let name = name.replace('-', "_");
         match deps.get(&name) {
             Some((file, d)) => {
                 files.insert(file.clone());
                 files.extend(d.iter().cloned());
             }
-            None if builtin.contains(&name) => {}
-            None => return Err(format!("kernel module {name} is neither in modules.dep nor built in")),
+            None if builtin.contains(&name) || !required => {}
+            None => {
+                return Err(format!(
+                    "kernel module {name} is neither in {}/modules.dep nor built in{}",
+                    modules_dir.display(),
+                    if name == "rdma_rxe" { " (Ubuntu ships it in linux-modules-extra-RELEASE)" } else { "" }
+                ))
+            }
         }
     }
     Ok(files)
@@ -357,16 +368,19 @@ pub fn base_manifest(k: &Kernel, tools: &HostTools) -> Result<Manifest> {
     Ok(m)
 }
 
-/// Returns the cached base archive for `k`, building it when no archive
-/// with these contents exists yet. Also returns the manifest, for building
-/// payloads. The file is named after its contents' key and written under a
-/// temporary name first, so concurrent runs never read a partial one.
-pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(PathBuf, Manifest)> {
+/// Returns the cached base archive for `k` (under `cache/initramfs/<release>/`),
+/// building it when no archive with these contents exists yet. Also
+/// returns the manifest, for building payloads. The file is named after its
+/// contents' key and written under a temporary name first, so concurrent
+/// runs never read a partial one; the few most recently used are kept
+/// (several checkouts or tools may share the cache).
+pub fn base_archive(k: &Kernel, tools: &HostTools, cache: &Path) -> Result<(PathBuf, Manifest)> {
     let mut m = base_manifest(k, tools)?;
     let ext = if tools.gzip.is_some() { "cpio.gz" } else { "cpio" };
-    let dir = vm_dir.join("initramfs").join(&k.release);
+    let dir = cache.join("initramfs").join(&k.release);
     let file = dir.join(format!("base-{}.{ext}", m.cache_key()));
-    if file.is_file() {
+    if let Ok(f) = File::options().append(true).open(&file) {
+        let _ = f.set_modified(std::time::SystemTime::now()); // most recently used
         return Ok((file, m));
     }
     util::note(format!("building the initramfs for {}", k.release));
@@ -377,17 +391,25 @@ pub fn base_archive(k: &Kernel, tools: &HostTools, vm_dir: &Path) -> Result<(Pat
         None => m.write_cpio(BufWriter::new(File::create(&tmp).ctx("creating the initramfs")?))?,
     }
     std::fs::rename(&tmp, &file).ctx(format!("renaming to {}", file.display()))?;
-    remove_other_bases(&dir, &file);
+    remove_old_bases(&dir, KEEP_BASES);
     Ok((file, m))
 }
 
-/// Deletes the base archives of earlier contents.
-fn remove_other_bases(dir: &Path, keep: &Path) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if e.path() != keep && (name.starts_with("base-") || name == "base.key" || name.starts_with("base.cpio")) {
-            let _ = std::fs::remove_file(e.path());
-        }
+/// Base archives kept per kernel release.
+const KEEP_BASES: usize = 4;
+
+/// Deletes all but the `keep` most recently used base archives.
+fn remove_old_bases(dir: &Path, keep: usize) {
+    let mut bases: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("base-"))
+        .map(|e| (e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), e.path()))
+        .collect();
+    bases.sort_by_key(|b| std::cmp::Reverse(b.0));
+    for (_, p) in bases.into_iter().skip(keep) {
+        let _ = std::fs::remove_file(p);
     }
 }
 
@@ -454,10 +476,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("modules.dep"), "kernel/a/rdma_rxe.ko: kernel/b/ib_uverbs.ko kernel/c/ib_core.ko\nkernel/b/ib_uverbs.ko: kernel/c/ib_core.ko\nkernel/c/ib_core.ko:\n").unwrap();
         std::fs::write(dir.join("modules.builtin"), "kernel/d/veth.ko\n").unwrap();
-        let c = module_closure(&dir, &["rdma_rxe", "veth"]).unwrap();
+        let c = module_closure(&dir, &["rdma_rxe", "veth"], &["absent"]).unwrap();
         assert_eq!(c.len(), 3);
         assert!(c.contains("kernel/b/ib_uverbs.ko"));
-        assert!(module_closure(&dir, &["nope"]).is_err());
+        assert!(module_closure(&dir, &["nope"], &[]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

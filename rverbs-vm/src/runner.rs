@@ -10,7 +10,7 @@ use crate::host_tools::HostTools;
 use crate::initramfs::{self, Manifest};
 use crate::kernel::Kernel;
 use crate::qemu::{self, Accel, BootEnd, BootSpec, Stream};
-use crate::util::{self, note, Context, Result};
+use crate::util::{self, note, Context, Dirs, Result};
 
 /// Default wall-clock limit of one boot (`RVERBS_VM_TIMEOUT`, seconds).
 pub const DEFAULT_TIMEOUT_S: u64 = 20 * 60;
@@ -19,16 +19,26 @@ pub const DEFAULT_TIMEOUT_S: u64 = 20 * 60;
 const KVM_GRACE: Duration = Duration::from_secs(60);
 
 /// What to put in the guest besides the base image.
+#[derive(Debug, Clone, Default)]
 pub struct Payload {
-    /// (guest path, host file) of the project's binaries.
+    /// (guest path, host file) of programs: each is copied with the shared
+    /// libraries it needs (`ldd`) that the base lacks.
     pub files: Vec<(String, PathBuf)>,
+    /// (guest path, host file) copied as they are.
+    pub data: Vec<(String, PathBuf)>,
+    /// Guest directories to create (empty unless something is copied in).
+    pub dirs: Vec<String>,
     /// The payload script `/init` sources (see [`crate::guest`]).
     pub script: String,
     /// A short name for file names and logs (`test`, `vm`, `demo`,
-    /// `two-hosts-a`...).
+    /// `two-hosts-a`, `run`...).
     pub label: &'static str,
     /// Extra QEMU arguments (the two-host network).
     pub qemu_args: Vec<String>,
+    /// Give the guest a third serial port, `/dev/ttyS2`, whose lines come
+    /// back as [`LineKind::Stderr`] (the script sends a program's stderr
+    /// there).
+    pub separate_stderr: bool,
 }
 
 /// A finished boot.
@@ -87,21 +97,29 @@ fn exit_text(b: &BootEnd) -> String {
 }
 
 /// Boot settings read from the environment.
+#[derive(Debug, Clone)]
 pub struct Knobs {
     pub timeout: Duration,
     pub memory: String,
+    /// vCPUs per guest.
+    pub cpus: u32,
     pub verbose: bool,
 }
 
 impl Knobs {
-    /// `RVERBS_VM_TIMEOUT`, `RVERBS_VM_MEMORY`, `RVERBS_VM_VERBOSE`.
+    /// `RVERBS_VM_TIMEOUT`, `RVERBS_VM_MEMORY`, `RVERBS_VM_CPUS`, `RVERBS_VM_VERBOSE`.
     pub fn from_env() -> Result<Knobs> {
+        let cpus = util::env_u64("RVERBS_VM_CPUS", 1)?;
         Ok(Knobs {
             timeout: Duration::from_secs(util::env_u64("RVERBS_VM_TIMEOUT", DEFAULT_TIMEOUT_S)?),
             memory: std::env::var("RVERBS_VM_MEMORY")
                 .ok()
                 .filter(|m| !m.trim().is_empty())
                 .unwrap_or_else(|| "2G".into()),
+            cpus: u32::try_from(cpus)
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or(format!("RVERBS_VM_CPUS={cpus}: not a vCPU count"))?,
             verbose: util::env_flag("RVERBS_VM_VERBOSE"),
         })
     }
@@ -111,8 +129,8 @@ impl Knobs {
 pub struct Guest<'a> {
     pub kernel: &'a Kernel,
     pub tools: &'a HostTools,
-    /// `target/vm`.
-    pub vm_dir: &'a Path,
+    /// The cache (kernels, initramfs bases) and where logs and initrds go.
+    pub dirs: &'a Dirs,
     pub knobs: &'a Knobs,
 }
 
@@ -120,8 +138,20 @@ pub struct Guest<'a> {
 /// what it was) to `show`. Falls back to TCG once if a KVM guest never
 /// reaches `/init`. Keeps the initrd only with `keep`.
 pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKind, &str)) -> Result<Outcome> {
-    let initrd = build_initrd(g.kernel, g.tools, g.vm_dir, payload)?;
-    let accel = qemu::accel(&g.tools.qemu);
+    let initrd = build_initrd(g, payload)?;
+    let verdict = kvm_verdict_file(g);
+    let accel = if !qemu::accel_forced() && verdict.is_file() {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            note(format!(
+            "accelerator: tcg (KVM did not boot this kernel on this host before, {}; RVERBS_VM_ACCEL=kvm tries again)",
+            verdict.display()
+        ))
+        });
+        Accel::Tcg
+    } else {
+        qemu::accel(&g.tools.qemu)
+    };
     let mut outcome = boot_once(g, payload, &initrd, &accel, show)?;
     let kvm_failed = outcome.report.release.is_none() && !outcome.boot.timed_out;
     if matches!(accel, Accel::Kvm(_)) && kvm_failed {
@@ -130,8 +160,14 @@ pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKi
         note(format!("KVM guest did not start ({why}); retrying under TCG"));
         qemu::demote_to_tcg();
         outcome = boot_once(g, payload, &initrd, &Accel::Tcg, show)?;
+        if outcome.report.release.is_some() {
+            // TCG got there, so KVM was the problem: later processes (a cargo
+            // runner starts one per test binary) skip the failing attempt,
+            // which can cost the whole grace period.
+            let _ = std::fs::write(&verdict, format!("{why}\n"));
+        }
     }
-    outcome.log = save_log(g.vm_dir, g.kernel, payload.label, &outcome.boot.console)?;
+    outcome.log = save_log(g.dirs, g.kernel, payload.label, &outcome.boot.console)?;
     if keep {
         note(format!("kept {}", initrd.display()));
     } else {
@@ -140,27 +176,57 @@ pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKi
     Ok(outcome)
 }
 
-/// base archive (cached) + payload -> `target/vm/run/<release>-<label>-<pid>.initrd`.
-fn build_initrd(k: &Kernel, tools: &HostTools, vm_dir: &Path, payload: &Payload) -> Result<PathBuf> {
-    let (base, base_manifest) = initramfs::base_archive(k, tools, vm_dir)?;
+/// `cache/kvm-failed/<key>`: present when a KVM guest of this kernel did
+/// not reach `/init` with this host kernel and this QEMU.
+fn kvm_verdict_file(g: &Guest) -> PathBuf {
+    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let qemu = std::fs::metadata(&g.tools.qemu).ok().and_then(|m| m.modified().ok());
+    let key = util::Fnv::new()
+        .add(host.trim())
+        .add(g.tools.qemu.as_os_str().as_encoded_bytes())
+        .add(format!("{qemu:?}"))
+        .add(&g.kernel.release)
+        .hex();
+    let dir = g.dirs.cache.join("kvm-failed");
+    let _ = std::fs::create_dir_all(&dir);
+    dir.join(format!("{}-{key}", g.kernel.release))
+}
+
+/// base archive (cached) + payload -> `work/run/<release>-<label>-<pid>.initrd`.
+fn build_initrd(g: &Guest, payload: &Payload) -> Result<PathBuf> {
+    let k = g.kernel;
+    let (base, base_manifest) = initramfs::base_archive(k, g.tools, &g.dirs.cache)?;
     let mut m = Manifest::default();
     for (at, host) in &payload.files {
         m.program_over(at, host, &base_manifest)?;
     }
+    for (at, host) in &payload.data {
+        m.host_file(at, host)?;
+    }
+    for d in &payload.dirs {
+        m.dir(d);
+    }
     m.bytes(PAYLOAD, 0o644, payload.script.clone());
-    let dir = vm_dir.join("run");
-    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
-    remove_stale_initrds(&dir);
-    let initrd = dir.join(format!("{}-{}-{}.initrd", k.release, payload.label, std::process::id()));
+    let dir = g.dirs.run()?;
+    remove_stale_files(&dir);
+    let initrd = run_file(g, payload, "initrd")?;
     initramfs::concat_initrd(&base, &mut m, &initrd)?;
     Ok(initrd)
 }
 
-/// Removes initrds left by runs that were killed (their pid is gone).
-fn remove_stale_initrds(dir: &Path) {
+/// `work/run/<release>-<label>-<pid>.<suffix>`: a file of this run only.
+fn run_file(g: &Guest, payload: &Payload, suffix: &str) -> Result<PathBuf> {
+    let name = format!("{}-{}-{}.{suffix}", g.kernel.release, payload.label, std::process::id());
+    Ok(g.dirs.run()?.join(name))
+}
+
+/// Removes initrds and stderr files left by runs that were killed (their
+/// pid is gone).
+fn remove_stale_files(dir: &Path) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let pid = name.strip_suffix(".initrd").and_then(|n| n.rsplit('-').next()).and_then(|p| p.parse::<u32>().ok());
+        let stem = name.strip_suffix(".initrd").or_else(|| name.strip_suffix(".stderr"));
+        let pid = stem.and_then(|n| n.rsplit('-').next()).and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
             let _ = std::fs::remove_file(e.path());
         }
@@ -180,9 +246,11 @@ fn boot_once(
         initrd: initrd.to_path_buf(),
         cmdline: String::new(),
         memory: g.knobs.memory.clone(),
+        cpus: g.knobs.cpus,
         extra_args: payload.qemu_args.clone(),
         accel: accel.clone(),
-        kernel_log: Some(log_path(g.vm_dir, g.kernel, payload.label, "kernel.log")?),
+        kernel_log: Some(log_path(g.dirs, g.kernel, payload.label, "kernel.log")?),
+        stderr_log: payload.separate_stderr.then(|| run_file(g, payload, "stderr")).transpose()?,
     };
     let mut report = GuestReport::default();
     // Under KVM /init starts within seconds; waiting longer means KVM is
@@ -193,23 +261,25 @@ fn boot_once(
         let kind = match stream {
             Stream::Guest => report.push(line),
             Stream::Kernel => LineKind::Kernel,
+            Stream::Stderr => LineKind::Stderr,
         };
         show(kind, line);
     })?;
+    if let Some(f) = &spec.stderr_log {
+        let _ = std::fs::remove_file(f);
+    }
     Ok(Outcome { report, boot, accel: accel.clone(), timeout: g.knobs.timeout, log: PathBuf::new() })
 }
 
-/// `target/vm/logs/<series>-<label>.<suffix>` (directory created).
-fn log_path(vm_dir: &Path, k: &Kernel, label: &str, suffix: &str) -> Result<PathBuf> {
-    let dir = vm_dir.join("logs");
-    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
-    Ok(dir.join(format!("{}-{label}.{suffix}", k.series)))
+/// `work/logs/<series>-<label>.<suffix>` (directory created).
+fn log_path(dirs: &Dirs, k: &Kernel, label: &str, suffix: &str) -> Result<PathBuf> {
+    Ok(dirs.logs()?.join(format!("{}-{label}.{suffix}", k.series)))
 }
 
-/// Writes the guest console to `target/vm/logs/<series>-<label>.log` (the
+/// Writes the guest console to `work/logs/<series>-<label>.log` (the
 /// kernel's is next to it, `.kernel.log`, written by QEMU itself).
-fn save_log(vm_dir: &Path, k: &Kernel, label: &str, console: &[String]) -> Result<PathBuf> {
-    let path = log_path(vm_dir, k, label, "log")?;
+fn save_log(dirs: &Dirs, k: &Kernel, label: &str, console: &[String]) -> Result<PathBuf> {
+    let path = log_path(dirs, k, label, "log")?;
     let mut text = console.join("\n");
     text.push('\n');
     std::fs::write(&path, text).ctx(format!("writing {}", path.display()))?;

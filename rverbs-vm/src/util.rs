@@ -1,11 +1,13 @@
-//! Small helpers shared by every module: errors, running commands, paths,
-//! a stable hash for cache keys.
+//! Small helpers shared by every module: errors, progress lines, running
+//! commands, paths, a stable hash for cache keys.
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
-/// Every fallible function of xtask returns a human-readable message.
+/// Every fallible function of the harness returns a human-readable message.
 pub type Result<T, E = String> = std::result::Result<T, E>;
 
 /// Adds "what we were doing" to an error.
@@ -20,11 +22,27 @@ impl<T, E: Display> Context<T> for std::result::Result<T, E> {
     }
 }
 
+static PROGRAM: OnceLock<&'static str> = OnceLock::new();
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Names the program in front of every [`note`] (`xtask`, `rverbs-vm`);
+/// the first call wins.
+pub fn set_program_name(name: &'static str) {
+    let _ = PROGRAM.set(name);
+}
+
+/// Silences [`note`] (errors are still reported by the caller).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
 /// Prints a progress line of the harness on stderr (prefixed so it stands
 /// out from cargo's and the guest's output; stdout is left to results and
-/// to the output of `cargo xtask vm`).
+/// to the output of the program run in the guest).
 pub fn note(msg: impl Display) {
-    eprintln!("xtask: {msg}");
+    if !QUIET.load(Ordering::Relaxed) {
+        eprintln!("{}: {msg}", PROGRAM.get().copied().unwrap_or("rverbs-vm"));
+    }
 }
 
 /// Renders a command line for messages.
@@ -113,9 +131,69 @@ pub fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
 }
 
+/// Where the harness keeps what it downloads and builds once (Debian
+/// kernels, unpacked kernels, initramfs bases): `$RVERBS_VM_CACHE`, else
+/// `$XDG_CACHE_HOME/rverbs-vm`, else `$HOME/.cache/rverbs-vm` (the XDG
+/// base-directory rule). Created on first use.
+pub fn cache_dir() -> Result<PathBuf> {
+    let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = var("RVERBS_VM_CACHE") {
+        return Ok(d);
+    }
+    if let Some(d) = var("XDG_CACHE_HOME").filter(|d| d.is_absolute()) {
+        return Ok(d.join("rverbs-vm"));
+    }
+    var("HOME")
+        .map(|h| h.join(".cache").join("rverbs-vm"))
+        .ok_or_else(|| "no cache directory: set RVERBS_VM_CACHE, XDG_CACHE_HOME or HOME".into())
+}
+
+/// The directories one run uses.
+#[derive(Debug, Clone)]
+pub struct Dirs {
+    /// Shared, long-lived: `debs/`, `kernels/`, `modtrees/`, `initramfs/`
+    /// (see [`cache_dir`]).
+    pub cache: PathBuf,
+    /// This project's or this run's: `logs/` (consoles) and `run/` (initrds
+    /// of running guests).
+    pub work: PathBuf,
+}
+
+impl Dirs {
+    /// `work/logs`, created.
+    pub fn logs(&self) -> Result<PathBuf> {
+        mkdir(self.work.join("logs"))
+    }
+
+    /// `work/run`, created.
+    pub fn run(&self) -> Result<PathBuf> {
+        mkdir(self.work.join("run"))
+    }
+}
+
+/// `create_dir_all`, returning the path.
+pub fn mkdir(dir: PathBuf) -> Result<PathBuf> {
+    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Quotes `s` for a POSIX shell (single quotes; `'` becomes `'\''`).
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        return s.to_owned();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// 64-bit FNV-1a: a stable (across Rust versions) hash for cache keys.
 #[derive(Clone, Copy)]
 pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv::new()
+    }
+}
 
 impl Fnv {
     /// A fresh hasher.
@@ -142,4 +220,18 @@ impl Fnv {
 /// Formats a duration as seconds with one decimal.
 pub fn secs(d: std::time::Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_for_the_shell() {
+        assert_eq!(shell_quote("--nocapture"), "--nocapture");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("$HOME;rm"), "'$HOME;rm'");
+    }
 }

@@ -120,9 +120,21 @@ pub struct GuestRun {
 }
 
 impl GuestRun {
+    /// True for an example run (`example:<name>`, see
+    /// [`crate::guest::test_payload_with_examples`]): one test, passed when
+    /// it exits 0.
+    pub fn is_example(&self) -> bool {
+        self.name.starts_with("example:")
+    }
+
     /// Counts for a test binary: its summaries, plus one failure when it
     /// exited non-zero (or never ended) without any test reported FAILED.
+    /// An example counts as one test.
     pub fn counts(&self) -> Counts {
+        if self.is_example() {
+            let ok = self.exit == Some(0);
+            return Counts { passed: u64::from(ok), failed: u64::from(!ok), skipped: 0 };
+        }
         let mut c = self.log.counts;
         if self.exit != Some(0) && c.failed == 0 {
             c.failed += 1;
@@ -134,6 +146,7 @@ impl GuestRun {
     pub fn crash_reason(&self) -> Option<String> {
         match self.exit {
             Some(0) => None,
+            Some(rc) if self.is_example() => Some(format!("{} exited with {rc}", self.name)),
             _ if self.log.counts.failed > 0 => None,
             Some(rc) => {
                 Some(format!("{} exited with {rc} without a failing test (crash or panic outside a test?)", self.name))
@@ -172,6 +185,9 @@ pub enum LineKind {
     Other,
     /// A line of the kernel console.
     Kernel,
+    /// A line the program wrote to its stderr, when it has its own port
+    /// ([`crate::runner::Payload::separate_stderr`]).
+    Stderr,
 }
 
 impl GuestReport {

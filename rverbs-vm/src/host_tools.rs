@@ -1,5 +1,10 @@
 //! The host programs the harness needs (QEMU, and everything that goes into
 //! the guest), and installing the missing ones with apt.
+//!
+//! Two profiles: [`Profile::Run`] (what `rverbs-vm run` needs: QEMU, a static
+//! busybox, kmod, iproute2; the other tools go into the guest when the host
+//! has them) and [`Profile::Project`] (the project's own tests and demo also
+//! need strace, rdma-core's tools and perftest as oracles).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,24 +31,41 @@ pub struct HostTools {
     pub verbs_providers: Vec<PathBuf>,
 }
 
+/// Which tools must be there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Booting a guest with rxe0 and running a program: QEMU, busybox, kmod,
+    /// iproute2. strace, rdma-core's and perftest's tools are copied into
+    /// the guest only when the host has them.
+    Run,
+    /// The project's tests and demo: everything.
+    Project,
+}
+
 /// How one tool is looked for, and which Debian package brings it.
 struct Need {
     what: &'static str,
     paths: &'static [&'static str],
     package: &'static str,
+    /// Needed by [`Profile::Run`] too.
+    always: bool,
 }
 
 const fn need(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Need {
-    Need { what, paths, package }
+    Need { what, paths, package, always: false }
+}
+
+const fn base(what: &'static str, paths: &'static [&'static str], package: &'static str) -> Need {
+    Need { what, paths, package, always: true }
 }
 
 /// Tools the guest and the harness need. Several paths: either layout of
 /// a merged or unmerged /usr.
 const NEEDS: &[Need] = &[
-    need("qemu-system-x86_64", &["/usr/bin/qemu-system-x86_64"], "qemu-system-x86"),
+    base("qemu-system-x86_64", &["/usr/bin/qemu-system-x86_64"], "qemu-system-x86"),
     need("strace", &["/usr/bin/strace"], "strace"),
-    need("ip", &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"], "iproute2"),
-    need("rdma", &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"], "iproute2"),
+    base("ip", &["/usr/bin/ip", "/bin/ip", "/usr/sbin/ip", "/sbin/ip"], "iproute2"),
+    base("rdma", &["/usr/bin/rdma", "/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma"], "iproute2"),
     need("ibv_devinfo", &["/usr/bin/ibv_devinfo"], "ibverbs-utils"),
     need("ibv_devices", &["/usr/bin/ibv_devices"], "ibverbs-utils"),
     need("ibv_rc_pingpong", &["/usr/bin/ibv_rc_pingpong"], "ibverbs-utils"),
@@ -55,9 +77,9 @@ const NEEDS: &[Need] = &[
         &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"],
         "ibverbs-providers",
     ),
-    need("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
-    need("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
-    need("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
+    base("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
+    base("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
+    base("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
 ];
 
 /// Optional extra perftest programs, copied when present.
@@ -69,16 +91,31 @@ const OPTIONAL_PROGRAMS: &[&str] = &[
     "/usr/bin/ib_read_bw",
 ];
 
-/// Tools of the base system that apt cannot sensibly add.
-const BASE: &[&str] = &["apt-get", "apt-cache", "dpkg-deb", "ldd"];
+/// Tools of the base system that apt cannot sensibly add (apt itself and
+/// dpkg-deb are needed only for Debian's kernels by series; see
+/// [`crate::kernel`]).
+const BASE: &[&str] = &["ldd"];
 
-/// apt, run at most one `apt-get update` per xtask process.
+/// apt, run at most one `apt-get update` per process, and only when allowed.
 #[derive(Default)]
 pub struct Apt {
     updated: bool,
+    /// Never update or install, only say what to run (`rverbs-vm`).
+    read_only: bool,
 }
 
 impl Apt {
+    /// An apt that never changes the host: missing packages give the command
+    /// to run instead.
+    pub fn read_only() -> Apt {
+        Apt { updated: false, read_only: true }
+    }
+
+    /// True when [`Apt::update`] may run now: as root, allowed, not yet done.
+    pub fn may_update(&self) -> bool {
+        !self.read_only && !self.updated && util::is_root()
+    }
+
     /// `apt-get update`, once.
     pub fn update(&mut self) -> Result<()> {
         if !self.updated {
@@ -106,23 +143,15 @@ impl Apt {
     }
 }
 
-/// The command a non-root user should run to install `packages`.
-fn install_hint(packages: &[&str]) -> String {
-    format!(
-        "sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
-        packages.join(" ")
-    )
-}
-
-/// Debian packages whose tools are missing (deduplicated, in order).
-fn missing_packages() -> Vec<&'static str> {
+/// Debian packages whose tools `profile` lacks (deduplicated, in order).
+fn missing_packages(profile: Profile) -> Vec<&'static str> {
     let mut pkgs: Vec<&str> = Vec::new();
     let mut add = |p: &'static str| {
         if !pkgs.contains(&p) {
             pkgs.push(p);
         }
     };
-    for n in NEEDS {
+    for n in NEEDS.iter().filter(|n| n.always || profile == Profile::Project) {
         let all_present = if n.what == "rxe provider" {
             n.paths.iter().all(|p| Path::new(p).exists())
         } else {
@@ -144,28 +173,41 @@ fn static_busybox() -> Option<PathBuf> {
     is_static_elf(&p).then_some(p)
 }
 
-/// Installs what is missing (as root) or says what to run (otherwise),
-/// then returns the tools' paths.
-pub fn ensure(apt: &mut Apt) -> Result<HostTools> {
+/// Installs what is missing (as root, unless `apt` is read-only) or says
+/// what to run (otherwise), then returns the tools' paths.
+pub fn ensure(apt: &mut Apt, profile: Profile) -> Result<HostTools> {
     for b in BASE {
-        util::which(b).ok_or_else(|| format!("`{b}` not found: the harness needs a Debian (apt/dpkg) host"))?;
+        util::which(b).ok_or_else(|| format!("`{b}` not found: the harness needs a glibc Linux host"))?;
     }
-    let missing = missing_packages();
+    let missing = missing_packages(profile);
     if !missing.is_empty() {
-        if !util::is_root() {
-            return Err(format!(
-                "missing host packages: {}\nrun this as root, then try again:\n  {}",
-                missing.join(" "),
-                install_hint(&missing)
-            ));
+        if apt.read_only || !util::is_root() || util::which("apt-get").is_none() {
+            return Err(missing_line(&missing));
         }
         apt.install(&missing)?;
-        let still = missing_packages();
+        let still = missing_packages(profile);
         if !still.is_empty() {
             return Err(format!("still missing after apt-get install: {}", still.join(" ")));
         }
     }
     locate()
+}
+
+/// One line: what is missing and the command that installs it.
+fn missing_line(missing: &[&str]) -> String {
+    if util::which("apt-get").is_some() {
+        let sudo = if util::is_root() { "" } else { "sudo " };
+        format!(
+            "missing host packages {}; install them with: {sudo}apt-get install -y --no-install-recommends {}",
+            missing.join(" "),
+            missing.join(" ")
+        )
+    } else {
+        format!(
+            "missing host tools (Debian names: {}): install QEMU for x86_64, a statically linked busybox, kmod and iproute2",
+            missing.join(" ")
+        )
+    }
 }
 
 /// Resolves every tool's path (all are known to exist).
@@ -174,10 +216,9 @@ fn locate() -> Result<HostTools> {
         let n = NEEDS.iter().find(|n| n.what == what).expect("known tool");
         first_existing(n.paths).ok_or_else(|| format!("{what} not found"))
     };
-    let mut guest_programs = Vec::new();
+    // iproute2 always; the rest when present (all of it with Profile::Project).
+    let mut guest_programs = vec![find("ip")?, find("rdma")?];
     for what in [
-        "ip",
-        "rdma",
         "strace",
         "ibv_devinfo",
         "ibv_devices",
@@ -186,7 +227,7 @@ fn locate() -> Result<HostTools> {
         "ibv_srq_pingpong",
         "ib_send_lat",
     ] {
-        guest_programs.push(find(what)?);
+        guest_programs.extend(find(what).ok());
     }
     guest_programs.extend(OPTIONAL_PROGRAMS.iter().map(PathBuf::from).filter(|p| p.exists()));
     Ok(HostTools {
@@ -200,17 +241,22 @@ fn locate() -> Result<HostTools> {
     })
 }
 
-/// The rxe plugin(s) of libibverbs and the `.driver` file naming them.
+/// The rxe plugin(s) of libibverbs and the `.driver` file naming them
+/// (none when the host has no ibverbs-providers: rverbs needs neither).
 fn rxe_provider_files() -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let dir = Path::new(MULTIARCH_LIB).join("libibverbs");
+    let driver = Path::new("/etc/libibverbs.d/rxe.driver");
+    if !dir.is_dir() || !driver.is_file() {
+        return Ok(files);
+    }
     for e in std::fs::read_dir(&dir).ctx(format!("reading {}", dir.display()))? {
         let p = e.ctx("readdir")?.path();
         if p.file_name().is_some_and(|n| n.to_string_lossy().contains("rxe")) {
             files.push(p);
         }
     }
-    files.push(PathBuf::from("/etc/libibverbs.d/rxe.driver"));
+    files.push(driver.to_path_buf());
     files.sort();
     Ok(files)
 }
@@ -231,4 +277,26 @@ pub fn is_static_elf(path: &Path) -> bool {
         let o = phoff + i * phentsize;
         b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes(t.try_into().unwrap()) != 3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tools_give_one_line_to_run() {
+        let l = missing_line(&["qemu-system-x86", "busybox-static"]);
+        assert!(!l.contains('\n'), "{l}");
+        assert!(l.contains("qemu-system-x86 busybox-static"), "{l}");
+        if util::which("apt-get").is_some() {
+            assert!(l.contains("apt-get install -y --no-install-recommends qemu-system-x86 busybox-static"), "{l}");
+        }
+    }
+
+    #[test]
+    fn the_run_profile_needs_less() {
+        let run: Vec<&str> = NEEDS.iter().filter(|n| n.always).map(|n| n.package).collect();
+        assert!(run.contains(&"qemu-system-x86") && run.contains(&"kmod") && run.contains(&"iproute2"));
+        assert!(!run.contains(&"strace") && !run.contains(&"ibverbs-utils") && !run.contains(&"perftest"));
+    }
 }
