@@ -27,7 +27,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use rverbs_providers::mlx5::bench::{PollBench, PostBench};
-use rverbs_providers::wr::{PostError, SendFlags, SendOp, SendWr, Sge, Wc};
+use rverbs_providers::wr::{PostError, SendWr, Sge, Wc};
 
 /// Send queue depth (requests; one WQEBB each) and CQ depth.
 const SQ_WR: u32 = 256;
@@ -51,7 +51,8 @@ fn bench_poll(cq: &mut PollBench, out: &mut [Wc]) -> usize {
 fn run_post(n: u64) -> Duration {
     let mut qp = PostBench::new(SQ_WR, CQ_DEPTH);
     let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
-    let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    // Built once, as the literal it replaced (the builders are `const fn`s).
+    let mut wr = SendWr::send(0, &sge).signaled();
     let cap = u64::from(qp.max_post());
     let mut spent = Duration::ZERO;
     let mut done = 0;

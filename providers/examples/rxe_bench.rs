@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use rverbs_providers::rxe::bench::{recv_cqe, CqBench, SendBench};
 use rverbs_providers::rxe::{Doorbell, SendLimits, Transport};
-use rverbs_providers::wr::{SendFlags, SendOp, SendWr, Sge, Wc};
+use rverbs_providers::wr::{SendWr, Sge, Wc};
 use rverbs_providers::Errno;
 
 /// SQ depth (slots; one stays empty) and slot size: 512 bytes is what rxe
@@ -74,7 +74,9 @@ fn run_post(n: u64) -> Duration {
     let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
     let mut s = SendBench::new(SQ_SLOTS, SQ_LOG2, lim, NoopDoorbell);
     let sge = [Sge::new(0x7f00_0000_1000, 64, 0x1234)];
-    let mut wr = SendWr { wr_id: 0, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+    // The builders are `const fn`s that fill the struct in place: the request
+    // is the literal it replaced, byte for byte.
+    let mut wr = SendWr::send(0, &sge).signaled();
     let cap = u64::from(s.capacity());
     let mut spent = Duration::ZERO;
     let mut done = 0;
