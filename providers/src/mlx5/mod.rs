@@ -16,8 +16,9 @@
 //! over memory the HCA reaches (dropping a `Pending*` or a [`Cq`] frees it,
 //! a state change clears the doorbell record the HCA reads, a clean hands
 //! WQEs back to an SRQ), so calling one out of order reaches undefined
-//! behaviour. The steps still `pub` are `#[doc(hidden)]` until `rverbs`
-//! stops calling them; what stays public is what cannot break that order:
+//! behaviour. Those steps are `pub(crate)`: `provider/` calls them in
+//! order, and nothing outside this crate can. What stays public is what
+//! cannot break that order:
 //! the post and poll methods ([`SendQueue::post`] is `unsafe` only for
 //! INLINE payloads), the accessors, the sizing functions and the layouts.
 //! None of these compiles outside the crate:
@@ -37,6 +38,12 @@
 //! // Freeing a QP's memory without the kernel destroy.
 //! fn f(ctx: &rverbs_providers::mlx5::Context, qp: rverbs_providers::mlx5::Qp) {
 //!     ctx.qp_destroyed(qp);
+//! }
+//! ```
+//! ```compile_fail,E0624
+//! // Phase two of a create, out of the provider-neutral layer's order.
+//! fn f(ctx: &rverbs_providers::mlx5::Context, p: rverbs_providers::mlx5::PendingQp) {
+//!     let _ = ctx.qp_finish(p, &[], 0);
 //! }
 //! ```
 //! ```compile_fail
@@ -410,9 +417,9 @@ impl Context {
         Ah::new(self.ah_table(), av)
     }
 
-    /// [`qp_destroyed`](Self::qp_destroyed) for a caller that no longer has
-    /// the whole [`Qp`] (its send and receive halves live in separate
-    /// objects): after the kernel destroyed the QP, forgets it. Its memory
+        /// After the kernel destroyed the QP, forgets it (its send and receive
+    /// halves live in separate objects, so there is no whole [`Qp`] to
+    /// hand back). Its memory
     /// goes when the last half, CQ cache and clean request holding
     /// `qp` goes. Returns false if `qp` was not the registered QP.
     ///
