@@ -2,14 +2,13 @@
 //! when an armed CQ gets a completion.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
-use rverbs_providers::sys::event::{read_event, set_nonblocking, wait_readable};
+use rverbs_providers::sys::event::{read_comp_event, set_nonblocking, wait_readable_for, Remaining};
 use rverbs_providers::{Errno, Error, Result};
-use rverbs_uapi::ib_user_verbs::ib_uverbs_comp_event_desc;
-use zerocopy::{FromZeros, IntoBytes};
 
 use crate::Context;
 
@@ -53,6 +52,15 @@ pub struct CompletionChannel {
 struct ChannelInner {
     ctx: Context,
     fd: OwnedFd,
+    /// How many CQs of this channel need their events counted (below):
+    /// while none does, reading an event touches no lock.
+    counted: AtomicUsize,
+    /// The event counts of the CQs whose provider needs them (mlx5's arm
+    /// sequence number follows the events read, as rdma-core's
+    /// `ibv_get_cq_event` counts them), by `user_handle`. A CQ reports to
+    /// one channel, so its counter lives here, next to the reads; rxe CQs
+    /// are never in it (the kernel keeps their arm state).
+    counters: RwLock<Vec<(u64, Arc<AtomicU32>)>>,
 }
 
 /// One completion event: the CQ it is for.
@@ -70,7 +78,9 @@ impl Context {
         let fd = cmd::create_comp_channel(self.fd())?;
         set_nonblocking(fd.as_fd(), true).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        Ok(CompletionChannel { inner: Arc::new(ChannelInner { ctx: self.clone(), fd }) })
+        let inner =
+            ChannelInner { ctx: self.clone(), fd, counted: AtomicUsize::new(0), counters: RwLock::new(Vec::new()) };
+        Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
 
@@ -106,34 +116,75 @@ impl CompletionChannel {
     /// Waits up to `timeout` (`None`: forever) for an event. The timeout is
     /// a deadline: losing a race for an event to another reader does not
     /// start it over.
+    ///
+    /// An event already queued costs one `read()`; otherwise the empty
+    /// `read()`, a `ppoll()` until the fd is readable, and the `read()`
+    /// that gets it. No clock is read: the kernel counts the time left.
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
-        const VERB: &str = "ibv_get_cq_event";
-        let deadline = timeout.map(|t| Instant::now() + t);
+        if let Some(e) = self.read_one()? {
+            return Ok(Some(e));
+        }
+        let mut left = Remaining::new(timeout);
         loop {
+            if !wait_readable_for(self.inner.fd.as_fd(), &mut left).map_err(|e| Error::os(VERB, e))? {
+                return Ok(None);
+            }
             if let Some(e) = self.read_one()? {
                 return Ok(Some(e));
-            }
-            if !wait_readable(self.inner.fd.as_fd(), remaining_ms(deadline)).map_err(|e| Error::os(VERB, e))? {
-                return Ok(None);
             }
         }
     }
 
+    /// One `read()` of the fd: an event (counted for its CQ when its
+    /// provider needs the count), or `None` when none is queued.
+    #[inline]
     fn read_one(&self) -> Result<Option<CqEvent>> {
-        const VERB: &str = "ibv_get_cq_event";
-        let mut d = ib_uverbs_comp_event_desc::new_zeroed();
-        match read_event(self.inner.fd.as_fd(), d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
-            Some(8) => {
-                // mlx5: the CQ's next arm must carry the new event count
-                // (rdma-core's `mlx5_cq_event`, run by `ibv_get_cq_event`).
-                self.inner.ctx.count_cq_event(d.cq_handle);
-                Ok(Some(CqEvent { cq_user_handle: d.cq_handle }))
+        match read_comp_event(self.inner.fd.as_fd()) {
+            Ok(Some(cq_user_handle)) => {
+                if self.inner.counted.load(Ordering::Acquire) != 0 {
+                    self.count(cq_user_handle);
+                }
+                Ok(Some(CqEvent { cq_user_handle }))
             }
-            Some(_) => Err(Error::check(VERB, Errno::EIO).with_message("short read from the completion channel")),
-            None => Ok(None),
+            Ok(None) => Ok(None),
+            Err(Errno::EIO) => {
+                Err(Error::check(VERB, Errno::EIO).with_message("short read from the completion channel"))
+            }
+            Err(e) => Err(Error::os(VERB, e)),
+        }
+    }
+
+    /// mlx5: the CQ's next arm must carry the new event count (rdma-core's
+    /// `mlx5_cq_event`, run by `ibv_get_cq_event`).
+    #[cold]
+    fn count(&self, user_handle: u64) {
+        if let Ok(v) = self.inner.counters.read() {
+            if let Some((_, c)) = v.iter().find(|(h, _)| *h == user_handle) {
+                c.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+
+    /// Starts counting the events read for CQ `user_handle` (created on
+    /// this channel, before it can be armed).
+    pub(crate) fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        if let Ok(mut v) = self.inner.counters.write() {
+            v.push((user_handle, counter));
+            self.inner.counted.store(v.len(), Ordering::Release);
+        }
+    }
+
+    /// Stops counting for CQ `user_handle` (destroyed).
+    pub(crate) fn untrack(&self, user_handle: u64) {
+        if let Ok(mut v) = self.inner.counters.write() {
+            v.retain(|(h, _)| *h != user_handle);
+            self.inner.counted.store(v.len(), Ordering::Release);
         }
     }
 }
+
+/// The verb named in errors of reading events.
+const VERB: &str = "ibv_get_cq_event";
 
 /// Milliseconds until `deadline` for `poll(2)`, rounded up so a wait never
 /// ends early (`-1`: no deadline; 0 once it passed).

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
@@ -41,9 +41,6 @@ struct Inner {
     objects: Mutex<HashMap<u64, EventObject>>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
-    /// Completion events read from channels, per CQ `user_handle` (a
-    /// provider may need them: mlx5's arm sequence number follows them).
-    cq_events: Mutex<HashMap<u64, Arc<AtomicU32>>>,
     /// The provider's half of the context; `None` for a driver rverbs can
     /// open and query but has no queues for. Before `fd`: its mappings go
     /// first (it holds its own `Arc` of the fd, so the fd closes after both).
@@ -130,7 +127,6 @@ impl Context {
                 next_user_handle: AtomicU64::new(1),
                 objects: Mutex::new(HashMap::new()),
                 attr: OnceLock::new(),
-                cq_events: Mutex::new(HashMap::new()),
                 provider,
                 async_fd,
                 fd,
@@ -183,20 +179,6 @@ impl Context {
         &self.inner.fd
     }
 
-    /// Starts counting the completion events read for CQ `user_handle`.
-    pub(crate) fn track_cq_events(&self, user_handle: u64, counter: Arc<AtomicU32>) {
-        if let Ok(mut m) = self.inner.cq_events.lock() {
-            m.insert(user_handle, counter);
-        }
-    }
-
-    /// A completion event for CQ `user_handle` was read from a channel.
-    pub(crate) fn count_cq_event(&self, user_handle: u64) {
-        if let Some(c) = self.inner.cq_events.lock().ok().and_then(|m| m.get(&user_handle).cloned()) {
-            c.fetch_add(1, Ordering::Release);
-        }
-    }
-
     /// A fresh `user_handle` for a new kernel object, registered as `obj`
     /// so async events about it can name it.
     pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
@@ -217,9 +199,6 @@ impl Context {
     /// Forgets a destroyed object's `user_handle`.
     pub(crate) fn unregister(&self, user_handle: u64) {
         if let Ok(mut m) = self.inner.objects.lock() {
-            m.remove(&user_handle);
-        }
-        if let Ok(mut m) = self.inner.cq_events.lock() {
             m.remove(&user_handle);
         }
     }

@@ -6,6 +6,11 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rverbs_uapi::ib_user_verbs::ib_uverbs_comp_event_desc;
+
+/// What a completion channel's `read()` returns: one `ib_uverbs_comp_event_desc`.
+const COMP_EVENT_LEN: usize = size_of::<ib_uverbs_comp_event_desc>();
+const _: () = assert!(COMP_EVENT_LEN == 8);
 
 /// Reads one event descriptor into `buf` (the kernel returns exactly one per
 /// `read()`). `Ok(None)` when the fd is non-blocking and empty (`EAGAIN`).
@@ -16,6 +21,86 @@ pub fn read_event(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<Option<usize>, E
             Err(Errno::EINTR) => continue,
             Err(Errno::EAGAIN) => return Ok(None),
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reads one completion event from a non-blocking completion channel fd
+/// (`ibv_get_cq_event`'s `read()`): the `cq_handle` of its
+/// `ib_uverbs_comp_event_desc`, i.e. the CQ's `user_handle`. `Ok(None)`
+/// when no event is queued (`EAGAIN`); `EIO` for a short read. One
+/// syscall, nothing else: no allocation, no lock.
+#[inline]
+pub fn read_comp_event(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
+    let mut handle = 0u64;
+    loop {
+        // SAFETY: `handle` is 8 writable bytes, and the kernel writes at
+        // most the 8 asked for.
+        let n = unsafe { nix::libc::read(fd.as_raw_fd(), std::ptr::addr_of_mut!(handle).cast(), COMP_EVENT_LEN) };
+        if n == COMP_EVENT_LEN as isize {
+            return Ok(Some(handle));
+        }
+        if n >= 0 {
+            return Err(Errno::EIO);
+        }
+        match Errno::last() {
+            Errno::EINTR => continue,
+            Errno::EAGAIN => return Ok(None),
+            e => return Err(e),
+        }
+    }
+}
+
+/// A timeout that counts down across waits: [`wait_readable_for`] leaves
+/// in it what is left, so a caller that waits again (it lost an event to
+/// another reader) never starts over, and no clock is read.
+#[derive(Clone, Copy, Debug)]
+pub struct Remaining(Option<nix::libc::timespec>);
+
+impl Remaining {
+    /// `None`: no limit.
+    pub fn new(timeout: Option<std::time::Duration>) -> Remaining {
+        Remaining(timeout.map(|t| nix::libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as nix::libc::time_t,
+            tv_nsec: t.subsec_nanos().into(),
+        }))
+    }
+
+    /// Time left (`None`: no limit).
+    pub fn left(&self) -> Option<std::time::Duration> {
+        self.0.map(|t| std::time::Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32))
+    }
+}
+
+/// Waits until `fd` is readable or the time in `left` is up; returns
+/// whether it became readable, and leaves the time still to go in `left`.
+/// The raw `ppoll` syscall, because the kernel writes the remaining time
+/// back into its timeout (glibc's `ppoll` hides that): a deadline without
+/// a clock read.
+#[inline]
+pub fn wait_readable_for(fd: BorrowedFd<'_>, left: &mut Remaining) -> Result<bool, Errno> {
+    const SIGSET_LEN: usize = 8; // the kernel's sigset_t on Linux (_NSIG / 8)
+    loop {
+        let mut pfd = nix::libc::pollfd { fd: fd.as_raw_fd(), events: nix::libc::POLLIN, revents: 0 };
+        let ts = left.0.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut nix::libc::timespec);
+        // SAFETY: one valid pollfd; `ts` is null or our timespec, which the
+        // kernel reads and overwrites with the time left; no signal mask.
+        let rc = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_ppoll,
+                std::ptr::addr_of_mut!(pfd),
+                1usize,
+                ts,
+                std::ptr::null::<u8>(),
+                SIGSET_LEN,
+            )
+        };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        match Errno::last() {
+            Errno::EINTR => continue,
+            e => return Err(e),
         }
     }
 }
