@@ -2,7 +2,7 @@
 //! when an armed CQ gets a completion.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -61,6 +61,9 @@ struct ChannelInner {
     /// one channel, so its counter lives here, next to the reads; rxe CQs
     /// are never in it (the kernel keeps their arm state).
     counters: RwLock<Vec<(u64, Arc<AtomicU32>)>>,
+    /// The last [`CompletionChannel::wait_event`] had to sleep: the next
+    /// one polls before it reads.
+    slept: AtomicBool,
 }
 
 /// One completion event: the CQ it is for.
@@ -78,8 +81,13 @@ impl Context {
         let fd = cmd::create_comp_channel(self.fd())?;
         set_nonblocking(fd.as_fd(), true).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        let inner =
-            ChannelInner { ctx: self.clone(), fd, counted: AtomicUsize::new(0), counters: RwLock::new(Vec::new()) };
+        let inner = ChannelInner {
+            ctx: self.clone(),
+            fd,
+            counted: AtomicUsize::new(0),
+            counters: RwLock::new(Vec::new()),
+            slept: AtomicBool::new(false),
+        };
         Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
@@ -117,41 +125,59 @@ impl CompletionChannel {
     /// a deadline: losing a race for an event to another reader does not
     /// start it over.
     ///
-    /// An event already queued costs one `read()`; otherwise the empty
-    /// `read()`, a `ppoll()` until the fd is readable, and the `read()`
-    /// that gets it. No clock is read: the kernel counts the time left.
+    /// Syscalls: the channel remembers whether the last wait found its
+    /// event already queued. If it did, this one starts with a `read()`
+    /// (one syscall when the event is there); if it had to sleep, this one
+    /// starts with `ppoll()` and then reads (two syscalls, where starting
+    /// with a `read()` that finds nothing would take three). No clock is
+    /// read: the kernel counts down the time left.
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
-        if let Some(e) = self.read_one()? {
-            return Ok(Some(e));
+        let slept = self.inner.slept.load(Ordering::Relaxed);
+        if !slept {
+            match self.read_raw() {
+                Ok(Some(e)) => return Ok(Some(e)),
+                Ok(None) => self.inner.slept.store(true, Ordering::Relaxed),
+                Err(e) => return Err(read_error(e)),
+            }
         }
         let mut left = Remaining::new(timeout);
+        let full = left;
         loop {
-            if !wait_readable_for(self.inner.fd.as_fd(), &mut left).map_err(|e| Error::os(VERB, e))? {
-                return Ok(None);
+            match wait_readable_for(self.inner.fd.as_fd(), &mut left) {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(Error::os(VERB, e)),
             }
-            if let Some(e) = self.read_one()? {
-                return Ok(Some(e));
+            match self.read_raw() {
+                Ok(Some(e)) => {
+                    if slept && left.same_as(&full) {
+                        // Readable at once: the next wait reads first.
+                        self.inner.slept.store(false, Ordering::Relaxed);
+                    }
+                    return Ok(Some(e));
+                }
+                Ok(None) => {} // another reader took it
+                Err(e) => return Err(read_error(e)),
             }
         }
     }
 
     /// One `read()` of the fd: an event (counted for its CQ when its
     /// provider needs the count), or `None` when none is queued.
-    #[inline]
     fn read_one(&self) -> Result<Option<CqEvent>> {
-        match read_comp_event(self.inner.fd.as_fd()) {
-            Ok(Some(cq_user_handle)) => {
-                if self.inner.counted.load(Ordering::Acquire) != 0 {
-                    self.count(cq_user_handle);
-                }
-                Ok(Some(CqEvent { cq_user_handle }))
+        self.read_raw().map_err(read_error)
+    }
+
+    #[inline]
+    fn read_raw(&self) -> std::result::Result<Option<CqEvent>, Errno> {
+        let got = read_comp_event(self.inner.fd.as_fd())?;
+        if let Some(cq_user_handle) = got {
+            if self.inner.counted.load(Ordering::Acquire) != 0 {
+                self.count(cq_user_handle);
             }
-            Ok(None) => Ok(None),
-            Err(Errno::EIO) => {
-                Err(Error::check(VERB, Errno::EIO).with_message("short read from the completion channel"))
-            }
-            Err(e) => Err(Error::os(VERB, e)),
+            return Ok(Some(CqEvent { cq_user_handle }));
         }
+        Ok(None)
     }
 
     /// mlx5: the CQ's next arm must carry the new event count (rdma-core's
@@ -185,6 +211,14 @@ impl CompletionChannel {
 
 /// The verb named in errors of reading events.
 const VERB: &str = "ibv_get_cq_event";
+
+#[cold]
+fn read_error(e: Errno) -> Error {
+    match e {
+        Errno::EIO => Error::check(VERB, Errno::EIO).with_message("short read from the completion channel"),
+        e => Error::os(VERB, e),
+    }
+}
 
 /// Milliseconds until `deadline` for `poll(2)`, rounded up so a wait never
 /// ends early (`-1`: no deadline; 0 once it passed).

@@ -222,6 +222,7 @@ impl CompletionQueue {
     /// completions that arrived before the arm raise no event.
     /// [`wait`](Self::wait) does exactly that.
     #[doc(alias = "ibv_req_notify_cq")]
+    #[inline]
     pub fn req_notify(&mut self, solicited_only: bool) -> Result<()> {
         self.driver.req_notify(&self.shared.kernel, solicited_only)
     }

@@ -149,6 +149,19 @@ impl Impl {
             Impl::Rverbs => "rverbs devinfo -v",
         }
     }
+
+    /// A run that starts, prints its usage and exits: what the dynamic
+    /// loader and the language runtime cost before the program does
+    /// anything (`ibv_rc_pingpong` has no `-h`: it prints the usage for
+    /// the unknown option).
+    fn usage(self, devinfo: bool) -> &'static str {
+        match (self, devinfo) {
+            (Impl::RdmaCore, false) => "ibv_rc_pingpong -h",
+            (Impl::RdmaCore, true) => "ibv_devinfo -h",
+            (Impl::Rverbs, false) => "rverbs pingpong --help",
+            (Impl::Rverbs, true) => "rverbs devinfo --help",
+        }
+    }
 }
 
 /// The perftest programs run as the floor.
@@ -171,6 +184,12 @@ pub mod tags {
     /// strace of `devinfo -v`.
     pub fn devinfo(i: Impl) -> String {
         format!("dv-{}", i.tag())
+    }
+
+    /// strace of a run that only prints the usage: the start-up floor of
+    /// the ping-pong program (`fl-pp-IMPL`) or of devinfo (`fl-dv-IMPL`).
+    pub fn floor(i: Impl, devinfo: bool) -> String {
+        format!("fl-{}-{}", if devinfo { "dv" } else { "pp" }, i.tag())
     }
 
     /// A timed ping-pong: `lat-rc|ud-poll|ev-SIZE-IMPL-RUN`.
@@ -266,6 +285,14 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
                 "strace -f -y -o $D/{tag}.st {} >$D/{tag}.cli 2>&1; echo $? >$D/{tag}.rc\n",
                 i.devinfo()
             ));
+            for devinfo in [false, true] {
+                // The usage's exit status does not matter.
+                let tag = tags::floor(i, devinfo);
+                s.push_str(&format!(
+                    "strace -f -y -o $D/{tag}.st {} >$D/{tag}.cli 2>&1; echo 0 >$D/{tag}.rc\n",
+                    i.usage(devinfo)
+                ));
+            }
         }
     }
     if parts.latency {

@@ -141,16 +141,6 @@ impl Profile {
         self.funcs.iter().filter(|f| f.name.contains(part)).max_by_key(|f| f.calls)
     }
 
-    /// The function at `key`.
-    pub fn at(&self, key: usize) -> &FnCost {
-        &self.funcs[key]
-    }
-
-    /// The key of `f`.
-    pub fn key_of(&self, f: &FnCost) -> Option<usize> {
-        self.index.get(&(f.object.clone(), f.name.clone())).copied()
-    }
-
     /// True when `f` (directly) calls a function whose name contains one of `parts`.
     pub fn calls_any(&self, f: &FnCost, parts: &[&str]) -> bool {
         f.callees.iter().any(|(c, _, _)| parts.iter().any(|p| self.funcs[*c].name.contains(p)))

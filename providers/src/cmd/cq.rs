@@ -180,9 +180,14 @@ impl ReqNotifyCq {
         let body = u64::from_ne_bytes(bytes);
         match fd.send_small(&mut self.cmd, body) {
             Ok(_) => Ok(()),
-            Err(e) => Err(Error::os("ibv_req_notify_cq", e)),
+            Err(e) => Err(arm_error(e)),
         }
     }
+}
+
+#[cold]
+fn arm_error(e: nix::errno::Errno) -> Error {
+    Error::os("ibv_req_notify_cq", e)
 }
 
 /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ` built for one call: arms the CQ for

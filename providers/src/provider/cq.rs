@@ -286,7 +286,17 @@ impl CqDriver {
     /// register, with a sequence number that counts the events read for
     /// this CQ so far ([`KernelCq::event_counter`]).
     #[doc(alias = "ibv_req_notify_cq")]
+    #[inline]
     pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+        match &mut self.0 {
+            Drv::Rxe { arm, .. } => arm.send(&k.0.fd, solicited_only),
+            _ => self.req_notify_other(k, solicited_only),
+        }
+    }
+
+    /// [`req_notify`](Self::req_notify) of mlx5 (and of a CQ that cannot be armed).
+    #[inline(never)]
+    fn req_notify_other(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
         match &mut self.0 {
             Drv::Rxe { arm, .. } => arm.send(&k.0.fd, solicited_only),
             Drv::Mlx5 { cq, synced } => {

@@ -66,6 +66,16 @@ impl Remaining {
         }))
     }
 
+    /// True when both hold the same time (a wait that returned at once
+    /// leaves the time untouched).
+    pub fn same_as(&self, other: &Remaining) -> bool {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec,
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
     /// Time left (`None`: no limit).
     pub fn left(&self) -> Option<std::time::Duration> {
         self.0.map(|t| std::time::Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32))

@@ -332,6 +332,7 @@ impl UverbsFd {
 }
 
 impl AsFd for UverbsFd {
+    #[inline]
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

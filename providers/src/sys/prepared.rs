@@ -109,17 +109,23 @@ impl UverbsFd {
                 nix::libc::ioctl(self.as_fd().as_raw_fd(), RDMA_VERBS_IOCTL as _, std::ptr::addr_of_mut!(*b))
             };
             if rc == 0 {
-                tracing::trace!(
-                    object = UVERBS_OBJECT_DEVICE,
-                    method = UVERBS_METHOD_INVOKE_WRITE,
-                    path = ?CmdPath::Ioctl,
-                    write_cmd = u64::from(cmd.command()),
-                    "uverbs command ok"
-                );
+                // The level test is one load; the event itself (for
+                // `cargo xtask demo`, which names every ioctl from them)
+                // is out of line, so the fast path needs no stack frame.
+                if tracing::level_filters::LevelFilter::current() >= tracing::Level::TRACE {
+                    trace_sent(cmd.command());
+                }
                 return Ok(CmdPath::InvokeWrite);
             }
             self.small_ioctl_failed(Errno::last())?;
         }
+        self.send_small_write(cmd, body)
+    }
+
+    /// [`send_small`](Self::send_small) on a kernel without `INVOKE_WRITE`.
+    #[cold]
+    #[inline(never)]
+    fn send_small_write(&self, cmd: &mut SmallWrite, body: u64) -> Result<CmdPath, Errno> {
         cmd.write.body = body;
         let bytes = cmd.write.as_bytes();
         let n = nix::unistd::write(self.as_fd(), bytes)?;
@@ -134,6 +140,7 @@ impl UverbsFd {
     /// `Ok` when the kernel lacks the method (remembered: later commands
     /// go by `write()`), the errno otherwise.
     #[cold]
+    #[inline(never)]
     fn small_ioctl_failed(&self, e: Errno) -> Result<(), Errno> {
         if self.note_failure(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, e) {
             self.no_invoke_write.store(true, Ordering::Relaxed);
@@ -147,6 +154,20 @@ impl UverbsFd {
         );
         Err(e)
     }
+}
+
+/// The `uverbs command ok` event of [`UverbsFd::try_ioctl`], for a
+/// prepared `INVOKE_WRITE`.
+#[cold]
+#[inline(never)]
+fn trace_sent(command: u32) {
+    tracing::trace!(
+        object = UVERBS_OBJECT_DEVICE,
+        method = UVERBS_METHOD_INVOKE_WRITE,
+        path = ?CmdPath::Ioctl,
+        write_cmd = u64::from(command),
+        "uverbs command ok"
+    );
 }
 
 #[cfg(test)]
