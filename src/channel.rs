@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
-use rverbs_providers::sys::event::{read_comp_event, set_nonblocking, wait_readable_for, Remaining};
+use rverbs_providers::sys::event::{read_comp_event, set_nonblocking, wait_comp_event};
 use rverbs_providers::{Errno, Error, Result};
 
 use crate::Context;
@@ -131,34 +131,18 @@ impl CompletionChannel {
     /// starts with `ppoll()` and then reads (two syscalls, where starting
     /// with a `read()` that finds nothing would take three). No clock is
     /// read: the kernel counts down the time left.
+    #[inline]
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
-        let slept = self.inner.slept.load(Ordering::Relaxed);
-        if !slept {
-            match self.read_raw() {
-                Ok(Some(e)) => return Ok(Some(e)),
-                Ok(None) => self.inner.slept.store(true, Ordering::Relaxed),
-                Err(e) => return Err(read_error(e)),
-            }
-        }
-        let mut left = Remaining::new(timeout);
-        let full = left;
-        loop {
-            match wait_readable_for(self.inner.fd.as_fd(), &mut left) {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) => return Err(Error::os(VERB, e)),
-            }
-            match self.read_raw() {
-                Ok(Some(e)) => {
-                    if slept && left.same_as(&full) {
-                        // Readable at once: the next wait reads first.
-                        self.inner.slept.store(false, Ordering::Relaxed);
-                    }
-                    return Ok(Some(e));
+        let inner = &*self.inner;
+        match wait_comp_event(inner.fd.as_fd(), &inner.slept, timeout) {
+            Ok(Some(cq_user_handle)) => {
+                if inner.counted.load(Ordering::Acquire) != 0 {
+                    self.count(cq_user_handle);
                 }
-                Ok(None) => {} // another reader took it
-                Err(e) => return Err(read_error(e)),
+                Ok(Some(CqEvent { cq_user_handle }))
             }
+            Ok(None) => Ok(None),
+            Err(e) => Err(read_error(e)),
         }
     }
 

@@ -43,12 +43,21 @@ pub struct BenchArgs {
     pub parts: Parts,
     /// Leave docs/PERFORMANCE.md alone.
     pub no_doc: bool,
+    /// No guests: report the files the last run kept in `target/vm/bench/`.
+    pub reuse: bool,
     pub keep: bool,
 }
 
 impl Default for BenchArgs {
     fn default() -> Self {
-        BenchArgs { kernels: Vec::new(), runs: DEFAULT_RUNS, parts: Parts::all(), no_doc: false, keep: false }
+        BenchArgs {
+            kernels: Vec::new(),
+            runs: DEFAULT_RUNS,
+            parts: Parts::all(),
+            no_doc: false,
+            reuse: false,
+            keep: false,
+        }
     }
 }
 
@@ -90,6 +99,9 @@ impl Parts {
         self.instr || self.syscalls || self.latency || self.perftest
     }
 }
+
+/// The CLI without tracing's callsites, in the guest.
+const NOTRACE_BIN: &str = "rverbs-notrace";
 
 /// Marker prefix of the guest script.
 const MARK: &str = "@@BENCH";
@@ -170,6 +182,9 @@ pub const PERFTEST: [&str; 4] = ["ib_send_lat", "ib_write_lat", "ib_read_lat", "
 /// File-name tags of the guest's results (shared with [`bench_report`]).
 pub mod tags {
     use super::Impl;
+
+    /// Callgrind run of the client built without tracing's callsites.
+    pub const NOTRACE: &str = "cg-notrace-64-1000";
 
     /// Callgrind run of the client: `cg-IMPL-SIZE-ITERS`.
     pub fn cg(i: Impl, size: u32, iters: u32) -> String {
@@ -264,6 +279,18 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
                 }
             }
         }
+    }
+    if parts.instr {
+        // The same client with tracing compiled out (per-call costs only).
+        let p = next_port();
+        let args = format!("-e -s {} -n {}", SIZES[0], CG_ITERS[1]);
+        let cli = format!("{} -g {GID} {args} -p {p}", Impl::Rverbs.pingpong(false)).replacen("rverbs", NOTRACE_BIN, 1);
+        s.push_str(&format!(
+            "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
+             --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
+            tag = tags::NOTRACE,
+            srv = pp(Impl::Rverbs, false, &args, p),
+        ));
     }
     if parts.syscalls {
         s.push_str("step syscalls\n");
@@ -429,13 +456,20 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         mock = Some(mock_counts(&ws)?);
     }
     let mut runs = Vec::new();
-    if args.parts.any_guest() {
+    let notrace =
+        if args.parts.instr && !args.reuse { Some(project::build_cli_release_without_tracing(&ws)?) } else { None };
+    if args.reuse {
+        let dirs = ws.dirs()?;
+        for s in &series {
+            runs.push(load_run(&dirs, s.name)?);
+        }
+    } else if args.parts.any_guest() {
         let cli = project::build_cli_release(&ws)?;
         let dirs = ws.dirs()?;
         for s in series {
             let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
             note(format!("kernel {}: {}", s.name, k.describe()));
-            runs.push(one_kernel(&k, &tools, &dirs, &knobs, &cli, args)?);
+            runs.push(one_kernel(&k, &tools, &dirs, &knobs, &cli, notrace.as_deref(), args)?);
         }
     }
     let report = bench_report::Report::new(&runs, mock.as_ref(), &commit, args.runs);
@@ -465,9 +499,13 @@ fn one_kernel(
     dirs: &Dirs,
     knobs: &Knobs,
     cli: &Path,
+    notrace: Option<&Path>,
     args: &BenchArgs,
 ) -> Result<KernelRun> {
     let mut files = vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())];
+    if let Some(n) = notrace {
+        files.push((format!("/usr/local/bin/{NOTRACE_BIN}"), n.to_path_buf()));
+    }
     let mut data = Vec::new();
     if args.parts.instr {
         for (at, host, program) in valgrind_files()? {
@@ -517,7 +555,10 @@ fn one_kernel(
         .find_map(|l| l.strip_prefix(MARK)?.trim().strip_prefix("cpus ")?.trim().parse().ok())
         .unwrap_or(knobs.cpus);
     let files = collect_files(&lines);
-    let keep_dir = save_files(dirs, &k.series, &files)?;
+    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    let accel = out.accel.describe();
+    let meta = vec![release.clone(), accel.clone(), cpus.to_string()];
+    let keep_dir = save_files(dirs, &k.series, &files, &meta)?;
     note(format!(
         "kernel {}: guest {}, {} result files (in {})",
         k.series,
@@ -525,28 +566,50 @@ fn one_kernel(
         files.len(),
         keep_dir.display()
     ));
-    Ok(KernelRun {
-        series: k.series.clone(),
-        release: out.report.release.clone().unwrap_or_else(|| k.release.clone()),
-        accel: out.accel.describe(),
-        cpus,
-        files,
-    })
+    Ok(KernelRun { series: k.series.clone(), release, accel, cpus, files })
 }
 
 /// Writes the guest's files into `target/vm/bench/<series>/` (replacing
 /// the last run's), for a closer look (`callgrind_annotate` on the
 /// profiles, the strace logs).
-fn save_files(dirs: &Dirs, series: &str, files: &BTreeMap<String, Vec<String>>) -> Result<PathBuf> {
+fn save_files(dirs: &Dirs, series: &str, files: &BTreeMap<String, Vec<String>>, meta: &[String]) -> Result<PathBuf> {
     let dir = dirs.work.join("bench").join(series);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(META), meta.join("\n") + "\n").ctx("writing the run's description")?;
     for (name, lines) in files {
         let mut text = lines.join("\n");
         text.push('\n');
         std::fs::write(dir.join(name), text).ctx(format!("writing {name}"))?;
     }
     Ok(dir)
+}
+
+/// The file of a kept run that says which kernel ran (release, accelerator, vCPUs).
+const META: &str = "_guest";
+
+/// A run kept by [`save_files`] (`--reuse`).
+fn load_run(dirs: &Dirs, series: &str) -> Result<KernelRun> {
+    let dir = dirs.work.join("bench").join(series);
+    let meta = std::fs::read_to_string(dir.join(META))
+        .ctx(format!("no kept bench run for {series} in {} (run without --reuse first)", dir.display()))?;
+    let m: Vec<&str> = meta.lines().collect();
+    let mut files = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).ctx(format!("reading {}", dir.display()))? {
+        let e = e.ctx("readdir")?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != META {
+            let text = std::fs::read_to_string(e.path()).ctx(format!("reading {name}"))?;
+            files.insert(name, text.lines().map(String::from).collect());
+        }
+    }
+    Ok(KernelRun {
+        series: series.to_owned(),
+        release: m.first().unwrap_or(&"?").to_string(),
+        accel: m.get(1).unwrap_or(&"?").to_string(),
+        cpus: m.get(2).and_then(|c| c.parse().ok()).unwrap_or(0),
+        files,
+    })
 }
 
 /// The mock benches on the host: `(Ir(2N) − Ir(N)) / N` of each case,

@@ -58,6 +58,12 @@ impl KernelRun {
         Some(Profile::parse(&f.join("\n")))
     }
 
+    /// The profile of the client built without tracing's callsites.
+    fn notrace_profile(&self) -> Option<Profile> {
+        let f = self.files.get(&format!("{}.out", tags::NOTRACE))?;
+        Some(Profile::parse(&f.join("\n")))
+    }
+
     fn strace(&self, tag: &str) -> Option<Vec<Call>> {
         let f = self.files.get(&format!("{tag}.st"))?;
         (self.exit(tag) == Some(0)).then(|| strace::parse(f))
@@ -194,11 +200,13 @@ pub fn rverbs_call(p: &Profile, verb: &Verb) -> Option<PerCall> {
 
 /// rdma-core's cost of `verb`: `ibv_post_send` & co. are inline functions
 /// of `verbs.h` that call the provider through its ops table, and Debian's
-/// librxe is stripped, so its functions are told apart by what they call:
-/// the one that calls `write` is `rxe_post_send` (the doorbell); of the
-/// others called once per iteration or more, the one that calls `memcpy`
-/// is `rxe_post_recv` (its SGE copy), and the remaining most-called one is
-/// `rxe_poll_cq`. The exported ones go by name.
+/// librxe is stripped, so its entry points (functions called from outside
+/// librxe, at least once per two iterations) are told apart by what they
+/// do: the one that calls `write` is `rxe_post_send` (the doorbell); the
+/// one that some caller calls exactly as often as it calls
+/// `ibv_get_cq_event` is `rxe_poll_cq` (one poll per event in
+/// `ibv_rc_pingpong -e`); the remaining one is `rxe_post_recv`. The
+/// exported functions go by name.
 pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
     let named = |n: &str| p.named(n).and_then(per_call);
     match verb.name {
@@ -214,13 +222,22 @@ pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
             Some(c)
         }
         name => {
-            let rxe: Vec<&FnCost> =
-                p.funcs.iter().filter(|f| f.object.contains("librxe") && f.calls >= iters / 2).collect();
-            let post_send = rxe.iter().copied().find(|f| p.calls_any(f, &["write"]));
-            let post_recv =
-                rxe.iter().copied().filter(|f| Some(*f) != post_send).find(|f| p.calls_any(f, &["memcpy", "memmove"]));
-            let poll =
-                rxe.iter().copied().filter(|f| Some(*f) != post_send && Some(*f) != post_recv).max_by_key(|f| f.calls);
+            let in_rxe = |f: &FnCost| f.object.contains("librxe");
+            let entries: Vec<&FnCost> = p
+                .funcs
+                .iter()
+                .filter(|f| in_rxe(f) && f.calls >= iters / 2)
+                .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
+                .collect();
+            let post_send = entries.iter().copied().find(|f| p.calls_any(f, &["write"]));
+            let event_callers: Vec<(usize, u64)> =
+                p.named("ibv_get_cq_event").map_or(Vec::new(), |g| g.callers.clone());
+            let poll = entries
+                .iter()
+                .copied()
+                .filter(|f| Some(*f) != post_send)
+                .find(|f| f.callers.iter().any(|c| event_callers.contains(c)));
+            let post_recv = entries.iter().copied().find(|f| Some(*f) != post_send && Some(*f) != poll);
             let f = match name {
                 "post_send" => post_send,
                 "post_recv" => post_recv,
@@ -233,6 +250,12 @@ pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
             Some(c)
         }
     }
+}
+
+/// Completion events per iteration in the n=1000 profile.
+fn events_per_iter(p: &Profile, names: &[&str]) -> Option<f64> {
+    let f = names.iter().find_map(|n| p.containing(n))?;
+    Some(f.calls as f64 / f64::from(CG_ITERS[1]))
 }
 
 fn name_of(verb: &str) -> &'static str {
@@ -365,6 +388,21 @@ impl<'a> Report<'a> {
                 ratio: true,
             });
         }
+        rows.push(Row {
+            what: "completion events per iteration (n = 1000 profile; each costs a read, an arm and a poll)".into(),
+            cells: profiles
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.as_ref().and_then(|p| events_per_iter(p, &["ibv_get_cq_event"])),
+                        v.as_ref().and_then(|p| events_per_iter(p, &["pingpong::hot::get_cq_event"])),
+                    )
+                })
+                .collect(),
+            digits: 2,
+            goal: Goal::None,
+            ratio: true,
+        });
         // Syscalls.
         for events in [false, true] {
             let sys = |k: &KernelRun, i: Impl| k.strace(&tags::st(i, events)).map(|c| Syscalls::of(&c));
@@ -506,6 +544,8 @@ impl<'a> Report<'a> {
             s.push_str(&self.table());
             s.push('\n');
             s.push_str(&self.functions());
+            s.push('\n');
+            s.push_str(&self.tracing_table());
         }
         if let Some(m) = self.mock {
             s.push('\n');
@@ -524,7 +564,8 @@ impl<'a> Report<'a> {
         s.push_str(" goal | met |\n");
         sep.push_str(" --- | --- |\n");
         s.push_str(&sep);
-        for r in self.rows() {
+        // Rows of parts that did not run have no figure at all.
+        for r in self.rows().into_iter().filter(|r| r.cells.iter().any(|(a, b)| a.is_some() || b.is_some())) {
             s.push_str(&format!("| {} |", r.what));
             let mut verdicts = Vec::new();
             for (a, b) in &r.cells {
@@ -572,6 +613,39 @@ impl<'a> Report<'a> {
             };
             let ((af, ac), (bf, bc)) = (cell(&a), cell(&b));
             s.push_str(&format!("| {} | {af} | {ac} | {bf} | {bc} |\n", verb.name));
+        }
+        s
+    }
+}
+
+impl Report<'_> {
+    /// rverbs' per-call costs with its `tracing` callsites (disabled at run
+    /// time, as in every other run) and with them compiled out.
+    fn tracing_table(&self) -> String {
+        let mut s = String::from(
+            "A disabled `tracing` callsite costs nothing measurable: rverbs' instructions per call with the \
+             callsites in the build but disabled (every run above) and compiled out (`--features \
+             tracing/release_max_level_off`), same client, same boot:\n\n| verb |",
+        );
+        let mut sep = String::from("| --- |");
+        for k in self.runs {
+            s.push_str(&format!(" {0} callsites disabled | {0} compiled out |", k.series));
+            sep.push_str(" ---: | ---: |");
+        }
+        s.push('\n');
+        s.push_str(&sep);
+        s.push('\n');
+        let profiles: Vec<(Option<Profile>, Option<Profile>)> =
+            self.runs.iter().map(|k| (k.profile(Impl::Rverbs), k.notrace_profile())).collect();
+        for verb in VERBS {
+            s.push_str(&format!("| {} |", verb.name));
+            for (on, off) in &profiles {
+                let f = |p: &Option<Profile>| {
+                    p.as_ref().and_then(|p| rverbs_call(p, verb)).map_or("-".into(), |c| format!("{:.1}", c.per_call))
+                };
+                s.push_str(&format!(" {} | {} |", f(on), f(off)));
+            }
+            s.push('\n');
         }
         s
     }

@@ -55,13 +55,15 @@ usage:
       QEMU guest with rxe0 for each kernel (default: all of them), then
       the two-host tier for each kernel, then tests/downstream's cargo test
       through rverbs-vm (--vm-only runs all three VM tiers)
-  cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--keep]
+  cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--reuse] [--keep]
       rverbs next to rdma-core in one guest per kernel (default: all):
       instructions per iteration and per verb (callgrind), syscalls,
       latency and throughput medians, perftest as the floor, plus the
       providers against the mock kernel and the HCA model on the host;
       prints one table and writes it into docs/PERFORMANCE.md (not with
-      --no-doc). PARTS: instr,syscalls,latency,perftest,mock (default all)
+      --no-doc). PARTS: instr,syscalls,latency,perftest,mock (default all);
+      --reuse: no guests, the report of the files the last run kept in
+      target/vm/bench/<kernel>/
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -151,6 +153,7 @@ fn parse_bench(args: &[String]) -> Result<BenchArgs, String> {
             }
             "--only" => b.parts = bench::Parts::parse(&value_of(a, &mut it)?)?,
             "--no-doc" => b.no_doc = true,
+            "--reuse" => b.reuse = true,
             "--keep" => b.keep = true,
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }

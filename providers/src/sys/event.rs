@@ -6,6 +6,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use rverbs_uapi::ib_user_verbs::ib_uverbs_comp_event_desc;
 
 /// What a completion channel's `read()` returns: one `ib_uverbs_comp_event_desc`.
@@ -51,6 +54,96 @@ pub fn read_comp_event(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
     }
 }
 
+/// The calling thread's `errno`.
+#[inline]
+fn errno() -> i32 {
+    // SAFETY: `__errno_location` returns the thread's errno slot, always valid.
+    unsafe { *nix::libc::__errno_location() }
+}
+
+/// Waits up to `timeout` (`None`: no limit) for a completion event on a
+/// non-blocking completion channel fd and reads it (`ibv_get_cq_event`):
+/// the event's `cq_handle`, or `None` when the time is up.
+///
+/// `slept` says how the last wait went and is updated: after one that
+/// found its event queued, this one starts with a `read()` (one syscall
+/// when the event is there); after one that had to sleep, with `ppoll()`
+/// and then the `read()` (two syscalls, where a `read()` that finds
+/// nothing first would make three). The deadline is kept by the kernel
+/// (the raw `ppoll` writes the time left back, [`wait_readable_for`]): no
+/// clock is read. Losing an event to another reader waits again for what
+/// is left.
+#[inline]
+pub fn wait_comp_event(
+    fd: BorrowedFd<'_>,
+    slept: &AtomicBool,
+    timeout: Option<Duration>,
+) -> Result<Option<u64>, Errno> {
+    let raw = fd.as_raw_fd();
+    let mut handle = 0u64;
+    let mut read = || {
+        // SAFETY: `handle` is 8 writable bytes; the kernel writes at most 8.
+        unsafe { nix::libc::read(raw, std::ptr::addr_of_mut!(handle).cast(), COMP_EVENT_LEN) }
+    };
+    let read_first = !slept.load(Ordering::Relaxed);
+    if read_first {
+        loop {
+            let n = read();
+            if n == COMP_EVENT_LEN as isize {
+                return Ok(Some(handle));
+            }
+            match if n < 0 { errno() } else { nix::libc::EIO } {
+                nix::libc::EINTR => continue,
+                nix::libc::EAGAIN => break,
+                e => return Err(Errno::from_raw(e)),
+            }
+        }
+        slept.store(true, Ordering::Relaxed);
+    }
+    let mut left = Remaining::new(timeout);
+    let full = left;
+    let mut pfd = nix::libc::pollfd { fd: raw, events: nix::libc::POLLIN, revents: 0 };
+    loop {
+        let ts = left.0.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut nix::libc::timespec);
+        // SAFETY: as in `wait_readable_for`: one pollfd, our timespec (or
+        // none), no signal mask.
+        let rc = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_ppoll,
+                std::ptr::addr_of_mut!(pfd),
+                1usize,
+                ts,
+                std::ptr::null::<u8>(),
+                8usize,
+            )
+        };
+        if rc == 0 {
+            return Ok(None);
+        }
+        if rc < 0 {
+            match errno() {
+                nix::libc::EINTR => continue,
+                e => return Err(Errno::from_raw(e)),
+            }
+        }
+        loop {
+            let n = read();
+            if n == COMP_EVENT_LEN as isize {
+                if !read_first && left.same_as(&full) {
+                    // Readable at once: the next wait reads first.
+                    slept.store(false, Ordering::Relaxed);
+                }
+                return Ok(Some(handle));
+            }
+            match if n < 0 { errno() } else { nix::libc::EIO } {
+                nix::libc::EINTR => continue,
+                nix::libc::EAGAIN => break, // another reader took it: wait again
+                e => return Err(Errno::from_raw(e)),
+            }
+        }
+    }
+}
+
 /// A timeout that counts down across waits: [`wait_readable_for`] leaves
 /// in it what is left, so a caller that waits again (it lost an event to
 /// another reader) never starts over, and no clock is read.
@@ -59,6 +152,7 @@ pub struct Remaining(Option<nix::libc::timespec>);
 
 impl Remaining {
     /// `None`: no limit.
+    #[inline]
     pub fn new(timeout: Option<std::time::Duration>) -> Remaining {
         Remaining(timeout.map(|t| nix::libc::timespec {
             tv_sec: t.as_secs().min(i64::MAX as u64) as nix::libc::time_t,
@@ -68,6 +162,7 @@ impl Remaining {
 
     /// True when both hold the same time (a wait that returned at once
     /// leaves the time untouched).
+    #[inline]
     pub fn same_as(&self, other: &Remaining) -> bool {
         match (self.0, other.0) {
             (Some(a), Some(b)) => a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec,

@@ -112,7 +112,7 @@ impl UverbsFd {
                 // The level test is one load; the event itself (for
                 // `cargo xtask demo`, which names every ioctl from them)
                 // is out of line, so the fast path needs no stack frame.
-                if tracing::level_filters::LevelFilter::current() >= tracing::Level::TRACE {
+                if tracing::level_enabled!(tracing::Level::TRACE) {
                     trace_sent(cmd.command());
                 }
                 return Ok(CmdPath::InvokeWrite);
