@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
-use rverbs_providers::sys::event::{read_comp_event, set_nonblocking, wait_comp_event};
+use rverbs_providers::sys::event::{make_nonblocking, read_comp_event, wait_comp_event};
 use rverbs_providers::{Errno, Error, Result};
 
 use crate::Context;
@@ -52,15 +52,8 @@ pub struct CompletionChannel {
 struct ChannelInner {
     ctx: Context,
     fd: OwnedFd,
-    /// How many CQs of this channel need their events counted (below):
-    /// while none does, reading an event touches no lock.
-    counted: AtomicUsize,
-    /// The event counts of the CQs whose provider needs them (mlx5's arm
-    /// sequence number follows the events read, as rdma-core's
-    /// `ibv_get_cq_event` counts them), by `user_handle`. A CQ reports to
-    /// one channel, so its counter lives here, next to the reads; rxe CQs
-    /// are never in it (the kernel keeps their arm state).
-    counters: RwLock<Vec<(u64, Arc<AtomicU32>)>>,
+    /// The event counts of the CQs whose provider needs them.
+    counts: EventCounts,
     /// The last [`CompletionChannel::wait_event`] had to sleep: the next
     /// one polls before it reads.
     slept: AtomicBool,
@@ -79,15 +72,10 @@ impl Context {
     #[doc(alias = "ibv_create_comp_channel")]
     pub fn create_comp_channel(&self) -> Result<CompletionChannel> {
         let fd = cmd::create_comp_channel(self.fd())?;
-        set_nonblocking(fd.as_fd(), true).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
+        make_nonblocking(fd.as_fd()).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        let inner = ChannelInner {
-            ctx: self.clone(),
-            fd,
-            counted: AtomicUsize::new(0),
-            counters: RwLock::new(Vec::new()),
-            slept: AtomicBool::new(false),
-        };
+        let inner =
+            ChannelInner { ctx: self.clone(), fd, counts: EventCounts::default(), slept: AtomicBool::new(false) };
         Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
@@ -136,9 +124,7 @@ impl CompletionChannel {
         let inner = &*self.inner;
         match wait_comp_event(inner.fd.as_fd(), &inner.slept, timeout) {
             Ok(Some(cq_user_handle)) => {
-                if inner.counted.load(Ordering::Acquire) != 0 {
-                    self.count(cq_user_handle);
-                }
+                inner.counts.count(cq_user_handle);
                 Ok(Some(CqEvent { cq_user_handle }))
             }
             Ok(None) => Ok(None),
@@ -156,39 +142,68 @@ impl CompletionChannel {
     fn read_raw(&self) -> std::result::Result<Option<CqEvent>, Errno> {
         let got = read_comp_event(self.inner.fd.as_fd())?;
         if let Some(cq_user_handle) = got {
-            if self.inner.counted.load(Ordering::Acquire) != 0 {
-                self.count(cq_user_handle);
-            }
+            self.inner.counts.count(cq_user_handle);
             return Ok(Some(CqEvent { cq_user_handle }));
         }
         Ok(None)
     }
 
+    /// Starts counting the events read for CQ `user_handle` (created on
+    /// this channel, before it can be armed).
+    pub(crate) fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        self.inner.counts.track(user_handle, counter);
+    }
+
+    /// Stops counting for CQ `user_handle` (destroyed).
+    pub(crate) fn untrack(&self, user_handle: u64) {
+        self.inner.counts.untrack(user_handle);
+    }
+}
+
+/// The completion events read for each CQ whose provider needs the count
+/// (mlx5's arm sequence number follows the events read, as rdma-core's
+/// `ibv_get_cq_event` counts them), by `user_handle`. A CQ reports to one
+/// channel, so its counter lives with the channel, next to the reads.
+/// rxe CQs are never in it (the kernel keeps their arm state): while no CQ
+/// is, counting an event is one load, no lock.
+#[derive(Debug, Default)]
+struct EventCounts {
+    /// How many counters `list` holds.
+    len: AtomicUsize,
+    list: RwLock<Vec<(u64, Arc<AtomicU32>)>>,
+}
+
+impl EventCounts {
+    /// An event for `user_handle` was read.
+    #[inline]
+    fn count(&self, user_handle: u64) {
+        if self.len.load(Ordering::Acquire) != 0 {
+            self.count_slow(user_handle);
+        }
+    }
+
     /// mlx5: the CQ's next arm must carry the new event count (rdma-core's
     /// `mlx5_cq_event`, run by `ibv_get_cq_event`).
     #[cold]
-    fn count(&self, user_handle: u64) {
-        if let Ok(v) = self.inner.counters.read() {
+    fn count_slow(&self, user_handle: u64) {
+        if let Ok(v) = self.list.read() {
             if let Some((_, c)) = v.iter().find(|(h, _)| *h == user_handle) {
                 c.fetch_add(1, Ordering::Release);
             }
         }
     }
 
-    /// Starts counting the events read for CQ `user_handle` (created on
-    /// this channel, before it can be armed).
-    pub(crate) fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
-        if let Ok(mut v) = self.inner.counters.write() {
+    fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        if let Ok(mut v) = self.list.write() {
             v.push((user_handle, counter));
-            self.inner.counted.store(v.len(), Ordering::Release);
+            self.len.store(v.len(), Ordering::Release);
         }
     }
 
-    /// Stops counting for CQ `user_handle` (destroyed).
-    pub(crate) fn untrack(&self, user_handle: u64) {
-        if let Ok(mut v) = self.inner.counters.write() {
+    fn untrack(&self, user_handle: u64) {
+        if let Ok(mut v) = self.list.write() {
             v.retain(|(h, _)| *h != user_handle);
-            self.inner.counted.store(v.len(), Ordering::Release);
+            self.len.store(v.len(), Ordering::Release);
         }
     }
 }
@@ -222,5 +237,30 @@ impl AsFd for CompletionChannel {
     /// Read events through the channel's methods, not from the fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_only_tracked_cqs() {
+        let c = EventCounts::default();
+        c.count(7); // nothing tracked: nothing to do
+        let (a, b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        c.track(7, a.clone());
+        c.track(8, b.clone());
+        c.count(7);
+        c.count(7);
+        c.count(8);
+        c.count(9); // an untracked CQ (rxe) of the same channel
+        assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (2, 1));
+        c.untrack(7);
+        c.count(7);
+        c.count(8);
+        assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (2, 2));
+        c.untrack(8);
+        assert_eq!(c.len.load(Ordering::Relaxed), 0);
     }
 }

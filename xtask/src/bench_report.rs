@@ -295,7 +295,7 @@ fn group(v: i64) -> String {
     let s = v.abs().to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -335,12 +335,15 @@ impl Goal {
     }
 }
 
+/// A row's figures on one kernel: (rdma-core, rverbs).
+type Cell = (Option<f64>, Option<f64>);
+
 /// One row: a figure of both implementations on every kernel.
 struct Row {
     what: String,
     /// Per kernel: (rdma-core, rverbs), as numbers (for ratios and goals)
     /// and as text.
-    cells: Vec<(Option<f64>, Option<f64>)>,
+    cells: Vec<Cell>,
     digits: usize,
     goal: Goal,
     /// Show the ratio column.
@@ -354,7 +357,7 @@ impl<'a> Report<'a> {
 
     fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        let per_kernel = |f: &dyn Fn(&KernelRun) -> (Option<f64>, Option<f64>)| -> Vec<(Option<f64>, Option<f64>)> {
+        let per_kernel = |f: &dyn Fn(&KernelRun) -> Cell| -> Vec<Cell> {
             self.runs.iter().map(f).collect()
         };
         // Instructions per iteration.
@@ -652,7 +655,7 @@ impl Report<'_> {
 }
 
 fn size_text(size: u32) -> String {
-    if size % 1024 == 0 {
+    if size.is_multiple_of(1024) {
         format!("{} KiB", size / 1024)
     } else {
         format!("{size} B")
@@ -786,6 +789,75 @@ mod tests {
         assert_eq!(out, format!("# P\n\nbefore\n{DOC_BEGIN}\nnew table\n{DOC_END}\nafter\n"));
         let appended = splice("# P\n", "t");
         assert!(appended.ends_with(&format!("{DOC_BEGIN}\nt\n{DOC_END}\n")));
+    }
+
+    /// The shape of an `ibv_rc_pingpong -e` profile: main calls
+    /// `ibv_get_cq_event` and the provider's poll once per event, a helper
+    /// posts sends (the one that calls `write`), and receives come from
+    /// main and from the completion handler.
+    #[test]
+    fn tells_librxe_entry_points_apart() {
+        let text = "events: Ir
+ob=(1) /usr/bin/ibv_rc_pingpong
+fn=(1) 0x0000000000002450
+0 100
+cob=(2) /usr/lib/x86_64-linux-gnu/libibverbs.so.1
+cfn=(2) ibv_get_cq_event
+calls=1500 0
+0 60000
+cob=(3) /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cfn=(3) 0x0000000000002ca0
+calls=1500 0
+0 100500
+cob=(3)
+cfn=(4) 0x0000000000004550
+calls=500 0
+0 61000
+cfn=(5) 0x00000000000048b0
+calls=2000 0
+0 500000
+fn=(5)
+0 100000
+cfn=(6) 0x0000000000004500
+calls=1000 0
+0 257000
+cob=(3)
+cfn=(4)
+calls=1000 0
+0 122000
+fn=(6)
+0 58000
+cob=(3)
+cfn=(7) 0x0000000000003cc0
+calls=1000 0
+0 199000
+ob=(3)
+fn=(7)
+0 175000
+cob=(4) /usr/lib/x86_64-linux-gnu/libc.so.6
+cfn=(8) write
+calls=1000 0
+0 24000
+fn=(4)
+0 183000
+fn=(3)
+0 100500
+ob=(2)
+fn=(2)
+0 60000
+";
+        let p = Profile::parse(text);
+        let call = |name: &str| {
+            let v = VERBS.iter().find(|v| v.name == name).unwrap();
+            rdma_core_call(&p, v, 1000).unwrap()
+        };
+        assert_eq!((call("post_send").per_call, call("post_send").calls), (199.0, 1000));
+        assert!(call("post_send").function.contains("3cc0 (rxe_post_send)"));
+        assert_eq!((call("poll_cq").per_call, call("poll_cq").calls), (67.0, 1500));
+        assert!(call("poll_cq").function.contains("2ca0"));
+        assert_eq!((call("post_recv").per_call, call("post_recv").calls), (122.0, 1500));
+        assert!(call("post_recv").function.contains("4550"));
+        assert_eq!(call("get_cq_event + ack").per_call, 40.0);
     }
 
     #[test]

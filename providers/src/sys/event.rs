@@ -129,7 +129,7 @@ pub fn wait_comp_event(
         loop {
             let n = read();
             if n == COMP_EVENT_LEN as isize {
-                if !read_first && left.same_as(&full) {
+                if !read_first && left.at_once_from(&full) {
                     // Readable at once: the next wait reads first.
                     slept.store(false, Ordering::Relaxed);
                 }
@@ -160,13 +160,16 @@ impl Remaining {
         }))
     }
 
-    /// True when both hold the same time (a wait that returned at once
-    /// leaves the time untouched).
+    /// True when at most a millisecond went from `full` to this: the wait
+    /// returned at once (the kernel takes a few microseconds off even then).
+    /// False without a limit (nothing to tell by).
     #[inline]
-    pub fn same_as(&self, other: &Remaining) -> bool {
-        match (self.0, other.0) {
-            (Some(a), Some(b)) => a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec,
-            (None, None) => true,
+    pub fn at_once_from(&self, full: &Remaining) -> bool {
+        match (self.0, full.0) {
+            (Some(a), Some(b)) => {
+                let ns = |t: nix::libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+                ns(b) - ns(a) <= 1_000_000
+            }
             _ => false,
         }
     }
@@ -224,6 +227,14 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool, Errno>
     }
 }
 
+/// Makes an event fd the kernel just created non-blocking: one `F_SETFL`,
+/// as such an fd has no other status flag to keep (the uverbs event files
+/// are opened `O_RDONLY` and nothing else).
+pub fn make_nonblocking(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
 /// Sets or clears `O_NONBLOCK` on `fd`.
 pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<(), Errno> {
     let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
@@ -245,7 +256,99 @@ pub fn anon_pages(len: usize) -> std::io::Result<memmap2::MmapRaw> {
     memmap2::MmapOptions::new().len(len).map_anon().map(memmap2::MmapRaw::from)
 }
 
+/// The name of network interface `ifindex` (`if_indextoname`), `None`
+/// when there is none.
+pub fn interface_name(ifindex: u32) -> Option<String> {
+    let mut buf = [0u8; nix::libc::IF_NAMESIZE];
+    // SAFETY: `buf` is IF_NAMESIZE writable bytes, what if_indextoname fills
+    // (with its NUL); it returns null on failure and writes nothing then.
+    let p = unsafe { nix::libc::if_indextoname(ifindex, buf.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().map_or(4096, |v| v as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A non-blocking pipe: its read end stands in for a completion channel
+    /// (one 8-byte record per event), its write end for the kernel.
+    fn channel() -> (OwnedFd, OwnedFd) {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        make_nonblocking(r.as_fd()).unwrap();
+        let flags = fcntl(r.as_raw_fd(), FcntlArg::F_GETFL).unwrap();
+        assert_eq!(OFlag::from_bits_retain(flags) & OFlag::O_ACCMODE, OFlag::O_RDONLY);
+        assert!(OFlag::from_bits_retain(flags).contains(OFlag::O_NONBLOCK));
+        (r, w)
+    }
+
+    fn post(w: &OwnedFd, handle: u64) {
+        assert_eq!(nix::unistd::write(w, &handle.to_ne_bytes()), Ok(8));
+    }
+
+    #[test]
+    fn reads_events_and_times_out() {
+        let (r, w) = channel();
+        let slept = AtomicBool::new(false);
+        // Queued: read at once, nothing learned.
+        post(&w, 0x11);
+        assert_eq!(wait_comp_event(r.as_fd(), &slept, Some(Duration::from_secs(5))), Ok(Some(0x11)));
+        assert!(!slept.load(Ordering::Relaxed));
+        // Nothing queued: the wait ends after the timeout (never earlier),
+        // and the next wait polls first.
+        let t = Instant::now();
+        assert_eq!(wait_comp_event(r.as_fd(), &slept, Some(Duration::from_millis(50))), Ok(None));
+        assert!(t.elapsed() >= Duration::from_millis(50), "{:?}", t.elapsed());
+        assert!(slept.load(Ordering::Relaxed));
+        // Polling first finds a queued event at once: back to reading first.
+        post(&w, 0x22);
+        assert_eq!(wait_comp_event(r.as_fd(), &slept, Some(Duration::from_secs(5))), Ok(Some(0x22)));
+        assert!(!slept.load(Ordering::Relaxed));
+        // No limit, and an event that comes while it sleeps.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            post(&w, 0x33);
+            w
+        });
+        assert_eq!(wait_comp_event(r.as_fd(), &slept, None), Ok(Some(0x33)));
+        let w = writer.join().unwrap();
+        // A short record is an error, not an event.
+        assert_eq!(nix::unistd::write(&w, &[1, 2, 3]), Ok(3));
+        assert_eq!(wait_comp_event(r.as_fd(), &slept, Some(Duration::from_secs(5))), Err(Errno::EIO));
+        assert_eq!(read_comp_event(r.as_fd()), Ok(None));
+    }
+
+    #[test]
+    fn names_interfaces() {
+        // The loopback interface exists everywhere (index 1 on Linux);
+        // index 0 is never an interface.
+        assert_eq!(interface_name(1).as_deref(), Some("lo"));
+        assert_eq!(interface_name(0), None);
+    }
+
+    #[test]
+    fn remaining_time_counts_down() {
+        let (r, _w) = channel();
+        let mut left = Remaining::new(Some(Duration::from_millis(40)));
+        let full = left;
+        assert!(left.at_once_from(&full));
+        assert_eq!(wait_readable_for(r.as_fd(), &mut left), Ok(false));
+        // The kernel wrote back what was left: nothing.
+        assert!(!left.at_once_from(&full));
+        assert_eq!(left.left(), Some(Duration::ZERO));
+        assert!(!Remaining::new(None).at_once_from(&Remaining::new(None)));
+        assert_eq!(Remaining::new(None).left(), None);
+    }
 }

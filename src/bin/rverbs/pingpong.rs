@@ -964,7 +964,6 @@ fn run(o: &Opts) -> Result<(), String> {
     }
     say(&summary(o.size, o.iters, elapsed));
 
-    drop(send);
     let mut bad_pages = 0;
     if o.server.is_none() && o.validate {
         for i in (0..o.size as usize).step_by(page) {
