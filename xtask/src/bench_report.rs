@@ -357,9 +357,7 @@ impl<'a> Report<'a> {
 
     fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        let per_kernel = |f: &dyn Fn(&KernelRun) -> Cell| -> Vec<Cell> {
-            self.runs.iter().map(f).collect()
-        };
+        let per_kernel = |f: &dyn Fn(&KernelRun) -> Cell| -> Vec<Cell> { self.runs.iter().map(f).collect() };
         // Instructions per iteration.
         for size in SIZES {
             rows.push(Row {

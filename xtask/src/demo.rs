@@ -296,8 +296,12 @@ fn one_host(
 struct Traced {
     side: &'static str,
     calls: Vec<Call>,
-    /// Index of the `data-path-begin` / `-end` stat in `calls`.
+    /// Index of the `data-path-begin` / `-end` stat in `calls` (for a
+    /// run without markers, of the calls just before and after the
+    /// exchange, which then belong to the control path).
     window: Option<(usize, usize)>,
+    /// The window's ends are marker stats (not part of either path).
+    marked: bool,
     /// `calls` index of each RDMA_VERBS_IOCTL -> its name.
     ioctl_names: BTreeMap<usize, String>,
     /// RDMA_VERBS_IOCTL calls and ioctl events of the log.
@@ -368,6 +372,7 @@ impl Traced {
             .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("comp_events=")?.parse().ok()));
         Traced {
             side,
+            marked: true,
             ioctls: ioctl_idx.len(),
             events: events.len(),
             calls,
@@ -402,6 +407,7 @@ impl Traced {
         let ioctls = calls.iter().filter(|c| c.name == "ioctl" && c.args.contains("RDMA_VERBS_IOCTL")).count();
         Traced {
             side,
+            marked: false,
             ioctls,
             events: 0,
             calls,
@@ -416,7 +422,11 @@ impl Traced {
     }
 
     fn outside(&self, i: usize) -> bool {
-        !matches!(self.window, Some((b, e)) if b <= i && i <= e)
+        match self.window {
+            Some((b, e)) if self.marked => !(b <= i && i <= e),
+            Some((b, e)) => !(b < i && i < e),
+            None => true,
+        }
     }
 
     fn inside(&self) -> &[Call] {
@@ -914,6 +924,34 @@ mod tests {
         assert_eq!(data_rows(&t), vec![Dat::Doorbell, Dat::Doorbell]);
     }
 
+    /// rdma-core's exchange: from its first doorbell to its last event read
+    /// and the arm right after it.
+    #[test]
+    fn finds_rdma_cores_exchange() {
+        let st = "9 openat(AT_FDCWD</tmp>, \"/dev/infiniband/uverbs0\", O_RDWR|O_CLOEXEC) = 3</dev/infiniband/uverbs0>
+9 ioctl(3</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x1) = 0
+9 write(3</dev/infiniband/uverbs0>, \"\"..., 32) = 32
+9 read(4<anon_inode:[infinibandevent]>, \"\"..., 16) = 16
+9 ioctl(3</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x1) = 0
+9 write(3</dev/infiniband/uverbs0>, \"\"..., 32) = 32
+9 read(4<anon_inode:[infinibandevent]>, \"\"..., 16) = 16
+9 ioctl(3</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x1) = 0
+9 ioctl(3</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x1) = 0
+9 close(3</dev/infiniband/uverbs0>) = 0";
+        let mut files = BTreeMap::new();
+        files.insert("ei-client.st".to_string(), st.lines().map(String::from).collect::<Vec<_>>());
+        files.insert("ei-client.rc".to_string(), vec!["0".to_string()]);
+        let t = Traced::rdma_core(&files, "ei", "client");
+        assert_eq!(t.window, Some((1, 8)));
+        assert_eq!(t.exit, Some(0));
+        let rows = data_rows(&t);
+        assert_eq!(rows.iter().filter(|r| **r == Dat::Doorbell).count(), 2);
+        assert_eq!(rows.iter().filter(|r| **r == Dat::ReadEvent).count(), 2);
+        assert_eq!(rows.iter().filter(|r| matches!(r, Dat::Ioctl(_))).count(), 2);
+        // Outside: the open, the first ioctl, the destroy and the close.
+        assert_eq!(control_rows(&t).len(), 4);
+    }
+
     #[test]
     fn reads_maps() {
         let maps: Vec<String> = [
@@ -943,6 +981,8 @@ mod tests {
             "timeout 60 ibv_rc_pingpong -g 1 -s 4096 -n 500 -p 18518 127.0.0.1",
             "pair ie 18520 ibv_rc_pingpong \"timeout 60 ibv_rc_pingpong -e -g 1",
             "ld-linux-x86-64.so.2 --list /usr/local/bin/rverbs",
+            "pair ti 18521 ibv_rc_pingpong \"timeout 60 strace -f -y -s 64 -o /tmp/demo/ti-server.st ibv_rc_pingpong -g 1 -s 4096 -p 18521 -n 200\"",
+            "-o /tmp/demo/ei-client.st ibv_rc_pingpong -g 1 -s 4096 -p 18522 -e -n 100 127.0.0.1",
         ] {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }

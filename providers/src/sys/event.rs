@@ -167,8 +167,8 @@ impl Remaining {
     pub fn at_once_from(&self, full: &Remaining) -> bool {
         match (self.0, full.0) {
             (Some(a), Some(b)) => {
-                let ns = |t: nix::libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
-                ns(b) - ns(a) <= 1_000_000
+                let secs = b.tv_sec.wrapping_sub(a.tv_sec);
+                secs.wrapping_mul(1_000_000_000).wrapping_add(b.tv_nsec.wrapping_sub(a.tv_nsec)) <= 1_000_000
             }
             _ => false,
         }
