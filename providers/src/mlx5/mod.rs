@@ -417,7 +417,7 @@ impl Context {
         Ah::new(self.ah_table(), av)
     }
 
-        /// After the kernel destroyed the QP, forgets it (its send and receive
+    /// After the kernel destroyed the QP, forgets it (its send and receive
     /// halves live in separate objects, so there is no whole [`Qp`] to
     /// hand back). Its memory
     /// goes when the last half, CQ cache and clean request holding
