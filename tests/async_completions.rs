@@ -141,9 +141,11 @@ mod on_tokio {
                 .await
                 .expect("the messages did not all complete within the limit")
         });
-        // Event mode: both CQs slept on the channel and took events.
-        assert!(scq.cq().events_acked() > 0 && rcq.cq().events_acked() > 0, "no completion event was taken");
-        eprintln!("events taken: send CQ {}, receive CQ {}", scq.cq().events_acked(), rcq.cq().events_acked());
+        // Event mode: the tasks slept on the channel and took its events (a
+        // CQ that never ran empty needs none: on 6.1 one of the two may not).
+        let (s, r) = (scq.cq().events_acked(), rcq.cq().events_acked());
+        eprintln!("events taken: send CQ {s}, receive CQ {r}");
+        assert!(s + r > 0, "no completion event was taken");
     }
 
     /// xorshift64*, seeded per run.

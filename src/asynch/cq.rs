@@ -212,7 +212,7 @@ impl<R> fmt::Debug for AsyncChannel<R> {
 
 impl<R: Readiness> AsyncChannel<R> {
     /// Waits on `channel` through `readiness`, a reactor's registration of
-    /// the channel's fd (for tokio, [`AsyncChannel::new`] makes it).
+    /// the channel's fd (for tokio, `AsyncChannel::new` makes it).
     pub fn with_readiness(channel: CompletionChannel, readiness: R) -> Self {
         AsyncChannel { core: Arc::new(ChannelCore::new(channel, readiness)) }
     }

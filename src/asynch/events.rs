@@ -79,7 +79,7 @@ impl<R> fmt::Debug for AsyncEvents<R> {
 impl<R: Readiness> AsyncEvents<R> {
     /// Reads `ctx`'s async events once `readiness`, a reactor's
     /// registration of [`ctx.async_fd()`](crate::Context::async_fd), says
-    /// so (for tokio, [`AsyncEvents::new`] makes it).
+    /// so (for tokio, `AsyncEvents::new` makes it).
     ///
     /// # Errors
     /// `EOPNOTSUPP` when the kernel gave the context no async fd.

@@ -5,7 +5,7 @@
 //! completion channel (arm → poll again → wait for the fd → read the
 //! channel's events → acknowledge → poll) and of the async-event fd, over
 //! a [`Readiness`] that a reactor implements for one fd. Feature `tokio`
-//! brings [`TokioReadiness`] (one `AsyncFd` registration per fd, made
+//! brings `TokioReadiness` (one `AsyncFd` registration per fd, made
 //! once) with constructors `AsyncChannel::new`, `AsyncCq::new` and
 //! `AsyncEvents::new`, and `futures_core::Stream` for [`AsyncCq`] and
 //! [`AsyncEvents`].
@@ -67,7 +67,7 @@ pub use on_tokio::TokioReadiness;
 /// never `read(2)` on it); the reactor only says when to try.
 ///
 /// Implementations exist for edge-triggered reactors (tokio's `AsyncFd`:
-/// [`TokioReadiness`]) and fit level-triggered ones as well. For
+/// `TokioReadiness`) and fit level-triggered ones as well. For
 /// async-io/smol, `poll_drain` is `ready!(async_fd.poll_readable(cx))?`
 /// followed by `Poll::Ready(drain())`.
 pub trait Readiness {
