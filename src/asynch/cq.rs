@@ -214,6 +214,7 @@ impl<R: Readiness> AsyncChannel<R> {
     /// Waits on `channel` through `readiness`, a reactor's registration of
     /// the channel's fd (for tokio, `AsyncChannel::new` makes it).
     pub fn with_readiness(channel: CompletionChannel, readiness: R) -> Self {
+        tracing::debug!(fd = channel.as_fd().as_raw_fd(), "completion channel registered for async waits");
         AsyncChannel { core: Arc::new(ChannelCore::new(channel, readiness)) }
     }
 
@@ -237,6 +238,7 @@ impl<R: Readiness> AsyncChannel<R> {
                  CqInitAttr::channel set to this channel",
             ));
         }
+        tracing::debug!(cq = cq.handle(), "CQ attached for async waits");
         Ok(AsyncCq { core: CqCore::new(cq, self.core.clone())?, chan: self.clone() })
     }
 }

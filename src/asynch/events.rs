@@ -85,6 +85,7 @@ impl<R: Readiness> AsyncEvents<R> {
     /// `EOPNOTSUPP` when the kernel gave the context no async fd.
     pub fn with_readiness(ctx: &crate::Context, readiness: R) -> Result<Self> {
         check_async_fd(ctx)?;
+        tracing::debug!(device = ctx.device().name(), "async event fd registered for async waits");
         Ok(AsyncEvents { core: EventsCore::new(ctx.clone(), readiness) })
     }
 
