@@ -2,7 +2,7 @@
 //! state changes, device fatal, read from the context's async event fd.
 
 use std::fmt;
-use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
 
 use rverbs_providers::sys::event::{read_event, wait_readable};
 use rverbs_providers::{Errno, Error, Result};
@@ -202,29 +202,52 @@ impl Context {
         self.read_async_event(timeout_ms)
     }
 
+    /// Returns the next async event if one is queued, without blocking
+    /// (one `read()` of the non-blocking async fd, `ibv_get_async_event` on
+    /// a non-blocking fd): `Ok(None)` when there is none. For event loops
+    /// that wait for [`async_fd`](Self::async_fd) to become readable
+    /// themselves.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the kernel gave this context no async fd; `EIO`
+    /// when the device went away.
+    #[doc(alias = "ibv_get_async_event")]
+    pub fn try_get_async_event(&self) -> Result<Option<AsyncEvent>> {
+        self.read_one_async_event(self.async_event_fd()?)
+    }
+
+    fn async_event_fd(&self) -> Result<BorrowedFd<'_>> {
+        self.async_fd().ok_or_else(|| {
+            Error::check("ibv_get_async_event", Errno::EOPNOTSUPP).with_message("this context has no async event fd")
+        })
+    }
+
+    /// One `read()` of the (non-blocking) async fd.
+    fn read_one_async_event(&self, fd: BorrowedFd<'_>) -> Result<Option<AsyncEvent>> {
+        const VERB: &str = "ibv_get_async_event";
+        let mut d = ib_uverbs_async_event_desc::new_zeroed();
+        match read_event(fd, d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
+            Some(n) if n == size_of_val(&d) => Ok(Some(self.decode_event(&d))),
+            Some(_) => Err(Error::check(VERB, Errno::EIO).with_message("short read from the async event fd")),
+            None => Ok(None),
+        }
+    }
+
     fn read_async_event(&self, timeout_ms: i32) -> Result<Option<AsyncEvent>> {
         const VERB: &str = "ibv_get_async_event";
         // A deadline, so losing an event to another reader does not start
         // the timeout over.
         let deadline =
             u64::try_from(timeout_ms).ok().map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms));
-        let fd = self
-            .async_fd()
-            .ok_or_else(|| Error::check(VERB, Errno::EOPNOTSUPP).with_message("this context has no async event fd"))?;
-        let fd = fd.as_fd();
+        let fd = self.async_event_fd()?;
         // The async fd is non-blocking (set at open): wait, then read; if
         // another thread took the event first, wait again.
         loop {
             if !wait_readable(fd, crate::channel::remaining_ms(deadline)).map_err(|e| Error::os(VERB, e))? {
                 return Ok(None);
             }
-            let mut d = ib_uverbs_async_event_desc::new_zeroed();
-            match read_event(fd, d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
-                Some(n) if n == size_of_val(&d) => return Ok(Some(self.decode_event(&d))),
-                Some(_) => {
-                    return Err(Error::check(VERB, Errno::EIO).with_message("short read from the async event fd"))
-                }
-                None => continue,
+            if let Some(e) = self.read_one_async_event(fd)? {
+                return Ok(Some(e));
             }
         }
     }

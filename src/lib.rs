@@ -28,6 +28,7 @@
 
 mod address;
 mod ah;
+pub mod asynch;
 mod attr;
 mod channel;
 mod context;

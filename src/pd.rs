@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rverbs_providers::cmd::pd as cmd;
-use rverbs_providers::Result;
+use rverbs_providers::{Errno, Error, Result};
 use tracing::debug;
 
 use crate::Context;
@@ -78,14 +78,19 @@ impl ProtectionDomain {
     }
 
     /// Deallocates the PD now, reporting the kernel's answer
-    /// (`UVERBS_METHOD_PD_DESTROY`, `ibv_dealloc_pd`). If other handles or
-    /// child objects still hold it, nothing happens now and the PD goes when
-    /// the last of them does; the call then returns `Ok`.
+    /// (`UVERBS_METHOD_PD_DESTROY`, `ibv_dealloc_pd`).
+    ///
+    /// # Errors
+    /// `EBUSY` while other handles or objects of the PD (MRs, QPs, SRQs,
+    /// AHs) still hold it, as `ibv_dealloc_pd` and rverbs' other destroys
+    /// answer; the PD then goes with the last of them.
     #[doc(alias = "ibv_dealloc_pd")]
     pub fn dealloc(self) -> Result<()> {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => inner.destroy(),
-            Err(_) => Ok(()),
+            Err(_) => Err(Error::check("ibv_dealloc_pd", Errno::EBUSY).with_message(
+                "objects of this PD (or other handles of it) still hold it; it goes with the last of them",
+            )),
         }
     }
 }

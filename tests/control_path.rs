@@ -145,6 +145,10 @@ fn walk(ctx: &rverbs::Context, qp_type: QpType) {
     qp.modify(&reset, QpAttrMask::STATE).unwrap();
     qp.to_init(&opts).unwrap();
     assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Init);
+    // The PD is still held by the QP: deallocating it now is EBUSY, as
+    // with rdma-core, and it goes with the QP.
+    let busy = pd.clone().dealloc().unwrap_err();
+    assert_eq!((busy.errno(), busy.kind()), (Some(rverbs::Errno::EBUSY), &rverbs::ErrorKind::Check));
     qp.destroy().unwrap();
     cq.destroy().unwrap();
     pd.dealloc().unwrap();

@@ -7,6 +7,10 @@
 mod common;
 
 // The examples' `main`s are not called here.
+#[cfg(feature = "tokio")]
+#[allow(dead_code)]
+#[path = "../examples/async_echo.rs"]
+mod async_echo;
 #[allow(dead_code)]
 #[path = "../examples/atomics.rs"]
 mod atomics;
@@ -49,4 +53,21 @@ fn atomics_example() {
 #[test]
 fn ud_send_example() {
     loopback!(ud_send)
+}
+
+/// Built only with feature `tokio` (the VM tier builds with it:
+/// xtask/src/project.rs's `TEST_FEATURES`).
+#[cfg(feature = "tokio")]
+#[test]
+fn async_echo_example() {
+    loopback!(async_echo)
+}
+
+/// The VM tier must build this binary with feature `tokio`, or the async
+/// example would silently not run.
+#[cfg(not(feature = "tokio"))]
+#[test]
+fn async_echo_example() {
+    assert!(!common::device_required(), "built without feature tokio: the async example cannot run");
+    eprintln!("skipped: built without feature tokio");
 }

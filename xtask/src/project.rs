@@ -130,11 +130,17 @@ pub struct GuestBinaries {
     pub examples: Vec<Artifact>,
 }
 
-/// `cargo test --workspace --no-run`: every integration-test binary (a
+/// The features the test builds turn on (host tier and guest binaries
+/// alike, so both build once): `rverbs/tokio` for the async tests and
+/// examples (`tests/async_completions.rs`, `examples/async_echo.rs`), which
+/// fail in the VM when built without it.
+pub const TEST_FEATURES: &str = "rverbs/tokio";
+
+/// `cargo test --workspace --features TEST_FEATURES --no-run`: every integration-test binary (a
 /// test target whose source is under a `tests/` directory) and every
 /// example it builds. Unit-test binaries stay on the host.
 pub fn build_integration_tests(ws: &Workspace) -> Result<GuestBinaries> {
-    let msgs = build_json(ws, &["test", "--workspace", "--no-run"])?;
+    let msgs = build_json(ws, &["test", "--workspace", "--features", TEST_FEATURES, "--no-run"])?;
     let mut found = GuestBinaries::default();
     for m in &msgs {
         let src = target_field(m, "src_path").map(Path::new);
@@ -211,13 +217,13 @@ pub struct HostTier {
     pub error: Option<String>,
 }
 
-/// `cargo test --workspace --no-fail-fast` without a device: integration
+/// `cargo test --workspace --features TEST_FEATURES --no-fail-fast` without a device: integration
 /// tests skip because `RVERBS_REQUIRE_DEVICE` is unset. Output is shown
 /// as it comes and parsed.
 pub fn host_tier(ws: &Workspace) -> Result<HostTier> {
     let mut cmd = cargo();
     cmd.current_dir(&ws.root)
-        .args(["test", "--workspace", "--no-fail-fast"])
+        .args(["test", "--workspace", "--features", TEST_FEATURES, "--no-fail-fast"])
         .env_remove("RVERBS_REQUIRE_DEVICE")
         .stdout(Stdio::piped());
     note(util::describe(&cmd));
