@@ -106,7 +106,7 @@ pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str)
     if port == 0 {
         return bad("the address vector names no port (set ah_attr.port_num, or PORT at RESET->INIT)".into());
     }
-    let p = ctx.query_port(port)?;
+    let p = ctx.port_static(port)?;
     let Some(g) = ah.grh else {
         if p.link_layer == LinkLayer::Ethernet {
             return bad(format!(
@@ -115,7 +115,7 @@ pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str)
         }
         return Ok(());
     };
-    if u32::from(g.sgid_index) >= p.gid_tbl_len || ctx.query_gid(port, g.sgid_index.into())?.is_none() {
+    if u32::from(g.sgid_index) >= p.gid_tbl_len || ctx.gid_unnamed(port, g.sgid_index.into())?.is_none() {
         return Err(Error::check(verb, Errno::ENODATA).with_message(format!(
             "GID index {} does not exist on port {port} (see `rverbs devinfo -v` for the GID table)",
             g.sgid_index

@@ -2,14 +2,13 @@
 //! when an armed CQ gets a completion.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
-use rverbs_providers::sys::event::{read_event, set_nonblocking, wait_readable};
+use rverbs_providers::sys::event::{make_nonblocking, read_comp_event, wait_comp_event};
 use rverbs_providers::{Errno, Error, Result};
-use rverbs_uapi::ib_user_verbs::ib_uverbs_comp_event_desc;
-use zerocopy::{FromZeros, IntoBytes};
 
 use crate::Context;
 
@@ -53,6 +52,11 @@ pub struct CompletionChannel {
 struct ChannelInner {
     ctx: Context,
     fd: OwnedFd,
+    /// The event counts of the CQs whose provider needs them.
+    counts: EventCounts,
+    /// The last [`CompletionChannel::wait_event`] had to sleep: the next
+    /// one polls before it reads.
+    slept: AtomicBool,
 }
 
 /// One completion event: the CQ it is for.
@@ -68,9 +72,11 @@ impl Context {
     #[doc(alias = "ibv_create_comp_channel")]
     pub fn create_comp_channel(&self) -> Result<CompletionChannel> {
         let fd = cmd::create_comp_channel(self.fd())?;
-        set_nonblocking(fd.as_fd(), true).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
+        make_nonblocking(fd.as_fd()).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        Ok(CompletionChannel { inner: Arc::new(ChannelInner { ctx: self.clone(), fd }) })
+        let inner =
+            ChannelInner { ctx: self.clone(), fd, counts: EventCounts::default(), slept: AtomicBool::new(false) };
+        Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
 
@@ -106,32 +112,110 @@ impl CompletionChannel {
     /// Waits up to `timeout` (`None`: forever) for an event. The timeout is
     /// a deadline: losing a race for an event to another reader does not
     /// start it over.
+    ///
+    /// Syscalls: the channel remembers whether the last wait found its
+    /// event already queued. If it did, this one starts with a `read()`
+    /// (one syscall when the event is there); if it had to sleep, this one
+    /// starts with `ppoll()` and then reads (two syscalls, where starting
+    /// with a `read()` that finds nothing would take three). No clock is
+    /// read: the kernel counts down the time left.
+    #[inline]
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
-        const VERB: &str = "ibv_get_cq_event";
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            if let Some(e) = self.read_one()? {
-                return Ok(Some(e));
+        let inner = &*self.inner;
+        match wait_comp_event(inner.fd.as_fd(), &inner.slept, timeout) {
+            Ok(Some(cq_user_handle)) => {
+                inner.counts.count(cq_user_handle);
+                Ok(Some(CqEvent { cq_user_handle }))
             }
-            if !wait_readable(self.inner.fd.as_fd(), remaining_ms(deadline)).map_err(|e| Error::os(VERB, e))? {
-                return Ok(None);
+            Ok(None) => Ok(None),
+            Err(e) => Err(read_error(e)),
+        }
+    }
+
+    /// One `read()` of the fd: an event (counted for its CQ when its
+    /// provider needs the count), or `None` when none is queued.
+    fn read_one(&self) -> Result<Option<CqEvent>> {
+        self.read_raw().map_err(read_error)
+    }
+
+    #[inline]
+    fn read_raw(&self) -> std::result::Result<Option<CqEvent>, Errno> {
+        let got = read_comp_event(self.inner.fd.as_fd())?;
+        if let Some(cq_user_handle) = got {
+            self.inner.counts.count(cq_user_handle);
+            return Ok(Some(CqEvent { cq_user_handle }));
+        }
+        Ok(None)
+    }
+
+    /// Starts counting the events read for CQ `user_handle` (created on
+    /// this channel, before it can be armed).
+    pub(crate) fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        self.inner.counts.track(user_handle, counter);
+    }
+
+    /// Stops counting for CQ `user_handle` (destroyed).
+    pub(crate) fn untrack(&self, user_handle: u64) {
+        self.inner.counts.untrack(user_handle);
+    }
+}
+
+/// The completion events read for each CQ whose provider needs the count
+/// (mlx5's arm sequence number follows the events read, as rdma-core's
+/// `ibv_get_cq_event` counts them), by `user_handle`. A CQ reports to one
+/// channel, so its counter lives with the channel, next to the reads.
+/// rxe CQs are never in it (the kernel keeps their arm state): while no CQ
+/// is, counting an event is one load, no lock.
+#[derive(Debug, Default)]
+struct EventCounts {
+    /// How many counters `list` holds.
+    len: AtomicUsize,
+    list: RwLock<Vec<(u64, Arc<AtomicU32>)>>,
+}
+
+impl EventCounts {
+    /// An event for `user_handle` was read.
+    #[inline]
+    fn count(&self, user_handle: u64) {
+        if self.len.load(Ordering::Acquire) != 0 {
+            self.count_slow(user_handle);
+        }
+    }
+
+    /// mlx5: the CQ's next arm must carry the new event count (rdma-core's
+    /// `mlx5_cq_event`, run by `ibv_get_cq_event`).
+    #[cold]
+    fn count_slow(&self, user_handle: u64) {
+        if let Ok(v) = self.list.read() {
+            if let Some((_, c)) = v.iter().find(|(h, _)| *h == user_handle) {
+                c.fetch_add(1, Ordering::Release);
             }
         }
     }
 
-    fn read_one(&self) -> Result<Option<CqEvent>> {
-        const VERB: &str = "ibv_get_cq_event";
-        let mut d = ib_uverbs_comp_event_desc::new_zeroed();
-        match read_event(self.inner.fd.as_fd(), d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
-            Some(8) => {
-                // mlx5: the CQ's next arm must carry the new event count
-                // (rdma-core's `mlx5_cq_event`, run by `ibv_get_cq_event`).
-                self.inner.ctx.count_cq_event(d.cq_handle);
-                Ok(Some(CqEvent { cq_user_handle: d.cq_handle }))
-            }
-            Some(_) => Err(Error::check(VERB, Errno::EIO).with_message("short read from the completion channel")),
-            None => Ok(None),
+    fn track(&self, user_handle: u64, counter: Arc<AtomicU32>) {
+        if let Ok(mut v) = self.list.write() {
+            v.push((user_handle, counter));
+            self.len.store(v.len(), Ordering::Release);
         }
+    }
+
+    fn untrack(&self, user_handle: u64) {
+        if let Ok(mut v) = self.list.write() {
+            v.retain(|(h, _)| *h != user_handle);
+            self.len.store(v.len(), Ordering::Release);
+        }
+    }
+}
+
+/// The verb named in errors of reading events.
+const VERB: &str = "ibv_get_cq_event";
+
+#[cold]
+fn read_error(e: Errno) -> Error {
+    match e {
+        Errno::EIO => Error::check(VERB, Errno::EIO).with_message("short read from the completion channel"),
+        e => Error::os(VERB, e),
     }
 }
 
@@ -153,5 +237,30 @@ impl AsFd for CompletionChannel {
     /// Read events through the channel's methods, not from the fd.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_only_tracked_cqs() {
+        let c = EventCounts::default();
+        c.count(7); // nothing tracked: nothing to do
+        let (a, b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        c.track(7, a.clone());
+        c.track(8, b.clone());
+        c.count(7);
+        c.count(7);
+        c.count(8);
+        c.count(9); // an untracked CQ (rxe) of the same channel
+        assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (2, 1));
+        c.untrack(7);
+        c.count(7);
+        c.count(8);
+        assert_eq!((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)), (2, 2));
+        c.untrack(8);
+        assert_eq!(c.len.load(Ordering::Relaxed), 0);
     }
 }

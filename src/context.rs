@@ -4,20 +4,20 @@
 use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
 use rverbs_providers::provider::ProviderContext;
-use rverbs_providers::sys::event::set_nonblocking;
+use rverbs_providers::sys::event::make_nonblocking;
 use rverbs_providers::sys::UverbsFd;
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
 use tracing::{debug_span, info};
 
-use crate::attr::{DeviceAttr, PortAttr};
+use crate::attr::{DeviceAttr, LinkLayer, PortAttr};
 use crate::device::Device;
 use crate::event::EventObject;
 use crate::gid::{Gid, GidEntry, GidType};
@@ -41,9 +41,9 @@ struct Inner {
     objects: Mutex<HashMap<u64, EventObject>>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
-    /// Completion events read from channels, per CQ `user_handle` (a
-    /// provider may need them: mlx5's arm sequence number follows them).
-    cq_events: Mutex<HashMap<u64, Arc<AtomicU32>>>,
+    /// What never changes about each port (link layer, GID table length),
+    /// queried once for the control path's checks, by port number.
+    ports: Mutex<Vec<(u8, PortStatic)>>,
     /// The provider's half of the context; `None` for a driver rverbs can
     /// open and query but has no queues for. Before `fd`: its mappings go
     /// first (it holds its own `Arc` of the fd, so the fd closes after both).
@@ -52,6 +52,13 @@ struct Inner {
     // (which destroys the ucontext).
     async_fd: Option<OwnedFd>,
     fd: Arc<UverbsFd>,
+}
+
+/// What never changes about a port ([`Context::port_static`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortStatic {
+    pub(crate) link_layer: LinkLayer,
+    pub(crate) gid_tbl_len: u32,
 }
 
 fn open_error(dev: &Device, e: Errno) -> Error {
@@ -120,7 +127,7 @@ impl Context {
             },
         };
         if let Some(a) = &async_fd {
-            set_nonblocking(a.as_fd(), true).map_err(|e| Error::os("ibv_open_device", e))?;
+            make_nonblocking(a.as_fd()).map_err(|e| Error::os("ibv_open_device", e))?;
         }
         info!(device = dev.name(), path = ?info.path, comp_vectors = info.num_comp_vectors, "device opened");
         Ok(Context {
@@ -130,7 +137,7 @@ impl Context {
                 next_user_handle: AtomicU64::new(1),
                 objects: Mutex::new(HashMap::new()),
                 attr: OnceLock::new(),
-                cq_events: Mutex::new(HashMap::new()),
+                ports: Mutex::new(Vec::new()),
                 provider,
                 async_fd,
                 fd,
@@ -175,26 +182,29 @@ impl Context {
         Ok(self.inner.attr.get_or_init(|| a))
     }
 
+    /// The link layer and GID table length of `port`: `QUERY_PORT` on first
+    /// use, then kept (neither changes while the device exists). For the
+    /// library's own checks; [`query_port`](Self::query_port) always asks.
+    pub(crate) fn port_static(&self, port: u8) -> Result<PortStatic> {
+        if let Some(p) = self.inner.ports.lock().ok().and_then(|v| v.iter().find(|(n, _)| *n == port).map(|e| e.1)) {
+            return Ok(p);
+        }
+        let a = self.query_port(port)?;
+        let p = PortStatic { link_layer: a.link_layer, gid_tbl_len: a.gid_tbl_len };
+        if let Ok(mut v) = self.inner.ports.lock() {
+            if !v.iter().any(|(n, _)| *n == port) {
+                v.push((port, p));
+            }
+        }
+        Ok(p)
+    }
+
     pub(crate) fn fd(&self) -> &UverbsFd {
         &self.inner.fd
     }
 
     pub(crate) fn fd_arc(&self) -> &Arc<UverbsFd> {
         &self.inner.fd
-    }
-
-    /// Starts counting the completion events read for CQ `user_handle`.
-    pub(crate) fn track_cq_events(&self, user_handle: u64, counter: Arc<AtomicU32>) {
-        if let Ok(mut m) = self.inner.cq_events.lock() {
-            m.insert(user_handle, counter);
-        }
-    }
-
-    /// A completion event for CQ `user_handle` was read from a channel.
-    pub(crate) fn count_cq_event(&self, user_handle: u64) {
-        if let Some(c) = self.inner.cq_events.lock().ok().and_then(|m| m.get(&user_handle).cloned()) {
-            c.fetch_add(1, Ordering::Release);
-        }
     }
 
     /// A fresh `user_handle` for a new kernel object, registered as `obj`
@@ -217,9 +227,6 @@ impl Context {
     /// Forgets a destroyed object's `user_handle`.
     pub(crate) fn unregister(&self, user_handle: u64) {
         if let Ok(mut m) = self.inner.objects.lock() {
-            m.remove(&user_handle);
-        }
-        if let Ok(mut m) = self.inner.cq_events.lock() {
             m.remove(&user_handle);
         }
     }
@@ -265,14 +272,31 @@ impl Context {
     /// `UVERBS_METHOD_QUERY_GID_TABLE`, or sysfs on kernels before 5.10.
     #[doc(alias = "ibv_query_gid_table")]
     pub fn query_gid_table(&self) -> Result<Vec<GidEntry>> {
-        let ports = self.query_device()?.phys_port_cnt;
+        let mut table = self.gid_table_unnamed()?;
+        let mut names: Vec<(u32, Option<String>)> = Vec::new();
+        for e in table.iter_mut().filter(|e| e.netdev.is_none() && e.netdev_ifindex != 0) {
+            // One lookup per interface, not per entry.
+            let i = e.netdev_ifindex;
+            if !names.iter().any(|(n, _)| *n == i) {
+                names.push((i, netdev_name(i)));
+            }
+            e.netdev = names.iter().find(|(n, _)| *n == i).and_then(|(_, name)| name.clone());
+        }
+        Ok(table)
+    }
+
+    /// [`query_gid_table`](Self::query_gid_table) without the netdev names
+    /// (the kernel gives interface indexes; naming them is more syscalls,
+    /// which the library's own choices do not need).
+    pub(crate) fn gid_table_unnamed(&self) -> Result<Vec<GidEntry>> {
+        let ports = self.device_attr()?.phys_port_cnt;
         let mut lens = Vec::new();
         for p in 1..=ports {
-            lens.push((p, self.query_port(p)?.gid_tbl_len));
+            lens.push((p, self.port_static(p)?.gid_tbl_len));
         }
         let max: usize = lens.iter().map(|(_, l)| *l as usize).sum();
         match cmd::query_gid_table(&self.inner.fd, max)? {
-            Some(entries) => Ok(entries.iter().map(entry_from_kernel).collect()),
+            Some(entries) => Ok(entries.iter().map(entry_unnamed).collect()),
             None => Ok(lens.iter().flat_map(|&(p, len)| (0..len).filter_map(move |i| self.sysfs_gid(p, i))).collect()),
         }
     }
@@ -282,8 +306,17 @@ impl Context {
     #[doc(alias = "ibv_query_gid")]
     #[doc(alias = "ibv_query_gid_ex")]
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
+        let mut e = self.gid_unnamed(port, index)?;
+        if let Some(e) = e.as_mut().filter(|e| e.netdev.is_none() && e.netdev_ifindex != 0) {
+            e.netdev = netdev_name(e.netdev_ifindex);
+        }
+        Ok(e)
+    }
+
+    /// [`query_gid`](Self::query_gid) without the netdev name.
+    pub(crate) fn gid_unnamed(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
         match cmd::query_gid_entry(&self.inner.fd, port, index) {
-            Ok(e) => Ok(e.as_ref().map(entry_from_kernel)),
+            Ok(e) => Ok(e.as_ref().map(entry_unnamed)),
             Err(e) if e.is_unsupported() => Ok(self.sysfs_gid(port, index)),
             Err(e) => Err(e),
         }
@@ -308,26 +341,25 @@ impl Context {
     }
 }
 
-fn entry_from_kernel(e: &ib_uverbs_gid_entry) -> GidEntry {
+/// A kernel GID entry, its netdev not named yet.
+fn entry_unnamed(e: &ib_uverbs_gid_entry) -> GidEntry {
     GidEntry {
         gid: Gid(e.gid),
         index: e.gid_index,
         port: e.port_num,
         gid_type: GidType::from_kernel(e.gid_type),
         netdev_ifindex: e.netdev_ifindex,
-        netdev: netdev_name(e.netdev_ifindex),
+        netdev: None,
     }
 }
 
-/// The name of network interface `ifindex`, from `/sys/class/net/*/ifindex`.
+/// The name of network interface `ifindex` (`if_indextoname`: one
+/// `SIOCGIFNAME` ioctl on a socket), `None` for 0 or an interface that is gone.
 fn netdev_name(ifindex: u32) -> Option<String> {
     if ifindex == 0 {
         return None;
     }
-    fs::read_dir("/sys/class/net").ok()?.filter_map(|e| e.ok()).find_map(|e| {
-        let idx: u32 = fs::read_to_string(e.path().join("ifindex")).ok()?.trim().parse().ok()?;
-        (idx == ifindex).then(|| e.file_name().to_string_lossy().into_owned())
-    })
+    rverbs_providers::sys::event::interface_name(ifindex)
 }
 
 fn ifindex_of(name: &str) -> u32 {

@@ -49,6 +49,9 @@ impl Drop for CqShared {
         // The kernel CQ goes with the last `KernelCq` clone (this one, once
         // the QPs using it are gone); then its user_handle means nothing.
         self.ctx.unregister(self.user_handle);
+        if let Some(ch) = &self.channel {
+            ch.untrack(self.user_handle);
+        }
     }
 }
 
@@ -141,7 +144,9 @@ impl Context {
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         let (kernel, driver) =
             provider.create_cq(self.fd_arc(), &args).inspect_err(|_| self.unregister(user_handle))?;
-        self.track_cq_events(user_handle, kernel.event_counter().clone());
+        if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
+            ch.track(user_handle, counter.clone());
+        }
         let shared = CqShared { ctx: self.clone(), user_handle, kernel, channel: attr.channel.cloned() };
         Ok(CompletionQueue { driver, shared: Arc::new(shared), events_acked: AtomicU32::new(0) })
     }
@@ -217,6 +222,7 @@ impl CompletionQueue {
     /// completions that arrived before the arm raise no event.
     /// [`wait`](Self::wait) does exactly that.
     #[doc(alias = "ibv_req_notify_cq")]
+    #[inline]
     pub fn req_notify(&mut self, solicited_only: bool) -> Result<()> {
         self.driver.req_notify(&self.shared.kernel, solicited_only)
     }

@@ -3,11 +3,14 @@
 
 use std::fmt;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use rverbs_providers::driver::DriverId;
 use rverbs_providers::sys::netlink::RdmaNetlink;
 use rverbs_providers::{Errno, Error, Result};
+use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
 
 use crate::gid::Guid;
 use crate::Context;
@@ -93,7 +96,9 @@ pub struct Device {
     pub(crate) abi_version: u32,
     pub(crate) core_abi_version: u32,
     pub(crate) rdev: Option<(u32, u32)>,
-    pub(crate) netdev: Option<String>,
+    /// Read from sysfs on first use ([`Device::netdev`]): most programs
+    /// never ask.
+    pub(crate) netdev: Arc<OnceLock<Option<String>>>,
 }
 
 impl fmt::Debug for Device {
@@ -152,8 +157,10 @@ impl Device {
         &self.verbs_sysfs_path
     }
     /// The network device the RDMA device sits on, when it has one (rxe: its parent netdev).
+    /// Read from sysfs on the first call (`parent`, or the PCI function's
+    /// `net/`), then kept.
     pub fn netdev(&self) -> Option<&str> {
-        self.netdev.as_deref()
+        self.netdev.get_or_init(|| netdev_of(&self.sysfs_path)).as_deref()
     }
 
     /// Opens the device: the uverbs fd, the provider's context and the async
@@ -185,8 +192,15 @@ impl Default for Sysfs {
     }
 }
 
+/// A sysfs attribute without its trailing newline. Three syscalls (open,
+/// one read, close): an attribute is at most a page, and sysfs returns it
+/// whole in the first read.
 fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim_end().to_owned())
+    let mut f = fs::File::open(p).ok()?;
+    let mut buf = [0u8; 4096];
+    let n = f.read(&mut buf).ok()?;
+    let s = std::str::from_utf8(&buf[..n]).ok()?;
+    Some(s.trim_end().to_owned())
 }
 
 fn parse_num_prefix(s: &str) -> Option<u32> {
@@ -203,8 +217,62 @@ impl Sysfs {
 
     /// Lists the devices with a uverbs node, sorted by node number
     /// (`ibv_get_device_list`). An empty list is not an error.
+    ///
+    /// On the real system RDMA netlink says everything (as in rdma-core):
+    /// an `RDMA_NLDEV_CMD_GET` dump (names, node GUIDs and types) and one
+    /// `GET_CHARDEV` per device (the uverbs node, its `dev_t`, the driver
+    /// id and ABI version), no sysfs at all. Without netlink (old kernel,
+    /// restricted namespace, another root) the sysfs directories are read.
     #[doc(alias = "ibv_get_device_list")]
     pub fn devices(&self) -> Result<Vec<Device>> {
+        if self.use_netlink {
+            if let Some(devs) = self.netlink_devices() {
+                return Ok(devs);
+            }
+        }
+        self.sysfs_devices()
+    }
+
+    /// The devices as RDMA netlink describes them; `None` when netlink
+    /// cannot answer (or knows of none: sysfs may still).
+    fn netlink_devices(&self) -> Option<Vec<Device>> {
+        let Ok(mut nl) = RdmaNetlink::open() else {
+            tracing::debug!("RDMA netlink unavailable; reading sysfs");
+            return None;
+        };
+        let found = nl.devices().ok().filter(|d| !d.is_empty())?;
+        let mut devs: Vec<Device> = found
+            .into_iter()
+            .filter_map(|d| {
+                // A device without a uverbs node has no chardev: not listed.
+                let c = nl.uverbs_chardev(d.index).ok().filter(|c| !c.name.is_empty())?;
+                let sysfs_path = self.root.join("class/infiniband").join(&d.name);
+                let driver = c.driver_id.map_or_else(|| guess_driver(&sysfs_path, &d.name), DriverId);
+                Some(Device {
+                    dev_path: self.dev_dir.join(&c.name),
+                    verbs_sysfs_path: self.root.join("class/infiniband_verbs").join(&c.name),
+                    uverbs_name: c.name,
+                    node_guid: Guid(d.node_guid.to_be_bytes()),
+                    node_type: NodeType::from_sysfs(d.node_type.into()),
+                    driver,
+                    abi_version: u32::try_from(c.abi).unwrap_or(u32::MAX),
+                    // Netlink has no attribute for it, and rdma-core does not
+                    // read it either: the core uverbs ABI has been 6 since
+                    // long before RDMA netlink could describe uverbs nodes.
+                    core_abi_version: IB_USER_VERBS_ABI_VERSION,
+                    rdev: Some(c.dev),
+                    netdev: Arc::new(OnceLock::new()),
+                    name: d.name,
+                    sysfs_path,
+                })
+            })
+            .collect();
+        devs.sort_by_key(|d| d.uverbs_name["uverbs".len()..].parse::<u32>().unwrap_or(u32::MAX));
+        Some(devs)
+    }
+
+    /// The devices from `class/infiniband_verbs` and `class/infiniband`.
+    fn sysfs_devices(&self) -> Result<Vec<Device>> {
         let class = self.root.join("class/infiniband_verbs");
         let core_abi = read_trim(&class.join("abi_version")).and_then(|s| s.parse().ok()).unwrap_or(0);
         let entries = match fs::read_dir(&class) {
@@ -220,11 +288,10 @@ impl Sysfs {
             .filter(|n| n.starts_with("uverbs"))
             .collect();
         nodes.sort_by_key(|n| n["uverbs".len()..].parse::<u32>().unwrap_or(u32::MAX));
-        let netlink = if self.use_netlink { netlink_driver_ids() } else { Vec::new() };
-        Ok(nodes.iter().filter_map(|n| self.device(&class, n, core_abi, &netlink)).collect())
+        Ok(nodes.iter().filter_map(|n| self.device(&class, n, core_abi)).collect())
     }
 
-    fn device(&self, class: &Path, uverbs: &str, core_abi: u32, netlink: &[(String, u32)]) -> Option<Device> {
+    fn device(&self, class: &Path, uverbs: &str, core_abi: u32) -> Option<Device> {
         let vdir = class.join(uverbs);
         let name = read_trim(&vdir.join("ibdev"))?;
         let sysfs_path = self.root.join("class/infiniband").join(&name);
@@ -238,13 +305,9 @@ impl Sysfs {
         let node_type = read_trim(&sysfs_path.join("node_type"))
             .and_then(|s| parse_num_prefix(&s))
             .map_or(NodeType::Unknown(0), NodeType::from_sysfs);
-        let driver = netlink
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, id)| DriverId(*id))
-            .unwrap_or_else(|| guess_driver(&sysfs_path, &name));
+        let driver = guess_driver(&sysfs_path, &name);
         Some(Device {
-            netdev: netdev_of(&sysfs_path),
+            netdev: Arc::new(OnceLock::new()),
             dev_path: self.dev_dir.join(uverbs),
             uverbs_name: uverbs.to_owned(),
             verbs_sysfs_path: vdir,
@@ -258,23 +321,6 @@ impl Sysfs {
             rdev,
         })
     }
-}
-
-/// Asks RDMA netlink for each device's driver id (`RDMA_NLDEV_CMD_GET` dump,
-/// then `GET_CHARDEV`). Empty when netlink is unavailable (old kernel,
-/// restricted namespace): callers fall back to sysfs.
-fn netlink_driver_ids() -> Vec<(String, u32)> {
-    let Ok(mut nl) = RdmaNetlink::open() else {
-        tracing::debug!("RDMA netlink unavailable; guessing drivers from sysfs");
-        return Vec::new();
-    };
-    let Ok(devs) = nl.devices() else { return Vec::new() };
-    devs.into_iter()
-        .filter_map(|d| {
-            let c = nl.uverbs_chardev(d.index).ok()?;
-            Some((d.name, c.driver_id?))
-        })
-        .collect()
 }
 
 /// The sysfs heuristic of `uverbs-abi.md` §1.2 for when netlink can't say.

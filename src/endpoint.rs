@@ -46,8 +46,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::debug;
 
 use crate::{
-    AhAttr, ConnectOptions, Context, Errno, Error, Gid, GlobalRoute, LinkLayer, MemoryRegion, PortAttr, QpControl,
-    QpState, QpType, RemoteAddr, Result,
+    AhAttr, ConnectOptions, Context, Errno, Error, Gid, GlobalRoute, LinkLayer, MemoryRegion, QpControl, QpState,
+    QpType, RemoteAddr, Result,
 };
 
 /// The largest QP number and PSN: both are 24-bit fields on the wire.
@@ -144,9 +144,10 @@ impl Endpoint {
             return Err(Error::invalid(VERB, format!("PSN {psn:#x} does not fit in 24 bits (use psn & 0xffffff)")));
         }
         let ctx = qp.context();
-        let port = ctx.query_port(opts.port)?;
-        let ethernet = port.link_layer == LinkLayer::Ethernet;
-        if !ethernet && port.lid == 0 {
+        let ethernet = ctx.port_static(opts.port)?.link_layer == LinkLayer::Ethernet;
+        // RoCE has no LIDs; InfiniBand's may change (the subnet manager), so ask.
+        let lid = if ethernet { 0 } else { ctx.query_port(opts.port)?.lid };
+        if !ethernet && lid == 0 {
             return Err(Error::invalid(
                 VERB,
                 format!("port {} has no LID (InfiniBand: is a subnet manager running?)", opts.port),
@@ -159,7 +160,7 @@ impl Endpoint {
         };
         let gid = match sgid_index {
             None => Gid::default(),
-            Some(i) => match ctx.query_gid(opts.port, u32::from(i))? {
+            Some(i) => match ctx.gid_unnamed(opts.port, u32::from(i))? {
                 Some(e) => e.gid,
                 None => {
                     return Err(Error::check(VERB, Errno::ENODATA).with_message(format!(
@@ -169,7 +170,7 @@ impl Endpoint {
                 }
             },
         };
-        Ok(Endpoint { lid: port.lid, qpn: qp.qp_num(), psn, gid, memory: None })
+        Ok(Endpoint { lid, qpn: qp.qp_num(), psn, gid, memory: None })
     }
 
     /// The same endpoint, offering all of `mr` to the peer. The peer can use
@@ -369,15 +370,14 @@ impl Endpoint {
     /// default on RoCE or when the peer gave a GID), with `opts.hop_limit`
     /// and `opts.traffic_class`.
     pub fn ah_attr(&self, ctx: &Context, opts: &ConnectOptions) -> Result<AhAttr> {
-        self.address(ctx, &ctx.query_port(opts.port)?, opts)
+        self.address(ctx, ctx.port_static(opts.port)?.link_layer, opts)
     }
 
-    /// [`ah_attr`](Self::ah_attr) with the port already queried (`to_rtr`
-    /// needs the port for its MTU too).
-    pub(crate) fn address(&self, ctx: &Context, port: &PortAttr, opts: &ConnectOptions) -> Result<AhAttr> {
+    /// [`ah_attr`](Self::ah_attr) with the port's link layer known.
+    pub(crate) fn address(&self, ctx: &Context, link_layer: LinkLayer, opts: &ConnectOptions) -> Result<AhAttr> {
         let sgid_index = match opts.sgid_index {
             Some(i) => Some(i),
-            None if port.link_layer == LinkLayer::Ethernet || !self.gid.is_zero() => {
+            None if link_layer == LinkLayer::Ethernet || !self.gid.is_zero() => {
                 Some(ctx.default_sgid_index(opts.port)?)
             }
             None => None,

@@ -185,7 +185,7 @@ impl crate::Context {
     /// RoCE v2 GID that is an IPv4-mapped address; else the lowest RoCE v2
     /// GID; else index 0. On InfiniBand ports: 0.
     pub fn default_sgid_index(&self, port: u8) -> rverbs_providers::Result<u8> {
-        let table = self.query_gid_table()?;
+        let table = self.gid_table_unnamed()?;
         let on_port = || table.iter().filter(|e| e.port == u32::from(port));
         let pick = on_port()
             .filter(|e| e.gid_type == GidType::RoceV2 && e.gid.to_ipv4().is_some())

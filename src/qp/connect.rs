@@ -99,11 +99,15 @@ impl QpControl {
             return self.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, QpAttrMask::STATE);
         }
         let ctx = self.context();
-        let port = ctx.query_port(opts.port)?;
-        let ah_attr = remote.address(ctx, &port, opts)?;
+        let ah_attr = remote.address(ctx, ctx.port_static(opts.port)?.link_layer, opts)?;
+        // The active MTU can change with the netdev's: asked only when needed.
+        let path_mtu = match opts.path_mtu {
+            Some(m) => m,
+            None => ctx.query_port(opts.port)?.active_mtu,
+        };
         let mut a = QpAttr {
             qp_state: QpState::Rtr,
-            path_mtu: opts.path_mtu.unwrap_or(port.active_mtu),
+            path_mtu,
             dest_qp_num: remote.qpn,
             rq_psn: remote.psn & 0xff_ffff,
             ah_attr,

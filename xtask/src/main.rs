@@ -20,6 +20,9 @@
 //! [`strace`], [`names`] and [`elf`] (what the demo reads), and one module
 //! per subcommand. See docs/TESTING.md, docs/DEMO.md and docs/VM.md.
 
+mod bench;
+mod bench_report;
+mod callgrind;
 mod cmd_test;
 mod cmd_vm;
 mod demo;
@@ -32,6 +35,7 @@ mod twohost;
 
 use rverbs_vm::{console, guest, host_tools, kernel, runner, util};
 
+use bench::BenchArgs;
 use cmd_test::TestArgs;
 use cmd_vm::VmArgs;
 use demo::DemoArgs;
@@ -51,6 +55,15 @@ usage:
       QEMU guest with rxe0 for each kernel (default: all of them), then
       the two-host tier for each kernel, then tests/downstream's cargo test
       through rverbs-vm (--vm-only runs all three VM tiers)
+  cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--reuse] [--keep]
+      rverbs next to rdma-core in one guest per kernel (default: all):
+      instructions per iteration and per verb (callgrind), syscalls,
+      latency and throughput medians, perftest as the floor, plus the
+      providers against the mock kernel and the HCA model on the host;
+      prints one table and writes it into docs/PERFORMANCE.md (not with
+      --no-doc). PARTS: instr,syscalls,latency,perftest,mock (default all);
+      --reuse: no guests, the report of the files the last run kept in
+      target/vm/bench/<kernel>/
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -78,6 +91,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
         Some("test") => cmd_test::run(&parse_test(&args[1..])?),
         Some("vm") => cmd_vm::run(&parse_vm(&args[1..])?),
         Some("demo") => demo::run(&parse_demo(&args[1..])?),
+        Some("bench") => bench::run(&parse_bench(&args[1..])?),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)
@@ -125,6 +139,26 @@ fn parse_demo(args: &[String]) -> Result<DemoArgs, String> {
         }
     }
     Ok(d)
+}
+
+fn parse_bench(args: &[String]) -> Result<BenchArgs, String> {
+    let mut b = BenchArgs::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.split('=').next().unwrap_or(a) {
+            "--kernel" => b.kernels.push(value_of(a, &mut it)?),
+            "--runs" => {
+                let v = value_of(a, &mut it)?;
+                b.runs = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("--runs {v:?}: not a count"))?;
+            }
+            "--only" => b.parts = bench::Parts::parse(&value_of(a, &mut it)?)?,
+            "--no-doc" => b.no_doc = true,
+            "--reuse" => b.reuse = true,
+            "--keep" => b.keep = true,
+            _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
+        }
+    }
+    Ok(b)
 }
 
 fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
@@ -176,6 +210,15 @@ mod tests {
         assert_eq!(d.kernel.as_deref(), Some("6.1"));
         assert!(d.two_hosts && !d.keep);
         assert!(parse_demo(&s(&["--frob"])).is_err());
+    }
+
+    #[test]
+    fn parses_bench_options() {
+        let b = parse_bench(&s(&["--kernel", "6.1", "--runs=3", "--only", "instr,mock", "--no-doc"])).unwrap();
+        assert_eq!((b.kernels, b.runs, b.no_doc), (s(&["6.1"]), 3, true));
+        assert!(b.parts.instr && b.parts.mock && !b.parts.latency);
+        assert_eq!(parse_bench(&[]).unwrap().runs, bench::DEFAULT_RUNS);
+        assert!(parse_bench(&s(&["--runs", "0"])).is_err());
     }
 
     #[test]

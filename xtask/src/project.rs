@@ -91,6 +91,16 @@ pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
     build_cli_with(ws, &["--release"])
 }
 
+/// The release CLI with every `tracing` callsite compiled out
+/// (`tracing/release_max_level_off`), in its own target directory so the
+/// usual build stays: `cargo xtask bench` compares its per-call costs with
+/// the usual build's, whose callsites are there but disabled.
+pub fn build_cli_release_without_tracing(ws: &Workspace) -> Result<PathBuf> {
+    let dir = ws.target_dir.join("bench-notrace");
+    let dir = dir.to_string_lossy().into_owned();
+    build_cli_with(ws, &["--release", "--features", "tracing/release_max_level_off", "--target-dir", &dir])
+}
+
 fn build_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
     build_bin_with(ws, "rverbs", "rverbs", extra)
 }

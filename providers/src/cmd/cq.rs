@@ -7,7 +7,7 @@ use rverbs_uapi::ib_user_verbs::*;
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::{owned_fd, traced};
-use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
+use crate::sys::{CmdPath, IoctlCmd, SmallWrite, UverbsFd};
 use crate::{Error, Result};
 
 /// `IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL` (write-only; through
@@ -151,8 +151,47 @@ pub fn resize_cq(fd: &UverbsFd, handle: u32, cqe: u32, drv_out: &mut [u8]) -> Re
     Ok(resp.cqe)
 }
 
-/// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`: arms the CQ for one completion event
-/// (rxe's way; mlx5 arms through its doorbell instead).
+/// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ` for one CQ, built once (at create)
+/// and sent at every arm: rxe's `ibv_req_notify_cq` (mlx5 arms through its
+/// doorbell instead). Sending it is one ioctl on a ready buffer (or one
+/// `write()` on kernels without `INVOKE_WRITE`): rdma-core builds it anew
+/// each time through its generic ioctl builder.
+#[derive(Debug)]
+pub struct ReqNotifyCq {
+    cmd: SmallWrite,
+    handle: u32,
+}
+
+impl ReqNotifyCq {
+    /// The command for CQ `handle` of `fd`.
+    pub fn new(fd: &UverbsFd, handle: u32) -> ReqNotifyCq {
+        ReqNotifyCq { cmd: SmallWrite::new(fd, IB_USER_VERBS_CMD_REQ_NOTIFY_CQ), handle }
+    }
+
+    /// Arms the CQ for one completion event (or one solicited one).
+    #[doc(alias = "ibv_req_notify_cq")]
+    #[inline]
+    pub fn send(&mut self, fd: &UverbsFd, solicited_only: bool) -> Result<()> {
+        let req = ib_uverbs_req_notify_cq { cq_handle: self.handle, solicited_only: solicited_only.into() };
+        // The request's bytes in memory order: what the kernel reads from an
+        // inlined attribute.
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(req.as_bytes());
+        let body = u64::from_ne_bytes(bytes);
+        match fd.send_small(&mut self.cmd, body) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(arm_error(e)),
+        }
+    }
+}
+
+#[cold]
+fn arm_error(e: nix::errno::Errno) -> Error {
+    Error::os("ibv_req_notify_cq", e)
+}
+
+/// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ` built for one call: arms the CQ for
+/// one completion event ([`ReqNotifyCq`] keeps the command for the next).
 pub fn req_notify_cq(fd: &UverbsFd, handle: u32, solicited_only: bool) -> Result<()> {
     let req = ib_uverbs_req_notify_cq { cq_handle: handle, solicited_only: solicited_only.into() };
     fd.write_cmd(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, req.as_bytes(), &mut [], &[], &mut [])

@@ -5,6 +5,7 @@
 pub mod event;
 pub mod ioctl;
 pub mod netlink;
+mod prepared;
 pub mod write;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ use rverbs_uapi::ib_user_ioctl_cmds::{
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_CMD_FLAG_EXTENDED;
 
 pub use ioctl::{AttrSlot, IoctlCmd};
+pub(crate) use prepared::SmallWrite;
 
 /// Which kernel interface carried a command; recorded in tracing events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,6 +332,7 @@ impl UverbsFd {
 }
 
 impl AsFd for UverbsFd {
+    #[inline]
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

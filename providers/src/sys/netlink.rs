@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::sys::socket::{
-    bind, getsockname, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
+    getsockname, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
 };
 use rverbs_uapi::rdma_netlink::*;
 
@@ -38,6 +38,11 @@ pub struct NlDevice {
     pub index: u32,
     /// `RDMA_NLDEV_ATTR_DEV_NAME`.
     pub name: String,
+    /// `RDMA_NLDEV_ATTR_NODE_GUID`: the GUID as a host integer, most
+    /// significant byte first (the kernel sends `be64_to_cpu(node_guid)`).
+    pub node_guid: u64,
+    /// `RDMA_NLDEV_ATTR_DEV_NODE_TYPE` (`RDMA_NODE_IB_CA` = 1, ...), 0 when absent.
+    pub node_type: u8,
 }
 
 fn nlattr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
@@ -101,7 +106,10 @@ fn messages(buf: &[u8]) -> impl Iterator<Item = Msg<'_>> {
 /// request). Messages of another sequence number or port (the rest of an
 /// earlier transaction that was abandoned, e.g. after an error) are
 /// skipped, never taken as this request's answer.
-fn absorb(buf: &[u8], seq: u32, pid: u32, out: &mut Vec<(u16, Vec<u8>)>) -> Option<Result<(), Errno>> {
+///
+/// `single`: a request without `NLM_F_ACK` or `NLM_F_DUMP`, whose one
+/// reply ends it.
+fn absorb(buf: &[u8], seq: u32, pid: u32, single: bool, out: &mut Vec<(u16, Vec<u8>)>) -> Option<Result<(), Errno>> {
     for m in messages(buf) {
         if m.seq != seq || m.pid != pid {
             tracing::trace!(seq = m.seq, pid = m.pid, want_seq = seq, "netlink: skipping a reply to another request");
@@ -114,7 +122,12 @@ fn absorb(buf: &[u8], seq: u32, pid: u32, out: &mut Vec<(u16, Vec<u8>)>) -> Opti
                 let err = i32::from_ne_bytes(b.try_into().unwrap());
                 return Some(if err == 0 { Ok(()) } else { Err(Errno::from_raw(-err)) });
             }
-            ty => out.push((ty, m.payload.to_vec())),
+            ty => {
+                out.push((ty, m.payload.to_vec()));
+                if single {
+                    return Some(Ok(()));
+                }
+            }
         }
     }
     None
@@ -168,22 +181,21 @@ pub fn parse_chardev(payload: &[u8]) -> Chardev {
     c
 }
 
-/// A bound `NETLINK_RDMA` socket.
+/// A `NETLINK_RDMA` socket.
 pub struct RdmaNetlink {
     sock: OwnedFd,
     seq: u32,
-    /// The port id the kernel gave the socket at `bind`: the `nlmsg_pid`
-    /// of every reply meant for us.
-    pid: u32,
+    /// The port id the kernel gave the socket when the first request
+    /// bound it: the `nlmsg_pid` of every reply meant for us.
+    pid: Option<u32>,
 }
 
 impl RdmaNetlink {
-    /// Opens and binds the socket.
+    /// Opens the socket. It is bound by its first request (the kernel
+    /// binds an unbound netlink socket on `send`), which saves a `bind`.
     pub fn open() -> Result<Self, Errno> {
         let sock = socket(AddressFamily::Netlink, SockType::Raw, SockFlag::SOCK_CLOEXEC, SockProtocol::NetlinkRDMA)?;
-        bind(sock.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
-        let pid = getsockname::<NetlinkAddr>(sock.as_raw_fd())?.pid();
-        Ok(RdmaNetlink { sock, seq: 1, pid })
+        Ok(RdmaNetlink { sock, seq: 1, pid: None })
     }
 
     /// Sends a request and collects the payloads of every reply to it
@@ -193,6 +205,11 @@ impl RdmaNetlink {
         self.seq = self.seq.wrapping_add(1);
         let msg = request(op, flags, self.seq, attrs);
         send(self.sock.as_raw_fd(), &msg, MsgFlags::empty())?;
+        let pid = match self.pid {
+            Some(p) => p,
+            None => *self.pid.insert(getsockname::<NetlinkAddr>(self.sock.as_raw_fd())?.pid()),
+        };
+        let single = flags & (NLM_F_ACK | NLM_F_DUMP) == 0;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 32 * 1024];
         loop {
@@ -200,9 +217,10 @@ impl RdmaNetlink {
             if n == 0 {
                 return Ok(out);
             }
-            // A single request (NLM_F_ACK) ends with NLMSG_ERROR 0 after its
-            // reply; a dump ends with NLMSG_DONE: keep reading until either.
-            if let Some(end) = absorb(&buf[..n], self.seq, self.pid, &mut out) {
+            // A request with NLM_F_ACK ends with NLMSG_ERROR 0 after its
+            // reply, one without it with its reply (or an error); a dump
+            // ends with NLMSG_DONE: keep reading until then.
+            if let Some(end) = absorb(&buf[..n], self.seq, pid, single, &mut out) {
                 return end.map(|()| out);
             }
         }
@@ -219,6 +237,8 @@ impl RdmaNetlink {
                     match u32::from(ty) {
                         RDMA_NLDEV_ATTR_DEV_INDEX => d.index = u32_of(v),
                         RDMA_NLDEV_ATTR_DEV_NAME => d.name = str_of(v),
+                        RDMA_NLDEV_ATTR_NODE_GUID => d.node_guid = u64_of(v),
+                        RDMA_NLDEV_ATTR_DEV_NODE_TYPE => d.node_type = v.first().copied().unwrap_or(0),
                         _ => {}
                     }
                 }
@@ -227,12 +247,14 @@ impl RdmaNetlink {
             .collect())
     }
 
-    /// `RDMA_NLDEV_CMD_GET_CHARDEV` for `CHARDEV_TYPE = "uverbs"` of device `index`.
+    /// `RDMA_NLDEV_CMD_GET_CHARDEV` for `CHARDEV_TYPE = "uverbs"` of device
+    /// `index`. Without `NLM_F_ACK`: the reply (or the error) is the whole
+    /// answer, one `recv` instead of two.
     pub fn uverbs_chardev(&mut self, index: u32) -> Result<Chardev, Errno> {
         let idx = index.to_ne_bytes();
         let replies = self.transact(
             RDMA_NLDEV_CMD_GET_CHARDEV,
-            NLM_F_ACK,
+            0,
             &[(RDMA_NLDEV_ATTR_DEV_INDEX as u16, &idx), (RDMA_NLDEV_ATTR_CHARDEV_TYPE as u16, b"uverbs\0")],
         )?;
         replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
@@ -290,16 +312,21 @@ mod tests {
         dgram.extend(msg(NLMSG_ERROR, 7, 99, &(-19i32).to_ne_bytes()));
         dgram.extend(msg(0x1401, 7, ME, b"mine\0"));
         let mut out = vec![];
-        assert!(absorb(&dgram, 7, ME, &mut out).is_none(), "request 7 is not over yet");
+        assert!(absorb(&dgram, 7, ME, false, &mut out).is_none(), "request 7 is not over yet");
         assert_eq!(out, vec![(0x1401, b"mine\0".to_vec())]);
         // The ack ends it; a leftover error of request 6 does not.
         let ack = [msg(NLMSG_ERROR, 6, ME, &(-22i32).to_ne_bytes()), msg(NLMSG_ERROR, 7, ME, &0i32.to_ne_bytes())];
-        assert_eq!(absorb(&ack.concat(), 7, ME, &mut out), Some(Ok(())));
+        assert_eq!(absorb(&ack.concat(), 7, ME, false, &mut out), Some(Ok(())));
         assert_eq!(out.len(), 1);
+        // Without an ack, the reply itself ends a single request.
+        let mut out = vec![];
+        let two = [msg(0x140f, 9, 99, b"theirs\0"), msg(0x140f, 9, ME, b"mine\0")].concat();
+        assert_eq!(absorb(&two, 9, ME, true, &mut out), Some(Ok(())));
+        assert_eq!(out, vec![(0x140f, b"mine\0".to_vec())]);
         // An error answer of ours is reported.
         let mut out = vec![];
         assert_eq!(
-            absorb(&msg(NLMSG_ERROR, 8, ME, &(-19i32).to_ne_bytes()), 8, ME, &mut out),
+            absorb(&msg(NLMSG_ERROR, 8, ME, &(-19i32).to_ne_bytes()), 8, ME, true, &mut out),
             Some(Err(Errno::ENODEV))
         );
     }

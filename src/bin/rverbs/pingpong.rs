@@ -383,7 +383,6 @@ struct PingPong {
     recv_len: u32,
     /// Copy the payload into the WQE (the QP's `max_inline_data` >= size).
     inline: bool,
-    scratch: Vec<u8>,
     ib_port: u8,
     link_layer: LinkLayer,
     /// rdma-core's QP attributes ([`connect_options`]).
@@ -404,34 +403,96 @@ fn lib_err(what: &str) -> impl Fn(rverbs::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
+/// Posts `wr` `n` times, one per call, to the SRQ or QP 0's receive
+/// queue; returns how many went in.
+fn post_recvs(qps: &mut [QueuePair], srq: &mut Option<SharedReceiveQueue>, wr: &RecvWr<'_>, n: u32) -> u32 {
+    for i in 0..n {
+        let r = match srq {
+            Some(srq) => hot::post_srq_recv(srq, wr),
+            None => hot::post_recv(&mut qps[0], wr),
+        };
+        if r.is_err() {
+            return i;
+        }
+    }
+    n
+}
+
+/// The data path, one never-inlined function per verb: each is the
+/// library call and nothing else, so a profile shows what each verb costs
+/// per call as this program makes it (`cargo xtask bench`, docs/PERFORMANCE.md).
+/// The work requests are built once, before the loop.
+mod hot {
+    use std::time::Duration;
+
+    use rverbs::{
+        CompletionChannel, CompletionQueue, CqEvent, PostError, QueuePair, RecvWr, SendWr, SharedReceiveQueue, Wc,
+    };
+
+    /// One send (`ibv_post_send`): the WQE and rxe's doorbell.
+    #[inline(never)]
+    pub fn post_send(qp: &mut QueuePair, wr: &SendWr<'_>) -> Result<(), PostError> {
+        qp.post_send(std::slice::from_ref(wr))
+    }
+
+    /// One receive (`ibv_post_recv`).
+    #[inline(never)]
+    pub fn post_recv(qp: &mut QueuePair, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        qp.post_recv(std::slice::from_ref(wr))
+    }
+
+    /// One receive into the SRQ (`ibv_post_srq_recv`).
+    #[inline(never)]
+    pub fn post_srq_recv(srq: &mut SharedReceiveQueue, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        srq.post_recv(std::slice::from_ref(wr))
+    }
+
+    /// `ibv_poll_cq`.
+    #[inline(never)]
+    pub fn poll(cq: &mut CompletionQueue, wcs: &mut [Wc]) -> usize {
+        cq.poll(wcs)
+    }
+
+    /// `ibv_req_notify_cq`.
+    #[inline(never)]
+    pub fn req_notify(cq: &mut CompletionQueue) -> rverbs::Result<()> {
+        cq.req_notify(false)
+    }
+
+    /// `ibv_get_cq_event` with a limit (the acknowledgement is one call at
+    /// the end, as in rdma-core's examples).
+    #[inline(never)]
+    pub fn get_cq_event(ch: &CompletionChannel, timeout: Duration) -> rverbs::Result<Option<CqEvent>> {
+        ch.wait_event(Some(timeout))
+    }
+}
+
+/// Posts the send `wr` on `qp` (its payload copied into the WQE when
+/// `inline` holds it: `scratch` takes the bytes).
+fn post_send(
+    qp: &mut QueuePair,
+    wr: &SendWr<'_>,
+    inline: Option<(&MemoryRegion, usize, &mut [u8])>,
+) -> Result<(), String> {
+    let r = match inline {
+        None => hot::post_send(qp, wr),
+        Some((mr, off, scratch)) => {
+            mr.read_at(off, scratch).map_err(lib_err("Couldn't post send"))?;
+            qp.post_send_inline(wr.wr_id, wr.op, wr.flags, scratch, wr.ud)
+        }
+    };
+    r.map_err(|e| format!("Couldn't post send: {e}"))
+}
+
 impl PingPong {
     /// The receive half of the posting pattern: `n` receives of the whole
-    /// buffer, wr_id 1. Returns how many were posted.
+    /// buffer, wr_id 1, one per call (as rdma-core's examples post them).
+    /// Returns how many were posted.
     fn post_recv(&mut self, n: u32) -> u32 {
         let Ok(sge) = self.mr.sge(0, self.recv_len) else { return 0 };
         let sgl = [sge];
-        let wrs = vec![RecvWr { wr_id: RECV_WRID, sgl: &sgl }; n as usize];
-        let r = match &mut self.srq {
-            Some(srq) => srq.post_recv(&wrs),
-            None => self.qps[0].post_recv(&wrs),
-        };
-        match r {
-            Ok(()) => n,
-            Err(e) => e.index as u32,
-        }
-    }
-
-    /// One signaled SEND of the payload on QP `i`, wr_id 2.
-    fn post_send(&mut self, i: usize) -> Result<(), String> {
-        let flags = SendFlags::SIGNALED;
-        let r = if self.inline {
-            self.mr.read_at(self.payload_off, &mut self.scratch).map_err(lib_err("Couldn't post send"))?;
-            self.qps[i].post_send_inline(SEND_WRID, SendOp::Send, flags, &self.scratch, self.ud)
-        } else {
-            let sgl = [self.mr.sge(self.payload_off, self.size).map_err(lib_err("Couldn't post send"))?];
-            self.qps[i].post_send(&[SendWr { wr_id: SEND_WRID, op: SendOp::Send, flags, sgl: &sgl, ud: self.ud }])
-        };
-        r.map_err(|e| format!("Couldn't post send: {e}"))
+        let wr = RecvWr { wr_id: RECV_WRID, sgl: &sgl };
+        post_recvs(&mut self.qps, &mut self.srq, &wr, n)
     }
 
     /// The local descriptions: QPN, a random PSN, our LID and GID
@@ -592,7 +653,6 @@ fn init(o: &Opts) -> Result<(PingPong, CompletionQueue, Option<CompletionChannel
         payload_off: extra,
         recv_len: o.size + extra as u32,
         inline,
-        scratch: vec![0; o.size as usize],
         ib_port: o.ib_port,
         link_layer: port.link_layer,
         opts,
@@ -803,6 +863,14 @@ fn run(o: &Opts) -> Result<(), String> {
 
     let page = rverbs::page_size();
     let mut pending = vec![RECV_WRID; nqp];
+    // The work requests of the loop, built once.
+    let send_sgl = [pp.mr.sge(pp.payload_off, pp.size).map_err(lib_err("Couldn't post send"))?];
+    let send_wr = SendWr { wr_id: SEND_WRID, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &send_sgl, ud: pp.ud };
+    let recv_sgl = [pp.mr.sge(0, pp.recv_len).map_err(lib_err("Couldn't post receive"))?];
+    let recv_wr = RecvWr { wr_id: RECV_WRID, sgl: &recv_sgl };
+    let mut scratch = vec![0; if pp.inline { o.size as usize } else { 0 }];
+    let (mr, payload_off, inline) = (&pp.mr, pp.payload_off, pp.inline);
+    let mut send = |qp: &mut QueuePair| post_send(qp, &send_wr, inline.then_some((mr, payload_off, &mut scratch[..])));
     // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
     // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
     let mark =
@@ -815,35 +883,35 @@ fn run(o: &Opts) -> Result<(), String> {
             // rdma-core marks the first byte of every page with
             // `i / page_size % sizeof(char)`, which is always 0.
             for i in (0..o.size as usize).step_by(page) {
-                pp.mr.write_at(pp.payload_off + i, &[0]).map_err(lib_err("Couldn't mark the buffer"))?;
+                mr.write_at(payload_off + i, &[0]).map_err(lib_err("Couldn't mark the buffer"))?;
             }
         }
         for (i, p) in pending.iter_mut().enumerate() {
-            pp.post_send(i)?;
+            send(&mut pp.qps[i])?;
             *p |= SEND_WRID;
         }
     }
 
     let iters = u64::from(o.iters);
     let refill_at = if o.mode == Mode::Srq { nqp as i64 } else { 1 };
+    let rx_depth = i64::from(pp.rx_depth);
     let mut wcs = vec![Wc::default(); if o.mode == Mode::Srq { nqp + o.rx_depth as usize } else { 2 }];
-    let timeout_ms = i32::try_from(o.timeout.as_millis()).unwrap_or(i32::MAX);
+    let cq_handle = cq.user_handle();
     let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
     let start = Instant::now();
     while rcnt < iters || scnt < iters {
         let ne = if let Some(ch) = &channel {
-            let ev = ch
-                .get_cq_event_timeout(timeout_ms)
+            let ev = hot::get_cq_event(ch, o.timeout)
                 .map_err(lib_err("Failed to get cq_event"))?
                 .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
             num_events += 1;
-            if ev.cq_user_handle != cq.user_handle() {
+            if ev.cq_user_handle != cq_handle {
                 return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
             }
-            cq.req_notify(false).map_err(lib_err("Couldn't request CQ notification"))?;
-            cq.poll(&mut wcs)
+            hot::req_notify(&mut cq).map_err(lib_err("Couldn't request CQ notification"))?;
+            hot::poll(&mut cq, &mut wcs)
         } else {
-            let mut n = cq.poll(&mut wcs);
+            let mut n = hot::poll(&mut cq, &mut wcs);
             if n == 0 {
                 let since = Instant::now();
                 let mut spins = 0u32;
@@ -852,23 +920,14 @@ fn run(o: &Opts) -> Result<(), String> {
                     if spins % 1024 == 0 && since.elapsed() >= o.timeout {
                         return Err(stalled(o, rcnt, scnt, "completion"));
                     }
-                    n = cq.poll(&mut wcs);
+                    n = hot::poll(&mut cq, &mut wcs);
                 }
             }
             n
         };
         for wc in &wcs[..ne] {
             if wc.status != WcStatus::SUCCESS {
-                let hint = match (wc.status, wc.wr_id) {
-                    (WcStatus::RETRY_EXC_ERR, _) => " (the peer's QP does not answer: is it still running?)",
-                    (WcStatus::RNR_RETRY_EXC_ERR, _) => " (the peer has no receive posted)",
-                    // rxe reports an oversized message as a QP operation error.
-                    (WcStatus::LOC_LEN_ERR | WcStatus::LOC_QP_OP_ERR, RECV_WRID) => {
-                        " (did the peer send more than -s bytes? give both sides the same -s)"
-                    }
-                    _ => "",
-                };
-                return Err(format!("Failed status {} ({}) for wr_id {}{hint}", wc.status, wc.status.0, wc.wr_id));
+                return Err(failed_wc(wc));
             }
             let q = if o.mode == Mode::Srq {
                 pp.qps
@@ -883,8 +942,8 @@ fn run(o: &Opts) -> Result<(), String> {
                 RECV_WRID => {
                     routs -= 1;
                     if routs <= refill_at {
-                        routs += i64::from(pp.post_recv((i64::from(pp.rx_depth) - routs) as u32));
-                        if routs < i64::from(pp.rx_depth) {
+                        routs += i64::from(post_recvs(&mut pp.qps, &mut pp.srq, &recv_wr, (rx_depth - routs) as u32));
+                        if routs < rx_depth {
                             return Err(format!("Couldn't post receive ({routs})"));
                         }
                     }
@@ -894,7 +953,7 @@ fn run(o: &Opts) -> Result<(), String> {
             }
             pending[q] &= !wc.wr_id;
             if scnt < iters && pending[q] == 0 {
-                pp.post_send(q)?;
+                send(&mut pp.qps[q])?;
                 pending[q] = RECV_WRID | SEND_WRID;
             }
         }
@@ -923,6 +982,21 @@ fn run(o: &Opts) -> Result<(), String> {
         return Err(format!("-c: the received data is wrong in {bad_pages} page(s)"));
     }
     Ok(())
+}
+
+/// The error for a completion that failed, with a hint where the cause is usual.
+#[cold]
+fn failed_wc(wc: &Wc) -> String {
+    let hint = match (wc.status, wc.wr_id) {
+        (WcStatus::RETRY_EXC_ERR, _) => " (the peer's QP does not answer: is it still running?)",
+        (WcStatus::RNR_RETRY_EXC_ERR, _) => " (the peer has no receive posted)",
+        // rxe reports an oversized message as a QP operation error.
+        (WcStatus::LOC_LEN_ERR | WcStatus::LOC_QP_OP_ERR, RECV_WRID) => {
+            " (did the peer send more than -s bytes? give both sides the same -s)"
+        }
+        _ => "",
+    };
+    format!("Failed status {} ({}) for wr_id {}{hint}", wc.status, wc.status.0, wc.wr_id)
 }
 
 fn stalled(o: &Opts, rcnt: u64, scnt: u64, what: &str) -> String {

@@ -1,0 +1,865 @@
+//! `cargo xtask bench`'s figures: what the guest's files say, the goals of
+//! issue #11 next to them, one Markdown table, and its place in
+//! docs/PERFORMANCE.md.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::bench::{self, tags, Impl, CG_ITERS, PERFTEST, SIZES, UD_SIZES};
+use crate::callgrind::{FnCost, Profile};
+use crate::strace::{self, Call};
+use crate::twohost;
+use crate::util::{Context, Result};
+
+/// What one guest sent back.
+#[derive(Debug, Default)]
+pub struct KernelRun {
+    pub series: String,
+    pub release: String,
+    pub accel: String,
+    pub cpus: u32,
+    pub files: BTreeMap<String, Vec<String>>,
+}
+
+/// The host's mock benches: (provider, case, instructions per operation).
+#[derive(Debug, Default)]
+pub struct MockCounts {
+    pub counts: Vec<(String, String, f64)>,
+}
+
+impl KernelRun {
+    fn file(&self, name: &str) -> &[String] {
+        self.files.get(name).map_or(&[], |v| &v[..])
+    }
+
+    fn exit(&self, tag: &str) -> Option<i32> {
+        self.file(&format!("{tag}.rc")).first()?.trim().parse().ok()
+    }
+
+    /// Instructions of a callgrind client run (`None` unless it completed).
+    fn cg_total(&self, i: Impl, size: u32, iters: u32) -> Option<u64> {
+        let tag = tags::cg(i, size, iters);
+        if self.exit(&tag) != Some(0) {
+            return None;
+        }
+        bench::collected(&self.file(&format!("{tag}.vg")).join("\n"))
+    }
+
+    /// (Ir(n=1000) − Ir(n=100)) / 900.
+    pub fn per_iteration(&self, i: Impl, size: u32) -> Option<f64> {
+        let [a, b] = CG_ITERS;
+        let (lo, hi) = (self.cg_total(i, size, a)?, self.cg_total(i, size, b)?);
+        Some((hi as f64 - lo as f64) / f64::from(b - a))
+    }
+
+    /// The N=1000 profile of the 64-byte client.
+    fn profile(&self, i: Impl) -> Option<Profile> {
+        let f = self.files.get(&format!("{}.out", tags::cg(i, SIZES[0], CG_ITERS[1])))?;
+        Some(Profile::parse(&f.join("\n")))
+    }
+
+    /// The profile of the client built without tracing's callsites.
+    fn notrace_profile(&self) -> Option<Profile> {
+        let f = self.files.get(&format!("{}.out", tags::NOTRACE))?;
+        Some(Profile::parse(&f.join("\n")))
+    }
+
+    fn strace(&self, tag: &str) -> Option<Vec<Call>> {
+        let f = self.files.get(&format!("{tag}.st"))?;
+        (self.exit(tag) == Some(0)).then(|| strace::parse(f))
+    }
+
+    /// Client (usec/iter, Mbit/s) of every completed run of a configuration.
+    fn timings(&self, ud: bool, events: bool, size: u32, i: Impl, runs: u32) -> Vec<(f64, f64)> {
+        (1..=runs)
+            .filter_map(|r| {
+                let tag = tags::lat(ud, events, size, i, r);
+                let side = twohost::Side {
+                    lines: self.file(&format!("{tag}.cli")).to_vec(),
+                    exit: self.exit(&tag),
+                    ..Default::default()
+                };
+                (side.exit == Some(0) && side.iters() == Some(bench::TIMED_ITERS))
+                    .then(|| Some((side.usec_per_iter()?, side.mbit()?)))
+                    .flatten()
+            })
+            .collect()
+    }
+
+    /// perftest's result line of the client: (typical or average latency
+    /// µs, or average bandwidth MB/s).
+    fn perftest(&self, prog: &str, size: u32) -> Option<f64> {
+        let tag = tags::perftest(prog, size);
+        if self.exit(&tag) != Some(0) {
+            return None;
+        }
+        perftest_figure(prog, self.file(&format!("{tag}.cli")))
+    }
+}
+
+/// From perftest's client output: `t_typical` of a latency test (the
+/// median), `BW average[MB/sec]` of a bandwidth test.
+pub fn perftest_figure(prog: &str, lines: &[String]) -> Option<f64> {
+    let header = lines.iter().position(|l| l.trim_start().starts_with("#bytes"))?;
+    let cols: Vec<&str> = lines[header].split_whitespace().collect();
+    let want = if prog.ends_with("_bw") { "average[MB/sec]" } else { "t_typical[usec]" };
+    let idx = cols.iter().position(|c| *c == want)?;
+    // "BW peak[MB/sec]" is two words in the header: the data has one value each.
+    let shift = cols[..idx].iter().filter(|c| **c == "BW").count();
+    lines[header + 1..].iter().find_map(|l| {
+        let v: Vec<&str> = l.split_whitespace().collect();
+        if v.first()?.parse::<u64>().is_err() {
+            return None;
+        }
+        v.get(idx - shift)?.parse().ok()
+    })
+}
+
+/// The median (mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+/// Syscalls of one straced run: all, the rxe doorbells (`write()` on the
+/// uverbs fd), and the rest by kind.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Syscalls {
+    pub total: usize,
+    pub doorbells: usize,
+    pub by_name: BTreeMap<String, usize>,
+}
+
+impl Syscalls {
+    pub fn of(calls: &[Call]) -> Syscalls {
+        let mut s = Syscalls { total: calls.len(), ..Default::default() };
+        for c in calls {
+            let dev = c.fd_path().is_some_and(|p| p.starts_with("/dev/infiniband/"));
+            if c.name == "write" && dev {
+                s.doorbells += 1;
+            } else {
+                *s.by_name.entry(c.name.clone()).or_default() += 1;
+            }
+        }
+        s
+    }
+
+    pub fn others(&self) -> usize {
+        self.total - self.doorbells
+    }
+}
+
+/// A verb of the per-call table and where each implementation's cost of
+/// it is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Verb {
+    pub name: &'static str,
+    /// rverbs: function names (substrings), the first found wins.
+    pub rverbs: &'static [&'static str],
+}
+
+/// The hot-path verbs. rverbs' are the CLI's never-inlined entry points
+/// (`src/bin/rverbs/pingpong.rs`, module `hot`), so each figure is the
+/// whole call as the program makes it.
+pub const VERBS: &[Verb] = &[
+    Verb { name: "post_send", rverbs: &["pingpong::hot::post_send"] },
+    Verb { name: "post_recv", rverbs: &["pingpong::hot::post_recv"] },
+    Verb { name: "poll_cq", rverbs: &["pingpong::hot::poll"] },
+    Verb { name: "req_notify_cq", rverbs: &["pingpong::hot::req_notify"] },
+    Verb { name: "get_cq_event + ack", rverbs: &["pingpong::hot::get_cq_event"] },
+];
+
+/// One verb's cost: the function measured, its calls, instructions per call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerCall {
+    pub function: String,
+    pub calls: u64,
+    pub per_call: f64,
+}
+
+fn per_call(f: &FnCost) -> Option<PerCall> {
+    Some(PerCall { function: short_name(&f.name), calls: f.calls, per_call: f.per_call()? })
+}
+
+/// `rverbs::bin::x::y::h1234` -> the last three path segments, no hash.
+fn short_name(n: &str) -> String {
+    let n = n.split('<').next().unwrap_or(n);
+    let parts: Vec<&str> = n.split("::").filter(|p| !(p.starts_with('h') && p.len() == 17)).collect();
+    parts[parts.len().saturating_sub(3)..].join("::")
+}
+
+/// rverbs' cost of `verb`.
+pub fn rverbs_call(p: &Profile, verb: &Verb) -> Option<PerCall> {
+    verb.rverbs.iter().find_map(|n| p.containing(n)).and_then(per_call)
+}
+
+/// rdma-core's cost of `verb`: `ibv_post_send` & co. are inline functions
+/// of `verbs.h` that call the provider through its ops table, and Debian's
+/// librxe is stripped, so its entry points (functions called from outside
+/// librxe, at least once per two iterations) are told apart by what they
+/// do: the one that calls `write` is `rxe_post_send` (the doorbell); the
+/// one that some caller calls exactly as often as it calls
+/// `ibv_get_cq_event` is `rxe_poll_cq` (one poll per event in
+/// `ibv_rc_pingpong -e`); the remaining one is `rxe_post_recv`. The
+/// exported functions go by name.
+pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
+    let named = |n: &str| p.named(n).and_then(per_call);
+    match verb.name {
+        "req_notify_cq" => named("ibv_cmd_req_notify_cq"),
+        "get_cq_event + ack" => {
+            let g = p.named("ibv_get_cq_event")?;
+            let mut c = per_call(g)?;
+            if let Some(a) = p.named("ibv_ack_cq_events") {
+                // ibv_rc_pingpong acknowledges all events in one call at the end.
+                c.per_call += a.inclusive() as f64 / g.calls.max(1) as f64;
+                c.function.push_str(" + ibv_ack_cq_events");
+            }
+            Some(c)
+        }
+        name => {
+            let in_rxe = |f: &FnCost| f.object.contains("librxe");
+            let entries: Vec<&FnCost> = p
+                .funcs
+                .iter()
+                .filter(|f| in_rxe(f) && f.calls >= iters / 2)
+                .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
+                .collect();
+            let post_send = entries.iter().copied().find(|f| p.calls_any(f, &["write"]));
+            let event_callers: Vec<(usize, u64)> =
+                p.named("ibv_get_cq_event").map_or(Vec::new(), |g| g.callers.clone());
+            let poll = entries
+                .iter()
+                .copied()
+                .filter(|f| Some(*f) != post_send)
+                .find(|f| f.callers.iter().any(|c| event_callers.contains(c)));
+            let post_recv = entries.iter().copied().find(|f| Some(*f) != post_send && Some(*f) != poll);
+            let f = match name {
+                "post_send" => post_send,
+                "post_recv" => post_recv,
+                "poll_cq" => poll,
+                _ => None,
+            }?;
+            let mut c = per_call(f)?;
+            c.function =
+                format!("librxe {} ({})", f.name.trim_start_matches("0x").trim_start_matches('0'), name_of(name));
+            Some(c)
+        }
+    }
+}
+
+/// Completion events per iteration in the n=1000 profile.
+fn events_per_iter(p: &Profile, names: &[&str]) -> Option<f64> {
+    let f = names.iter().find_map(|n| p.containing(n))?;
+    Some(f.calls as f64 / f64::from(CG_ITERS[1]))
+}
+
+fn name_of(verb: &str) -> &'static str {
+    match verb {
+        "post_send" => "rxe_post_send",
+        "post_recv" => "rxe_post_recv",
+        _ => "rxe_poll_cq",
+    }
+}
+
+/// Everything the table shows.
+pub struct Report<'a> {
+    runs: &'a [KernelRun],
+    mock: Option<&'a MockCounts>,
+    commit: String,
+    timed_runs: u32,
+    date: String,
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(r), Some(v)) if r > 0.0 => Some(v / r),
+        _ => None,
+    }
+}
+
+fn fmt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+fn fmt_int(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| group(x.round() as i64))
+}
+
+/// `12,345`.
+fn group(v: i64) -> String {
+    let s = v.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// A goal: a verdict per kernel.
+#[derive(Clone, Copy)]
+enum Goal {
+    /// rverbs / rdma-core ≤ this.
+    RatioAtMost(f64),
+    /// rverbs' figure ≤ this.
+    AtMost(f64),
+    None,
+}
+
+impl Goal {
+    fn text(self) -> String {
+        match self {
+            Goal::RatioAtMost(r) => format!("≤ {r}×"),
+            Goal::AtMost(v) => format!("≤ {v}"),
+            Goal::None => String::new(),
+        }
+    }
+
+    fn met(self, rdma: Option<f64>, rverbs: Option<f64>) -> Option<bool> {
+        match self {
+            Goal::RatioAtMost(r) => ratio(rdma, rverbs).map(|x| x <= r + 1e-9),
+            Goal::AtMost(v) => rverbs.map(|x| x <= v + 1e-9),
+            Goal::None => None,
+        }
+    }
+}
+
+/// A row's figures on one kernel: (rdma-core, rverbs).
+type Cell = (Option<f64>, Option<f64>);
+
+/// One row: a figure of both implementations on every kernel.
+struct Row {
+    what: String,
+    /// Per kernel: (rdma-core, rverbs), as numbers (for ratios and goals)
+    /// and as text.
+    cells: Vec<Cell>,
+    digits: usize,
+    goal: Goal,
+    /// Show the ratio column.
+    ratio: bool,
+}
+
+impl<'a> Report<'a> {
+    pub fn new(runs: &'a [KernelRun], mock: Option<&'a MockCounts>, commit: &str, timed_runs: u32) -> Report<'a> {
+        Report { runs, mock, commit: commit.to_owned(), timed_runs, date: today() }
+    }
+
+    fn rows(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let per_kernel = |f: &dyn Fn(&KernelRun) -> Cell| -> Vec<Cell> { self.runs.iter().map(f).collect() };
+        // Instructions per iteration.
+        for size in SIZES {
+            rows.push(Row {
+                what: format!("instructions per iteration, client, -e, {}", size_text(size)),
+                cells: per_kernel(&|k| (k.per_iteration(Impl::RdmaCore, size), k.per_iteration(Impl::Rverbs, size))),
+                digits: 0,
+                goal: Goal::RatioAtMost(0.5),
+                ratio: true,
+            });
+        }
+        // Instructions per call.
+        let profiles: Vec<(Option<Profile>, Option<Profile>)> =
+            self.runs.iter().map(|k| (k.profile(Impl::RdmaCore), k.profile(Impl::Rverbs))).collect();
+        for verb in VERBS {
+            let cells = profiles
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.as_ref().and_then(|p| rdma_core_call(p, verb, u64::from(CG_ITERS[1]))).map(|c| c.per_call),
+                        v.as_ref().and_then(|p| rverbs_call(p, verb)).map(|c| c.per_call),
+                    )
+                })
+                .collect();
+            rows.push(Row {
+                what: format!("instructions per call: {}", verb.name),
+                cells,
+                digits: 0,
+                goal: Goal::None,
+                ratio: true,
+            });
+        }
+        rows.push(Row {
+            what: "completion events per iteration (n = 1000 profile; each costs a read, an arm and a poll)".into(),
+            cells: profiles
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.as_ref().and_then(|p| events_per_iter(p, &["ibv_get_cq_event"])),
+                        v.as_ref().and_then(|p| events_per_iter(p, &["pingpong::hot::get_cq_event"])),
+                    )
+                })
+                .collect(),
+            digits: 2,
+            goal: Goal::None,
+            ratio: true,
+        });
+        // Syscalls.
+        for events in [false, true] {
+            let sys = |k: &KernelRun, i: Impl| k.strace(&tags::st(i, events)).map(|c| Syscalls::of(&c));
+            let mode = if events { "-e" } else { "polling" };
+            rows.push(Row {
+                what: format!("syscalls, pingpong -n {} client, {mode}: doorbells", bench::SYSCALL_ITERS),
+                cells: per_kernel(&|k| {
+                    let f = |i| sys(k, i).map(|s| s.doorbells as f64);
+                    (f(Impl::RdmaCore), f(Impl::Rverbs))
+                }),
+                digits: 0,
+                goal: Goal::None,
+                ratio: false,
+            });
+            rows.push(Row {
+                what: format!("syscalls, pingpong -n {} client, {mode}: all others", bench::SYSCALL_ITERS),
+                cells: per_kernel(&|k| {
+                    let f = |i| sys(k, i).map(|s| s.others() as f64);
+                    (f(Impl::RdmaCore), f(Impl::Rverbs))
+                }),
+                digits: 0,
+                goal: if events { Goal::None } else { Goal::RatioAtMost(0.5) },
+                ratio: true,
+            });
+        }
+        let floor = |k: &KernelRun, i: Impl, devinfo: bool| k.strace(&tags::floor(i, devinfo)).map(|c| c.len() as f64);
+        rows.push(Row {
+            what: "syscalls, start-up floor: pingpong's usage (loader, runtime, usage text)".into(),
+            cells: per_kernel(&|k| (floor(k, Impl::RdmaCore, false), floor(k, Impl::Rverbs, false))),
+            digits: 0,
+            goal: Goal::None,
+            ratio: true,
+        });
+        rows.push(Row {
+            what: format!("syscalls, pingpong -n {} client, polling: all others above the floor", bench::SYSCALL_ITERS),
+            cells: per_kernel(&|k| {
+                let f = |i| {
+                    let s = k.strace(&tags::st(i, false)).map(|c| Syscalls::of(&c).others() as f64)?;
+                    Some(s - floor(k, i, false)?)
+                };
+                (f(Impl::RdmaCore), f(Impl::Rverbs))
+            }),
+            digits: 0,
+            goal: Goal::RatioAtMost(0.5),
+            ratio: true,
+        });
+        rows.push(Row {
+            what: "syscalls, start-up floor: devinfo's usage".into(),
+            cells: per_kernel(&|k| (floor(k, Impl::RdmaCore, true), floor(k, Impl::Rverbs, true))),
+            digits: 0,
+            goal: Goal::None,
+            ratio: true,
+        });
+        rows.push(Row {
+            what: "syscalls, devinfo -v".into(),
+            cells: per_kernel(&|k| {
+                let f = |i| k.strace(&tags::devinfo(i)).map(|c| c.len() as f64);
+                (f(Impl::RdmaCore), f(Impl::Rverbs))
+            }),
+            digits: 0,
+            goal: Goal::AtMost(60.0),
+            ratio: true,
+        });
+        rows.push(Row {
+            what: "syscalls, devinfo -v above the floor".into(),
+            cells: per_kernel(&|k| {
+                let f = |i| Some(k.strace(&tags::devinfo(i))?.len() as f64 - floor(k, i, true)?);
+                (f(Impl::RdmaCore), f(Impl::Rverbs))
+            }),
+            digits: 0,
+            goal: Goal::AtMost(60.0),
+            ratio: true,
+        });
+        // Latency and throughput.
+        for ud in [false, true] {
+            for events in [false, true] {
+                for size in if ud { UD_SIZES } else { SIZES } {
+                    let med = |k: &KernelRun, i: Impl, pick: fn(&(f64, f64)) -> f64| {
+                        median(&k.timings(ud, events, size, i, self.timed_runs).iter().map(pick).collect::<Vec<_>>())
+                    };
+                    let what = format!(
+                        "{} {} {}",
+                        if ud { "UD" } else { "RC" },
+                        if events { "-e" } else { "polling" },
+                        size_text(size)
+                    );
+                    rows.push(Row {
+                        what: format!("latency, usec/iter, {what}"),
+                        cells: per_kernel(&|k| (med(k, Impl::RdmaCore, |t| t.0), med(k, Impl::Rverbs, |t| t.0))),
+                        digits: 1,
+                        goal: Goal::RatioAtMost(1.0),
+                        ratio: true,
+                    });
+                    rows.push(Row {
+                        what: format!("throughput, Mbit/s, {what}"),
+                        cells: per_kernel(&|k| (med(k, Impl::RdmaCore, |t| t.1), med(k, Impl::Rverbs, |t| t.1))),
+                        digits: 1,
+                        goal: Goal::None,
+                        ratio: true,
+                    });
+                }
+            }
+        }
+        // perftest, rdma-core only.
+        for prog in PERFTEST {
+            for size in SIZES {
+                let unit = if prog.ends_with("_bw") { "MB/s average" } else { "usec typical" };
+                rows.push(Row {
+                    what: format!("perftest {prog}, {}, {unit} (floor)", size_text(size)),
+                    cells: per_kernel(&|k| (k.perftest(prog, size), None)),
+                    digits: 2,
+                    goal: Goal::None,
+                    ratio: false,
+                });
+            }
+        }
+        rows
+    }
+
+    /// The Markdown text: heading lines, the table, the per-call functions.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("Measured {} at commit `{}` by `cargo xtask bench`", self.date, self.commit));
+        if !self.runs.is_empty() {
+            let k: Vec<String> = self
+                .runs
+                .iter()
+                .map(|k| format!("{} = Linux {} ({}, {} vCPUs)", k.series, k.release, k.accel, k.cpus))
+                .collect();
+            s.push_str(&format!("; guests: {}", k.join("; ")));
+        }
+        s.push_str(&format!(
+            ". rdma-core is Debian's {} (`ibv_rc_pingpong`, `ibv_ud_pingpong`, librxe), run with the same \
+             arguments in the same boot; latency rows are medians of {} runs.\n\n",
+            rdma_core_version(),
+            self.timed_runs
+        ));
+        if !self.runs.is_empty() {
+            s.push_str(&self.table());
+            s.push('\n');
+            s.push_str(&self.functions());
+            s.push('\n');
+            s.push_str(&self.tracing_table());
+        }
+        if let Some(m) = self.mock {
+            s.push('\n');
+            s.push_str(&mock_table(m));
+        }
+        s
+    }
+
+    fn table(&self) -> String {
+        let mut s = String::from("| measure |");
+        let mut sep = String::from("| --- |");
+        for k in self.runs {
+            s.push_str(&format!(" {0} rdma-core | {0} rverbs | {0} ratio |", k.series));
+            sep.push_str(" ---: | ---: | ---: |");
+        }
+        s.push_str(" goal | met |\n");
+        sep.push_str(" --- | --- |\n");
+        s.push_str(&sep);
+        // Rows of parts that did not run have no figure at all.
+        for r in self.rows().into_iter().filter(|r| r.cells.iter().any(|(a, b)| a.is_some() || b.is_some())) {
+            s.push_str(&format!("| {} |", r.what));
+            let mut verdicts = Vec::new();
+            for (a, b) in &r.cells {
+                let f = |v: Option<f64>| if r.digits == 0 { fmt_int(v) } else { fmt(v, r.digits) };
+                let rt = if r.ratio { fmt(ratio(*a, *b), 2) } else { String::new() };
+                s.push_str(&format!(" {} | {} | {rt} |", f(*a), f(*b)));
+                verdicts.push(r.goal.met(*a, *b));
+            }
+            let met = match r.goal {
+                Goal::None => String::new(),
+                _ if verdicts.iter().all(|v| *v == Some(true)) => "yes".into(),
+                _ if verdicts.contains(&None) => "?".into(),
+                _ => {
+                    let which: Vec<&str> = self
+                        .runs
+                        .iter()
+                        .zip(&verdicts)
+                        .filter(|(_, v)| **v == Some(false))
+                        .map(|(k, _)| k.series.as_str())
+                        .collect();
+                    format!("**no** ({})", which.join(", "))
+                }
+            };
+            s.push_str(&format!(" {} | {met} |\n", r.goal.text()));
+        }
+        s
+    }
+
+    /// Which function each per-call figure is of (first kernel).
+    fn functions(&self) -> String {
+        let Some(k) = self.runs.first() else { return String::new() };
+        let (r, v) = (k.profile(Impl::RdmaCore), k.profile(Impl::Rverbs));
+        let mut s = format!(
+            "Per-call figures are callgrind's inclusive instructions of the function divided by its calls, client \
+             of `-e -s 64 -n {}` ({}):\n\n| verb | rdma-core function | calls | rverbs function | calls |\n| --- | --- \
+             | ---: | --- | ---: |\n",
+            CG_ITERS[1], k.series
+        );
+        for verb in VERBS {
+            let a = r.as_ref().and_then(|p| rdma_core_call(p, verb, u64::from(CG_ITERS[1])));
+            let b = v.as_ref().and_then(|p| rverbs_call(p, verb));
+            let cell = |c: &Option<PerCall>| {
+                c.as_ref()
+                    .map_or(("-".to_owned(), "-".to_owned()), |c| (format!("`{}`", c.function), c.calls.to_string()))
+            };
+            let ((af, ac), (bf, bc)) = (cell(&a), cell(&b));
+            s.push_str(&format!("| {} | {af} | {ac} | {bf} | {bc} |\n", verb.name));
+        }
+        s
+    }
+}
+
+impl Report<'_> {
+    /// rverbs' per-call costs with its `tracing` callsites (disabled at run
+    /// time, as in every other run) and with them compiled out.
+    fn tracing_table(&self) -> String {
+        let mut s = String::from(
+            "A disabled `tracing` callsite costs nothing measurable: rverbs' instructions per call with the \
+             callsites in the build but disabled (every run above) and compiled out (`--features \
+             tracing/release_max_level_off`), same client, same boot:\n\n| verb |",
+        );
+        let mut sep = String::from("| --- |");
+        for k in self.runs {
+            s.push_str(&format!(" {0} callsites disabled | {0} compiled out |", k.series));
+            sep.push_str(" ---: | ---: |");
+        }
+        s.push('\n');
+        s.push_str(&sep);
+        s.push('\n');
+        let profiles: Vec<(Option<Profile>, Option<Profile>)> =
+            self.runs.iter().map(|k| (k.profile(Impl::Rverbs), k.notrace_profile())).collect();
+        for verb in VERBS {
+            s.push_str(&format!("| {} |", verb.name));
+            for (on, off) in &profiles {
+                let f = |p: &Option<Profile>| {
+                    p.as_ref().and_then(|p| rverbs_call(p, verb)).map_or("-".into(), |c| format!("{:.1}", c.per_call))
+                };
+                s.push_str(&format!(" {} | {} |", f(on), f(off)));
+            }
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn size_text(size: u32) -> String {
+    if size.is_multiple_of(1024) {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
+
+/// The targets of the mock benches (docs/PERFORMANCE.md, docs/MLX5.md).
+fn mock_goal(provider: &str, case: &str) -> f64 {
+    match (provider, case) {
+        ("rxe", "post") => 150.0,
+        ("rxe", _) => 60.0,
+        ("mlx5", "post") => 60.0,
+        _ => 40.0,
+    }
+}
+
+fn mock_table(m: &MockCounts) -> String {
+    let mut s = String::from(
+        "Providers against the mock kernel (rxe) and the HCA model (mlx5), on the host, instructions per \
+         operation ((Ir(2N) − Ir(N)) / N, N = 100,000):\n\n| provider | operation | instructions | goal | met |\n| --- \
+         | --- | ---: | --- | --- |\n",
+    );
+    for (p, case, v) in &m.counts {
+        let what = match case.as_str() {
+            "post" => "post of one WR",
+            "poll16" => "poll, batches of 16, per CQE",
+            _ => "poll call that returns one CQE",
+        };
+        let goal = mock_goal(p, case);
+        let met = if *v <= goal + 1e-9 { "yes" } else { "**no**" };
+        s.push_str(&format!("| {p} | {what} | {v:.1} | ≤ {goal} | {met} |\n"));
+    }
+    s
+}
+
+/// `dpkg-query` of libibverbs1 on the host (the guest's copy comes from it).
+fn rdma_core_version() -> String {
+    std::process::Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", "libibverbs1"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| format!("rdma-core {}", String::from_utf8_lossy(&o.stdout).trim()))
+        .unwrap_or_else(|| "rdma-core".into())
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`, from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Markers around the generated part of docs/PERFORMANCE.md.
+pub const DOC_BEGIN: &str = "<!-- cargo xtask bench: begin (generated, do not edit by hand) -->";
+pub const DOC_END: &str = "<!-- cargo xtask bench: end -->";
+
+/// Replaces the text between the markers (appends a section when they are missing).
+pub fn write_into_doc(doc: &Path, table: &str) -> Result<()> {
+    let old = std::fs::read_to_string(doc).ctx(format!("reading {}", doc.display()))?;
+    let new = splice(&old, table);
+    std::fs::write(doc, new).ctx(format!("writing {}", doc.display()))
+}
+
+fn splice(old: &str, table: &str) -> String {
+    let block = format!("{DOC_BEGIN}\n{}\n{DOC_END}", table.trim_end());
+    match (old.find(DOC_BEGIN), old.find(DOC_END)) {
+        (Some(b), Some(e)) if b < e => format!("{}{block}{}", &old[..b], &old[e + DOC_END.len()..]),
+        _ => format!("{}\n\n## End to end against rdma-core (`cargo xtask bench`)\n\n{block}\n", old.trim_end()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(s: &str) -> Vec<String> {
+        s.lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn reads_perftest() {
+        let lat = lines(
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n 64      1000          10.52          120.31       14.85              16.02         4.11            30.10                  110.20\n",
+        );
+        assert_eq!(perftest_figure("ib_send_lat", &lat), Some(14.85));
+        let bw = lines(
+            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 4096       1000             41.23              40.10                0.010265\n",
+        );
+        assert_eq!(perftest_figure("ib_write_bw", &bw), Some(40.10));
+        assert_eq!(perftest_figure("ib_write_bw", &lines("nothing")), None);
+    }
+
+    #[test]
+    fn medians_and_numbers() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(group(1234567), "1,234,567");
+        assert_eq!(group(999), "999");
+        assert_eq!(size_text(4096), "4 KiB");
+        assert_eq!(short_name("rverbs::pingpong::hot::post_send::h0123456789abcdef"), "pingpong::hot::post_send");
+        assert!(Goal::RatioAtMost(0.5).met(Some(1000.0), Some(480.0)).unwrap());
+        assert!(!Goal::AtMost(60.0).met(None, Some(61.0)).unwrap());
+    }
+
+    #[test]
+    fn counts_doorbells_apart() {
+        let calls = strace::parse(&lines(
+            "1 write(4</dev/infiniband/uverbs0>, \"\"..., 32) = 32\n1 write(1</dev/pts/0>, \"x\", 1) = 1\n1 ioctl(4</dev/infiniband/uverbs0>, RDMA_VERBS_IOCTL, 0x1) = 0\n",
+        ));
+        let s = Syscalls::of(&calls);
+        assert_eq!((s.total, s.doorbells, s.others()), (3, 1, 2));
+        assert_eq!(s.by_name.get("ioctl"), Some(&1));
+    }
+
+    #[test]
+    fn splices_between_markers() {
+        let doc = format!("# P\n\nbefore\n{DOC_BEGIN}\nold\n{DOC_END}\nafter\n");
+        let out = splice(&doc, "new table\n");
+        assert_eq!(out, format!("# P\n\nbefore\n{DOC_BEGIN}\nnew table\n{DOC_END}\nafter\n"));
+        let appended = splice("# P\n", "t");
+        assert!(appended.ends_with(&format!("{DOC_BEGIN}\nt\n{DOC_END}\n")));
+    }
+
+    /// The shape of an `ibv_rc_pingpong -e` profile: main calls
+    /// `ibv_get_cq_event` and the provider's poll once per event, a helper
+    /// posts sends (the one that calls `write`), and receives come from
+    /// main and from the completion handler.
+    #[test]
+    fn tells_librxe_entry_points_apart() {
+        let text = "events: Ir
+ob=(1) /usr/bin/ibv_rc_pingpong
+fn=(1) 0x0000000000002450
+0 100
+cob=(2) /usr/lib/x86_64-linux-gnu/libibverbs.so.1
+cfn=(2) ibv_get_cq_event
+calls=1500 0
+0 60000
+cob=(3) /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cfn=(3) 0x0000000000002ca0
+calls=1500 0
+0 100500
+cob=(3)
+cfn=(4) 0x0000000000004550
+calls=500 0
+0 61000
+cfn=(5) 0x00000000000048b0
+calls=2000 0
+0 500000
+fn=(5)
+0 100000
+cfn=(6) 0x0000000000004500
+calls=1000 0
+0 257000
+cob=(3)
+cfn=(4)
+calls=1000 0
+0 122000
+fn=(6)
+0 58000
+cob=(3)
+cfn=(7) 0x0000000000003cc0
+calls=1000 0
+0 199000
+ob=(3)
+fn=(7)
+0 175000
+cob=(4) /usr/lib/x86_64-linux-gnu/libc.so.6
+cfn=(8) write
+calls=1000 0
+0 24000
+fn=(4)
+0 183000
+fn=(3)
+0 100500
+ob=(2)
+fn=(2)
+0 60000
+";
+        let p = Profile::parse(text);
+        let call = |name: &str| {
+            let v = VERBS.iter().find(|v| v.name == name).unwrap();
+            rdma_core_call(&p, v, 1000).unwrap()
+        };
+        assert_eq!((call("post_send").per_call, call("post_send").calls), (199.0, 1000));
+        assert!(call("post_send").function.contains("3cc0 (rxe_post_send)"));
+        assert_eq!((call("poll_cq").per_call, call("poll_cq").calls), (67.0, 1500));
+        assert!(call("poll_cq").function.contains("2ca0"));
+        assert_eq!((call("post_recv").per_call, call("post_recv").calls), (122.0, 1500));
+        assert!(call("post_recv").function.contains("4550"));
+        assert_eq!(call("get_cq_event + ack").per_call, 40.0);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(today().len(), 10);
+    }
+}
