@@ -81,6 +81,25 @@ impl AhAttr {
         }
     }
 
+    /// From the kernel's `ib_uverbs_ah_attr` (the CM's INIT_QP_ATTR answer,
+    /// a UD ESTABLISHED event's address).
+    pub(crate) fn from_kernel_ah_attr(a: &ib_uverbs_ah_attr) -> Self {
+        AhAttr {
+            dlid: a.dlid,
+            sl: a.sl,
+            src_path_bits: a.src_path_bits,
+            static_rate: a.static_rate,
+            port_num: a.port_num,
+            grh: (a.is_global != 0).then_some(GlobalRoute {
+                dgid: Gid(a.grh.dgid),
+                flow_label: a.grh.flow_label,
+                sgid_index: a.grh.sgid_index,
+                hop_limit: a.grh.hop_limit,
+                traffic_class: a.grh.traffic_class,
+            }),
+        }
+    }
+
     pub(crate) fn from_dest(d: &ib_uverbs_qp_dest) -> Self {
         AhAttr {
             dlid: d.dlid,

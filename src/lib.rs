@@ -31,6 +31,7 @@ mod ah;
 pub mod asynch;
 mod attr;
 mod channel;
+pub mod cm;
 mod context;
 mod cq;
 mod device;

@@ -106,12 +106,14 @@ fn bind_and_resolve() {
 fn queries() {
     let (fd, m) = fd();
     let id = create_id(&fd, 1, RDMA_PS_TCP as u16, 0).unwrap();
-    let mut r = rdma_ucm_query_addr_resp::default();
-    r.node_guid = u64::from_ne_bytes([0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56]);
-    r.port_num = 1;
-    r.ibdev_index = 2;
-    r.src_size = 16;
-    r.src_addr = sockaddr_of(&addr("192.168.77.1:7174")).0;
+    let r = rdma_ucm_query_addr_resp {
+        node_guid: u64::from_ne_bytes([0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56]),
+        port_num: 1,
+        ibdev_index: 2,
+        src_size: 16,
+        src_addr: sockaddr_of(&addr("192.168.77.1:7174")).0,
+        ..Default::default()
+    };
     m.set_query_addr(r);
     let got = query_addr(&fd, id).unwrap();
     assert_eq!((got.port_num, got.ibdev_index), (1, 2));
@@ -199,9 +201,11 @@ fn connect_listen_accept_reject() {
 fn qp_attr_options_migrate_notify() {
     let (fd, m) = fd();
     let id = create_id(&fd, 1, RDMA_PS_TCP as u16, 0).unwrap();
-    let mut a = rverbs_uapi::ib_user_verbs::ib_uverbs_qp_attr::default();
-    a.qp_attr_mask = 0x1 | 0x10 | 0x20 | 0x8;
-    a.qp_access_flags = 0x302;
+    let a = rverbs_uapi::ib_user_verbs::ib_uverbs_qp_attr {
+        qp_attr_mask: 0x1 | 0x10 | 0x20 | 0x8,
+        qp_access_flags: 0x302,
+        ..Default::default()
+    };
     m.set_init_qp_attr(1, a);
     let got = init_qp_attr(&fd, id, 1).unwrap();
     assert_eq!((got.qp_attr_mask, got.qp_access_flags), (0x39, 0x302));

@@ -255,8 +255,10 @@ impl MockUcma {
                 Ok(())
             }
             RDMA_USER_CM_CMD_MIGRATE_ID => {
+                // The id moves here from another fd (the mock does not see
+                // that one): it is known here from now on.
                 let c: rdma_ucm_migrate_id = read(body)?;
-                let _ = c;
+                st.ids.entry(c.id).or_default();
                 answer(resp, &rdma_ucm_migrate_resp { events_reported: 0 })
             }
             RDMA_USER_CM_CMD_JOIN_MCAST => {
