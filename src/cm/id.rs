@@ -550,11 +550,20 @@ impl CmId {
     /// connect response is read or at [`accept`](Self::accept), ERR on
     /// reject, disconnect and destroy.
     ///
+    /// Attaching the QP that is attached already does nothing, so that
+    /// receives can be posted between `attach_qp` and
+    /// [`connect_qp`](Self::connect_qp) or
+    /// [`ConnectRequest::accept`](super::ConnectRequest::accept) (a QP takes
+    /// receives from INIT on; the peer may send as soon as it is connected).
+    ///
     /// # Errors
     /// The QP is of another device or type, or the modify failed.
     pub fn attach_qp(&self, q: &QpControl) -> Result<()> {
         const VERB: &str = "rdma_create_qp";
         self.live(VERB)?;
+        if self.state().qp.as_ref().is_some_and(|a| a.same_qp(q)) {
+            return Ok(());
+        }
         if q.qp_type() != self.0.ps.qp_type() {
             return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
                 "a {} QP cannot be attached to a {:?} id (it connects {} QPs)",
