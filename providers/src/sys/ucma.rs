@@ -8,7 +8,7 @@
 //! with `poll()` itself, so a blocking wait can have a timeout and the fd
 //! can go into any event loop.
 //!
-//! The per-command functions are in [`crate::cm`]; [`UcmaFd::command`],
+//! The per-command functions are in [`crate::cm`]; `UcmaFd::command`,
 //! which can name memory through the body's pointer fields, is
 //! crate-private, and fills those fields itself from the buffers it is
 //! given.
