@@ -142,6 +142,7 @@ pub use on_tokio::{AsyncCmId, AsyncConnectRequest, AsyncConnection, AsyncListene
 
 #[cfg(feature = "tokio")]
 mod on_tokio {
+    use std::future::Future;
     use std::net::SocketAddr;
     use std::ops::{Deref, DerefMut};
     use std::time::Duration;
@@ -215,24 +216,32 @@ mod on_tokio {
             self.id.context()
         }
 
-        /// Connects `qp` ([`CmId::attach_qp`], CONNECT) and waits for the
+        /// Connects `qp`: [`CmId::attach_qp`] and CONNECT are issued by
+        /// this call; the future (which borrows nothing) waits for the
         /// connection (RC: the connect response, INIT again, RTR, RTS,
         /// ready-to-use; UD: the peer's answer).
         ///
         /// # Errors
-        /// As [`CmId::connect_qp`]: nobody listening (REJECTED reason 8),
-        /// the peer's reject, the CM's timeout, private data over the limit.
-        pub async fn connect_qp(mut self, qp: QueuePair, param: &ConnParam) -> Result<AsyncConnection> {
-            self.id.attach_qp(&qp)?;
-            self.id.connect(param)?;
-            let ev = self.events.expect(&self.id, EventKind::Established, "rdma_connect").await?;
-            Ok(AsyncConnection {
-                private_data: ev.private_data().to_vec(),
-                ud: ev.ud_param().copied(),
-                qp,
-                id: self.id,
-                events: self.events,
-            })
+        /// As [`CmId::connect_qp`]: private data over the limit (before
+        /// the kernel is asked), nobody listening (REJECTED reason 8), the
+        /// peer's reject, the CM's timeout.
+        pub fn connect_qp(
+            mut self,
+            qp: QueuePair,
+            param: &ConnParam,
+        ) -> impl Future<Output = Result<AsyncConnection>> + Send + 'static {
+            let sent = self.id.attach_qp(&qp).and_then(|()| self.id.connect(param));
+            async move {
+                sent?;
+                let ev = self.events.expect(&self.id, EventKind::Established, "rdma_connect").await?;
+                Ok(AsyncConnection {
+                    private_data: ev.private_data().to_vec(),
+                    ud: ev.ud_param().copied(),
+                    qp,
+                    id: self.id,
+                    events: self.events,
+                })
+            }
         }
     }
 
@@ -341,15 +350,22 @@ mod on_tokio {
             self.id.context()
         }
 
-        /// Accepts with `qp` ([`CmId::attach_qp`], ACCEPT) and, for RC,
-        /// waits for the peer's ready-to-use (ESTABLISHED).
-        pub async fn accept(mut self, qp: QueuePair, param: &ConnParam) -> Result<AsyncConnection> {
-            self.id.attach_qp(&qp)?;
-            self.id.accept(param)?;
-            if self.id.port_space() != PortSpace::Udp {
-                self.events.expect(&self.id, EventKind::Established, "rdma_accept").await?;
+        /// Accepts with `qp`: [`CmId::attach_qp`] and ACCEPT are issued by
+        /// this call; the future (which borrows nothing) waits, for RC,
+        /// for the peer's ready-to-use (ESTABLISHED).
+        pub fn accept(
+            mut self,
+            qp: QueuePair,
+            param: &ConnParam,
+        ) -> impl Future<Output = Result<AsyncConnection>> + Send + 'static {
+            let sent = self.id.attach_qp(&qp).and_then(|()| self.id.accept(param));
+            async move {
+                sent?;
+                if self.id.port_space() != PortSpace::Udp {
+                    self.events.expect(&self.id, EventKind::Established, "rdma_accept").await?;
+                }
+                Ok(AsyncConnection { qp, id: self.id, events: self.events, private_data: self.private_data, ud: None })
             }
-            Ok(AsyncConnection { qp, id: self.id, events: self.events, private_data: self.private_data, ud: None })
         }
 
         /// Rejects with `private_data` (148 bytes at most on IB/RoCE).
