@@ -110,7 +110,9 @@ mod on_tokio {
     async fn client(port: u16, n: usize) {
         let id = AsyncCmId::resolve(at(port), T).await.unwrap();
         let (qp, mut s) = side(id.id());
-        let mut conn = id.connect_qp(qp, &ConnParam::default()).await.unwrap();
+        // The client's number in the request's private data.
+        let param = ConnParam { private_data: vec![n as u8], ..ConnParam::default() };
+        let mut conn = id.connect_qp(qp, &param).await.unwrap();
         let msg = format!("client {n}");
         s.mr.write_at(128, msg.as_bytes()).unwrap();
         send(&mut conn, &s, 128, msg.len() as u32);
@@ -178,7 +180,9 @@ mod on_tokio {
                     tokio::select! {
                         r = listener.accept() => {
                             let req = r.unwrap();
-                            assert!(seen.insert(req.id().kernel_id()), "a request handed out twice");
+                            // By the client's number: kernel ids are reused once a
+                            // finished connection's id is destroyed.
+                            assert!(seen.insert(req.private_data()[0]), "a request handed out twice");
                             served.push(tokio::spawn(async move {
                                 let (qp, mut s) = side(req.id());
                                 let mut conn = req.accept(qp, &ConnParam::default()).await.unwrap();

@@ -480,12 +480,19 @@ fn pair(port: u16, server: (&str, Vec<String>), client: (&str, Vec<String>)) -> 
 /// `rping -s` / `rping -c` with `-C count -S size -V -v` between ours and
 /// rdma-core's; checks the data lines and the end of both sides.
 fn rping(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32) {
+    rping_with(ours_server, ours_client, port, count, size, &[]);
+}
+
+/// [`rping`] with `extra` arguments on both sides.
+fn rping_with(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32, extra: &[&str]) {
     require_cm!();
     let Some(theirs) = oracle("rping") else { return };
     let ours = common::rverbs_bin();
     let (p, c, s) = (port.to_string(), count.to_string(), size.to_string());
     let mut srv = strings(&["-s", "-a", IP, "-p", &p, "-S", &s, "-v"]);
     let mut cli = strings(&["-c", "-a", IP, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
+    srv.extend(strings(extra));
+    cli.extend(strings(extra));
     let sp = if ours_server {
         srv.insert(0, "rping".into());
         ours.as_str()
@@ -544,6 +551,38 @@ fn rping_other_sizes_both_ways() {
     rping(true, false, 20106, 5, 65535);
     rping(false, true, 20107, 5, 65535);
     rping(true, true, 20108, 20, 64);
+}
+
+/// `-q`: the QP is created and moved through INIT, RTR and RTS by the
+/// program itself (with the CM's attributes), both roles against rdma-core.
+#[test]
+fn rping_self_modified_qp_both_ways() {
+    rping_with(true, false, 20109, 10, 4096, &["-q"]);
+    rping_with(false, true, 20110, 10, 4096, &["-q"]);
+}
+
+/// `-P`: our persistent server serves rdma-core's clients one after the
+/// other (and two at once), and keeps listening.
+#[test]
+fn rping_persistent_server_serves_several_clients() {
+    require_cm!();
+    let Some(theirs) = oracle("rping") else { return };
+    let ours = common::rverbs_bin();
+    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", IP, "-p", "20111", "-S", "1024"]));
+    wait_cm_listening(20111, &mut s);
+    let cli = strings(&["-c", "-a", IP, "-p", "20111", "-C", "5", "-S", "1024", "-V"]);
+    for _ in 0..2 {
+        let c = Proc::spawn(&theirs, &cli).finish(DEADLINE);
+        assert_eq!(c.code, Some(0), "{}", c.describe());
+    }
+    let mut two: Vec<Proc> = (0..2).map(|_| Proc::spawn(&theirs, &cli)).collect();
+    for c in &mut two {
+        let c = c.finish(DEADLINE);
+        assert_eq!(c.code, Some(0), "{}", c.describe());
+    }
+    assert!(!s.exited(), "the persistent server ended: {}", s.finish(Duration::ZERO).describe());
+    let s = s.finish(Duration::ZERO);
+    assert_eq!(s.stderr.matches("server DISCONNECT EVENT...").count(), 4, "{}", s.describe());
 }
 
 // ---- ucmatose's flow: many RC connections on one event channel ----
