@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
@@ -236,6 +236,12 @@ impl Context {
         self.inner.objects.lock().ok()?.get(&user_handle).copied()
     }
 
+    /// A handle that does not keep the device open (for caches: the CM's
+    /// map from a CM id's device to its context).
+    pub(crate) fn downgrade(&self) -> WeakContext {
+        WeakContext(Arc::downgrade(&self.inner))
+    }
+
     /// True when both handles refer to the same open device context.
     pub fn same_as(&self, other: &Context) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -338,6 +344,18 @@ impl Context {
         };
         let netdev_ifindex = netdev.as_deref().map_or(0, ifindex_of);
         Some(GidEntry { gid, index, port: port.into(), gid_type, netdev_ifindex, netdev })
+    }
+}
+
+/// A [`Context`] that is not kept open: [`upgrade`](Self::upgrade) gives
+/// it back while some other handle still holds it.
+#[derive(Clone, Debug)]
+pub(crate) struct WeakContext(Weak<Inner>);
+
+impl WeakContext {
+    /// The context, if it is still open.
+    pub(crate) fn upgrade(&self) -> Option<Context> {
+        self.0.upgrade().map(|inner| Context { inner })
     }
 }
 

@@ -31,6 +31,7 @@ mod ah;
 pub mod asynch;
 mod attr;
 mod channel;
+pub mod cm;
 mod context;
 mod cq;
 mod device;
@@ -43,7 +44,7 @@ mod post;
 mod qp;
 mod srq;
 
-pub use address::{AhAttr, GlobalRoute};
+pub use address::{AhAttr, GlobalRoute, GRH_LEN};
 pub use ah::AddressHandle;
 pub use attr::*;
 pub use channel::{CompletionChannel, CqEvent};

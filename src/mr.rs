@@ -42,6 +42,14 @@ bitflags! {
         const ON_DEMAND = IB_UVERBS_ACCESS_ON_DEMAND;
         /// `IBV_ACCESS_HUGETLB`.
         const HUGETLB = IB_UVERBS_ACCESS_HUGETLB;
+        /// `IBV_ACCESS_FLUSH_GLOBAL` (kernel 6.2+): peers may FLUSH to the
+        /// global visibility point. 6.12's rxe reports it (with
+        /// `FLUSH_PERSISTENT`) in the QP access the CM's `INIT_QP_ATTR`
+        /// returns; kept, not dropped, when such attributes are applied.
+        const FLUSH_GLOBAL = IB_UVERBS_ACCESS_FLUSH_GLOBAL;
+        /// `IBV_ACCESS_FLUSH_PERSISTENT` (kernel 6.2+): peers may FLUSH to
+        /// persistence.
+        const FLUSH_PERSISTENT = IB_UVERBS_ACCESS_FLUSH_PERSISTENT;
         /// `IBV_ACCESS_RELAXED_ORDERING`: optional; kernels that don't support
         /// it ignore it.
         const RELAXED_ORDERING = IB_UVERBS_ACCESS_RELAXED_ORDERING;

@@ -5,6 +5,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod ah_table;
+pub mod cm;
 pub mod cmd;
 pub mod driver;
 pub mod error;

@@ -10,8 +10,9 @@ pub const MARK: &str = "@@RVERBS";
 /// IPv4 address of the rxe0 netdev (`v0`, one end of a veth pair).
 pub const GUEST_IP: &str = "192.168.77.1/24";
 
-/// Modules `/init` loads.
-pub const LOAD_MODULES: &str = "rdma_rxe veth";
+/// Modules `/init` loads: soft-RoCE, the veth pair it sits on, and the
+/// RDMA connection manager's userspace interface (`/dev/infiniband/rdma_cm`).
+pub const LOAD_MODULES: &str = "rdma_rxe veth rdma_ucm";
 
 /// Loaded after [`LOAD_MODULES`] when the kernel has it: rxe computes its
 /// ICRC with the crypto API's "crc32", which Debian builds as a module
@@ -107,6 +108,7 @@ until grep -q ACTIVE $state 2>/dev/null; do
     usleep 100000
 done
 [ -e /dev/infiniband/uverbs0 ] || die "rxe0 is ACTIVE but /dev/infiniband/uverbs0 is missing"
+[ -e /dev/infiniband/rdma_cm ] || die "rdma_ucm is loaded but /dev/infiniband/rdma_cm is missing"
 mark ready
 
 export RVERBS_REQUIRE_DEVICE=1 RVERBS_BIN={RVERBS_BIN} RUST_BACKTRACE=1
@@ -236,6 +238,8 @@ mod tests {
         assert!(init.starts_with("#!/bin/sh\n"));
         assert!(init.contains("/usr/bin/rdma link add rxe0 type rxe netdev v0"));
         assert!(init.contains("poweroff -f"));
+        assert!(init.contains("modprobe -a rdma_rxe veth rdma_ucm"), "the CM's module is loaded in every guest");
+        assert!(init.contains("/dev/infiniband/rdma_cm"));
         assert!(init.contains("rdma link add rxe0 type rxe netdev $RVERBS_NETDEV"));
         assert!(
             init.find(". /etc/rverbs/payload.sh").unwrap() < init.find("modprobe").unwrap(),

@@ -4,7 +4,8 @@
 //! Two profiles: [`Profile::Run`] (what `rverbs-vm run` needs: QEMU, a static
 //! busybox, kmod, iproute2; the other tools go into the guest when the host
 //! has them) and [`Profile::Project`] (the project's own tests and demo also
-//! need strace, rdma-core's tools and perftest as oracles).
+//! need strace, rdma-core's tools (ibverbs-utils, and rdmacm-utils' rping,
+//! ucmatose and udaddy) and perftest as oracles).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,7 +26,7 @@ pub struct HostTools {
     /// `gzip`, when present; the initramfs stays uncompressed otherwise.
     pub gzip: Option<PathBuf>,
     /// Dynamically linked programs copied into the guest at the same path
-    /// (iproute2, strace, rdma-core's and perftest's tools).
+    /// (iproute2, strace, rdma-core's, rdmacm-utils' and perftest's tools).
     pub guest_programs: Vec<PathBuf>,
     /// libibverbs provider plugins for rxe and their `.driver` files.
     pub verbs_providers: Vec<PathBuf>,
@@ -72,6 +73,9 @@ const NEEDS: &[Need] = &[
     need("ibv_ud_pingpong", &["/usr/bin/ibv_ud_pingpong"], "ibverbs-utils"),
     need("ibv_srq_pingpong", &["/usr/bin/ibv_srq_pingpong"], "ibverbs-utils"),
     need("ib_send_lat", &["/usr/bin/ib_send_lat"], "perftest"),
+    need("rping", &["/usr/bin/rping"], "rdmacm-utils"),
+    need("ucmatose", &["/usr/bin/ucmatose"], "rdmacm-utils"),
+    need("udaddy", &["/usr/bin/udaddy"], "rdmacm-utils"),
     need(
         "rxe provider",
         &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"],
@@ -226,6 +230,9 @@ fn locate() -> Result<HostTools> {
         "ibv_ud_pingpong",
         "ibv_srq_pingpong",
         "ib_send_lat",
+        "rping",
+        "ucmatose",
+        "udaddy",
     ] {
         guest_programs.extend(find(what).ok());
     }
@@ -298,5 +305,7 @@ mod tests {
         let run: Vec<&str> = NEEDS.iter().filter(|n| n.always).map(|n| n.package).collect();
         assert!(run.contains(&"qemu-system-x86") && run.contains(&"kmod") && run.contains(&"iproute2"));
         assert!(!run.contains(&"strace") && !run.contains(&"ibverbs-utils") && !run.contains(&"perftest"));
+        assert!(!run.contains(&"rdmacm-utils"));
+        assert!(NEEDS.iter().any(|n| n.what == "rping" && n.package == "rdmacm-utils"), "the project's oracles");
     }
 }

@@ -26,9 +26,11 @@ use crate::kernel::Kernel;
 use crate::util::{self, Context, Fnv, Result};
 
 /// Kernel modules copied into the guest (with their dependencies): those
-/// `/init` loads ([`guest::LOAD_MODULES`]) and virtio-net for two-VM runs
-/// ([`guest::NET_MODULES`]). Each must be a module or built in.
-pub const MODULES: &[&str] = &["rdma_rxe", "veth", "virtio_net"];
+/// `/init` loads ([`guest::LOAD_MODULES`]: rxe, veth, and `rdma_ucm`, the
+/// RDMA connection manager's `/dev/infiniband/rdma_cm`, which pulls in
+/// `rdma_cm`, `iw_cm`, `ib_cm` and `configfs`) and virtio-net for two-VM
+/// runs ([`guest::NET_MODULES`]). Each must be a module or built in.
+pub const MODULES: &[&str] = &["rdma_rxe", "veth", "rdma_ucm", "virtio_net"];
 
 /// Copied when the kernel has them ([`guest::CRC32_MODULE`], and the
 /// virtio pieces some kernels build in).

@@ -21,6 +21,11 @@
 //!   completions.
 //! - [`AsyncEvents`]: the context's async events ([`crate::Context::get_async_event`]'s
 //!   async form).
+//! - [`AsyncCmEvents`]: a CM event channel's events; with feature `tokio`,
+//!   `AsyncCmId::resolve(addr).await` → `connect_qp(qp, &param).await`,
+//!   `AsyncListener::accept().await` → `AsyncConnectRequest::accept`, each
+//!   id on a channel of its own registered once ([`crate::cm`]'s calls,
+//!   awaited).
 //!
 //! **Cancellation**: the futures hold no state of their own. Completions
 //! taken from the CQ and events read from a channel are kept in the
@@ -46,6 +51,7 @@ use std::task::{Context, Poll};
 
 use crate::Result;
 
+mod cm;
 mod cq;
 mod demux;
 mod events;
@@ -54,6 +60,9 @@ mod on_tokio;
 #[cfg(test)]
 mod tests;
 
+pub use cm::{AsyncCmEvents, NextCmEvent};
+#[cfg(feature = "tokio")]
+pub use cm::{AsyncCmId, AsyncConnectRequest, AsyncConnection, AsyncListener};
 pub use cq::{AsyncChannel, AsyncCq, Next, Wait, WaitAny};
 pub use events::{AsyncEvents, NextEvent};
 #[cfg(feature = "tokio")]

@@ -24,6 +24,7 @@ pub struct TokioReadiness {
 enum Owner {
     Channel(CompletionChannel),
     Events(crate::Context),
+    Cm(crate::cm::EventChannel),
 }
 
 impl AsRawFd for Owner {
@@ -32,6 +33,7 @@ impl AsRawFd for Owner {
             Owner::Channel(c) => c.as_fd().as_raw_fd(),
             // Checked at registration: the context has an async fd.
             Owner::Events(ctx) => ctx.async_fd().map_or(-1, |f| f.as_raw_fd()),
+            Owner::Cm(ch) => ch.as_fd().as_raw_fd(),
         }
     }
 }
@@ -64,6 +66,14 @@ impl TokioReadiness {
             }
             Err(e) => Err(io_error(verb, &e)),
         }
+    }
+}
+
+impl TokioReadiness {
+    /// Registers a CM event channel's fd (for [`AsyncCmEvents`](super::AsyncCmEvents)).
+    pub(crate) fn register_cm(channel: crate::cm::EventChannel) -> Result<Self> {
+        let again = "make one AsyncCmEvents per CM event channel";
+        Self::register("AsyncCmEvents::new", Owner::Cm(channel), again)
     }
 }
 

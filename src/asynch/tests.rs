@@ -679,3 +679,56 @@ fn async_events_arrive_once_in_order_across_dropped_waits() {
     assert_eq!(poll(&w), Poll::Ready(4));
     assert!(poll(&w).is_pending());
 }
+
+/// `AsyncCmEvents` on the model of the kernel's rdma_cm fd: events queued
+/// before the wait, during it and after a dropped `next` future each come
+/// out once, in order, decoded (an unknown number kept), and a waiter
+/// sleeps on an empty channel.
+#[test]
+fn cm_events_arrive_once_in_order_across_dropped_waits() {
+    use std::future::Future;
+
+    use rverbs_providers::sys::ucma::UcmaFd;
+    use rverbs_providers::sys::ucma_mock::MockUcma;
+    use rverbs_uapi::rdma_user_cm::*;
+
+    use super::AsyncCmEvents;
+    use crate::cm::{EventChannel, EventKind, PortSpace};
+
+    let m = MockUcma::new();
+    let ch = EventChannel::from_fd(UcmaFd::mock(m.clone()));
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    let reactor = Arc::new(MockReactor::default());
+    let mut events = AsyncCmEvents::with_readiness(ch, reactor.clone());
+    let push = |event: u32| {
+        m.push(id.kernel_id(), event, 0);
+        reactor.edge();
+    };
+    let w = Waiter::new();
+    let mut cx = Context::from_waker(&w.waker);
+    assert!(events.poll_next_event(&mut cx).is_pending(), "nothing queued: asleep");
+    push(RDMA_CM_EVENT_ROUTE_RESOLVED);
+    push(17);
+    push(RDMA_CM_EVENT_DISCONNECTED);
+    assert!(w.woken());
+    {
+        // A `next` future polled once (reads all three, hands out one), then
+        // another one dropped before it is polled: nothing is lost.
+        let mut f = events.next();
+        let Poll::Ready(Ok(ev)) = std::pin::Pin::new(&mut f).poll(&mut cx) else { panic!("ready") };
+        assert_eq!(ev.kind(), EventKind::RouteResolved);
+        assert!(ev.id().same_as(&id));
+    }
+    drop(events.next());
+    let kinds: Vec<EventKind> = (0..2)
+        .map(|_| match events.poll_next_event(&mut cx) {
+            Poll::Ready(Ok(ev)) => ev.kind(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, [EventKind::Other(17), EventKind::Disconnected]);
+    assert!(events.poll_next_event(&mut cx).is_pending());
+    assert_eq!(m.pending(), 0, "every event was read from the fd");
+    push(RDMA_CM_EVENT_TIMEWAIT_EXIT);
+    assert!(matches!(events.poll_next_event(&mut cx), Poll::Ready(Ok(ev)) if ev.kind() == EventKind::TimewaitExit));
+}

@@ -3,7 +3,7 @@
 //! (`ibv_qp_attr` ↔ `ib_uverbs_modify_qp` / `ib_uverbs_query_qp_resp`).
 
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
-use rverbs_uapi::ib_user_verbs::{ib_uverbs_modify_qp, ib_uverbs_query_qp_resp};
+use rverbs_uapi::ib_user_verbs::{ib_uverbs_modify_qp, ib_uverbs_qp_attr, ib_uverbs_query_qp_resp};
 use zerocopy::FromZeros;
 
 use crate::attr::Mtu;
@@ -199,6 +199,47 @@ impl QpAttr {
         m.alt_port_num = self.alt_port_num;
         m.alt_timeout = self.alt_timeout;
         m
+    }
+
+    /// From the kernel's `ib_uverbs_qp_attr` (the CM's INIT_QP_ATTR answer,
+    /// what `ibv_copy_qp_attr_from_kern` converts). Access bits the
+    /// library does not name are kept (`from_bits_retain`).
+    pub(crate) fn from_kernel_attr(r: &ib_uverbs_qp_attr) -> Self {
+        let state = |v: u32| u8::try_from(v).ok().and_then(QpState::from_raw).unwrap_or(QpState::Err);
+        QpAttr {
+            qp_state: state(r.qp_state),
+            cur_qp_state: state(r.cur_qp_state),
+            path_mtu: Mtu::from_raw(r.path_mtu as u8),
+            path_mig_state: r.path_mig_state as u8,
+            qkey: r.qkey,
+            rq_psn: r.rq_psn,
+            sq_psn: r.sq_psn,
+            dest_qp_num: r.dest_qp_num,
+            qp_access_flags: AccessFlags::from_bits_retain(r.qp_access_flags),
+            cap: QpCap {
+                max_send_wr: r.max_send_wr,
+                max_recv_wr: r.max_recv_wr,
+                max_send_sge: r.max_send_sge,
+                max_recv_sge: r.max_recv_sge,
+                max_inline_data: r.max_inline_data,
+            },
+            ah_attr: AhAttr::from_kernel_ah_attr(&r.ah_attr),
+            alt_ah_attr: AhAttr::from_kernel_ah_attr(&r.alt_ah_attr),
+            pkey_index: r.pkey_index,
+            alt_pkey_index: r.alt_pkey_index,
+            en_sqd_async_notify: r.en_sqd_async_notify != 0,
+            sq_draining: r.sq_draining != 0,
+            max_rd_atomic: r.max_rd_atomic,
+            max_dest_rd_atomic: r.max_dest_rd_atomic,
+            min_rnr_timer: r.min_rnr_timer,
+            port_num: r.port_num,
+            timeout: r.timeout,
+            retry_cnt: r.retry_cnt,
+            rnr_retry: r.rnr_retry,
+            alt_port_num: r.alt_port_num,
+            alt_timeout: r.alt_timeout,
+            rate_limit: 0,
+        }
     }
 
     pub(crate) fn from_kernel(r: &ib_uverbs_query_qp_resp) -> Self {

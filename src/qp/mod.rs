@@ -211,6 +211,16 @@ impl QpControl {
     pub fn user_handle(&self) -> u64 {
         self.0.user_handle
     }
+    /// Both handles control the same QP.
+    pub fn same_qp(&self, other: &QpControl) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Whether it receives from an SRQ.
+    pub(crate) fn uses_srq(&self) -> bool {
+        self.0._srq.is_some()
+    }
+
     /// The state as of the last modify or query.
     pub fn state(&self) -> QpState {
         QpState::from_raw(self.0.state.load(Ordering::Relaxed)).unwrap_or(QpState::Err)

@@ -17,6 +17,7 @@
 //! | [`ib_user_verbs`] | `ib_user_verbs.h`: the `write()` command set and its structs |
 //! | [`ib_verbs_values`] | *not a uapi header*: values from `include/rdma/ib_verbs.h` and `libibverbs/verbs.h` that the ABI carries |
 //! | [`rdma_netlink`] | `rdma_netlink.h`: RDMA netlink (`NETLINK_RDMA`) ids |
+//! | [`rdma_user_cm`] | `rdma_user_cm.h`: the RDMA connection manager (`/dev/infiniband/rdma_cm`) |
 //! | [`rdma_user_rxe`] | `rdma_user_rxe.h`: soft-RoCE (rxe) driver ABI |
 //! | [`mlx5_abi`] | `mlx5-abi.h`: mlx5 driver udata |
 //! | [`mlx5_user_ioctl_cmds`] | `mlx5_user_ioctl_cmds.h`: mlx5 ioctl ids |
@@ -151,6 +152,7 @@ pub mod mlx5_abi;
 pub mod mlx5_user_ioctl_cmds;
 pub mod mlx5_user_ioctl_verbs;
 pub mod rdma_netlink;
+pub mod rdma_user_cm;
 pub mod rdma_user_ioctl;
 pub mod rdma_user_ioctl_cmds;
 pub mod rdma_user_rxe;

@@ -12,6 +12,11 @@
 //! 4. latency and throughput, next to rdma-core's `ibv_rc_pingpong` run in
 //!    the same boot with the same arguments.
 //!
+//! Between 2 and 3, `rverbs rping` (connected by the RDMA connection
+//! manager) runs under `strace -f` too: every `write()` on
+//! `/dev/infiniband/rdma_cm` is a CM command, named from the library's
+//! trace events, and counted per command.
+//!
 //! The exit status is 1 when any check fails.
 //!
 //! `cargo xtask demo --two-hosts` instead boots two guests joined by a
@@ -62,6 +67,11 @@ const MARK_DIR: &str = "/rverbs-demo-mark";
 const DEMO: &str = "@@DEMO";
 /// Working directory in the guest.
 const DIR: &str = "/tmp/demo";
+/// Port and pings of the straced `rverbs rping` pair.
+const RPING_PORT: u32 = 18523;
+const RPING_COUNT: u32 = 10;
+/// The RDMA CM's node.
+const RDMA_CM: &str = "/dev/infiniband/rdma_cm";
 
 /// Library names that must not appear in an rverbs process.
 const FORBIDDEN: &[&str] = &["ibverbs", "rdmav", "rdmacm", "librxe", "mlx4", "mlx5", "libefa"];
@@ -132,6 +142,15 @@ fn script() -> String {
              {extra}{host}"
         )
     };
+    let ip = guest::GUEST_IP.split('/').next().unwrap_or(guest::GUEST_IP);
+    let rping = |side: &str, args: &str| {
+        format!(
+            "RVERBS_LOG=trace RVERBS_LOG_FILE={DIR}/c-{side}.log timeout 60 strace -f -y -s 64 -o {DIR}/c-{side}.st \
+             rverbs rping {args} -a {ip} -p {RPING_PORT}"
+        )
+    };
+    let c_srv = rping("server", &format!("-s -S {SIZE}"));
+    let c_cli = rping("client", &format!("-c -C {RPING_COUNT} -S {SIZE} -V"));
     let t_args = format!("-n {TRACED_ITERS}");
     let e_args = format!("-e -n {EVENT_ITERS}");
     let n_args = format!("-g {GID_INDEX} -s {SIZE} -n {TIMED_ITERS}");
@@ -169,11 +188,29 @@ pair() {{
     wait $bg
     echo $? >$D/$1-server.rc
 }}
+# cmpair TAG PORT SERVER CLIENT: the same for the RDMA CM, whose listener
+# shows in `rdma resource show cm_id`.
+cmpair() {{
+    mark step "$1" $(cut -d' ' -f1 /proc/uptime)
+    eval "$3" >$D/$1-server.out 2>&1 &
+    bg=$!
+    i=0
+    until rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q -e ":$2 " -e ":$2\$"; do
+        i=$((i + 1))
+        [ $i -le 1200 ] || break
+        usleep 50000
+    done
+    eval "$4" >$D/$1-client.out 2>&1
+    echo $? >$D/$1-client.rc
+    wait $bg
+    echo $? >$D/$1-server.rc
+}}
 /usr/lib64/ld-linux-x86-64.so.2 --list {bin} >$D/ldd.txt 2>&1
 pair t 18515 rverbs "{t_srv}" "{t_cli}"
 pair e 18516 rverbs "{e_srv}" "{e_cli}"
 pair ti 18521 ibv_rc_pingpong "{ti_srv}" "{ti_cli}"
 pair ei 18522 ibv_rc_pingpong "{ei_srv}" "{ei_cli}"
+cmpair c {RPING_PORT} "{c_srv}" "{c_cli}"
 pair r 18517 rverbs "timeout 60 rverbs pingpong {n_args} -p 18517" "timeout 60 rverbs pingpong {n_args} -p 18517 127.0.0.1"
 pair i 18518 ibv_rc_pingpong "timeout 60 ibv_rc_pingpong {n_args} -p 18518" "timeout 60 ibv_rc_pingpong {n_args} -p 18518 127.0.0.1"
 pair re 18519 rverbs "timeout 60 rverbs pingpong -e {n_args} -p 18519" "timeout 60 rverbs pingpong -e {n_args} -p 18519 127.0.0.1"
@@ -252,6 +289,7 @@ fn one_host(
                 "e" => format!("strace'd rverbs pingpong -e, -n {EVENT_ITERS}"),
                 "ti" => format!("strace'd ibv_rc_pingpong, polling, -n {TRACED_ITERS}"),
                 "ei" => format!("strace'd ibv_rc_pingpong -e, -n {EVENT_ITERS}"),
+                "c" => format!("strace'd rverbs rping over the RDMA CM, -C {RPING_COUNT}"),
                 "r" => format!("timed rverbs pingpong, -n {TIMED_ITERS}"),
                 "i" => format!("timed ibv_rc_pingpong, -n {TIMED_ITERS}"),
                 "re" => format!("timed rverbs pingpong -e, -n {TIMED_ITERS}"),
@@ -282,6 +320,8 @@ fn one_host(
     let ti = [Traced::rdma_core(&files, "ti", "server"), Traced::rdma_core(&files, "ti", "client")];
     let ei = [Traced::rdma_core(&files, "ei", "server"), Traced::rdma_core(&files, "ei", "client")];
     r.control_path(&t, &ti);
+    let c = [CmTraced::new(&files, "server"), CmTraced::new(&files, "client")];
+    r.cm_path(&c);
     r.data_path(&t, &e, &ti, &ei);
     r.timings(&files);
     r.summary(&secs(out.boot.elapsed), &out.log);
@@ -441,6 +481,59 @@ impl Traced {
     }
 }
 
+/// One straced `rverbs rping` process: its calls on the CM's node and the
+/// CM commands its trace log names.
+struct CmTraced {
+    side: &'static str,
+    /// `openat` of the node.
+    opens: usize,
+    /// `write()`s on the node: one per CM command.
+    writes: usize,
+    /// `poll`/`ppoll` naming the node (waiting for an event).
+    polls: usize,
+    /// The commands of the trace log, in order (`GET_EVENT`, `CONNECT`...).
+    cmds: Vec<String>,
+    exit: Option<i32>,
+    out: Vec<String>,
+}
+
+/// The command a line of the trace log names (`providers/src/cm/mod.rs`:
+/// one `rdma_cm command` event per `write()`, done, failed or EAGAIN).
+fn cm_command(line: &str) -> Option<String> {
+    if !line.contains("rdma_cm command") {
+        return None;
+    }
+    let cmd = line.split_whitespace().find_map(|w| w.strip_prefix("cmd="))?;
+    let mut name = cmd.to_owned();
+    if line.contains("no event (EAGAIN)") {
+        name.push_str(" (EAGAIN)");
+    } else if line.contains("rdma_cm command failed") {
+        name.push_str(" (failed)");
+    }
+    Some(name)
+}
+
+impl CmTraced {
+    fn new(files: &BTreeMap<String, Vec<String>>, side: &'static str) -> Self {
+        let empty = Vec::new();
+        let get = |ext: &str| files.get(&format!("c-{side}.{ext}")).unwrap_or(&empty);
+        let calls = strace::parse(get("st"));
+        let on_cm = |c: &Call| c.fd_path() == Some(RDMA_CM);
+        CmTraced {
+            side,
+            opens: calls.iter().filter(|c| c.name.starts_with("open") && c.quoted() == Some(RDMA_CM)).count(),
+            writes: calls.iter().filter(|c| c.name == "write" && on_cm(c)).count(),
+            polls: calls
+                .iter()
+                .filter(|c| matches!(c.name.as_str(), "poll" | "ppoll") && c.mentions_fd(|p| p == RDMA_CM))
+                .count(),
+            cmds: get("log").iter().filter_map(|l| cm_command(l)).collect(),
+            exit: get("rc").first().and_then(|l| l.trim().parse().ok()),
+            out: get("out").clone(),
+        }
+    }
+}
+
 /// A table row's key: where the call goes in the control-path table.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Ctl {
@@ -573,6 +666,12 @@ impl Report {
         self.say(line.trim_end());
     }
 
+    /// `  label ....  a b  note`: server and client.
+    fn row2(&mut self, label: &str, a: impl ToString, b: impl ToString, note: &str) {
+        let line = format!("  {label:<LABEL$} {:>7} {:>7}  {note}", a.to_string(), b.to_string());
+        self.say(line.trim_end());
+    }
+
     /// `  label ....  a b c d  note`: rverbs' server and client, rdma-core's.
     fn row4(&mut self, label: &str, v: [String; 4], note: &str) {
         let line = format!("  {label:<LABEL$} {:>7} {:>7}  {:>9} {:>7}  {note}", v[0], v[1], v[2], v[3]);
@@ -692,6 +791,53 @@ impl Report {
         let ok = ibv.iter().all(|x| x.exit == Some(0) && x.window.is_some());
         let v = self.check(ok, "the straced ibv_rc_pingpong runs did not complete");
         self.row("rdma-core's straced runs completed", "", v);
+    }
+
+    fn cm_path(&mut self, c: &[CmTraced; 2]) {
+        self.say("");
+        self.say(format!(
+            "2b. Connection manager: rverbs rping -C {RPING_COUNT} -S {SIZE} -V, every syscall on {RDMA_CM} (names from RVERBS_LOG=trace)"
+        ));
+        self.row2("", "server", "client", "");
+        self.row2(&format!("openat  {RDMA_CM}"), c[0].opens, c[1].opens, "");
+        self.row2("write   rdma_cm: one per CM command, of which", c[0].writes, c[1].writes, "");
+        let mut order: Vec<String> = Vec::new();
+        for n in c[0].cmds.iter().chain(c[1].cmds.iter()) {
+            if !order.contains(n) {
+                order.push(n.clone());
+            }
+        }
+        for n in &order {
+            let count = |x: &CmTraced| x.cmds.iter().filter(|m| *m == n).count();
+            self.row2(&format!("          {n}"), count(&c[0]), count(&c[1]), "");
+        }
+        self.row2("poll    rdma_cm (waiting for an event)", c[0].polls, c[1].polls, "");
+        for x in c {
+            let has = |cmd: &str| x.cmds.iter().any(|m| m == cmd);
+            let role_cmds = if x.side == "server" {
+                ["BIND", "LISTEN", "ACCEPT"]
+            } else {
+                ["RESOLVE_ADDR", "RESOLVE_ROUTE", "CONNECT"]
+            };
+            let ok = x.exit == Some(0) && x.writes > 0 && x.writes == x.cmds.len() && role_cmds.iter().all(|m| has(m));
+            let what = format!(
+                "{}: {} rdma_cm writes, {} named by the library's trace events{}",
+                x.side,
+                x.writes,
+                x.cmds.len(),
+                if x.exit == Some(0) { String::new() } else { format!(", exit {:?}", x.exit) }
+            );
+            let v = self.check(ok, what);
+            if x.exit != Some(0) {
+                let tail: Vec<String> = x.out.iter().rev().take(4).rev().cloned().collect();
+                self.say(format!("  {} exited {:?}: {}", x.side, x.exit, tail.join(" | ")));
+            }
+            self.row(
+                &format!("{}: every CM command named ({})", x.side, role_cmds.join(", ")),
+                &format!("{}/{}", x.cmds.len(), x.writes),
+                v,
+            );
+        }
     }
 
     fn data_path(&mut self, t: &[Traced; 2], e: &[Traced; 2], ti: &[Traced; 2], ei: &[Traced; 2]) {
@@ -983,8 +1129,56 @@ mod tests {
             "ld-linux-x86-64.so.2 --list /usr/local/bin/rverbs",
             "pair ti 18521 ibv_rc_pingpong \"timeout 60 strace -f -y -s 64 -o /tmp/demo/ti-server.st ibv_rc_pingpong -g 1 -s 4096 -p 18521 -n 200\"",
             "-o /tmp/demo/ei-client.st ibv_rc_pingpong -g 1 -s 4096 -p 18522 -e -n 100 127.0.0.1",
+            "cmpair c 18523 \"RVERBS_LOG=trace RVERBS_LOG_FILE=/tmp/demo/c-server.log timeout 60 strace -f -y",
+            "-o /tmp/demo/c-server.st rverbs rping -s -S 4096 -a 192.168.77.1 -p 18523\"",
+            "-o /tmp/demo/c-client.st rverbs rping -c -C 10 -S 4096 -V -a 192.168.77.1 -p 18523\"",
+            "grep LISTEN | grep -q -e \":$2 \" -e \":$2\\$\"",
         ] {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }
+    }
+
+    #[test]
+    fn names_cm_commands_and_counts_their_syscalls() {
+        let c = |l: &str| cm_command(l);
+        assert_eq!(
+            c("+0.1 DEBUG rverbs_providers::cm: rdma_cm command cmd=CONNECT verb=rdma_connect id=3").as_deref(),
+            Some("CONNECT")
+        );
+        assert_eq!(
+            c("+0.1 TRACE rverbs_providers::cm::id: rdma_cm command: no event (EAGAIN) cmd=GET_EVENT verb=rdma_get_cm_event")
+                .as_deref(),
+            Some("GET_EVENT (EAGAIN)")
+        );
+        assert_eq!(
+            c("+0.1 DEBUG rverbs_providers::cm: rdma_cm command failed cmd=DISCONNECT verb=rdma_disconnect id=3 errno=EINVAL")
+                .as_deref(),
+            Some("DISCONNECT (failed)")
+        );
+        assert_eq!(c("+0.1 DEBUG rverbs_providers::sys::ucma: rdma_cm event channel opened path=/dev"), None);
+        let lines: Vec<String> = [
+            "7 openat(AT_FDCWD</>, \"/dev/infiniband/rdma_cm\", O_RDWR|O_CLOEXEC) = 5</dev/infiniband/rdma_cm>",
+            "7 write(5</dev/infiniband/rdma_cm>, \"\\x00\", 24) = 24",
+            "8 poll([{fd=5</dev/infiniband/rdma_cm>, events=POLLIN}], 1, 100) = 0 (Timeout)",
+            "8 write(5</dev/infiniband/rdma_cm>, \"\\x0c\", 16) = -1 EAGAIN (Resource temporarily unavailable)",
+            "7 write(1</dev/console>, \"x\", 1) = 1",
+        ]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+        let log = vec![
+            "+0 DEBUG rverbs_providers::cm: rdma_cm command cmd=CREATE_ID verb=rdma_create_id id=0".to_string(),
+            "+0 TRACE rverbs_providers::cm::id: rdma_cm command: no event (EAGAIN) cmd=GET_EVENT verb=x".to_string(),
+        ];
+        let files: BTreeMap<String, Vec<String>> = [
+            ("c-client.st".to_string(), lines),
+            ("c-client.log".to_string(), log),
+            ("c-client.rc".to_string(), vec!["0".to_string()]),
+        ]
+        .into_iter()
+        .collect();
+        let t = CmTraced::new(&files, "client");
+        assert_eq!((t.opens, t.writes, t.polls, t.exit), (1, 2, 1, Some(0)));
+        assert_eq!(t.cmds, vec!["CREATE_ID".to_string(), "GET_EVENT (EAGAIN)".to_string()]);
     }
 }

@@ -1,17 +1,20 @@
 //! Two hosts: two guests joined by a QEMU socket network, each with rxe0
 //! on its own virtio NIC, run `rverbs pingpong` across that wire (RoCE v2
 //! in UDP between two kernels), RC and UD, with completion events (`-e`:
-//! with one vCPU per guest on a 2-core host, busy polling starves rxe).
+//! with one vCPU per guest on a 2-core host, busy polling starves rxe),
+//! and `rverbs rping` (RC connected by the RDMA connection manager, RDMA
+//! READ and WRITE, validated) between the two kernels' CMs.
 //!
 //! Host A (`192.168.78.1`) is the server and is started first, with
 //! `-netdev socket,listen=127.0.0.1:PORT`; once QEMU listens, host B
 //! (`192.168.78.2`, the client) starts with `connect=`. B's script retries
 //! each client run while the server is not listening yet ("Couldn't
-//! connect"). Both scripts print each run between `@@PAIR begin MODE` and
+//! connect"; rping: REJECTED, "nobody listens", or an address that does
+//! not answer yet). Both scripts print each run between `@@PAIR begin MODE` and
 //! `@@PAIR end MODE EXIT tx N rx N` (packets counted on eth0).
 //!
 //! Used by `cargo xtask demo --two-hosts` and by `cargo xtask test` (the
-//! two-host tier: RC and UD count as one test each per kernel).
+//! two-host tier: RC, UD and CM count as one test each per kernel).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -40,19 +43,26 @@ const CONNECT_WINDOW_S: u32 = 150;
 pub enum Mode {
     Rc,
     Ud,
+    /// `rverbs rping` over the connection manager.
+    Cm,
 }
+
+/// rping's pings in [`Mode::Cm`] and their size (rdma-core's interop
+/// arguments, `-C 100 -S 4096 -V`).
+const RPING_SIZE: u32 = 4096;
 
 impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Rc => "rc",
             Mode::Ud => "ud",
+            Mode::Cm => "cm",
         }
     }
 
     fn flag(self) -> &'static str {
         match self {
-            Mode::Rc => "",
+            Mode::Rc | Mode::Cm => "",
             Mode::Ud => " --ud",
         }
     }
@@ -61,6 +71,7 @@ impl Mode {
         match self {
             Mode::Rc => 18515,
             Mode::Ud => 18516,
+            Mode::Cm => 18517,
         }
     }
 
@@ -69,6 +80,28 @@ impl Mode {
         match self {
             Mode::Rc => "RC",
             Mode::Ud => "UD",
+            Mode::Cm => "CM",
+        }
+    }
+
+    /// The server's and the client's command lines (the client's without
+    /// the server's address, which goes last).
+    fn commands(self, iters: u32) -> (String, String, &'static [&'static str]) {
+        match self {
+            Mode::Cm => {
+                let srv = format!("rverbs rping -s -S {RPING_SIZE} -a {NET}.1 -p {}", self.port());
+                let cli = format!("rverbs rping -c -C {iters} -S {RPING_SIZE} -V -p {} -a", self.port());
+                // REJECTED (nobody listens yet) or no ARP answer (the VM is not up).
+                (srv, cli, &["nobody listens", "did not answer"])
+            }
+            _ => {
+                let common = format!(
+                    "rverbs pingpong{} -e -n {iters} -p {} --timeout {PEER_TIMEOUT_S}",
+                    self.flag(),
+                    self.port()
+                );
+                (common.clone(), common, &["Couldn't connect"])
+            }
         }
     }
 }
@@ -82,7 +115,7 @@ pub struct PairSpec {
 
 impl Default for PairSpec {
     fn default() -> Self {
-        PairSpec { iters: 100, modes: vec![Mode::Rc, Mode::Ud] }
+        PairSpec { iters: 100, modes: vec![Mode::Rc, Mode::Ud, Mode::Cm] }
     }
 }
 
@@ -168,18 +201,18 @@ fn script(server: bool, spec: &PairSpec) -> String {
     let mut s = String::new();
     s.push_str(&format!("pkts() {{ cat /sys/class/net/{NETDEV}/statistics/$1_packets; }}\n"));
     for m in &spec.modes {
-        let common =
-            format!("rverbs pingpong{} -e -n {} -p {} --timeout {PEER_TIMEOUT_S}", m.flag(), spec.iters, m.port());
+        let (srv, cli, retry) = m.commands(spec.iters);
+        let retry: String = retry.iter().map(|p| format!(" -e \"{p}\"")).collect();
         s.push_str(&format!("echo \"{PAIR} begin {mode}\"\ntx0=$(pkts tx); rx0=$(pkts rx)\n", mode = m.name()));
         if server {
-            s.push_str(&format!("timeout {RUN_LIMIT_S} {common} 2>&1\nrc=$?\ntries=0\n"));
+            s.push_str(&format!("timeout {RUN_LIMIT_S} {srv} 2>&1\nrc=$?\ntries=0\n"));
         } else {
             // Retry while the server VM or its listener is not up yet;
             // any other failure ends the attempts.
             s.push_str(&format!(
                 "tries=0\nuntil0=$(($(cut -d. -f1 /proc/uptime) + {CONNECT_WINDOW_S}))\nwhile :; do\n    tries=$((tries + 1))\n    \
-                 timeout {RUN_LIMIT_S} {common} {NET}.1 >/tmp/pp.out 2>&1\n    rc=$?\n    \
-                 if [ $rc != 0 ] && [ $(cut -d. -f1 /proc/uptime) -lt $until0 ] && grep -q \"Couldn't connect\" /tmp/pp.out; then\n        \
+                 timeout {RUN_LIMIT_S} {cli} {NET}.1 >/tmp/pp.out 2>&1\n    rc=$?\n    \
+                 if [ $rc != 0 ] && [ $(cut -d. -f1 /proc/uptime) -lt $until0 ] && grep -q{retry} /tmp/pp.out; then\n        \
                  sleep 1\n        continue\n    fi\n    break\ndone\ncat /tmp/pp.out\n"
             ));
         }
@@ -285,17 +318,27 @@ impl PairRun {
                         if s.exit != Some(0) {
                             let why = s.lines.iter().rev().find(|l| l.contains("rverbs")).cloned().unwrap_or_default();
                             problems.push(format!("host {name}: exit {:?} {why}", s.exit));
+                        } else if mode == Mode::Cm {
+                            // rping -V exits 1 on a mismatch; both sides
+                            // see the client's disconnect as rping prints it.
+                            let role = if i == 0 { "server" } else { "client" };
+                            if !s.lines.iter().any(|l| l.contains(&format!("{role} DISCONNECT EVENT..."))) {
+                                problems.push(format!("host {name}: no \"{role} DISCONNECT EVENT...\" line"));
+                            }
                         } else if s.iters() != Some(self.spec.iters) {
                             problems.push(format!("host {name}: no summary for {} iterations", self.spec.iters));
                         }
-                        if s.exit == Some(0) && !s.remote_gid().is_some_and(|g| g.ends_with(peer_ip.as_str())) {
+                        let gid_ok = s.remote_gid().is_some_and(|g| g.ends_with(peer_ip.as_str()));
+                        if s.exit == Some(0) && mode != Mode::Cm && !gid_ok {
                             problems.push(format!(
                                 "host {name}: the remote GID is {:?}, not host {}'s {peer_ip}",
                                 s.remote_gid(),
                                 self.hosts[1 - i].0
                             ));
                         }
-                        let moved = |v: Option<u64>| v.unwrap_or(0) >= u64::from(self.spec.iters);
+                        // rping: at least two SENDs, a READ and a WRITE per ping.
+                        let per = if mode == Mode::Cm { 4 } else { 1 };
+                        let moved = |v: Option<u64>| v.unwrap_or(0) >= per * u64::from(self.spec.iters);
                         if s.exit == Some(0) && !(moved(s.tx) && moved(s.rx)) {
                             problems
                                 .push(format!("host {name}: eth0 moved only {:?} packets out, {:?} in", s.tx, s.rx));
@@ -348,20 +391,19 @@ impl PairRun {
             self.port
         ));
         out.push(format!(
-            "{indent}host A {NET}.1 (server) <-> host B {NET}.2 (client); rxe0 on each eth0; rverbs pingpong -e -n {}",
-            self.spec.iters
+            "{indent}host A {NET}.1 (server) <-> host B {NET}.2 (client); rxe0 on each eth0; rverbs pingpong -e -n {n}, rverbs rping -C {n}",
+            n = self.spec.iters
         ));
         for r in self.results() {
             out.push(String::new());
-            out.push(format!(
-                "{indent}{} ({}):",
-                r.mode.upper(),
-                if r.mode == Mode::Rc {
-                    "reliable connected, 4096-byte SENDs"
-                } else {
-                    "unreliable datagram, 1024-byte SENDs + GRH"
-                }
-            ));
+            let what = match r.mode {
+                Mode::Rc => "reliable connected, 4096-byte SENDs".to_owned(),
+                Mode::Ud => "unreliable datagram, 1024-byte SENDs + GRH".to_owned(),
+                Mode::Cm => format!(
+                    "rverbs rping: RC connected by the RDMA CM, {RPING_SIZE}-byte RDMA READs and WRITEs, validated"
+                ),
+            };
+            out.push(format!("{indent}{} ({what}):", r.mode.upper()));
             for (name, side) in &r.sides {
                 let Some(s) = side else {
                     out.push(format!("{indent}  {name}  (no run)"));
@@ -481,6 +523,9 @@ rverbs pingpong: boom
         assert!(a.contains("rverbs pingpong --ud -e -n 100 -p 18516"));
         let b = script(false, &spec);
         assert!(b.contains("-n 100 -p 18515 --timeout 60 192.168.78.1 >/tmp/pp.out"));
-        assert!(b.contains("Couldn't connect"));
+        assert!(b.contains("grep -q -e \"Couldn't connect\" /tmp/pp.out"));
+        assert!(a.contains("timeout 240 rverbs rping -s -S 4096 -a 192.168.78.1 -p 18517 2>&1"));
+        assert!(b.contains("rverbs rping -c -C 100 -S 4096 -V -p 18517 -a 192.168.78.1 >/tmp/pp.out"));
+        assert!(b.contains("grep -q -e \"nobody listens\" -e \"did not answer\" /tmp/pp.out"));
     }
 }

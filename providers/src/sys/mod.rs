@@ -1,11 +1,15 @@
 //! The only place in rverbs that makes syscalls on the uverbs fd: opening it,
 //! `RDMA_VERBS_IOCTL`, the legacy `write()` commands and `mmap()`; plus the
-//! RDMA netlink socket used by discovery.
+//! RDMA netlink socket used by discovery and the connection manager's fd
+//! (`ucma`).
 
 pub mod event;
 pub mod ioctl;
 pub mod netlink;
 mod prepared;
+pub mod ucma;
+#[cfg(any(test, feature = "ucma-mock"))]
+pub mod ucma_mock;
 pub mod write;
 
 #[cfg(test)]

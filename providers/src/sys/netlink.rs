@@ -259,6 +259,19 @@ impl RdmaNetlink {
         )?;
         replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
     }
+
+    /// `RDMA_NLDEV_CMD_GET_CHARDEV` for `CHARDEV_TYPE = "rdma_cm"`, no
+    /// device index: the connection manager's node and ABI. The kernel
+    /// loads `rdma_ucm` to answer it (`MODULE_ALIAS_RDMA_CLIENT`), as
+    /// librdmacm's `check_abi_version_nl` relies on.
+    pub fn rdma_cm_chardev(&mut self) -> Result<Chardev, Errno> {
+        let replies = self.transact(
+            RDMA_NLDEV_CMD_GET_CHARDEV,
+            NLM_F_ACK,
+            &[(RDMA_NLDEV_ATTR_CHARDEV_TYPE as u16, b"rdma_cm\0")],
+        )?;
+        replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //!                                     like ibv_devinfo; -v adds a GID table
 //! rverbs pingpong [--ud|--srq] [options] [server]
 //!                                     like ibv_rc/ud/srq_pingpong, wire-compatible
+//! rverbs rping -s|-c [-vVd] [-S size] [-C count] [-a addr] [-p port]
+//!                                     like librdmacm's rping, wire-compatible
 //! ```
 //!
 //! Argument parsing is hand-written, one getopt_long-style parser for all
@@ -20,6 +22,7 @@ mod getopt;
 mod gids;
 mod log;
 mod pingpong;
+mod rping;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -41,6 +44,8 @@ Commands:
   pingpong [options] [server]
                         ping-pong SENDs with a peer (like ibv_rc_pingpong;
                         --ud, --srq like ibv_ud_pingpong, ibv_srq_pingpong)
+  rping -s|-c [options] RDMA READ/WRITE ping-pong connected through the RDMA
+                        connection manager (like librdmacm's rping; -h for options)
   help                  print this help
 
 Options:
@@ -122,6 +127,7 @@ fn run(args: &[String]) -> CliResult<()> {
         "devices" => cmd_devices(rest),
         "devinfo" => cmd_devinfo(rest),
         "pingpong" => pingpong::cmd_pingpong(rest),
+        "rping" => rping::cmd_rping(rest),
         s if s.starts_with('-') => Err(Fail::Msg(format!("unrecognized option '{s}' (try 'rverbs --help')"))),
         s => Err(Fail::Msg(format!("unknown command '{s}' (try 'rverbs --help')"))),
     }

@@ -1,0 +1,839 @@
+//! `rverbs rping`: rdma-core's `rping` (librdmacm's example) on
+//! `rverbs::cm`, with its flags, its wire format and its output, so either
+//! side can be rdma-core's program.
+//!
+//! The wire, as `rping.c` has it (`shared/reference/rdmacm.md` §A.10):
+//!
+//! * RC over the CM in `RDMA_PS_TCP`, port 7174 by default; the server
+//!   listens with backlog 3, accepts with librdmacm's defaults; the client
+//!   connects with responder resources 1, initiator depth 1, 7 retries, 7
+//!   RNR retries;
+//! * a QP of 16 sends and 2 receives (one SGE each) on one 32-entry CQ;
+//!   each side keeps one 16-byte receive posted and reposts it after each
+//!   completion;
+//! * messages are `struct rping_rdma_info { __be64 buf; __be32 rkey;
+//!   __be32 size; }`, 16 bytes, big-endian; any other length is "bogus";
+//! * one ping: the client fills its `start_buf` with `"rdma-ping-%d: "`
+//!   and the letters A..z from a rotating start, advertises it; the server
+//!   RDMA READs it, sends a go-ahead; the client advertises its `rdma_buf`;
+//!   the server RDMA WRITEs what it read (up to and including its NUL),
+//!   sends a go-ahead; the client compares (`-V`) and prints (`-v`);
+//! * after `-C` pings the client disconnects; the server's loop ends with
+//!   `wait for RDMA_READ_ADV state 10` and both print `... DISCONNECT EVENT...`.
+//!
+//! Threads like rping's: the CM events of a connection are read by a
+//! thread of their own (rping's `cm_thread`); the main thread waits on the
+//! CQ's channel. A peer's disconnect moves the QP to ERR (rverbs::cm does
+//! that on DISCONNECTED), which flushes the posted receive and wakes it.
+//!
+//! Where rverbs differs on purpose: every wait is bounded (a silent peer
+//! ends the run with an error after 30 s, not a hang); a failure ends with
+//! one `rverbs rping: ...` line and exit status 1; a server whose `-S` is
+//! smaller than the client's caps the READ at its buffer instead of
+//! overrunning it.
+
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rverbs::cm::{CmId, ConnParam, EventChannel, EventKind, PortSpace};
+use rverbs::{
+    AccessFlags, CompletionChannel, CompletionQueue, CqInitAttr, MemoryRegion, ProtectionDomain, QpCap, QpInitAttr,
+    QpType, QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcOpcode, WcStatus,
+};
+
+use super::getopt::{Getopt, Opt, Parsed};
+use super::{CliResult, Fail};
+
+const USAGE: &str = "\
+rverbs rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]
+rverbs rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]
+\t-c\t\tclient side
+\t-I\t\tSource address to bind to for client.
+\t-s\t\tserver side.  To bind to any address with IPv6 use -a ::0
+\t-v\t\tdisplay ping data to stdout
+\t-V\t\tvalidate ping data
+\t-d\t\tdebug printfs
+\t-S size \tping data size
+\t-C count\tping count times
+\t-a addr\t\taddress
+\t-p port\t\tport
+\t-P\t\tpersistent server mode allowing multiple connections
+\t-q\t\tuse self-created, self-modified QP
+";
+
+/// `RPING_MIN_BUFSIZE`: `sizeof("2147483647") + sizeof("rdma-ping-%d: ")`.
+const MIN_SIZE: u32 = 26;
+/// `RPING_BUFSIZE - 1`.
+const MAX_SIZE: u32 = 64 * 1024 - 1;
+/// `RPING_SQ_DEPTH`.
+const SQ_DEPTH: u32 = 16;
+/// `sizeof(struct rping_rdma_info)`.
+const INFO_LEN: usize = 16;
+/// The CM's resolve timeouts rping uses.
+const RESOLVE_MS: u64 = 2000;
+/// How long any step may wait for the peer (rping waits forever).
+const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// rping's `enum test_state`, numbered as its messages print them (the
+/// CM states are waited for as events here, so some are never entered).
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum State {
+    Idle = 1,
+    ConnectRequest,
+    AddrResolved,
+    RouteResolved,
+    Connected,
+    RdmaReadAdv,
+    RdmaReadComplete,
+    RdmaWriteAdv,
+    RdmaWriteComplete,
+    Disconnected,
+    Error,
+}
+
+/// The parsed command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Opts {
+    server: bool,
+    addr: Option<IpAddr>,
+    src: Option<IpAddr>,
+    port: u16,
+    count: u32,
+    size: u32,
+    verbose: bool,
+    validate: bool,
+    debug: bool,
+    persistent: bool,
+    self_qp: bool,
+}
+
+const SPECS: &[Opt<char>] = &[
+    Opt::new(Some('a'), "addr", true, 'a'),
+    Opt::new(Some('I'), "source", true, 'I'),
+    Opt::new(Some('P'), "persistent", false, 'P'),
+    Opt::new(Some('p'), "port", true, 'p'),
+    Opt::new(Some('C'), "count", true, 'C'),
+    Opt::new(Some('S'), "size", true, 'S'),
+    Opt::new(Some('s'), "server", false, 's'),
+    Opt::new(Some('c'), "client", false, 'c'),
+    Opt::new(Some('v'), "verbose", false, 'v'),
+    Opt::new(Some('V'), "validate", false, 'V'),
+    Opt::new(Some('d'), "debug", false, 'd'),
+    Opt::new(Some('q'), "self-qp", false, 'q'),
+    Opt::new(Some('h'), "help", false, 'h'),
+    // In rping's getopt string but handled nowhere: the usage.
+    Opt::new(Some('t'), "tos", true, 't'),
+];
+
+const GETOPT: Getopt = Getopt { prefix: "", hint: "(try 'rverbs rping -h')", operands: false };
+
+/// `getaddrinfo(dst)`: a literal address or a host name.
+fn resolve_host(s: &str) -> Result<IpAddr, String> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    (s, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("getaddrinfo failed - invalid hostname or IP address '{s}'"))
+}
+
+/// C `atoi`: leading blanks, an optional sign, digits; 0 when there are none.
+fn atoi(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let digits: String = t.chars().take_while(char::is_ascii_digit).take(18).collect();
+    let v = digits.parse::<i64>().unwrap_or(0);
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// `Ok(None)`: print the usage (rping does so for `-h`, `-t` and unknown
+/// options).
+fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
+    let Parsed { opts: found, .. } = GETOPT.parse(args, SPECS)?;
+    let mut o = Opts {
+        server: false,
+        addr: None,
+        src: None,
+        port: 7174,
+        count: 0,
+        size: 64,
+        verbose: false,
+        validate: false,
+        debug: false,
+        persistent: false,
+        self_qp: false,
+    };
+    let mut role = None;
+    for (k, v) in found {
+        let v = v.unwrap_or_default();
+        match k {
+            'a' => o.addr = Some(resolve_host(&v)?),
+            'I' => o.src = Some(resolve_host(&v)?),
+            'P' => o.persistent = true,
+            'p' => o.port = atoi(&v) as u16,
+            'C' => {
+                let c = atoi(&v);
+                if c < 0 {
+                    return Err(format!("Invalid count {c}"));
+                }
+                o.count = u32::try_from(c).unwrap_or(u32::MAX);
+            }
+            'S' => {
+                let s = atoi(&v);
+                if s < i64::from(MIN_SIZE) || s > i64::from(MAX_SIZE) {
+                    return Err(format!("Invalid size {s} (valid range is {MIN_SIZE} to {})", MAX_SIZE + 1));
+                }
+                o.size = s as u32;
+            }
+            's' => role = Some(true),
+            'c' => role = Some(false),
+            'v' => o.verbose = true,
+            'V' => o.validate = true,
+            'd' => o.debug = true,
+            'q' => o.self_qp = true,
+            _ => return Ok(None),
+        }
+    }
+    match role {
+        None => Ok(None),
+        Some(server) => {
+            o.server = server;
+            if !server && o.addr.is_none() {
+                return Err("the client needs the server's address (-a addr)".into());
+            }
+            Ok(Some(o))
+        }
+    }
+}
+
+/// `rverbs rping ...`.
+pub fn cmd_rping(args: &[String]) -> CliResult<()> {
+    let result = parse_args(args).and_then(|o| match o {
+        None => {
+            print!("{USAGE}");
+            let _ = io::stdout().flush();
+            Err(String::new())
+        }
+        Some(o) if o.server => run_server(&o),
+        Some(o) => run_client(&o),
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(m) if m.is_empty() => Err(Fail::Quiet),
+        Err(m) => {
+            let _ = io::stdout().flush();
+            eprintln!("rverbs rping: {}", m.replace('\n', " "));
+            Err(Fail::Quiet)
+        }
+    }
+}
+
+macro_rules! debug_log {
+    ($o:expr, $($t:tt)*) => {
+        if $o.debug {
+            println!($($t)*);
+        }
+    };
+}
+
+/// What the CM thread tells the main thread.
+#[derive(Debug)]
+enum Note {
+    Disconnected,
+    Failed(String),
+}
+
+/// rping's `cm_thread` for one connection: reads its id's events until
+/// told to stop, prints what rping prints, and passes the ones that
+/// matter on.
+struct CmThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl CmThread {
+    fn start(ch: EventChannel, server: bool, debug: bool, notes: mpsc::Sender<Note>) -> CmThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let ev = match ch.get_event_timeout(Duration::from_millis(100)) {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        let _ = notes.send(Note::Failed(e.to_string()));
+                        return;
+                    }
+                };
+                if debug {
+                    println!(
+                        "cma_event type {} cma_id {} ({})",
+                        ev.kind(),
+                        ev.id().kernel_id(),
+                        if server { "child" } else { "parent" }
+                    );
+                }
+                match ev.kind() {
+                    EventKind::Disconnected => {
+                        eprintln!("{} DISCONNECT EVENT...", if server { "server" } else { "client" });
+                        let _ = notes.send(Note::Disconnected);
+                    }
+                    EventKind::DeviceRemoval => {
+                        eprintln!("cma detected device removal!!!!");
+                        let _ = notes.send(Note::Failed("the RDMA device was removed".into()));
+                    }
+                    k if k.is_error() => {
+                        eprintln!("cma event {k}, error {}", ev.status());
+                        let _ = notes.send(Note::Failed(ev.error().map_or_else(|| k.to_string(), |e| e.to_string())));
+                    }
+                    EventKind::TimewaitExit | EventKind::Established => {}
+                    k => eprintln!("unhandled event: {k}, ignoring"),
+                }
+            }
+        });
+        CmThread { stop, handle: Some(handle) }
+    }
+}
+
+impl Drop for CmThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One connection's verbs objects (rping's `rping_cb`). Field order is the
+/// drop order: QP, then the regions, the CQ, the channel, the PD.
+struct Conn {
+    qp: QueuePair,
+    recv_mr: MemoryRegion,
+    send_mr: MemoryRegion,
+    rdma_mr: MemoryRegion,
+    start_mr: Option<MemoryRegion>,
+    cq: CompletionQueue,
+    _channel: CompletionChannel,
+    _pd: ProtectionDomain,
+    size: u32,
+    server: bool,
+    state: State,
+    remote: (u64, u32, u32),
+    notes: mpsc::Receiver<Note>,
+    failure: Option<String>,
+    debug: bool,
+}
+
+/// `rping_setup_qp` and `rping_setup_buffers` on the id's device.
+fn setup(id: &CmId, o: &Opts, notes: mpsc::Receiver<Note>) -> Result<Conn, String> {
+    let ctx = id.context().map_err(|e| format!("setup_qp failed: {e}"))?;
+    let pd = ctx.alloc_pd().map_err(|e| format!("ibv_alloc_pd failed: {e}"))?;
+    let channel = ctx.create_comp_channel().map_err(|e| format!("ibv_create_comp_channel failed: {e}"))?;
+    let mut cq = ctx
+        .create_cq_with(&CqInitAttr { cqe: SQ_DEPTH * 2, channel: Some(&channel), ..Default::default() })
+        .map_err(|e| format!("ibv_create_cq failed: {e}"))?;
+    cq.req_notify(false).map_err(|e| format!("ibv_req_notify_cq failed: {e}"))?;
+    let mut init = QpInitAttr::new(QpType::Rc, &cq);
+    init.cap = QpCap { max_send_wr: SQ_DEPTH, max_recv_wr: 2, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let qp = pd.create_qp(&init).map_err(|e| format!("rdma_create_qp: {e}"))?;
+    if o.self_qp {
+        // rping -q: INIT by hand (P_Key index 0, the id's port, no access).
+        let attr = rverbs::QpAttr {
+            qp_state: rverbs::QpState::Init,
+            pkey_index: 0,
+            port_num: id.port_num().unwrap_or(1),
+            ..Default::default()
+        };
+        use rverbs::QpAttrMask as M;
+        qp.modify(&attr, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS)
+            .map_err(|e| format!("ibv_modify_qp: {e}"))?;
+    } else {
+        id.attach_qp(&qp).map_err(|e| format!("rdma_create_qp: {e}"))?;
+    }
+    debug_log!(o, "created pd, channel, cq and qp {:#x}", qp.qp_num());
+    let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+    let reg = |len: usize, access: AccessFlags, what: &str| {
+        pd.alloc_mr(len, access).map_err(|e| format!("{what} reg_mr failed: {e}"))
+    };
+    let recv_mr = reg(INFO_LEN, AccessFlags::LOCAL_WRITE, "recv_buf")?;
+    let send_mr = reg(INFO_LEN, AccessFlags::empty(), "send_buf")?;
+    let rdma_mr = reg(o.size as usize, rw, "rdma_buf")?;
+    let start_mr = if o.server { None } else { Some(reg(o.size as usize, rw, "start_buf")?) };
+    debug_log!(o, "allocated & registered buffers...");
+    Ok(Conn {
+        qp,
+        recv_mr,
+        send_mr,
+        rdma_mr,
+        start_mr,
+        cq,
+        _channel: channel,
+        _pd: pd,
+        size: o.size,
+        server: o.server,
+        state: State::Idle,
+        remote: (0, 0, 0),
+        notes,
+        failure: None,
+        debug: o.debug,
+    })
+}
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+const RDMA_WRID: u64 = 3;
+
+impl Conn {
+    fn post_recv(&mut self) -> Result<(), String> {
+        let sge = [self.recv_mr.sge(0, INFO_LEN as u32).map_err(|e| e.to_string())?];
+        self.qp.post_recv(&[RecvWr::new(RECV_WRID, &sge)]).map_err(|e| format!("post recv error: {e}"))
+    }
+
+    /// `rping_format_send` and the post: advertises `buf` (ours) or, for
+    /// the server's go-ahead, the never-filled zeros.
+    fn send_info(&mut self, info: Option<(u64, u32)>) -> Result<(), String> {
+        if let Some((addr, rkey)) = info {
+            let mut m = [0u8; INFO_LEN];
+            m[..8].copy_from_slice(&addr.to_be_bytes());
+            m[8..12].copy_from_slice(&rkey.to_be_bytes());
+            m[12..].copy_from_slice(&self.size.to_be_bytes());
+            self.send_mr.write_at(0, &m).map_err(|e| e.to_string())?;
+            if self.debug {
+                println!("RDMA addr {addr:x} rkey {rkey:x} len {}", self.size);
+            }
+        }
+        let sge = [self.send_mr.sge(0, INFO_LEN as u32).map_err(|e| e.to_string())?];
+        self.qp.post_send(&[SendWr::send(SEND_WRID, &sge).signaled()]).map_err(|e| format!("post send error {e}"))
+    }
+
+    fn rdma(&mut self, read: bool, len: u32) -> Result<(), String> {
+        let (addr, rkey, _) = self.remote;
+        let sge = [self.rdma_mr.sge(0, len).map_err(|e| e.to_string())?];
+        let remote = RemoteAddr { addr, rkey };
+        let wr = if read { SendWr::read(RDMA_WRID, &sge, remote) } else { SendWr::write(RDMA_WRID, &sge, remote) };
+        self.qp.post_send(&[wr.signaled()]).map_err(|e| format!("post send error {e}"))
+    }
+
+    /// One completion, as `rping_cq_event_handler` treats it; `true` when
+    /// rping would post its semaphore.
+    fn handle(&mut self, wc: &Wc) -> Result<bool, String> {
+        if wc.status != WcStatus::SUCCESS {
+            if wc.status == WcStatus::WR_FLUSH_ERR {
+                return Ok(false);
+            }
+            eprintln!("cq completion failed status {}", wc.status.0);
+            self.state = State::Error;
+            return Err(format!("cq completion failed: {wc:?}"));
+        }
+        match wc.opcode {
+            WcOpcode::SEND => {
+                if self.debug {
+                    println!("send completion");
+                }
+                Ok(false)
+            }
+            WcOpcode::RDMA_WRITE => {
+                self.state = State::RdmaWriteComplete;
+                Ok(true)
+            }
+            WcOpcode::RDMA_READ => {
+                self.state = State::RdmaReadComplete;
+                Ok(true)
+            }
+            WcOpcode::RECV => {
+                if wc.byte_len as usize != INFO_LEN {
+                    eprintln!("Received bogus data, size {}", wc.byte_len);
+                    self.state = State::Error;
+                    return Err(format!("received {} bytes, not a 16-byte buffer advertisement", wc.byte_len));
+                }
+                if self.server {
+                    let mut m = [0u8; INFO_LEN];
+                    self.recv_mr.read_at(0, &mut m).map_err(|e| e.to_string())?;
+                    let addr = u64::from_be_bytes(m[..8].try_into().unwrap());
+                    let rkey = u32::from_be_bytes(m[8..12].try_into().unwrap());
+                    let len = u32::from_be_bytes(m[12..].try_into().unwrap());
+                    self.remote = (addr, rkey, len);
+                    if self.debug {
+                        println!("Received rkey {rkey:x} addr {addr:x} len {len} from peer");
+                    }
+                    self.state = if self.state <= State::Connected || self.state == State::RdmaWriteComplete {
+                        State::RdmaReadAdv
+                    } else {
+                        State::RdmaWriteAdv
+                    };
+                } else {
+                    self.state =
+                        if self.state == State::RdmaReadAdv { State::RdmaWriteAdv } else { State::RdmaWriteComplete };
+                }
+                self.post_recv()?;
+                Ok(true)
+            }
+            o => {
+                self.state = State::Error;
+                Err(format!("unknown completion opcode {o:?}"))
+            }
+        }
+    }
+
+    /// rping's `sem_wait`: until one completion or CM event that would
+    /// post the semaphore.
+    fn wait(&mut self) {
+        let deadline = Instant::now() + PEER_TIMEOUT;
+        loop {
+            if let Ok(n) = self.notes.try_recv() {
+                match n {
+                    Note::Disconnected => self.state = State::Disconnected,
+                    Note::Failed(m) => {
+                        self.state = State::Error;
+                        self.failure = Some(m);
+                    }
+                }
+                return;
+            }
+            let mut wc = [Wc::default()];
+            match self.cq.wait(&mut wc, Some(Duration::from_millis(50))) {
+                Ok(1) => match self.handle(&wc[0]) {
+                    Ok(true) => return,
+                    Ok(false) => continue,
+                    Err(m) => {
+                        self.failure = Some(m);
+                        return;
+                    }
+                },
+                Ok(_) => {}
+                Err(e) => {
+                    self.state = State::Error;
+                    self.failure = Some(e.to_string());
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                self.state = State::Error;
+                self.failure = Some(format!("the peer did nothing for {} s", PEER_TIMEOUT.as_secs()));
+                return;
+            }
+        }
+    }
+
+    fn expect(&self, want: State) -> Result<(), String> {
+        if self.state == want {
+            return Ok(());
+        }
+        eprintln!("wait for {} state {}", state_name(want), self.state as u32);
+        Err(self.failure.clone().unwrap_or_else(|| format!("the connection ended waiting for {}", state_name(want))))
+    }
+
+    /// `rping_test_server`.
+    fn test_server(&mut self, verbose: bool) -> Result<(), String> {
+        loop {
+            self.wait();
+            if self.state != State::RdmaReadAdv {
+                let r = self.expect(State::RdmaReadAdv);
+                return if self.state == State::Disconnected { Ok(()) } else { r };
+            }
+            if self.debug {
+                println!("server received sink adv");
+            }
+            let want = self.remote.2;
+            if want > self.size {
+                eprintln!("client advertised {want} bytes, more than -S {}: reading {}", self.size, self.size);
+            }
+            self.rdma(true, want.min(self.size))?;
+            self.wait();
+            self.expect(State::RdmaReadComplete)?;
+            let text = self.rdma_text()?;
+            if verbose {
+                println!("server ping data: {}", String::from_utf8_lossy(&text));
+            }
+            self.send_info(None)?;
+            self.wait();
+            self.expect(State::RdmaWriteAdv)?;
+            self.rdma(false, (text.len() as u32 + 1).min(self.size))?;
+            self.wait();
+            self.expect(State::RdmaWriteComplete)?;
+            self.send_info(None)?;
+        }
+    }
+
+    /// `rdma_buf` as a C string (without its NUL).
+    fn rdma_text(&self) -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; self.size as usize];
+        self.rdma_mr.read_at(0, &mut b).map_err(|e| e.to_string())?;
+        let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        b.truncate(n);
+        Ok(b)
+    }
+
+    /// `rping_test_client`.
+    fn test_client(&mut self, count: u32, verbose: bool, validate: bool) -> Result<(), String> {
+        let size = self.size as usize;
+        let mut start: u8 = 65;
+        let mut ping: u32 = 0;
+        while count == 0 || ping < count {
+            self.state = State::RdmaReadAdv;
+            let mut buf = format!("rdma-ping-{ping}: ").into_bytes();
+            buf.truncate(size - 1);
+            let mut c = start;
+            while buf.len() < size {
+                buf.push(c);
+                c += 1;
+                if c > 122 {
+                    c = 65;
+                }
+            }
+            start += 1;
+            if start > 122 {
+                start = 65;
+            }
+            buf[size - 1] = 0;
+            let (addr, rkey) = {
+                let m = self.start_mr.as_ref().expect("the client has a start_buf");
+                m.write_at(0, &buf).map_err(|e| e.to_string())?;
+                (m.addr(), m.rkey())
+            };
+            self.send_info(Some((addr, rkey)))?;
+            self.wait();
+            self.expect(State::RdmaWriteAdv)?;
+            let (addr, rkey) = (self.rdma_mr.addr(), self.rdma_mr.rkey());
+            self.send_info(Some((addr, rkey)))?;
+            self.wait();
+            self.expect(State::RdmaWriteComplete)?;
+            let mut got = vec![0u8; size];
+            self.rdma_mr.read_at(0, &mut got).map_err(|e| e.to_string())?;
+            if validate && got != buf {
+                eprintln!("data mismatch!");
+                return Err(format!("ping {ping}: the data written back differs from the data read"));
+            }
+            if verbose {
+                let n = got.iter().position(|&c| c == 0).unwrap_or(got.len());
+                println!("ping data: {}", String::from_utf8_lossy(&got[..n]));
+            }
+            ping += 1;
+        }
+        Ok(())
+    }
+
+    /// After the test: wait (bounded) for the CM thread to see the end.
+    fn wait_disconnected(&mut self) {
+        if self.state == State::Disconnected {
+            return;
+        }
+        if let Ok(Note::Disconnected) = self.notes.recv_timeout(Duration::from_secs(10)) {
+            self.state = State::Disconnected;
+        }
+    }
+}
+
+fn state_name(s: State) -> &'static str {
+    match s {
+        State::Connected => "CONNECTED",
+        State::RdmaReadAdv => "RDMA_READ_ADV",
+        State::RdmaReadComplete => "RDMA_READ_COMPLETE",
+        State::RdmaWriteAdv => "RDMA_WRITE_ADV",
+        State::RdmaWriteComplete => "RDMA_WRITE_COMPLETE",
+        State::ConnectRequest => "CONNECT_REQUEST",
+        State::RouteResolved => "ROUTE_RESOLVED",
+        _ => "state",
+    }
+}
+
+/// `rping_self_modify_qp`: INIT, RTR, RTS with the CM's attributes, for `-q`.
+fn self_modify(id: &CmId, qp: &QueuePair) -> Result<(), String> {
+    for s in [rverbs::QpState::Init, rverbs::QpState::Rtr, rverbs::QpState::Rts] {
+        let (attr, mask) = id.init_qp_attr(s).map_err(|e| e.to_string())?;
+        qp.modify(&attr, mask).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `rping_init_conn_param`.
+fn conn_param(o: &Opts, qp: &QueuePair) -> ConnParam {
+    ConnParam {
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        qp_num: o.self_qp.then(|| qp.qp_num()),
+        ..ConnParam::default()
+    }
+}
+
+/// Waits for `want` on `ch` (rping's `sem_wait` after an asynchronous CM
+/// call), printing what rping prints for errors.
+fn cm_wait(ch: &EventChannel, want: EventKind, o: &Opts) -> Result<rverbs::cm::Event, String> {
+    let ev = ch
+        .get_event_timeout(PEER_TIMEOUT)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no {want} within {} s", PEER_TIMEOUT.as_secs()))?;
+    debug_log!(
+        o,
+        "cma_event type {} cma_id {} ({})",
+        ev.kind(),
+        ev.id().kernel_id(),
+        if o.server { "child" } else { "parent" }
+    );
+    if ev.kind() == want {
+        return Ok(ev);
+    }
+    if ev.kind().is_error() {
+        eprintln!("cma event {}, error {}", ev.kind(), ev.status());
+    }
+    Err(ev.error().map_or_else(|| format!("waiting for {want}, got {}", ev.kind()), |e| e.to_string()))
+}
+
+fn run_client(o: &Opts) -> Result<(), String> {
+    let dst = SocketAddr::new(o.addr.expect("checked"), o.port);
+    let ch = EventChannel::new().map_err(|e| e.to_string())?;
+    let id = ch.create_id(PortSpace::Tcp).map_err(|e| format!("rdma_create_id: {e}"))?;
+    debug_log!(o, "created cm_id {}", id.kernel_id());
+    let src = o.src.map(|ip| SocketAddr::new(ip, 0));
+    id.resolve_addr(src, dst, Duration::from_millis(RESOLVE_MS)).map_err(|e| format!("rdma_resolve_addr: {e}"))?;
+    cm_wait(&ch, EventKind::AddrResolved, o)?;
+    id.resolve_route(Duration::from_millis(RESOLVE_MS)).map_err(|e| format!("rdma_resolve_route: {e}"))?;
+    cm_wait(&ch, EventKind::RouteResolved, o)?;
+    debug_log!(o, "rdma_resolve_addr - rdma_resolve_route successful");
+    let (tx, rx) = mpsc::channel();
+    let mut c = setup(&id, o, rx)?;
+    c.post_recv().map_err(|e| format!("ibv_post_recv failed: {e}"))?;
+    id.connect(&conn_param(o, &c.qp)).map_err(|e| format!("rdma_connect: {e}"))?;
+    if o.self_qp {
+        cm_wait(&ch, EventKind::ConnectResponse, o).map_err(|e| format!("connect error: {e}"))?;
+        self_modify(&id, &c.qp).map_err(|e| format!("rping_modify_qp: {e}"))?;
+        id.establish().map_err(|e| format!("rdma_establish: {e}"))?;
+    } else {
+        cm_wait(&ch, EventKind::Established, o).map_err(|e| format!("connect error: {e}"))?;
+    }
+    c.state = State::Connected;
+    debug_log!(o, "rdma_connect successful");
+    let cm = CmThread::start(ch.clone(), false, o.debug, tx);
+    let r = c.test_client(o.count, o.verbose, o.validate);
+    if o.self_qp {
+        let _ = c.qp.modify(
+            &rverbs::QpAttr { qp_state: rverbs::QpState::Err, ..Default::default() },
+            rverbs::QpAttrMask::STATE,
+        );
+    }
+    let _ = id.disconnect();
+    c.wait_disconnected();
+    drop(cm);
+    r.map_err(|e| format!("rping client failed: {e}"))
+}
+
+fn run_server(o: &Opts) -> Result<(), String> {
+    let ip = o.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let ch = EventChannel::new().map_err(|e| e.to_string())?;
+    let listen = ch.create_id(PortSpace::Tcp).map_err(|e| format!("rdma_create_id: {e}"))?;
+    listen.bind_addr(SocketAddr::new(ip, o.port)).map_err(|e| format!("rdma_bind_addr: {e}"))?;
+    debug_log!(o, "rdma_bind_addr successful");
+    debug_log!(o, "rdma_listen");
+    listen.listen(3).map_err(|e| format!("rdma_listen: {e}"))?;
+    loop {
+        let ev = loop {
+            // The listener waits for its clients without limit.
+            match ch.get_event_timeout(Duration::from_secs(3600)).map_err(|e| e.to_string())? {
+                Some(ev) => break ev,
+                None => continue,
+            }
+        };
+        debug_log!(o, "cma_event type {} cma_id {} (parent)", ev.kind(), ev.listen_id().map_or(0, |l| l.kernel_id()));
+        if ev.kind() != EventKind::ConnectRequest {
+            eprintln!("wait for CONNECT_REQUEST state {}", State::Idle as u32);
+            return Err(format!("the listener got {} instead of a connection request", ev.kind()));
+        }
+        let child = ev.id().clone();
+        drop(ev);
+        debug_log!(o, "child cma {}", child.kernel_id());
+        // The connection's events on a channel of its own (rping shares
+        // one channel and one cm_thread; the output is the same).
+        child.migrate(&EventChannel::new().map_err(|e| e.to_string())?).map_err(|e| format!("rdma_migrate_id: {e}"))?;
+        if o.persistent {
+            let o = o.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = serve(&child, &o) {
+                    let _ = io::stdout().flush();
+                    eprintln!("rverbs rping: {e}");
+                }
+            });
+            continue;
+        }
+        return serve(&child, o);
+    }
+}
+
+/// One connection of the server (`rping_run_server` after the request).
+fn serve(child: &CmId, o: &Opts) -> Result<(), String> {
+    let (tx, rx) = mpsc::channel();
+    let mut c = setup(child, o, rx)?;
+    c.post_recv().map_err(|e| format!("ibv_post_recv failed: {e}"))?;
+    debug_log!(o, "accepting client connection request");
+    if o.self_qp {
+        self_modify(child, &c.qp).map_err(|e| format!("rdma_accept: {e}"))?;
+    }
+    let p = if o.self_qp { conn_param(o, &c.qp) } else { ConnParam::default() };
+    child.accept(&p).map_err(|e| format!("rdma_accept: {e}"))?;
+    cm_wait(&child.channel(), EventKind::Established, o).map_err(|e| format!("connect error: {e}"))?;
+    let cm = CmThread::start(child.channel(), true, o.debug, tx);
+    let r = c.test_server(o.verbose);
+    if o.self_qp {
+        let _ = c.qp.modify(
+            &rverbs::QpAttr { qp_state: rverbs::QpState::Err, ..Default::default() },
+            rverbs::QpAttrMask::STATE,
+        );
+    }
+    let _ = child.disconnect();
+    drop(cm);
+    r.map_err(|e| format!("rping server failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn options_as_rping_reads_them() {
+        let o = parse_args(&args(&["-s"])).unwrap().unwrap();
+        assert!(o.server && o.addr.is_none());
+        assert_eq!((o.port, o.count, o.size), (7174, 0, 64));
+        let o = parse_args(&args(&["-c", "-a", "192.168.77.1", "-C", "100", "-S", "4096", "-vVd", "-p", "9000"]))
+            .unwrap()
+            .unwrap();
+        assert!(!o.server && o.verbose && o.validate && o.debug);
+        assert_eq!((o.addr, o.count, o.size, o.port), ("192.168.77.1".parse().ok(), 100, 4096, 9000));
+        let o = parse_args(&args(&["-sPq", "-a", "::0"])).unwrap().unwrap();
+        assert!(o.persistent && o.self_qp && o.addr == Some("::".parse().unwrap()));
+        // rping prints its usage for no role, -t (in its getopt string but
+        // unhandled) and unknown options.
+        assert_eq!(parse_args(&args(&[])).unwrap(), None);
+        assert_eq!(parse_args(&args(&["-h"])).unwrap(), None);
+        assert_eq!(parse_args(&args(&["-s", "-t", "1"])).unwrap(), None);
+        assert!(parse_args(&args(&["-s", "-x"])).is_err());
+        assert!(parse_args(&args(&["-S", "25", "-s"]))
+            .unwrap_err()
+            .contains("Invalid size 25 (valid range is 26 to 65536)"));
+        assert!(parse_args(&args(&["-S", "65536", "-s"])).is_err());
+        assert!(parse_args(&args(&["-s", "-S", "65535"])).is_ok());
+        assert!(parse_args(&args(&["-C", "-1", "-s"])).unwrap_err().contains("Invalid count -1"));
+        assert!(parse_args(&args(&["-c"])).unwrap_err().contains("-a addr"));
+        assert_eq!(atoi(" 12x"), 12);
+        assert_eq!(atoi("x"), 0);
+    }
+}

@@ -1,0 +1,911 @@
+//! The RDMA connection manager (`rverbs::cm`, `rverbs rping`) against the
+//! real kernel CM over rxe0 (VM tier, 6.1 and 6.12), and against rdma-core's
+//! `rping`, `ucmatose` and `udaddy` in both roles.
+//!
+//! Every connection goes to 192.168.77.1 (rxe0's address): both ends on
+//! rxe0, through rxe's loopback. Each test uses ports of its own. Every
+//! child program runs under a deadline; every wait in the library has a
+//! timeout, so a hang fails the test instead of the tier.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rverbs::cm::{self, CmId, ConnParam, EventChannel, EventKind, Listener, PortSpace};
+use rverbs::{
+    AccessFlags, CompletionQueue, Errno, ErrorKind, MemoryRegion, QpAttrMask, QpCap, QpInitAttr, QpType, QueuePair,
+    RecvWr, SendWr, Wc, WcOpcode, WcStatus,
+};
+
+const IP: &str = "192.168.77.1";
+/// The longest a child program of this file may run (TCG guests are slow).
+const DEADLINE: Duration = Duration::from_secs(120);
+const T: Duration = Duration::from_secs(30);
+
+fn at(port: u16) -> SocketAddr {
+    format!("{IP}:{port}").parse().unwrap()
+}
+
+/// The device, and the CM's node: skipped without them, failed in the VM.
+fn cm_ready() -> bool {
+    if common::first_device().is_none() {
+        return false;
+    }
+    if !std::path::Path::new("/dev/infiniband/rdma_cm").exists() {
+        assert!(!common::device_required(), "RVERBS_REQUIRE_DEVICE=1 but /dev/infiniband/rdma_cm is missing");
+        eprintln!("skipped: no /dev/infiniband/rdma_cm (rdma_ucm not loaded)");
+        return false;
+    }
+    true
+}
+
+macro_rules! require_cm {
+    () => {
+        if !cm_ready() {
+            return;
+        }
+    };
+}
+
+/// One side's verbs objects for a connection.
+struct Side {
+    cq: CompletionQueue,
+    mr: MemoryRegion,
+    qp: Option<QueuePair>,
+}
+
+/// A PD, a CQ, an RC or UD QP and a 4 KiB region on `id`'s device.
+fn side(id: &CmId, qp_type: QpType, recv_depth: u32) -> Side {
+    let ctx = id.context().expect("the id's device");
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let mut init = QpInitAttr::new(qp_type, &cq);
+    init.cap = QpCap { max_send_wr: 16, max_recv_wr: recv_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let qp = pd.create_qp(&init).unwrap();
+    let mr =
+        pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE).unwrap();
+    Side { cq, mr, qp: Some(qp) }
+}
+
+fn post_recv(qp: &mut QueuePair, mr: &MemoryRegion, wr_id: u64, off: usize, len: u32) {
+    qp.post_recv(&[RecvWr::new(wr_id, &[mr.sge(off, len).unwrap()])]).unwrap();
+}
+
+fn one(cq: &mut CompletionQueue) -> Wc {
+    let wc = common::poll_n(cq, 1)[0];
+    assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
+    wc
+}
+
+/// RC through the convenience calls, both ends in this process; the
+/// server (passive side) RDMA READs and WRITEs the client's memory, which
+/// rxe allows only if the client's QP went through INIT a second time
+/// after the connect response (its access flags come from that INIT).
+#[test]
+fn rc_connect_accept_and_the_passive_side_reads_and_writes() {
+    require_cm!();
+    let listener = Listener::bind(at(20001)).unwrap();
+    assert_eq!(listener.local_addr(), Some(at(20001)));
+    let server = std::thread::spawn(move || {
+        let req = listener.get_request(Some(T)).unwrap();
+        assert_eq!(req.private_data().len(), 56, "a request's private data at its full capacity");
+        assert_eq!(&req.private_data()[..6], b"client");
+        let mut s = side(req.id(), QpType::Rc, 4);
+        let mut qp = s.qp.take().unwrap();
+        req.id().attach_qp(&qp).unwrap(); // INIT: receives can go in before the accept
+        post_recv(&mut qp, &s.mr, 1, 0, 64);
+        let param = ConnParam { private_data: b"server".to_vec(), ..ConnParam::default() };
+        let mut conn = req.accept(qp, &param, T).unwrap();
+        // The client's advertisement: its region's address and rkey.
+        let wc = one(&mut s.cq);
+        assert_eq!((wc.wr_id, wc.byte_len), (1, 12));
+        let mut adv = [0u8; 12];
+        s.mr.read_at(0, &mut adv).unwrap();
+        let remote = rverbs::RemoteAddr {
+            addr: u64::from_be_bytes(adv[..8].try_into().unwrap()),
+            rkey: u32::from_be_bytes(adv[8..].try_into().unwrap()),
+        };
+        conn.post_send(&[SendWr::read(2, &[s.mr.sge(100, 5).unwrap()], remote).signaled()]).unwrap();
+        assert_eq!(one(&mut s.cq).opcode, WcOpcode::RDMA_READ);
+        let mut got = [0u8; 5];
+        s.mr.read_at(100, &mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        s.mr.write_at(200, b"pong").unwrap();
+        let remote64 = rverbs::RemoteAddr { addr: remote.addr + 64, rkey: remote.rkey };
+        conn.post_send(&[SendWr::write(3, &[s.mr.sge(200, 4).unwrap()], remote64).signaled()]).unwrap();
+        assert_eq!(one(&mut s.cq).opcode, WcOpcode::RDMA_WRITE);
+        conn.post_send(&[SendWr::send(4, &[s.mr.sge(200, 4).unwrap()]).signaled()]).unwrap();
+        assert_eq!(one(&mut s.cq).opcode, WcOpcode::SEND);
+        assert!(conn.wait_disconnected(T).unwrap(), "the client's disconnect");
+    });
+
+    let id = cm::resolve(at(20001), Duration::from_secs(2)).unwrap();
+    assert_eq!(id.port_num(), Some(1));
+    let mut c = side(&id, QpType::Rc, 4);
+    let mut qp = c.qp.take().unwrap();
+    id.attach_qp(&qp).unwrap();
+    post_recv(&mut qp, &c.mr, 9, 512, 64);
+    let param = ConnParam { private_data: b"client".to_vec(), ..ConnParam::default() };
+    let mut conn = id.connect_qp(qp, &param, T).unwrap();
+    assert_eq!(conn.private_data().len(), 196, "a reply's private data at its full capacity");
+    assert_eq!(&conn.private_data()[..6], b"server");
+    // The second INIT's access (and 6.12 rxe's FLUSH bits, kept).
+    let a = conn.query(QpAttrMask::ACCESS_FLAGS).unwrap().qp_access_flags;
+    assert!(a.contains(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ), "{a:?}");
+    if common::kernel_version() >= (6, 2) {
+        assert!(a.contains(AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT), "6.12's rxe: {a:?}");
+    }
+    c.mr.write_at(0, b"hello").unwrap();
+    let mut adv = [0u8; 12];
+    adv[..8].copy_from_slice(&c.mr.addr().to_be_bytes());
+    adv[8..].copy_from_slice(&c.mr.rkey().to_be_bytes());
+    c.mr.write_at(300, &adv).unwrap();
+    conn.post_send(&[SendWr::send(10, &[c.mr.sge(300, 12).unwrap()]).signaled()]).unwrap();
+    let mut wcs = common::poll_n(&mut c.cq, 2);
+    wcs.sort_by_key(|w| w.wr_id);
+    assert_eq!((wcs[0].wr_id, wcs[0].status, wcs[1].wr_id), (9, WcStatus::SUCCESS, 10));
+    let mut pong = [0u8; 4];
+    c.mr.read_at(64, &mut pong).unwrap();
+    assert_eq!(&pong, b"pong", "the server's RDMA WRITE landed");
+    conn.disconnect().unwrap();
+    assert!(conn.wait_disconnected(T).unwrap());
+    server.join().unwrap();
+}
+
+#[test]
+fn no_listener_is_rejected_with_reason_8_naming_the_address() {
+    require_cm!();
+    let id = cm::resolve(at(20011), Duration::from_secs(2)).unwrap();
+    let mut c = side(&id, QpType::Rc, 1);
+    let e = id.connect_qp(c.qp.take().unwrap(), &ConnParam::default(), T).unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::ECONNREFUSED), "{e}");
+    assert!(e.to_string().contains(&format!("nobody listens at {IP}:20011")), "{e}");
+    assert!(e.to_string().contains("reason 8"), "{e}");
+
+    // The raw event: REJECTED with the IB CM's reason 8, and the QP in ERR.
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    id.resolve_addr(None, at(20011), Duration::from_secs(2)).unwrap();
+    assert_eq!(ch.get_event_timeout(T).unwrap().unwrap().kind(), EventKind::AddrResolved);
+    id.resolve_route(Duration::from_secs(2)).unwrap();
+    assert_eq!(ch.get_event_timeout(T).unwrap().unwrap().kind(), EventKind::RouteResolved);
+    let c = side(&id, QpType::Rc, 1);
+    let qp = c.qp.unwrap();
+    id.attach_qp(&qp).unwrap();
+    id.connect(&ConnParam::default()).unwrap();
+    let ev = ch.get_event_timeout(T).unwrap().unwrap();
+    assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, 8));
+    assert_eq!(qp.state(), rverbs::QpState::Err);
+}
+
+#[test]
+fn an_address_nobody_answers_is_an_addr_error_naming_it() {
+    require_cm!();
+    let t = Instant::now();
+    let e = cm::resolve("192.168.77.99:20021".parse().unwrap(), Duration::from_millis(500)).unwrap_err();
+    eprintln!("{e} after {:?}", t.elapsed());
+    assert!(e.to_string().contains("192.168.77.99:20021"), "{e}");
+    assert!(e.is_os(), "{e}");
+}
+
+/// An address of this host on a netdev without an RDMA device (v1, rxe0's
+/// veth peer): the CM resolves it but finds no device for it.
+#[test]
+fn an_address_without_an_rdma_device_is_an_addr_error() {
+    require_cm!();
+    let ip = |args: &[&str]| common::run("/usr/bin/ip", args);
+    let out = ip(&["addr", "add", "10.77.0.1/24", "dev", "v1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = cm::resolve("10.77.0.1:20031".parse().unwrap(), Duration::from_millis(500));
+    ip(&["addr", "del", "10.77.0.1/24", "dev", "v1"]);
+    let e = r.unwrap_err();
+    eprintln!("{e}");
+    assert!(e.to_string().contains("10.77.0.1:20031"), "{e}");
+    assert_eq!(e.errno(), Some(Errno::ENODEV), "{e}");
+    assert!(e.to_string().contains("no RDMA device"), "{e}");
+}
+
+#[test]
+fn reject_with_private_data_reaches_the_client() {
+    require_cm!();
+    let listener = Listener::bind(at(20041)).unwrap();
+    let server = std::thread::spawn(move || {
+        let req = listener.get_request(Some(T)).unwrap();
+        let e = req.id().reject(&[0; 149]).unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::Check, "{e}");
+        assert!(e.to_string().contains("at most 148"), "{e}");
+        req.reject(b"go away").unwrap();
+    });
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    id.resolve_addr(None, at(20041), Duration::from_secs(2)).unwrap();
+    ch.get_event_timeout(T).unwrap().unwrap().into_result().unwrap();
+    id.resolve_route(Duration::from_secs(2)).unwrap();
+    ch.get_event_timeout(T).unwrap().unwrap().into_result().unwrap();
+    let c = side(&id, QpType::Rc, 1);
+    id.attach_qp(c.qp.as_ref().unwrap()).unwrap();
+    let long = ConnParam { private_data: vec![1; 57], ..ConnParam::default() };
+    let e = id.connect(&long).unwrap_err();
+    assert!(e.to_string().contains("57 bytes of private data") && e.to_string().contains("at most 56"), "{e}");
+    id.connect(&ConnParam { private_data: vec![2; 56], ..ConnParam::default() }).unwrap();
+    let ev = ch.get_event_timeout(T).unwrap().unwrap();
+    assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, 28), "a consumer reject");
+    assert_eq!(ev.private_data().len(), 148, "a reject's private data at its full capacity");
+    assert_eq!(&ev.private_data()[..7], b"go away");
+    let e = ev.error().unwrap();
+    assert!(e.to_string().contains("rejected the connection"), "{e}");
+    server.join().unwrap();
+}
+
+/// The peer disconnects while receives are posted: DISCONNECTED, the QP
+/// in ERR, each receive completes once, flushed.
+#[test]
+fn disconnect_by_the_peer_flushes_every_posted_receive_once() {
+    require_cm!();
+    const N: u64 = 8;
+    let listener = Listener::bind(at(20051)).unwrap();
+    let server = std::thread::spawn(move || {
+        let req = listener.get_request(Some(T)).unwrap();
+        let mut s = side(req.id(), QpType::Rc, N as u32);
+        let mut qp = s.qp.take().unwrap();
+        req.id().attach_qp(&qp).unwrap();
+        for i in 0..N {
+            post_recv(&mut qp, &s.mr, 100 + i, 64 * i as usize, 64);
+        }
+        let conn = req.accept(qp, &ConnParam::default(), T).unwrap();
+        assert!(conn.wait_disconnected(T).unwrap(), "DISCONNECTED from the peer's disconnect");
+        assert_eq!(conn.state(), rverbs::QpState::Err, "the CM moved the QP to ERR");
+        let mut wcs = common::poll_n(&mut s.cq, N as usize);
+        assert!(wcs.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR), "{wcs:?}");
+        wcs.sort_by_key(|w| w.wr_id);
+        assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (100..100 + N).collect::<Vec<_>>());
+        common::assert_no_more(&mut s.cq);
+    });
+    let id = cm::resolve(at(20051), Duration::from_secs(2)).unwrap();
+    let mut c = side(&id, QpType::Rc, 2);
+    let mut qp = c.qp.take().unwrap();
+    id.attach_qp(&qp).unwrap();
+    post_recv(&mut qp, &c.mr, 7, 0, 64);
+    let conn = id.connect_qp(qp, &ConnParam::default(), T).unwrap();
+    conn.disconnect().unwrap();
+    let wc = common::poll_n(&mut c.cq, 1)[0];
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::WR_FLUSH_ERR));
+    server.join().unwrap();
+    assert!(conn.wait_disconnected(T).unwrap());
+}
+
+/// librdmacm's `rdma_destroy_id` waits for every reported event to be
+/// acked; here events are kept and the destroy returns at once, and the
+/// kernel's CM ids are all gone afterwards.
+#[test]
+fn destroy_with_kept_and_unread_events_does_not_wait() {
+    require_cm!();
+    let dev = common::first_device().unwrap();
+    let before = common::resource_counts(dev.name());
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Tcp).unwrap();
+    id.resolve_addr(None, at(20061), Duration::from_secs(2)).unwrap();
+    let kept = ch.get_event_timeout(T).unwrap().unwrap();
+    assert_eq!(kept.kind(), EventKind::AddrResolved);
+    id.resolve_route(Duration::from_secs(2)).unwrap();
+    // ROUTE_RESOLVED stays unread in the kernel.
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    assert_eq!(id.clone().destroy().unwrap(), 1, "the kernel reported one event of it");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(ch.try_get_event().unwrap().is_none(), "the destroyed id's unread event went with it");
+    assert_eq!(kept.id().resolve_route(Duration::from_secs(1)).unwrap_err().errno(), Some(Errno::ENOENT));
+    drop((kept, id));
+
+    // A listener with a request it never read: destroyed, and so is the
+    // request's id; the client is rejected or times out, nothing hangs.
+    let listener = ch.create_id(PortSpace::Tcp).unwrap();
+    listener.bind_addr(at(20062)).unwrap();
+    listener.listen(1).unwrap();
+    let client = std::thread::spawn(|| {
+        let id = cm::resolve(at(20062), Duration::from_secs(2)).unwrap();
+        let mut c = side(&id, QpType::Rc, 1);
+        id.connect_qp(c.qp.take().unwrap(), &ConnParam::default(), T).map(|_| ())
+    });
+    let t = Instant::now();
+    while rverbs_listener_has_no_request(&ch) && t.elapsed() < T {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(listener);
+    assert!(client.join().unwrap().is_err());
+    common::assert_no_growth(dev.name(), &before);
+}
+
+/// Whether the channel's fd is still empty (the request not queued yet).
+fn rverbs_listener_has_no_request(ch: &EventChannel) -> bool {
+    use std::os::fd::AsFd;
+    !rverbs_providers::sys::event::wait_readable(ch.as_fd(), 0).unwrap()
+}
+
+// ---- rdma-core's programs ----
+
+/// A running child whose output is collected by two threads.
+struct Proc {
+    what: String,
+    child: Child,
+    out: Option<JoinHandle<String>>,
+    err: Option<JoinHandle<String>>,
+}
+
+struct Ended {
+    code: Option<i32>,
+    killed: bool,
+    stdout: String,
+    stderr: String,
+    what: String,
+}
+
+/// The last `n` bytes of `s` (whole characters).
+fn tail(s: &str, n: usize) -> &str {
+    let mut i = s.len().saturating_sub(n);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+impl Ended {
+    fn describe(&self) -> String {
+        format!(
+            "{}: exit {:?}{}\n--- stdout (tail) ---\n{}--- stderr (tail) ---\n{}",
+            self.what,
+            self.code,
+            if self.killed { " (KILLED at the deadline)" } else { "" },
+            tail(&self.stdout, 1500),
+            tail(&self.stderr, 3000)
+        )
+    }
+}
+
+impl Proc {
+    fn spawn(prog: &str, args: &[String]) -> Proc {
+        let what = format!("{prog} {}", args.join(" "));
+        let mut child = Command::new(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        let collect = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                String::from_utf8_lossy(&v).into_owned()
+            })
+        };
+        let out = Some(collect(Box::new(child.stdout.take().unwrap())));
+        let err = Some(collect(Box::new(child.stderr.take().unwrap())));
+        Proc { what, child, out, err }
+    }
+
+    fn finish(&mut self, limit: Duration) -> Ended {
+        let start = Instant::now();
+        let mut killed = false;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            if start.elapsed() >= limit {
+                killed = true;
+                let _ = self.child.kill();
+                break self.child.wait().expect("wait after kill");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Ended {
+            code: status.code(),
+            killed,
+            stdout: self.out.take().unwrap().join().unwrap(),
+            stderr: self.err.take().unwrap().join().unwrap(),
+            what: self.what.clone(),
+        }
+    }
+
+    fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// rdma-core's program `name`, or `None` (skipped) on a host without it.
+fn oracle(name: &str) -> Option<String> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let p = std::path::Path::new(dir).join(name);
+        if p.is_file() {
+            return Some(p.display().to_string());
+        }
+    }
+    assert!(!common::device_required(), "RVERBS_REQUIRE_DEVICE=1 but {name} is not in PATH ({path})");
+    eprintln!("skipped: {name} not installed");
+    None
+}
+
+/// Waits until a CM id listens on `port` (iproute2's `rdma resource show
+/// cm_id` lists listeners with their address), or the server exited.
+fn wait_cm_listening(port: u16, server: &mut Proc) {
+    let start = Instant::now();
+    loop {
+        let out = common::run("/usr/bin/rdma", &["resource", "show", "cm_id"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.lines().any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} "))) {
+            return;
+        }
+        if text.lines().any(|l| l.contains("LISTEN") && l.trim_end().ends_with(&format!(":{port}"))) {
+            return;
+        }
+        if server.exited() || start.elapsed() > Duration::from_secs(60) {
+            panic!("the server never listened on {port}:\n{text}\n{}", server.finish(Duration::ZERO).describe());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs `server` until it listens on `port`, then `client`; both must
+/// exit 0. Returns both outputs.
+fn pair(port: u16, server: (&str, Vec<String>), client: (&str, Vec<String>)) -> (Ended, Ended) {
+    let mut s = Proc::spawn(server.0, &server.1);
+    wait_cm_listening(port, &mut s);
+    let c = Proc::spawn(client.0, &client.1).finish(DEADLINE);
+    let s = s.finish(if c.code == Some(0) { DEADLINE } else { Duration::from_secs(10) });
+    let both = format!("{}\n{}", s.describe(), c.describe());
+    for r in [&s, &c] {
+        assert!(!r.killed, "a side had to be killed:\n{both}");
+        assert_eq!(r.code, Some(0), "a side failed:\n{both}");
+    }
+    (s, c)
+}
+
+/// `rping -s` / `rping -c` with `-C count -S size -V -v` between ours and
+/// rdma-core's; checks the data lines and the end of both sides.
+fn rping(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32) {
+    rping_with(ours_server, ours_client, port, count, size, &[]);
+}
+
+/// [`rping`] with `extra` arguments on both sides.
+fn rping_with(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32, extra: &[&str]) {
+    require_cm!();
+    let Some(theirs) = oracle("rping") else { return };
+    let ours = common::rverbs_bin();
+    let (p, c, s) = (port.to_string(), count.to_string(), size.to_string());
+    let mut srv = strings(&["-s", "-a", IP, "-p", &p, "-S", &s, "-v"]);
+    let mut cli = strings(&["-c", "-a", IP, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
+    srv.extend(strings(extra));
+    cli.extend(strings(extra));
+    let sp = if ours_server {
+        srv.insert(0, "rping".into());
+        ours.as_str()
+    } else {
+        theirs.as_str()
+    };
+    let cp = if ours_client {
+        cli.insert(0, "rping".into());
+        ours.as_str()
+    } else {
+        theirs.as_str()
+    };
+    let (s_out, c_out) = pair(port, (sp, srv), (cp, cli));
+    let both = format!("{}\n{}", s_out.describe(), c_out.describe());
+    let pings: Vec<&str> = c_out.stdout.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).collect();
+    let served: Vec<&str> = s_out.stdout.lines().filter(|l| l.starts_with("server ping data: rdma-ping-")).collect();
+    assert_eq!(pings.len(), count as usize, "{both}");
+    assert_eq!(served.len(), count as usize, "{both}");
+    for (i, (p, s)) in pings.iter().zip(&served).enumerate() {
+        assert!(p.starts_with(&format!("ping data: rdma-ping-{i}: ")), "{both}");
+        assert_eq!(p.len(), "ping data: ".len() + size as usize - 1, "a ping is S - 1 characters: {p}");
+        assert_eq!(&p["ping data: ".len()..], &s["server ping data: ".len()..], "{both}");
+    }
+    // The same characters rping writes: after the prefix, letters from a
+    // start that moves on by one each ping.
+    let first = &pings[0]["ping data: rdma-ping-0: ".len()..];
+    assert!(first.starts_with("ABCDEF"), "{first}");
+    assert!(!c_out.stderr.contains("data mismatch"), "{both}");
+    assert!(s_out.stderr.contains("server DISCONNECT EVENT..."), "{both}");
+    if ours_client {
+        // rdma-core's client may exit before its DISCONNECTED arrives.
+        assert!(c_out.stderr.contains("client DISCONNECT EVENT..."), "{both}");
+    }
+    assert!(s_out.stderr.contains("wait for RDMA_READ_ADV state 10"), "{both}");
+}
+
+#[test]
+fn rping_ours_server_rdma_core_client() {
+    rping(true, false, 20101, 100, 4096);
+}
+
+#[test]
+fn rping_rdma_core_server_ours_client() {
+    rping(false, true, 20102, 100, 4096);
+}
+
+#[test]
+fn rping_ours_both_sides() {
+    rping(true, true, 20103, 100, 4096);
+}
+
+#[test]
+fn rping_other_sizes_both_ways() {
+    rping(true, false, 20104, 10, 26);
+    rping(false, true, 20105, 10, 26);
+    rping(true, false, 20106, 5, 65535);
+    rping(false, true, 20107, 5, 65535);
+    rping(true, true, 20108, 20, 64);
+}
+
+/// `-q`: the QP is created and moved through INIT, RTR and RTS by the
+/// program itself (with the CM's attributes), both roles against rdma-core.
+#[test]
+fn rping_self_modified_qp_both_ways() {
+    rping_with(true, false, 20109, 10, 4096, &["-q"]);
+    rping_with(false, true, 20110, 10, 4096, &["-q"]);
+}
+
+/// `-P`: our persistent server serves rdma-core's clients one after the
+/// other (and two at once), and keeps listening.
+#[test]
+fn rping_persistent_server_serves_several_clients() {
+    require_cm!();
+    let Some(theirs) = oracle("rping") else { return };
+    let ours = common::rverbs_bin();
+    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", IP, "-p", "20111", "-S", "1024"]));
+    wait_cm_listening(20111, &mut s);
+    let cli = strings(&["-c", "-a", IP, "-p", "20111", "-C", "5", "-S", "1024", "-V"]);
+    for _ in 0..2 {
+        let c = Proc::spawn(&theirs, &cli).finish(DEADLINE);
+        assert_eq!(c.code, Some(0), "{}", c.describe());
+    }
+    let mut two: Vec<Proc> = (0..2).map(|_| Proc::spawn(&theirs, &cli)).collect();
+    for c in &mut two {
+        let c = c.finish(DEADLINE);
+        assert_eq!(c.code, Some(0), "{}", c.describe());
+    }
+    assert!(!s.exited(), "the persistent server ended: {}", s.finish(Duration::ZERO).describe());
+    let s = s.finish(Duration::ZERO);
+    assert_eq!(s.stderr.matches("server DISCONNECT EVENT...").count(), 4, "{}", s.describe());
+}
+
+// ---- ucmatose's flow: many RC connections on one event channel ----
+
+/// One connection of the ucmatose-like flows.
+struct Node {
+    id: CmId,
+    qp: Option<QueuePair>,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+    mr: MemoryRegion,
+    pd: rverbs::ProtectionDomain,
+    connected: bool,
+    ah: Option<rverbs::AddressHandle>,
+    remote: Option<(u32, u32)>,
+}
+
+/// `init_node` of cmatose.c / udaddy.c: a PD, CQs, a QP attached to `id`
+/// (INIT; UD: RTS), a region of `size` (+ GRH for UD), `count` receives.
+fn init_node(id: &CmId, qp_type: QpType, count: u32, size: usize) -> Node {
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cqe = if qp_type == QpType::Ud { count * 2 } else { count };
+    let send_cq = ctx.create_cq(cqe).unwrap();
+    let recv_cq = ctx.create_cq(cqe).unwrap();
+    let mut init = QpInitAttr::new(qp_type, &send_cq);
+    init.recv_cq = &recv_cq;
+    init.cap = QpCap { max_send_wr: count, max_recv_wr: count, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    init.sq_sig_all = qp_type == QpType::Rc;
+    let mut qp = pd.create_qp(&init).unwrap();
+    let grh = if qp_type == QpType::Ud { rverbs::GRH_LEN } else { 0 };
+    let mr = pd.alloc_mr((size + grh) * count as usize, AccessFlags::LOCAL_WRITE).unwrap();
+    id.attach_qp(&qp).unwrap();
+    for i in 0..count as usize {
+        post_recv(&mut qp, &mr, i as u64, i * (size + grh), (size + grh) as u32);
+    }
+    Node { id: id.clone(), qp: Some(qp), send_cq, recv_cq, mr, pd, connected: false, ah: None, remote: None }
+}
+
+fn poll_ok(cq: &mut CompletionQueue, n: usize) -> Vec<Wc> {
+    let wcs = common::poll_n(cq, n);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::SUCCESS), "{wcs:?}");
+    wcs
+}
+
+/// `count` SENDs of `size` bytes on `node` (UD: with immediate data = our
+/// QPN, to the peer's AH).
+fn post_sends(node: &mut Node, count: u32, size: u32, signaled: bool) {
+    let qp = node.qp.as_mut().unwrap();
+    let qpn = qp.qp_num();
+    for _ in 0..count {
+        let sge = [node.mr.sge(0, size).unwrap()];
+        let mut wr = SendWr::send(1, &sge);
+        if signaled {
+            wr = wr.signaled();
+        }
+        if let (Some(ah), Some((rqpn, rqkey))) = (&node.ah, node.remote) {
+            wr = wr.imm(qpn).to(ah.ud_dest(rqpn, rqkey));
+        }
+        qp.post_send(&[wr]).unwrap();
+    }
+}
+
+/// ucmatose's server: one listener, `conns` connections accepted on one
+/// channel, `count` messages out on each, `count` in, then disconnect.
+fn ucmatose_server(port: u16, conns: usize, count: u32, size: u32) {
+    let ch = EventChannel::new().unwrap();
+    let listen = ch.create_id(PortSpace::Tcp).unwrap();
+    listen.bind_addr(at(port)).unwrap();
+    listen.listen(0).unwrap();
+    let mut nodes: Vec<Node> = Vec::new();
+    while nodes.iter().filter(|n| n.connected).count() < conns {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
+        match ev.kind() {
+            EventKind::ConnectRequest => {
+                assert!(ev.listen_id().unwrap().same_as(&listen));
+                let node = init_node(ev.id(), QpType::Rc, count, size as usize);
+                node.id.accept(&ConnParam::default()).unwrap();
+                nodes.push(node);
+            }
+            EventKind::Established => {
+                nodes.iter_mut().find(|n| n.id.same_as(ev.id())).expect("a node's id").connected = true;
+            }
+            k => panic!("ucmatose server: {k} {:?}", ev.error()),
+        }
+    }
+    for n in &mut nodes {
+        post_sends(n, count, size, true);
+    }
+    for n in &mut nodes {
+        poll_ok(&mut n.send_cq, count as usize);
+    }
+    for n in &mut nodes {
+        let wcs = poll_ok(&mut n.recv_cq, count as usize);
+        assert!(wcs.iter().all(|w| w.byte_len == size), "{wcs:?}");
+    }
+    for n in &nodes {
+        n.id.disconnect().unwrap();
+    }
+    let mut left = conns;
+    while left > 0 {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("DISCONNECTED");
+        match ev.kind() {
+            EventKind::Disconnected => left -= 1,
+            EventKind::TimewaitExit => {}
+            k => panic!("ucmatose server, disconnecting: {k}"),
+        }
+    }
+}
+
+/// ucmatose's client: `conns` ids on one channel resolving and connecting
+/// at once, `count` messages in on each, `count` replies out, then the
+/// server's disconnect.
+fn ucmatose_client(port: u16, conns: usize, count: u32, size: u32) {
+    let ch = EventChannel::new().unwrap();
+    let ids: Vec<CmId> = (0..conns).map(|_| ch.create_id(PortSpace::Tcp).unwrap()).collect();
+    for id in &ids {
+        id.resolve_addr(None, at(port), Duration::from_secs(2)).unwrap();
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut established = 0;
+    while established < conns {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
+        match ev.kind() {
+            EventKind::AddrResolved => ev.id().resolve_route(Duration::from_secs(2)).unwrap(),
+            EventKind::RouteResolved => {
+                let node = init_node(ev.id(), QpType::Rc, count, size as usize);
+                // cmatose.c: responder resources 1, initiator depth 1, 5 retries, no RNR retry.
+                let p = ConnParam {
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    retry_count: 5,
+                    rnr_retry_count: 0,
+                    ..ConnParam::default()
+                };
+                node.id.connect(&p).unwrap();
+                nodes.push(node);
+            }
+            EventKind::Established => {
+                nodes.iter_mut().find(|n| n.id.same_as(ev.id())).unwrap().connected = true;
+                established += 1;
+            }
+            k => panic!("ucmatose client: {k}: {:?}", ev.error()),
+        }
+    }
+    for n in &mut nodes {
+        let wcs = poll_ok(&mut n.recv_cq, count as usize);
+        assert!(wcs.iter().all(|w| w.byte_len == size), "{wcs:?}");
+    }
+    for n in &mut nodes {
+        post_sends(n, count, size, true);
+    }
+    let mut left = conns;
+    while left > 0 {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("DISCONNECTED");
+        match ev.kind() {
+            EventKind::Disconnected => {
+                ev.id().disconnect().unwrap_or(());
+                left -= 1;
+            }
+            EventKind::TimewaitExit => {}
+            k => panic!("ucmatose client, waiting for the disconnect: {k}"),
+        }
+    }
+    for n in &mut nodes {
+        // The replies were sent (sq_sig_all): each completed once, or was
+        // flushed by the disconnect.
+        let wcs = common::poll_n(&mut n.send_cq, count as usize);
+        assert!(wcs.iter().all(|w| matches!(w.status, WcStatus::SUCCESS | WcStatus::WR_FLUSH_ERR)), "{wcs:?}");
+    }
+}
+
+#[test]
+fn ucmatose_four_connections_to_one_listener_ours_both_sides() {
+    require_cm!();
+    let server = std::thread::spawn(|| ucmatose_server(20201, 4, 10, 100));
+    // The server listens before the client resolves (or the first request is rejected).
+    std::thread::sleep(Duration::from_millis(300));
+    ucmatose_client(20201, 4, 10, 100);
+    server.join().unwrap();
+}
+
+fn ucmatose_args(server: bool, port: u16) -> Vec<String> {
+    let p = port.to_string();
+    strings(&[if server { "-b" } else { "-s" }, IP, "-p", &p, "-c", "4", "-C", "10", "-S", "100"])
+}
+
+#[test]
+fn ucmatose_ours_server_rdma_core_client() {
+    require_cm!();
+    let Some(theirs) = oracle("ucmatose") else { return };
+    let server = std::thread::spawn(|| ucmatose_server(20202, 4, 10, 100));
+    std::thread::sleep(Duration::from_millis(300));
+    let c = Proc::spawn(&theirs, &ucmatose_args(false, 20202)).finish(DEADLINE);
+    assert_eq!(c.code, Some(0), "{}", c.describe());
+    assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
+    server.join().unwrap();
+}
+
+#[test]
+fn ucmatose_rdma_core_server_ours_client() {
+    require_cm!();
+    let Some(theirs) = oracle("ucmatose") else { return };
+    let mut s = Proc::spawn(&theirs, &ucmatose_args(true, 20203));
+    wait_cm_listening(20203, &mut s);
+    ucmatose_client(20203, 4, 10, 100);
+    let s = s.finish(DEADLINE);
+    assert_eq!(s.code, Some(0), "{}", s.describe());
+    assert!(s.stdout.contains("data transfers complete") && s.stdout.contains("disconnected"), "{}", s.describe());
+}
+
+// ---- udaddy's flow: UD over the CM (SIDR) ----
+
+/// udaddy's port: not an option of udaddy (its `-p` is the port space).
+const UDADDY_PORT: u16 = 7174;
+
+/// udaddy's server: `conns` UD requests accepted with our QPN; `count`
+/// messages in on each; replies through an AH made from the first
+/// completion and its GRH, to the QPN in its immediate data.
+fn udaddy_server(conns: usize, count: u32, size: u32) {
+    let ch = EventChannel::new().unwrap();
+    let listen = ch.create_id(PortSpace::Udp).unwrap();
+    listen.bind_addr(at(UDADDY_PORT)).unwrap();
+    listen.listen(0).unwrap();
+    let mut nodes: Vec<Node> = Vec::new();
+    while nodes.len() < conns {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
+        assert_eq!(ev.kind(), EventKind::ConnectRequest, "{:?}", ev.error());
+        let mut node = init_node(ev.id(), QpType::Ud, count, size as usize);
+        node.id.accept(&ConnParam::default()).unwrap();
+        node.connected = true;
+        nodes.push(node);
+    }
+    for n in &mut nodes {
+        let wcs = poll_ok(&mut n.recv_cq, count as usize);
+        let wc = wcs[0];
+        assert!(wc.wc_flags.contains(rverbs::WcFlags::WITH_IMM | rverbs::WcFlags::GRH), "{wc:?}");
+        assert_eq!(wc.byte_len, size + rverbs::GRH_LEN as u32);
+        let mut grh = [0u8; rverbs::GRH_LEN];
+        n.mr.read_at(wc.wr_id as usize * (size as usize + rverbs::GRH_LEN), &mut grh).unwrap();
+        let ctx = n.id.context().unwrap();
+        let attr = rverbs::AhAttr::from_wc(&ctx, n.id.port_num().unwrap(), &wc, &grh).unwrap();
+        n.ah = Some(n.pd.create_ah(&attr).unwrap());
+        let qkey = n.qp.as_ref().unwrap().query(QpAttrMask::QKEY).unwrap().qkey;
+        assert_eq!(qkey, cm::UDP_QKEY);
+        n.remote = Some((wc.imm_data, qkey));
+    }
+    for n in &mut nodes {
+        post_sends(n, count, size, true);
+        poll_ok(&mut n.send_cq, count as usize);
+    }
+}
+
+/// udaddy's client: `conns` UD ids resolving and connecting (SIDR) on one
+/// channel; ESTABLISHED gives the peer's QPN, Q_Key and address; `count`
+/// messages out (immediate data = our QPN), `count` replies in.
+fn udaddy_client(conns: usize, count: u32, size: u32) {
+    let ch = EventChannel::new().unwrap();
+    let ids: Vec<CmId> = (0..conns).map(|_| ch.create_id(PortSpace::Udp).unwrap()).collect();
+    for id in &ids {
+        id.resolve_addr(None, at(UDADDY_PORT), Duration::from_secs(2)).unwrap();
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut connected = 0;
+    while connected < conns {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
+        match ev.kind() {
+            EventKind::AddrResolved => ev.id().resolve_route(Duration::from_secs(2)).unwrap(),
+            EventKind::RouteResolved => {
+                let node = init_node(ev.id(), QpType::Ud, count, size as usize);
+                node.id.connect(&ConnParam::default()).unwrap();
+                nodes.push(node);
+            }
+            EventKind::Established => {
+                let ud = *ev.ud_param().expect("a UD peer");
+                assert_eq!(ud.qkey, cm::UDP_QKEY);
+                let n = nodes.iter_mut().find(|n| n.id.same_as(ev.id())).unwrap();
+                n.ah = Some(n.pd.create_ah(&ud.ah_attr).unwrap());
+                n.remote = Some((ud.qp_num, ud.qkey));
+                n.connected = true;
+                connected += 1;
+            }
+            k => panic!("udaddy client: {k}: {:?}", ev.error()),
+        }
+    }
+    for n in &mut nodes {
+        post_sends(n, count, size, false);
+    }
+    for n in &mut nodes {
+        let wcs = poll_ok(&mut n.recv_cq, count as usize);
+        assert!(wcs.iter().all(|w| w.byte_len == size + rverbs::GRH_LEN as u32), "{wcs:?}");
+    }
+}
+
+#[test]
+fn udaddy_ours_both_sides() {
+    require_cm!();
+    let server = std::thread::spawn(|| udaddy_server(2, 10, 100));
+    std::thread::sleep(Duration::from_millis(300));
+    udaddy_client(2, 10, 100);
+    server.join().unwrap();
+}
+
+#[test]
+fn udaddy_ours_server_rdma_core_client() {
+    require_cm!();
+    let Some(theirs) = oracle("udaddy") else { return };
+    let server = std::thread::spawn(|| udaddy_server(1, 10, 100));
+    std::thread::sleep(Duration::from_millis(300));
+    let c = Proc::spawn(&theirs, &strings(&["-s", IP])).finish(DEADLINE);
+    assert_eq!(c.code, Some(0), "{}", c.describe());
+    assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
+    server.join().unwrap();
+}
+
+#[test]
+fn udaddy_rdma_core_server_ours_client() {
+    require_cm!();
+    let Some(theirs) = oracle("udaddy") else { return };
+    let mut s = Proc::spawn(&theirs, &strings(&["-b", IP]));
+    wait_cm_listening(UDADDY_PORT, &mut s);
+    udaddy_client(1, 10, 100);
+    let s = s.finish(DEADLINE);
+    assert_eq!(s.code, Some(0), "{}", s.describe());
+    assert!(s.stdout.contains("data transfers complete"), "{}", s.describe());
+}
