@@ -1,0 +1,494 @@
+//! The C structs of rdma-core 44's `<infiniband/verbs.h>` (and `verbs_device`
+//! of its `driver.h`) that this library hands out or fills, mirrored for
+//! x86_64 and checked at compile time against the offsets and sizes gcc
+//! prints for the 44 headers (`capi-layouts.txt` of the project's
+//! reference notes; the asserts below are that file, field by field).
+//!
+//! C enums are 4-byte ints: they are `u32` here, never Rust enums (a C
+//! caller may pass any value). Pointers to objects this library does not
+//! lay out yet are `*mut c_void`.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::{offset_of, size_of};
+
+/// `pthread_mutex_t` on x86_64 glibc: 40 bytes, all-zero = `PTHREAD_MUTEX_INITIALIZER`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct PthreadMutex(pub [u8; 40]);
+
+/// A type-erased function pointer slot: an op this library fills with an
+/// EOPNOTSUPP dummy (`crate::stubs`) whose C signature it does not spell out.
+pub type Slot = *const c_void;
+
+/// `struct ibv_device` (664 bytes).
+#[repr(C)]
+pub struct ibv_device {
+    /// `struct _ibv_device_ops` (two compat pointers, unused): zero.
+    pub _ops: [*mut c_void; 2],
+    /// `enum ibv_node_type`.
+    pub node_type: u32,
+    /// `enum ibv_transport_type`.
+    pub transport_type: u32,
+    /// IB device name (`rxe0`), NUL-terminated.
+    pub name: [c_char; 64],
+    /// uverbs device name (`uverbs0`).
+    pub dev_name: [c_char; 64],
+    /// `/sys/class/infiniband_verbs/uverbs0`.
+    pub dev_path: [c_char; 256],
+    /// `/sys/class/infiniband/rxe0`.
+    pub ibdev_path: [c_char; 256],
+}
+
+/// `struct verbs_device` of `driver.h` (712 bytes): `ops` must be NULL
+/// (libmlx5's `is_mlx5_dev()` and libefa's `is_efa_dev()` read it).
+#[repr(C)]
+pub struct verbs_device {
+    pub device: ibv_device,
+    /// `const struct verbs_device_ops *`: NULL, no provider is loaded.
+    pub ops: *const c_void,
+    pub refcount: u32,
+    /// `struct list_node` (two pointers): unused.
+    pub entry: [*mut c_void; 2],
+    /// `struct verbs_sysfs_dev *`: NULL.
+    pub sysfs: *mut c_void,
+    pub core_support: u64,
+}
+
+/// `struct ibv_context_ops` (32 pointers). The slots the inline functions
+/// of `verbs.h` call are named; `_compat_*` slots are old-ABI leftovers.
+#[repr(C)]
+pub struct ibv_context_ops {
+    /// `_compat_query_device` … `_compat_dereg_mr` (7 slots).
+    pub _compat0: [Slot; 7],
+    /// `alloc_mw`: NULL until memory windows exist (the inline
+    /// `ibv_alloc_mw` checks it and answers EOPNOTSUPP).
+    pub alloc_mw: Slot,
+    pub bind_mw: Slot,
+    pub dealloc_mw: Slot,
+    pub _compat_create_cq: Slot,
+    pub poll_cq: Slot,
+    pub req_notify_cq: Slot,
+    /// `_compat_cq_event` … `_compat_destroy_srq` (7 slots).
+    pub _compat1: [Slot; 7],
+    pub post_srq_recv: Slot,
+    /// `_compat_create_qp` … `_compat_destroy_qp` (4 slots).
+    pub _compat2: [Slot; 4],
+    pub post_send: Slot,
+    pub post_recv: Slot,
+    /// `_compat_create_ah` … `_compat_async_event` (5 slots).
+    pub _compat3: [Slot; 5],
+}
+
+/// `struct ibv_context` (328 bytes).
+#[repr(C)]
+pub struct ibv_context {
+    pub device: *mut ibv_device,
+    pub ops: ibv_context_ops,
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    pub mutex: PthreadMutex,
+    /// `(void *)UINTPTR_MAX`: tells `verbs_get_ctx()` this is a `verbs_context`.
+    pub abi_compat: *mut c_void,
+}
+
+/// `vctx->query_port(context, port_num, port_attr, port_attr_len)`.
+pub type QueryPortFn = unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
+/// `vctx->query_device_ex(context, input, attr, attr_size)`.
+pub type QueryDeviceExFn =
+    unsafe extern "C" fn(*mut ibv_context, *const ibv_query_device_ex_input, *mut ibv_device_attr_ex, usize) -> c_int;
+
+/// `struct verbs_context` (648 bytes): the extended ops, then `sz`, then the
+/// `ibv_context` applications see (at offset 320).
+#[repr(C)]
+pub struct verbs_context {
+    pub query_port: Option<QueryPortFn>,
+    /// `advise_mr` (8) … `create_cq_ex` (200): 25 ops.
+    pub ops_a: [Slot; 25],
+    /// `struct verbs_ex_private *`: NULL.
+    pub priv_: *mut c_void,
+    pub query_device_ex: Option<QueryDeviceExFn>,
+    pub ibv_destroy_flow: Slot,
+    pub abi_placeholder2: Slot,
+    pub ibv_create_flow: Slot,
+    pub abi_placeholder1: Slot,
+    /// `open_qp` (256) … `close_xrcd` (296): 6 ops.
+    pub ops_b: [Slot; 6],
+    pub abi_placeholder3: u64,
+    /// `sizeof(struct verbs_context)` as this library knows it: 648.
+    pub sz: usize,
+    pub context: ibv_context,
+}
+
+/// `struct ibv_device_attr` (232 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device_attr {
+    pub fw_ver: [c_char; 64],
+    /// `__be64`.
+    pub node_guid: u64,
+    /// `__be64`.
+    pub sys_image_guid: u64,
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub hw_ver: u32,
+    pub max_qp: c_int,
+    pub max_qp_wr: c_int,
+    pub device_cap_flags: u32,
+    pub max_sge: c_int,
+    pub max_sge_rd: c_int,
+    pub max_cq: c_int,
+    pub max_cqe: c_int,
+    pub max_mr: c_int,
+    pub max_pd: c_int,
+    pub max_qp_rd_atom: c_int,
+    pub max_ee_rd_atom: c_int,
+    pub max_res_rd_atom: c_int,
+    pub max_qp_init_rd_atom: c_int,
+    pub max_ee_init_rd_atom: c_int,
+    pub atomic_cap: u32,
+    pub max_ee: c_int,
+    pub max_rdd: c_int,
+    pub max_mw: c_int,
+    pub max_raw_ipv6_qp: c_int,
+    pub max_raw_ethy_qp: c_int,
+    pub max_mcast_grp: c_int,
+    pub max_mcast_qp_attach: c_int,
+    pub max_total_mcast_qp_attach: c_int,
+    pub max_ah: c_int,
+    pub max_fmr: c_int,
+    pub max_map_per_fmr: c_int,
+    pub max_srq: c_int,
+    pub max_srq_wr: c_int,
+    pub max_srq_sge: c_int,
+    pub max_pkeys: u16,
+    pub local_ca_ack_delay: u8,
+    pub phys_port_cnt: u8,
+}
+
+/// `struct ibv_odp_caps` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_odp_caps {
+    pub general_caps: u64,
+    pub rc_odp_caps: u32,
+    pub uc_odp_caps: u32,
+    pub ud_odp_caps: u32,
+}
+
+/// `struct ibv_tso_caps` (8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_tso_caps {
+    pub max_tso: u32,
+    pub supported_qpts: u32,
+}
+
+/// `struct ibv_rss_caps` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_rss_caps {
+    pub supported_qpts: u32,
+    pub max_rwq_indirection_tables: u32,
+    pub max_rwq_indirection_table_size: u32,
+    pub rx_hash_fields_mask: u64,
+    pub rx_hash_function: u8,
+}
+
+/// `struct ibv_packet_pacing_caps` (12 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_packet_pacing_caps {
+    pub qp_rate_limit_min: u32,
+    pub qp_rate_limit_max: u32,
+    pub supported_qpts: u32,
+}
+
+/// `struct ibv_tm_caps` (20 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_tm_caps {
+    pub max_rndv_hdr_size: u32,
+    pub max_num_tags: u32,
+    pub flags: u32,
+    pub max_ops: u32,
+    pub max_sge: u32,
+}
+
+/// `struct ibv_cq_moderation_caps` (4 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_cq_moderation_caps {
+    pub max_cq_count: u16,
+    pub max_cq_period: u16,
+}
+
+/// `struct ibv_pci_atomic_caps` (6 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_pci_atomic_caps {
+    pub fetch_add: u16,
+    pub swap: u16,
+    pub compare_swap: u16,
+}
+
+/// `struct ibv_device_attr_ex` (400 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_device_attr_ex {
+    pub orig_attr: ibv_device_attr,
+    pub comp_mask: u32,
+    pub odp_caps: ibv_odp_caps,
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    pub tso_caps: ibv_tso_caps,
+    pub rss_caps: ibv_rss_caps,
+    pub max_wq_type_rq: u32,
+    pub packet_pacing_caps: ibv_packet_pacing_caps,
+    pub raw_packet_caps: u32,
+    pub tm_caps: ibv_tm_caps,
+    pub cq_mod_caps: ibv_cq_moderation_caps,
+    pub max_dm_size: u64,
+    pub pci_atomic_caps: ibv_pci_atomic_caps,
+    pub xrc_odp_caps: u32,
+    pub phys_port_cnt_ex: u32,
+}
+
+/// `struct ibv_query_device_ex_input` (4 bytes).
+#[repr(C)]
+pub struct ibv_query_device_ex_input {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_port_attr` (52 bytes). The exported `ibv_query_port@@IBVERBS_1.1`
+/// writes only its first 48 (`struct _compat_ibv_port_attr`, up to `flags`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_port_attr {
+    pub state: u32,
+    pub max_mtu: u32,
+    pub active_mtu: u32,
+    pub gid_tbl_len: c_int,
+    pub port_cap_flags: u32,
+    pub max_msg_sz: u32,
+    pub bad_pkey_cntr: u32,
+    pub qkey_viol_cntr: u32,
+    pub pkey_tbl_len: u16,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub lmc: u8,
+    pub max_vl_num: u8,
+    pub sm_sl: u8,
+    pub subnet_timeout: u8,
+    pub init_type_reply: u8,
+    pub active_width: u8,
+    pub active_speed: u8,
+    pub phys_state: u8,
+    pub link_layer: u8,
+    pub flags: u8,
+    pub port_cap_flags2: u16,
+}
+
+/// The bytes of `ibv_port_attr` the exported `ibv_query_port` writes.
+pub const COMPAT_PORT_ATTR_LEN: usize = 48;
+
+/// `struct ibv_gid_entry` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_gid_entry {
+    pub gid: [u8; 16],
+    pub gid_index: u32,
+    pub port_num: u32,
+    /// `enum ibv_gid_type`: `IBV_GID_TYPE_IB` 0, `ROCE_V1` 1, `ROCE_V2` 2.
+    pub gid_type: u32,
+    pub ndev_ifindex: u32,
+}
+
+/// `struct ibv_async_event` (16 bytes): `element` is a union of object
+/// pointers and `int port_num`.
+#[repr(C)]
+pub struct ibv_async_event {
+    pub element: *mut c_void,
+    /// `enum ibv_event_type`.
+    pub event_type: u32,
+}
+
+// ---- compile-time layout checks: capi-layouts.txt (gcc, libibverbs-dev 44.0-2, x86_64) ----
+
+macro_rules! layout {
+    ($t:ty, $size:expr $(, $field:ident = $off:expr)* $(,)?) => {
+        const _: () = assert!(size_of::<$t>() == $size);
+        $(const _: () = assert!(offset_of!($t, $field) == $off);)*
+    };
+}
+
+layout!(PthreadMutex, 40);
+layout!(
+    ibv_device,
+    664,
+    _ops = 0,
+    node_type = 16,
+    transport_type = 20,
+    name = 24,
+    dev_name = 88,
+    dev_path = 152,
+    ibdev_path = 408
+);
+layout!(verbs_device, 712, device = 0, ops = 664, refcount = 672, entry = 680, sysfs = 696, core_support = 704);
+layout!(
+    ibv_context_ops,
+    256,
+    alloc_mw = 56,
+    bind_mw = 64,
+    dealloc_mw = 72,
+    poll_cq = 88,
+    req_notify_cq = 96,
+    post_srq_recv = 160,
+    post_send = 200,
+    post_recv = 208,
+    _compat3 = 216,
+);
+const _: () = assert!(offset_of!(ibv_context_ops, _compat3) + 4 * 8 == 248); // _compat_async_event
+layout!(
+    ibv_context,
+    328,
+    device = 0,
+    ops = 8,
+    cmd_fd = 264,
+    async_fd = 268,
+    num_comp_vectors = 272,
+    mutex = 280,
+    abi_compat = 320
+);
+layout!(
+    verbs_context,
+    648,
+    query_port = 0,
+    ops_a = 8, // advise_mr
+    priv_ = 208,
+    query_device_ex = 216,
+    ibv_destroy_flow = 224,
+    abi_placeholder2 = 232,
+    ibv_create_flow = 240,
+    abi_placeholder1 = 248,
+    ops_b = 256, // open_qp
+    abi_placeholder3 = 304,
+    sz = 312,
+    context = 320,
+);
+// create_cq_ex is the last of ops_a (200); close_xrcd the last of ops_b (296).
+const _: () = assert!(offset_of!(verbs_context, ops_a) + 24 * 8 == 200);
+const _: () = assert!(offset_of!(verbs_context, ops_b) + 5 * 8 == 296);
+layout!(
+    ibv_device_attr,
+    232,
+    fw_ver = 0,
+    node_guid = 64,
+    sys_image_guid = 72,
+    max_mr_size = 80,
+    page_size_cap = 88,
+    vendor_id = 96,
+    vendor_part_id = 100,
+    hw_ver = 104,
+    max_qp = 108,
+    max_qp_wr = 112,
+    device_cap_flags = 116,
+    max_sge = 120,
+    max_sge_rd = 124,
+    max_cq = 128,
+    max_cqe = 132,
+    max_mr = 136,
+    max_pd = 140,
+    max_qp_rd_atom = 144,
+    max_ee_rd_atom = 148,
+    max_res_rd_atom = 152,
+    max_qp_init_rd_atom = 156,
+    max_ee_init_rd_atom = 160,
+    atomic_cap = 164,
+    max_ee = 168,
+    max_rdd = 172,
+    max_mw = 176,
+    max_raw_ipv6_qp = 180,
+    max_raw_ethy_qp = 184,
+    max_mcast_grp = 188,
+    max_mcast_qp_attach = 192,
+    max_total_mcast_qp_attach = 196,
+    max_ah = 200,
+    max_fmr = 204,
+    max_map_per_fmr = 208,
+    max_srq = 212,
+    max_srq_wr = 216,
+    max_srq_sge = 220,
+    max_pkeys = 224,
+    local_ca_ack_delay = 226,
+    phys_port_cnt = 227,
+);
+layout!(ibv_odp_caps, 24, general_caps = 0, rc_odp_caps = 8, uc_odp_caps = 12, ud_odp_caps = 16);
+layout!(ibv_tso_caps, 8, max_tso = 0, supported_qpts = 4);
+layout!(
+    ibv_rss_caps,
+    32,
+    supported_qpts = 0,
+    max_rwq_indirection_tables = 4,
+    max_rwq_indirection_table_size = 8,
+    rx_hash_fields_mask = 16,
+    rx_hash_function = 24
+);
+layout!(ibv_packet_pacing_caps, 12, qp_rate_limit_min = 0, qp_rate_limit_max = 4, supported_qpts = 8);
+layout!(ibv_tm_caps, 20, max_rndv_hdr_size = 0, max_num_tags = 4, flags = 8, max_ops = 12, max_sge = 16);
+layout!(ibv_cq_moderation_caps, 4, max_cq_count = 0, max_cq_period = 2);
+layout!(ibv_pci_atomic_caps, 6, fetch_add = 0, swap = 2, compare_swap = 4);
+layout!(
+    ibv_device_attr_ex,
+    400,
+    orig_attr = 0,
+    comp_mask = 232,
+    odp_caps = 240,
+    completion_timestamp_mask = 264,
+    hca_core_clock = 272,
+    device_cap_flags_ex = 280,
+    tso_caps = 288,
+    rss_caps = 296,
+    max_wq_type_rq = 328,
+    packet_pacing_caps = 332,
+    raw_packet_caps = 344,
+    tm_caps = 348,
+    cq_mod_caps = 368,
+    max_dm_size = 376,
+    pci_atomic_caps = 384,
+    xrc_odp_caps = 392,
+    phys_port_cnt_ex = 396,
+);
+layout!(ibv_query_device_ex_input, 4, comp_mask = 0);
+layout!(
+    ibv_port_attr,
+    52,
+    state = 0,
+    max_mtu = 4,
+    active_mtu = 8,
+    gid_tbl_len = 12,
+    port_cap_flags = 16,
+    max_msg_sz = 20,
+    bad_pkey_cntr = 24,
+    qkey_viol_cntr = 28,
+    pkey_tbl_len = 32,
+    lid = 34,
+    sm_lid = 36,
+    lmc = 38,
+    max_vl_num = 39,
+    sm_sl = 40,
+    subnet_timeout = 41,
+    init_type_reply = 42,
+    active_width = 43,
+    active_speed = 44,
+    phys_state = 45,
+    link_layer = 46,
+    flags = 47,
+    port_cap_flags2 = 48,
+);
+const _: () = assert!(offset_of!(ibv_port_attr, port_cap_flags2) == COMPAT_PORT_ATTR_LEN);
+layout!(ibv_gid_entry, 32, gid = 0, gid_index = 16, port_num = 20, gid_type = 24, ndev_ifindex = 28);
+layout!(ibv_async_event, 16, element = 0, event_type = 8);
