@@ -129,3 +129,95 @@ unsafe extern "C" fn dontfork_range(_base: *mut core::ffi::c_void, _size: usize)
     0
 }
 symver!(dontfork_range, ibv_dontfork_range, "IBVERBS_1.1");
+
+/// `enum ibv_rate` values with their multiple of 2.5 Gb/s (0: none) and
+/// their Mb/s: (rate, mult, mbps).
+const RATES: [(u32, i32, i32); 24] = [
+    (2, 1, 2500),
+    (5, 2, 5000),
+    (3, 4, 10000),
+    (6, 8, 20000),
+    (4, 12, 30000),
+    (7, 16, 40000),
+    (8, 24, 60000),
+    (9, 32, 80000),
+    (10, 48, 120000),
+    (11, 0, 14062),
+    (12, 0, 56250),
+    (13, 0, 112500),
+    (14, 0, 168750),
+    (15, 0, 25781),
+    (16, 0, 103125),
+    (17, 0, 206250),
+    (18, 0, 309375),
+    (19, 11, 28125),
+    (20, 20, 53125),
+    (21, 160, 425000),
+    (22, 240, 637500),
+    (23, 320, 850000),
+    (24, 480, 1275000),
+    (0, 0, 0),
+];
+
+/// `int ibv_rate_to_mult(enum ibv_rate)`: -1 for a rate that is no multiple of 2.5 Gb/s.
+unsafe extern "C" fn rate_to_mult(rate: u32) -> c_int {
+    RATES.iter().find(|r| r.0 == rate && r.1 != 0).map_or(-1, |r| r.1)
+}
+symver!(rate_to_mult, ibv_rate_to_mult, "IBVERBS_1.0");
+
+/// `enum ibv_rate mult_to_ibv_rate(int)`: `IBV_RATE_MAX` (0) when unknown.
+unsafe extern "C" fn mult_to_rate(mult: c_int) -> u32 {
+    RATES.iter().find(|r| r.1 == mult && mult != 0).map_or(0, |r| r.0)
+}
+symver!(mult_to_rate, mult_to_ibv_rate, "IBVERBS_1.0");
+
+/// `int ibv_rate_to_mbps(enum ibv_rate)`: -1 when unknown.
+unsafe extern "C" fn rate_to_mbps(rate: u32) -> c_int {
+    RATES.iter().find(|r| r.0 == rate && r.2 != 0).map_or(-1, |r| r.2)
+}
+symver!(rate_to_mbps, ibv_rate_to_mbps, "IBVERBS_1.1");
+
+/// `enum ibv_rate mbps_to_ibv_rate(int)`: `IBV_RATE_MAX` (0) when unknown.
+unsafe extern "C" fn mbps_to_rate(mbps: c_int) -> u32 {
+    RATES.iter().find(|r| r.2 == mbps && mbps != 0).map_or(0, |r| r.0)
+}
+symver!(mbps_to_rate, mbps_to_ibv_rate, "IBVERBS_1.1");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_convert_both_ways_as_rdma_core() {
+        // SAFETY: the functions only read their integer arguments.
+        unsafe {
+            assert_eq!(rate_to_mult(3), 4); // IBV_RATE_10_GBPS
+            assert_eq!(rate_to_mult(11), -1); // 14 Gb/s is no multiple
+            assert_eq!(mult_to_rate(480), 24);
+            assert_eq!(mult_to_rate(0), 0);
+            assert_eq!(rate_to_mbps(16), 103125);
+            assert_eq!(rate_to_mbps(99), -1);
+            assert_eq!(mbps_to_rate(25781), 15);
+            assert_eq!(mbps_to_rate(1), 0);
+            for &(rate, _, mbps) in RATES.iter().filter(|r| r.0 != 0) {
+                assert_eq!(mbps_to_rate(rate_to_mbps(rate)), rate);
+                assert_eq!(mbps, rate_to_mbps(rate));
+            }
+        }
+    }
+
+    #[test]
+    fn strings_are_rdma_core_44s() {
+        // SAFETY: the returned pointers are 'static NUL-terminated strings.
+        let s = |p: *const c_char| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned();
+        // SAFETY: plain integer arguments.
+        unsafe {
+            assert_eq!(s(wc_status_str(5)), "Work Request Flushed Error");
+            assert_eq!(s(wc_status_str(24)), "unknown");
+            assert_eq!(s(event_type_str(9)), "port active");
+            assert_eq!(s(node_type_str(0)), "unknown");
+            assert_eq!(s(node_type_str(1)), "InfiniBand channel adapter");
+            assert_eq!(s(port_state_str(4)), "active");
+        }
+    }
+}

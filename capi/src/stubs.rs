@@ -84,11 +84,7 @@ stubs! {
     zero ibv_copy_qp_attr_from_kern @ "IBVERBS_1.0";
     null ibv_create_comp_channel @ "IBVERBS_1.0";
     int ibv_destroy_comp_channel @ "IBVERBS_1.0";
-    zero ibv_rate_to_mult @ "IBVERBS_1.0";
-    zero mult_to_ibv_rate @ "IBVERBS_1.0";
     // ---- IBVERBS_1.1 ----
-    zero ibv_rate_to_mbps @ "IBVERBS_1.1";
-    zero mbps_to_ibv_rate @ "IBVERBS_1.1";
     zero ibv_ack_cq_events @ "IBVERBS_1.1";
     null ibv_alloc_pd @ "IBVERBS_1.1";
     int ibv_attach_mcast @ "IBVERBS_1.1";
