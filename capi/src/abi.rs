@@ -492,3 +492,335 @@ layout!(
 const _: () = assert!(offset_of!(ibv_port_attr, port_cap_flags2) == COMPAT_PORT_ATTR_LEN);
 layout!(ibv_gid_entry, 32, gid = 0, gid_index = 16, port_num = 20, gid_type = 24, ndev_ifindex = 28);
 layout!(ibv_async_event, 16, element = 0, event_type = 8);
+
+// ---- PD, MR, completion channel, CQ, QP and their value structs ----
+
+/// `pthread_cond_t` on x86_64 glibc: 48 bytes, all-zero = `PTHREAD_COND_INITIALIZER`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct PthreadCond(pub [u8; 48]);
+
+/// `struct ibv_pd` (16 bytes).
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_mr` (48 bytes).
+#[repr(C)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct ibv_comp_channel` (16 bytes).
+#[repr(C)]
+pub struct ibv_comp_channel {
+    pub context: *mut ibv_context,
+    pub fd: c_int,
+    /// CQs using the channel.
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq` (128 bytes).
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_qp` (160 bytes).
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    /// `struct ibv_srq *`.
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    /// `enum ibv_qp_state`, kept true by modify and query.
+    pub state: u32,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_wc` (48 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// `__be32`, network order (rverbs' `Wc` is host order).
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `struct ibv_sge` (16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `struct ibv_send_wr` (128 bytes); `wr` is the union of `rdma`
+/// (remote_addr, rkey), `atomic` (remote_addr, compare_add, swap, rkey) and
+/// `ud` (ah, remote_qpn, remote_qkey), kept as raw words.
+#[repr(C)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: u32,
+    pub send_flags: u32,
+    /// `__be32` (or `invalidate_rkey`).
+    pub imm_data: u32,
+    /// The `wr` union: `[0]` remote_addr (or `ud.ah`), `[1]` rkey (low 32
+    /// bits) or `atomic.compare_add`, `[2]` `atomic.swap`, `[3]` `atomic.rkey`.
+    pub wr: [u64; 4],
+    /// `qp_type.xrc.remote_srqn`.
+    pub qp_type: u32,
+    /// The `bind_mw`/`tso` union.
+    pub bind_mw: [u64; 6],
+}
+
+/// `struct ibv_recv_wr` (32 bytes).
+#[repr(C)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_qp_cap` (20 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (64 bytes).
+#[repr(C)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_global_route` (24 bytes; 8-aligned: `union ibv_gid` holds `__be64`s).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct ibv_global_route {
+    pub dgid: [u8; 16],
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr` (144 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_attr {
+    pub qp_state: u32,
+    pub cur_qp_state: u32,
+    pub path_mtu: u32,
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+layout!(PthreadCond, 48);
+layout!(ibv_pd, 16, context = 0, handle = 8);
+layout!(ibv_mr, 48, context = 0, pd = 8, addr = 16, length = 24, handle = 32, lkey = 36, rkey = 40);
+layout!(ibv_comp_channel, 16, context = 0, fd = 8, refcnt = 12);
+layout!(
+    ibv_cq,
+    128,
+    context = 0,
+    channel = 8,
+    cq_context = 16,
+    handle = 24,
+    cqe = 28,
+    mutex = 32,
+    cond = 72,
+    comp_events_completed = 120,
+    async_events_completed = 124
+);
+layout!(
+    ibv_qp,
+    160,
+    context = 0,
+    qp_context = 8,
+    pd = 16,
+    send_cq = 24,
+    recv_cq = 32,
+    srq = 40,
+    handle = 48,
+    qp_num = 52,
+    state = 56,
+    qp_type = 60,
+    mutex = 64,
+    cond = 104,
+    events_completed = 152
+);
+layout!(
+    ibv_wc,
+    48,
+    wr_id = 0,
+    status = 8,
+    opcode = 12,
+    vendor_err = 16,
+    byte_len = 20,
+    imm_data = 24,
+    qp_num = 28,
+    src_qp = 32,
+    wc_flags = 36,
+    pkey_index = 40,
+    slid = 42,
+    sl = 44,
+    dlid_path_bits = 45
+);
+layout!(ibv_sge, 16, addr = 0, length = 8, lkey = 12);
+layout!(
+    ibv_send_wr,
+    128,
+    wr_id = 0,
+    next = 8,
+    sg_list = 16,
+    num_sge = 24,
+    opcode = 28,
+    send_flags = 32,
+    imm_data = 36,
+    wr = 40,
+    qp_type = 72,
+    bind_mw = 80
+);
+layout!(ibv_recv_wr, 32, wr_id = 0, next = 8, sg_list = 16, num_sge = 24);
+layout!(ibv_qp_cap, 20, max_send_wr = 0, max_recv_wr = 4, max_send_sge = 8, max_recv_sge = 12, max_inline_data = 16);
+layout!(
+    ibv_qp_init_attr,
+    64,
+    qp_context = 0,
+    send_cq = 8,
+    recv_cq = 16,
+    srq = 24,
+    cap = 32,
+    qp_type = 52,
+    sq_sig_all = 56
+);
+layout!(ibv_global_route, 24, dgid = 0, flow_label = 16, sgid_index = 20, hop_limit = 21, traffic_class = 22);
+layout!(
+    ibv_ah_attr,
+    32,
+    grh = 0,
+    dlid = 24,
+    sl = 26,
+    src_path_bits = 27,
+    static_rate = 28,
+    is_global = 29,
+    port_num = 30
+);
+layout!(
+    ibv_qp_attr,
+    144,
+    qp_state = 0,
+    cur_qp_state = 4,
+    path_mtu = 8,
+    path_mig_state = 12,
+    qkey = 16,
+    rq_psn = 20,
+    sq_psn = 24,
+    dest_qp_num = 28,
+    qp_access_flags = 32,
+    cap = 36,
+    ah_attr = 56,
+    alt_ah_attr = 88,
+    pkey_index = 120,
+    alt_pkey_index = 122,
+    en_sqd_async_notify = 124,
+    sq_draining = 125,
+    max_rd_atomic = 126,
+    max_dest_rd_atomic = 127,
+    min_rnr_timer = 128,
+    port_num = 129,
+    timeout = 130,
+    retry_cnt = 131,
+    rnr_retry = 132,
+    alt_port_num = 133,
+    alt_timeout = 134,
+    rate_limit = 136
+);

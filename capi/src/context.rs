@@ -19,6 +19,8 @@ use crate::stubs::{dummy_int, dummy_null};
 pub(crate) struct Ctx {
     pub vctx: verbs_context,
     pub inner: rverbs::Context,
+    /// The C CQ of each rverbs CQ `user_handle`, for `ibv_get_cq_event`.
+    pub cqs: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
 }
 
 /// The `Ctx` behind an `ibv_context *` this library returned.
@@ -46,13 +48,13 @@ fn context_ops() -> ibv_context_ops {
         bind_mw: int,
         dealloc_mw: int,
         _compat_create_cq: null,
-        poll_cq: int,
-        req_notify_cq: int,
+        poll_cq: crate::cq::poll_cq as Slot,
+        req_notify_cq: crate::cq::req_notify_cq as Slot,
         _compat1: [null; 7],
         post_srq_recv: int,
         _compat2: [null; 4],
-        post_send: int,
-        post_recv: int,
+        post_send: crate::qp::post_send as Slot,
+        post_recv: crate::qp::post_recv as Slot,
         _compat3: [null; 5],
     }
 }
@@ -144,7 +146,7 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         sz: core::mem::size_of::<verbs_context>(),
         context,
     };
-    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner }));
+    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, cqs: Default::default() }));
     // SAFETY: `ctx` was just boxed; the pointer handed out is to a field of it.
     unsafe { &raw mut (*ctx).vctx.context }
 }

@@ -18,10 +18,13 @@
 
 pub mod abi;
 mod context;
+mod cq;
 mod device;
 mod event;
 mod export;
 mod misc;
+mod pd;
+mod qp;
 mod query;
 mod stubs;
 #[cfg(test)]
