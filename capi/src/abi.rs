@@ -824,3 +824,54 @@ layout!(
     alt_timeout = 134,
     rate_limit = 136
 );
+
+/// `struct ibv_ah` (24 bytes).
+#[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+/// `struct ibv_srq` (128 bytes).
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: PthreadMutex,
+    pub cond: PthreadCond,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr` (12 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr` (24 bytes).
+#[repr(C)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+layout!(ibv_ah, 24, context = 0, pd = 8, handle = 16);
+layout!(
+    ibv_srq,
+    128,
+    context = 0,
+    srq_context = 8,
+    pd = 16,
+    handle = 24,
+    mutex = 32,
+    cond = 72,
+    events_completed = 120
+);
+layout!(ibv_srq_attr, 12, max_wr = 0, max_sge = 4, srq_limit = 8);
+layout!(ibv_srq_init_attr, 24, srq_context = 0, attr = 8);

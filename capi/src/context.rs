@@ -19,8 +19,10 @@ use crate::stubs::{dummy_int, dummy_null};
 pub(crate) struct Ctx {
     pub vctx: verbs_context,
     pub inner: rverbs::Context,
-    /// The C CQ of each rverbs CQ `user_handle`, for `ibv_get_cq_event`.
-    pub cqs: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
+    /// The C object (CQ, QP, SRQ) of each rverbs `user_handle` (unique
+    /// per context across kinds), for `ibv_get_cq_event` and the `element`
+    /// of async events.
+    pub objects: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
 }
 
 /// The `Ctx` behind an `ibv_context *` this library returned.
@@ -51,7 +53,7 @@ fn context_ops() -> ibv_context_ops {
         poll_cq: crate::cq::poll_cq as Slot,
         req_notify_cq: crate::cq::req_notify_cq as Slot,
         _compat1: [null; 7],
-        post_srq_recv: int,
+        post_srq_recv: crate::srq::post_srq_recv as Slot,
         _compat2: [null; 4],
         post_send: crate::qp::post_send as Slot,
         post_recv: crate::qp::post_recv as Slot,
@@ -146,7 +148,7 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         sz: core::mem::size_of::<verbs_context>(),
         context,
     };
-    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, cqs: Default::default() }));
+    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, objects: Default::default() }));
     // SAFETY: `ctx` was just boxed; the pointer handed out is to a field of it.
     unsafe { &raw mut (*ctx).vctx.context }
 }

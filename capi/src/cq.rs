@@ -117,7 +117,7 @@ unsafe extern "C" fn create_cq(
         async_events_completed: 0,
     };
     let p = Box::into_raw(Box::new(Cq { c: cc, inner: Mutex::new(inner), users: AtomicU32::new(0) }));
-    let mut table = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
+    let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
     if !chan.is_null() {
         // SAFETY: `chan` is a live channel (checked above); only this
         // library writes `refcnt`, under the CQ table's lock.
@@ -142,7 +142,7 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     let b = unsafe { Box::from_raw(p.cast::<Cq>()) };
     let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = c {
-        let mut t = c.cqs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
         t.remove(&inner.user_handle());
         if !b.c.channel.is_null() {
             // SAFETY: a CQ's channel outlives it (destroy answers EBUSY before).
@@ -180,7 +180,7 @@ unsafe extern "C" fn get_cq_event(
             return -1;
         }
     };
-    let Some(&p) = c.cqs.lock().unwrap_or_else(|p| p.into_inner()).get(&ev.cq_user_handle) else {
+    let Some(&p) = c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&ev.cq_user_handle) else {
         set_errno(nix::libc::EIO);
         return -1;
     };

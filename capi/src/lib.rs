@@ -17,6 +17,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod abi;
+mod ah;
 mod context;
 mod cq;
 mod device;
@@ -26,6 +27,7 @@ mod misc;
 mod pd;
 mod qp;
 mod query;
+mod srq;
 mod stubs;
 #[cfg(test)]
 mod symbol_map;

@@ -1,6 +1,6 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
 //! `ibv_destroy_qp`, and the `post_send`/`post_recv` ops the `verbs.h`
-//! inlines call. RC and UC only for now (UD needs address handles).
+//! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
 //!
 //! A work-request list is translated one request at a time into rverbs'
 //! `SendWr`/`RecvWr` with the SGEs on the stack: no allocation; one
@@ -12,9 +12,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use rverbs::{AccessFlags, AhAttr, Gid, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RemoteAddr};
-use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge};
+use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
+use crate::context::ctx;
 use crate::cq::cq;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
@@ -37,12 +38,13 @@ unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
 }
 
 /// Most SGEs one request may carry here (rxe allows 32).
-const MAX_SGE: usize = 32;
+pub(crate) const MAX_SGE: usize = 32;
 
 fn qp_type(t: u32) -> Option<QpType> {
     match t {
         2 => Some(QpType::Rc),
         3 => Some(QpType::Uc),
+        4 => Some(QpType::Ud),
         _ => None,
     }
 }
@@ -84,15 +86,19 @@ unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *
         set_errno(EOPNOTSUPP);
         return core::ptr::null_mut();
     };
-    if !init.srq.is_null() {
-        set_errno(EOPNOTSUPP);
+    // SAFETY: the C contract: `srq` is NULL or a live SRQ of ours.
+    let srq = unsafe { crate::srq::srq(init.srq.cast()) };
+    if srq.is_none() && !init.srq.is_null() {
+        set_errno(EINVAL);
         return core::ptr::null_mut();
     }
+    let srq_guard = srq.map(|s| s.inner.lock().unwrap_or_else(|p| p.into_inner()));
     let created = {
         let s = scq.inner.lock().unwrap_or_else(|p| p.into_inner());
         let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
             let mut a = rverbs::QpInitAttr::new(ty, send);
             a.recv_cq = recv;
+            a.srq = srq_guard.as_deref();
             a.cap = cap_from_c(&init.cap);
             a.sq_sig_all = init.sq_sig_all != 0;
             pd.inner.create_qp(&a)
@@ -111,8 +117,9 @@ unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *
             return core::ptr::null_mut();
         }
     };
+    drop(srq_guard);
     init.cap = cap_to_c(&inner.cap());
-    for u in [&pd.users, &scq.users, &rcq.users] {
+    for u in [Some(&pd.users), Some(&scq.users), Some(&rcq.users), srq.map(|s| &s.users)].into_iter().flatten() {
         u.fetch_add(1, Ordering::AcqRel);
     }
     let c = ibv_qp {
@@ -121,7 +128,7 @@ unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *
         pd: p,
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
-        srq: core::ptr::null_mut(),
+        srq: init.srq,
         handle: inner.handle(),
         qp_num: inner.qp_num(),
         state: 0,
@@ -131,7 +138,13 @@ unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *
         events_completed: 0,
     };
     let sq_sig_all = init.sq_sig_all != 0;
-    Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all })).cast()
+    let user_handle = inner.user_handle();
+    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all }));
+    // SAFETY: the PD's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(pd.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
+    }
+    q.cast()
 }
 symver!(create_qp, ibv_create_qp, "IBVERBS_1.1");
 
@@ -143,10 +156,20 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     // SAFETY: boxed by `create_qp`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
     let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: the QP's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(b.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
+    }
     let r = inner.destroy();
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
-    let owners =
-        unsafe { [pd(b.c.pd).map(|x| &x.users), cq(b.c.send_cq).map(|x| &x.users), cq(b.c.recv_cq).map(|x| &x.users)] };
+    let owners = unsafe {
+        [
+            pd(b.c.pd).map(|x| &x.users),
+            cq(b.c.send_cq).map(|x| &x.users),
+            cq(b.c.recv_cq).map(|x| &x.users),
+            crate::srq::srq(b.c.srq.cast()).map(|x| &x.users),
+        ]
+    };
     for u in owners.into_iter().flatten() {
         u.fetch_sub(1, Ordering::AcqRel);
     }
@@ -157,7 +180,7 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
 }
 symver!(destroy_qp, ibv_destroy_qp, "IBVERBS_1.1");
 
-fn ah_from_c(a: &ibv_ah_attr) -> AhAttr {
+pub(crate) fn ah_from_c(a: &ibv_ah_attr) -> AhAttr {
     AhAttr {
         dlid: a.dlid,
         sl: a.sl,
@@ -327,7 +350,7 @@ unsafe extern "C" fn query_qp(
 }
 symver!(query_qp, ibv_query_qp, "IBVERBS_1.1");
 
-fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
+pub(crate) fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
     match k {
         rverbs::PostErrorKind::QueueFull => nix::libc::ENOMEM,
         _ => EINVAL,
@@ -338,7 +361,7 @@ fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
 ///
 /// # Safety
 /// `sg_list` holds `num_sge` entries (the C contract).
-unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int, out: &mut [Sge<'static>; MAX_SGE]) -> Option<usize> {
+pub(crate) unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int, out: &mut [Sge<'static>; MAX_SGE]) -> Option<usize> {
     let n = usize::try_from(num_sge).ok().filter(|&n| n <= MAX_SGE)?;
     for (i, o) in out.iter_mut().enumerate().take(n) {
         // SAFETY: `i < num_sge`, within the caller's array.
@@ -387,7 +410,14 @@ pub(crate) unsafe extern "C" fn post_send(
         let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
         let Some(op) = send_op(w) else { return fail(wr, EINVAL) };
         let flags = SendFlags::from_bits_truncate(w.send_flags);
-        let swr = SendWr { wr_id: w.wr_id, op, flags, sgl: &sge[..n], ud: None };
+        let ud = if q.c.qp_type == 4 {
+            // SAFETY: for a UD QP `wr.ud.ah` is a live AH of ours (the C contract).
+            let Some(ah) = (unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }) else { return fail(wr, EINVAL) };
+            Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
+        } else {
+            None
+        };
+        let swr = SendWr { wr_id: w.wr_id, op, flags, sgl: &sge[..n], ud };
         // SAFETY: for INLINE requests the caller's SGEs name memory it may
         // read now (the C contract of `ibv_post_send`); the others are
         // checked against registrations by the device.

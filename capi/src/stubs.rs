@@ -85,15 +85,9 @@ stubs! {
     // ---- IBVERBS_1.1 ----
     int ibv_attach_mcast @ "IBVERBS_1.1";
     zero ibv_copy_ah_attr_from_kern @ "IBVERBS_1.1";
-    null ibv_create_ah @ "IBVERBS_1.1";
     null ibv_create_ah_from_wc @ "IBVERBS_1.1";
-    null ibv_create_srq @ "IBVERBS_1.1";
-    int ibv_destroy_ah @ "IBVERBS_1.1";
-    int ibv_destroy_srq @ "IBVERBS_1.1";
     int ibv_detach_mcast @ "IBVERBS_1.1";
     int ibv_init_ah_from_wc @ "IBVERBS_1.1";
-    int ibv_modify_srq @ "IBVERBS_1.1";
-    int ibv_query_srq @ "IBVERBS_1.1";
     int ibv_rereg_mr @ "IBVERBS_1.1";
     int ibv_resize_cq @ "IBVERBS_1.1";
     int ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1";
