@@ -90,6 +90,8 @@ const OPTIONAL_PROGRAMS: &[&str] = &[
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_read_lat",
     "/usr/bin/ib_read_bw",
+    "/usr/bin/ib_atomic_lat",
+    "/usr/bin/ib_atomic_bw",
 ];
 
 /// Tools of the base system that apt cannot sensibly add (apt itself and
