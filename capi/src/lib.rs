@@ -23,6 +23,7 @@ mod cq;
 mod device;
 mod event;
 mod export;
+mod marshall;
 mod misc;
 mod pd;
 mod qp;

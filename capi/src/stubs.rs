@@ -79,12 +79,8 @@ macro_rules! stubs {
 
 stubs! {
     // ---- IBVERBS_1.0 ----
-    zero ibv_copy_path_rec_from_kern @ "IBVERBS_1.0";
-    zero ibv_copy_path_rec_to_kern @ "IBVERBS_1.0";
-    zero ibv_copy_qp_attr_from_kern @ "IBVERBS_1.0";
     // ---- IBVERBS_1.1 ----
     int ibv_attach_mcast @ "IBVERBS_1.1";
-    zero ibv_copy_ah_attr_from_kern @ "IBVERBS_1.1";
     null ibv_create_ah_from_wc @ "IBVERBS_1.1";
     int ibv_detach_mcast @ "IBVERBS_1.1";
     int ibv_init_ah_from_wc @ "IBVERBS_1.1";
