@@ -85,6 +85,7 @@ const NEEDS: &[Need] = &[
 /// Optional extra perftest programs, copied when present.
 const OPTIONAL_PROGRAMS: &[&str] = &[
     "/usr/bin/ibv_uc_pingpong",
+    "/usr/bin/ibv_asyncwatch",
     "/usr/bin/ib_send_bw",
     "/usr/bin/ib_write_lat",
     "/usr/bin/ib_write_bw",
