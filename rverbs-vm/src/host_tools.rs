@@ -88,11 +88,15 @@ const NEEDS: &[Need] = &[
 
 /// Optional extra perftest programs, copied when present.
 const OPTIONAL_PROGRAMS: &[&str] = &[
+    "/usr/bin/ibv_uc_pingpong",
+    "/usr/bin/ibv_asyncwatch",
     "/usr/bin/ib_send_bw",
     "/usr/bin/ib_write_lat",
     "/usr/bin/ib_write_bw",
     "/usr/bin/ib_read_lat",
     "/usr/bin/ib_read_bw",
+    "/usr/bin/ib_atomic_lat",
+    "/usr/bin/ib_atomic_bw",
 ];
 
 /// Tools of the base system that apt cannot sensibly add (apt itself and

@@ -152,6 +152,7 @@ fn test_payload(cli: std::path::PathBuf, built: &GuestBinaries, run: &[(&str, &[
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
     files.extend(built.tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
     files.extend(built.examples.iter().map(|e| (format!("{EXAMPLES_DIR}/{}", e.name), e.path.clone())));
+    files.extend(project::guest_libs(built));
     let names: Vec<String> = built.tests.iter().map(|t| t.name.clone()).collect();
     let mut examples = Vec::new();
     for (name, args) in run {
@@ -369,10 +370,21 @@ mod tests {
     #[test]
     fn examples_go_to_the_guest_and_listed_ones_run() {
         let art = |name: &str| Artifact { name: name.into(), package: "p".into(), path: format!("/t/{name}").into() };
-        let built = GuestBinaries { tests: vec![art("vm_smoke")], examples: vec![art("ex_a"), art("ex_b")] };
+        let lib = Artifact { name: "ibverbs".into(), package: "rverbs-capi".into(), path: "/t/libibverbs.so".into() };
+        let built =
+            GuestBinaries { tests: vec![art("vm_smoke")], examples: vec![art("ex_a"), art("ex_b")], libs: vec![lib] };
         let p = test_payload("/t/rverbs".into(), &built, &[("ex_b", &["-n", "3"])]).unwrap();
         let at: Vec<&str> = p.files.iter().map(|(a, _)| a.as_str()).collect();
-        assert_eq!(at, ["/usr/local/bin/rverbs", "/tests/vm_smoke", "/examples/ex_a", "/examples/ex_b"]);
+        assert_eq!(
+            at,
+            [
+                "/usr/local/bin/rverbs",
+                "/tests/vm_smoke",
+                "/examples/ex_a",
+                "/examples/ex_b",
+                "/opt/rverbs/lib/libibverbs.so.1"
+            ]
+        );
         assert!(p.script.starts_with("RVERBS_MODE=test\nRVERBS_TESTS='vm_smoke'\n"), "{}", p.script);
         assert!(p.script.contains("    run_example ex_b -n 3\n"), "{}", p.script);
         assert!(!p.script.contains("ex_a"));

@@ -77,6 +77,7 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
     let mut files = vec![(guest::RVERBS_BIN.to_owned(), project::build_cli(ws)?)];
     if args.with_tests {
         let built = project::build_integration_tests(ws)?;
+        files.extend(project::guest_libs(&built));
         for t in built.tests {
             files.push((format!("{}/{}", guest::TESTS_DIR, t.name), t.path));
         }

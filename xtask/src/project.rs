@@ -128,6 +128,29 @@ pub struct GuestBinaries {
     /// The workspace's examples (those `cargo test` builds: without
     /// `required-features` they lack), for `/examples`.
     pub examples: Vec<Artifact>,
+    /// The workspace's C libraries (`capi/`'s `libibverbs.so`), for
+    /// [`GUEST_LIB_DIR`] under their SONAME (see [`guest_libs`]).
+    pub libs: Vec<Artifact>,
+}
+
+/// Where the guest keeps the workspace's C libraries: a test selects one
+/// with `LD_LIBRARY_PATH` (rdma-core's tools on rverbs' `libibverbs.so.1`).
+pub const GUEST_LIB_DIR: &str = "/opt/rverbs/lib";
+
+/// cdylib file names and the SONAME they are installed under.
+const SONAMES: &[(&str, &str)] = &[("libibverbs.so", "libibverbs.so.1")];
+
+/// (guest path, host file) of each C library: `GUEST_LIB_DIR/<SONAME>`.
+pub fn guest_libs(built: &GuestBinaries) -> Vec<(String, PathBuf)> {
+    built
+        .libs
+        .iter()
+        .filter_map(|l| {
+            let file = l.path.file_name()?.to_str()?;
+            let soname = SONAMES.iter().find(|(f, _)| *f == file)?.1;
+            Some((format!("{GUEST_LIB_DIR}/{soname}"), l.path.clone()))
+        })
+        .collect()
 }
 
 /// The features the test builds turn on (host tier and guest binaries
@@ -144,6 +167,14 @@ pub fn build_integration_tests(ws: &Workspace) -> Result<GuestBinaries> {
     let mut found = GuestBinaries::default();
     for m in &msgs {
         let src = target_field(m, "src_path").map(Path::new);
+        if has_kind(m, "cdylib") {
+            let so = m.get("filenames").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str);
+            for f in so.filter(|f| f.ends_with(".so")) {
+                let name = target_field(m, "name").unwrap_or_default().to_owned();
+                found.libs.push(Artifact { name, package: package_name(m), path: PathBuf::from(f) });
+            }
+            continue;
+        }
         let list = if has_kind(m, "example") {
             &mut found.examples
         } else if has_kind(m, "test") && src.is_some_and(|s| under_tests_dir(s, &ws.root)) {

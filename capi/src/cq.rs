@@ -1,0 +1,259 @@
+//! Completion channels and CQs: `ibv_create_comp_channel`,
+//! `ibv_destroy_comp_channel`, `ibv_create_cq`, `ibv_destroy_cq`,
+//! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq` and
+//! `req_notify_cq` ops the `verbs.h` inlines call.
+//!
+//! A C program may poll one CQ from several threads, so each CQ's rverbs
+//! half sits behind a mutex (uncontended: one atomic pair per poll call).
+
+use core::ffi::{c_int, c_void};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_wc, PthreadCond, PthreadMutex};
+use crate::context::ctx;
+use crate::errno::{self, set_errno, EINVAL};
+use crate::export::symver;
+
+/// A completion channel: the C struct (its `refcnt` counts the CQs using it).
+#[repr(C)]
+struct Channel {
+    c: ibv_comp_channel,
+    inner: rverbs::CompletionChannel,
+}
+
+/// A CQ: the C `ibv_cq`, then rverbs' CQ and the number of QPs using it.
+#[repr(C)]
+pub(crate) struct Cq {
+    pub c: ibv_cq,
+    pub inner: Mutex<rverbs::CompletionQueue>,
+    pub users: AtomicU32,
+}
+
+/// # Safety
+/// `p` is NULL or a CQ `ibv_create_cq` returned and not yet destroyed.
+pub(crate) unsafe fn cq<'a>(p: *const ibv_cq) -> Option<&'a Cq> {
+    // SAFETY: by the contract, the `ibv_cq` is the first field of a live `Cq`.
+    unsafe { p.cast::<Cq>().as_ref() }
+}
+
+/// # Safety
+/// `p` is NULL or a live channel of ours.
+unsafe fn channel<'a>(p: *const ibv_comp_channel) -> Option<&'a Channel> {
+    // SAFETY: by the contract, the C struct is the first field of a live `Channel`.
+    unsafe { p.cast::<Channel>().as_ref() }
+}
+
+/// `struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *)`.
+unsafe extern "C" fn create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+    // SAFETY: the C contract: `context` is one we opened.
+    let Some(c) = (unsafe { ctx(context) }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    match c.inner.create_comp_channel() {
+        Ok(inner) => {
+            let c = ibv_comp_channel { context, fd: inner.as_fd().as_raw_fd(), refcnt: 0 };
+            Box::into_raw(Box::new(Channel { c, inner })).cast()
+        }
+        Err(e) => {
+            set_errno(errno::of(&e));
+            core::ptr::null_mut()
+        }
+    }
+}
+symver!(create_comp_channel, ibv_create_comp_channel, "IBVERBS_1.0");
+
+/// `int ibv_destroy_comp_channel(struct ibv_comp_channel *)`: EBUSY while CQs use it.
+unsafe extern "C" fn destroy_comp_channel(p: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: the C contract: a live channel of ours.
+    let Some(ch) = (unsafe { channel(p) }) else { return EINVAL };
+    if ch.c.refcnt != 0 {
+        return nix::libc::EBUSY;
+    }
+    // SAFETY: boxed by `create_comp_channel`; the caller gives it up here.
+    drop(unsafe { Box::from_raw(p.cast::<Channel>()) });
+    0
+}
+symver!(destroy_comp_channel, ibv_destroy_comp_channel, "IBVERBS_1.0");
+
+/// `struct ibv_cq *ibv_create_cq(ctx, int cqe, void *cq_context, struct
+/// ibv_comp_channel *, int comp_vector)`.
+unsafe extern "C" fn create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    chan: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    // SAFETY: the C contract: `context` is one we opened, `chan` NULL or a live channel.
+    let (Some(c), ch) = (unsafe { ctx(context) }, unsafe { channel(chan) }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    if cqe < 1 || comp_vector < 0 || (!chan.is_null() && ch.is_none()) {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    }
+    let attr = rverbs::CqInitAttr { cqe: cqe as u32, channel: ch.map(|ch| &ch.inner), comp_vector: comp_vector as u32 };
+    let inner = match c.inner.create_cq_with(&attr) {
+        Ok(q) => q,
+        Err(e) => {
+            set_errno(errno::of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    let user_handle = inner.user_handle();
+    let cc = ibv_cq {
+        context,
+        channel: chan,
+        cq_context,
+        handle: inner.handle(),
+        cqe: inner.cqe() as c_int,
+        mutex: PthreadMutex([0; 40]),
+        cond: PthreadCond([0; 48]),
+        comp_events_completed: 0,
+        async_events_completed: 0,
+    };
+    let p = Box::into_raw(Box::new(Cq { c: cc, inner: Mutex::new(inner), users: AtomicU32::new(0) }));
+    let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+    if !chan.is_null() {
+        // SAFETY: `chan` is a live channel (checked above); only this
+        // library writes `refcnt`, under the CQ table's lock.
+        unsafe { (*chan).refcnt += 1 };
+    }
+    table.insert(user_handle, p as usize);
+    p.cast()
+}
+symver!(create_cq, ibv_create_cq, "IBVERBS_1.1");
+
+/// `int ibv_destroy_cq(struct ibv_cq *)`: EBUSY while QPs use it.
+/// Unlike rdma-core it does not wait for unacknowledged events.
+unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
+    // SAFETY: the C contract: a live CQ of ours.
+    let Some(q) = (unsafe { cq(p) }) else { return EINVAL };
+    if q.users.load(Ordering::Acquire) != 0 {
+        return nix::libc::EBUSY;
+    }
+    // SAFETY: the CQ's context outlives it (the C contract of close).
+    let c = unsafe { ctx(q.c.context) };
+    // SAFETY: boxed by `create_cq`; the caller gives it up here.
+    let b = unsafe { Box::from_raw(p.cast::<Cq>()) };
+    let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = c {
+        let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+        t.remove(&inner.user_handle());
+        if !b.c.channel.is_null() {
+            // SAFETY: a CQ's channel outlives it (destroy answers EBUSY before).
+            unsafe { (*b.c.channel).refcnt -= 1 };
+        }
+    }
+    match inner.destroy() {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
+
+/// `int ibv_get_cq_event(struct ibv_comp_channel *, struct ibv_cq **, void
+/// **cq_context)`: 0, or -1 with errno.
+unsafe extern "C" fn get_cq_event(
+    chan: *mut ibv_comp_channel,
+    out_cq: *mut *mut ibv_cq,
+    out_ctx: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: the C contract: a live channel of ours.
+    let Some(ch) = (unsafe { channel(chan) }) else {
+        set_errno(EINVAL);
+        return -1;
+    };
+    // SAFETY: the channel's context outlives it.
+    let Some(c) = (unsafe { ctx(ch.c.context) }) else {
+        set_errno(EINVAL);
+        return -1;
+    };
+    let ev = match ch.inner.get_cq_event() {
+        Ok(ev) => ev,
+        Err(e) => {
+            set_errno(errno::of(&e));
+            return -1;
+        }
+    };
+    let Some(&p) = c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&ev.cq_user_handle) else {
+        set_errno(nix::libc::EIO);
+        return -1;
+    };
+    let p = p as *mut ibv_cq;
+    // SAFETY: the table holds live CQs only; the out pointers are the caller's.
+    unsafe {
+        if !out_cq.is_null() {
+            *out_cq = p;
+        }
+        if !out_ctx.is_null() {
+            *out_ctx = (*p).cq_context;
+        }
+    }
+    0
+}
+symver!(get_cq_event, ibv_get_cq_event, "IBVERBS_1.1");
+
+/// `void ibv_ack_cq_events(struct ibv_cq *, unsigned int nevents)`.
+unsafe extern "C" fn ack_cq_events(p: *mut ibv_cq, n: u32) {
+    // SAFETY: the C contract: a live CQ of ours.
+    if let Some(q) = unsafe { cq(p) } {
+        let g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.ack_events(n);
+        // SAFETY: written only here, under the CQ's lock.
+        unsafe { (*p).comp_events_completed = (*p).comp_events_completed.wrapping_add(n) };
+    }
+}
+symver!(ack_cq_events, ibv_ack_cq_events, "IBVERBS_1.1");
+
+fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
+    ibv_wc {
+        wr_id: w.wr_id,
+        status: w.status.0,
+        opcode: w.opcode.0,
+        vendor_err: w.vendor_err,
+        byte_len: w.byte_len,
+        imm_data: w.imm_data.to_be(),
+        qp_num: w.qp_num,
+        src_qp: w.src_qp,
+        wc_flags: w.wc_flags.bits(),
+        pkey_index: w.pkey_index,
+        slid: w.slid,
+        sl: w.sl,
+        dlid_path_bits: w.dlid_path_bits,
+    }
+}
+
+/// The `poll_cq` op (`ibv_poll_cq`): the number of completions written, or
+/// a negative value on bad arguments.
+pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: the C contract: a live CQ of ours.
+    let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
+    if num < 0 || (num > 0 && wc.is_null()) {
+        return -EINVAL;
+    }
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut n = 0;
+    while n < num as usize {
+        let Some(w) = g.poll_one() else { break };
+        // SAFETY: the caller's array holds `num > n` entries.
+        unsafe { wc.add(n).write(wc_to_c(&w)) };
+        n += 1;
+    }
+    n as c_int
+}
+
+/// The `req_notify_cq` op (`ibv_req_notify_cq`): 0 or an errno.
+pub(crate) unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: the C contract: a live CQ of ours.
+    let Some(q) = (unsafe { cq(p) }) else { return EINVAL };
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.req_notify(solicited_only != 0) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}

@@ -1,0 +1,102 @@
+//! Async events: `ibv_get_async_event` and `ibv_ack_async_event`.
+//!
+//! rverbs' async fd is non-blocking (its own event loop polls it), so
+//! `ibv_get_async_event` blocks in rverbs' `get_async_event` (poll, then
+//! read) instead of a blocking `read()`: the same for a caller that waits,
+//! but a caller that set `O_NONBLOCK` on `async_fd` itself and expects
+//! EAGAIN still blocks (it should `poll()` the fd first, as
+//! `ibv_asyncwatch` does not need to).
+
+use core::ffi::{c_int, c_void};
+
+use crate::abi::{ibv_async_event, ibv_context, ibv_cq, ibv_qp, ibv_srq};
+use crate::context::ctx;
+use crate::errno::{self, set_errno, EINVAL};
+use crate::export::symver;
+
+/// `enum ibv_event_type` of an rverbs event type (the kernel's numbering).
+fn event_type(t: rverbs::AsyncEventType) -> u32 {
+    use rverbs::AsyncEventType::*;
+    match t {
+        CqErr => 0,
+        QpFatal => 1,
+        QpReqErr => 2,
+        QpAccessErr => 3,
+        CommEst => 4,
+        SqDrained => 5,
+        PathMig => 6,
+        PathMigErr => 7,
+        DeviceFatal => 8,
+        PortActive => 9,
+        PortErr => 10,
+        LidChange => 11,
+        PkeyChange => 12,
+        SmChange => 13,
+        SrqErr => 14,
+        SrqLimitReached => 15,
+        QpLastWqeReached => 16,
+        ClientReregister => 17,
+        GidChange => 18,
+        WqFatal => 19,
+        Other(v) => v,
+        _ => u32::MAX,
+    }
+}
+
+/// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`:
+/// 0, or -1 with errno. Port events carry the port number in `element`,
+/// QP, CQ and SRQ events the C object (NULL when it is already gone).
+unsafe extern "C" fn get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
+    // SAFETY: the C contract: `context` is one we opened.
+    let Some(c) = (unsafe { ctx(context) }) else {
+        set_errno(EINVAL);
+        return -1;
+    };
+    if event.is_null() {
+        set_errno(EINVAL);
+        return -1;
+    }
+    match c.inner.get_async_event() {
+        Ok(ev) => {
+            let by_handle = |h: u64| c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&h).copied();
+            let element = match ev.object {
+                rverbs::EventObject::Port(p) => usize::from(p),
+                rverbs::EventObject::Qp { user_handle, .. }
+                | rverbs::EventObject::Cq { user_handle }
+                | rverbs::EventObject::Srq { user_handle } => by_handle(user_handle).unwrap_or(0),
+                _ => 0,
+            } as *mut c_void;
+            // SAFETY: `event` points at the caller's `struct ibv_async_event`.
+            unsafe { event.write(ibv_async_event { element, event_type: event_type(ev.event_type) }) };
+            0
+        }
+        Err(e) => {
+            set_errno(errno::of(&e));
+            -1
+        }
+    }
+}
+symver!(get_async_event, ibv_get_async_event, "IBVERBS_1.1");
+
+/// `void ibv_ack_async_event(struct ibv_async_event *)`: counts the event
+/// in its object's `async_events_completed` (CQ) or `events_completed`
+/// (QP, SRQ), as rdma-core does; port and device events count nowhere.
+unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
+    // SAFETY: `event` is NULL or one `ibv_get_async_event` filled.
+    let Some(ev) = (unsafe { event.as_ref() }) else { return };
+    if ev.element.is_null() {
+        return;
+    }
+    // SAFETY: for these event types `element` is a live object of ours (the
+    // caller acks before destroying it); the counters are plain fields only
+    // this library writes.
+    unsafe {
+        match ev.event_type {
+            0 => (*ev.element.cast::<ibv_cq>()).async_events_completed += 1,
+            1..=7 | 16 => (*ev.element.cast::<ibv_qp>()).events_completed += 1,
+            14 | 15 => (*ev.element.cast::<ibv_srq>()).events_completed += 1,
+            _ => {}
+        }
+    }
+}
+symver!(ack_async_event, ibv_ack_async_event, "IBVERBS_1.1");

@@ -1,0 +1,163 @@
+//! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`,
+//! `ibv_reg_mr`, `ibv_reg_mr_iova2` (iova = addr only), `ibv_dereg_mr`.
+
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::abi::{ibv_context, ibv_mr, ibv_pd};
+use crate::context::ctx;
+use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
+use crate::export::symver;
+
+/// A PD: the C `ibv_pd`, then rverbs' PD and the number of C objects
+/// (MRs, QPs) made in it, so that `ibv_dealloc_pd` can answer EBUSY and
+/// leave the PD usable, as rdma-core does (rverbs' `dealloc` consumes it).
+#[repr(C)]
+pub(crate) struct Pd {
+    pub c: ibv_pd,
+    pub inner: rverbs::ProtectionDomain,
+    pub users: AtomicU32,
+}
+
+/// # Safety
+/// `p` is NULL or a PD `ibv_alloc_pd` returned and not yet deallocated.
+pub(crate) unsafe fn pd<'a>(p: *const ibv_pd) -> Option<&'a Pd> {
+    // SAFETY: by the contract, the `ibv_pd` is the first field of a live `Pd`.
+    unsafe { p.cast::<Pd>().as_ref() }
+}
+
+/// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`.
+unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    // SAFETY: the C contract: `context` is one we opened.
+    let Some(c) = (unsafe { ctx(context) }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    match c.inner.alloc_pd() {
+        Ok(inner) => {
+            let c = ibv_pd { context, handle: inner.handle() };
+            Box::into_raw(Box::new(Pd { c, inner, users: AtomicU32::new(0) })).cast()
+        }
+        Err(e) => {
+            set_errno(errno::of(&e));
+            core::ptr::null_mut()
+        }
+    }
+}
+symver!(alloc_pd, ibv_alloc_pd, "IBVERBS_1.1");
+
+/// `int ibv_dealloc_pd(struct ibv_pd *)`: 0, EBUSY while MRs or QPs of it
+/// exist (the PD stays usable), or the kernel's errno.
+unsafe extern "C" fn dealloc_pd(p: *mut ibv_pd) -> c_int {
+    // SAFETY: the C contract: `p` is a live PD of ours.
+    let Some(pd) = (unsafe { pd(p) }) else { return EINVAL };
+    if pd.users.load(Ordering::Acquire) != 0 {
+        return nix::libc::EBUSY;
+    }
+    // SAFETY: `p` was boxed by `alloc_pd`; the caller gives it up here.
+    let b = unsafe { Box::from_raw(p.cast::<Pd>()) };
+    match b.inner.dealloc() {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(dealloc_pd, ibv_dealloc_pd, "IBVERBS_1.1");
+
+/// An MR: the C `ibv_mr`, then rverbs' region.
+#[repr(C)]
+struct Mr {
+    c: ibv_mr,
+    inner: rverbs::MemoryRegion,
+}
+
+/// `IBV_ACCESS_OPTIONAL_RANGE`: access bits a device may ignore.
+const ACCESS_OPTIONAL: u32 = 0x3ff0_0000;
+
+fn reg(p: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr {
+    // SAFETY: the C contract: `p` is a live PD of ours.
+    let Some(pd) = (unsafe { pd(p) }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    if iova != addr as u64 {
+        set_errno(EOPNOTSUPP);
+        return core::ptr::null_mut();
+    }
+    let Some(flags) = rverbs::AccessFlags::from_bits(access as u32 & !ACCESS_OPTIONAL) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the C caller's contract for `ibv_reg_mr`: `addr..addr+length`
+    // is its memory, mapped until `ibv_dereg_mr`, which the device may read
+    // and write as the access flags allow.
+    match unsafe { pd.inner.reg_mr(addr.cast(), length, flags) } {
+        Ok(inner) => {
+            pd.users.fetch_add(1, Ordering::AcqRel);
+            let c = ibv_mr {
+                context: pd.c.context,
+                pd: p,
+                addr,
+                length,
+                handle: inner.handle(),
+                lkey: inner.lkey(),
+                rkey: inner.rkey(),
+            };
+            Box::into_raw(Box::new(Mr { c, inner })).cast()
+        }
+        Err(e) => {
+            set_errno(errno::of(&e));
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
+unsafe extern "C" fn reg_mr(p: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+    reg(p, addr, length, addr as u64, access)
+}
+symver!(reg_mr, ibv_reg_mr, "IBVERBS_1.1");
+
+/// `ibv_reg_mr_iova2(pd, addr, length, iova, unsigned access)`: only
+/// `iova == addr` (EOPNOTSUPP otherwise: rverbs registers at the address).
+unsafe extern "C" fn reg_mr_iova2(
+    p: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ibv_mr {
+    reg(p, addr, length, iova, access as c_int)
+}
+symver!(reg_mr_iova2, ibv_reg_mr_iova2, "IBVERBS_1.8");
+
+/// `ibv_reg_mr_iova(pd, addr, length, iova, int access)`.
+unsafe extern "C" fn reg_mr_iova(
+    p: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ibv_mr {
+    reg(p, addr, length, iova, access)
+}
+symver!(reg_mr_iova, ibv_reg_mr_iova, "IBVERBS_1.7");
+
+/// `int ibv_dereg_mr(struct ibv_mr *)`: 0 or an errno.
+unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {
+    if m.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `m` was boxed by `reg`; the caller gives it up here.
+    let mr = unsafe { Box::from_raw(m.cast::<Mr>()) };
+    // SAFETY: the MR's PD outlives it (dealloc answers EBUSY while it exists).
+    let pd = unsafe { pd(mr.c.pd) };
+    let r = mr.inner.dereg();
+    if let Some(pd) = pd {
+        pd.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    match r {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(dereg_mr, ibv_dereg_mr, "IBVERBS_1.1");

@@ -1,0 +1,471 @@
+//! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
+//! `ibv_destroy_qp`, and the `post_send`/`post_recv` ops the `verbs.h`
+//! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
+//!
+//! A work-request list is translated one request at a time into rverbs'
+//! `SendWr`/`RecvWr` with the SGEs on the stack: no allocation; one
+//! doorbell per request (rdma-core rings once per list: a later step
+//! batches).
+
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use rverbs::{AccessFlags, AhAttr, Gid, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RemoteAddr};
+use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
+
+use crate::abi::*;
+use crate::context::ctx;
+use crate::cq::cq;
+use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
+use crate::export::symver;
+use crate::pd::pd;
+
+/// A QP: the C `ibv_qp`, then rverbs' QP (posting needs it exclusively:
+/// one lock, uncontended when one thread posts).
+#[repr(C)]
+struct Qp {
+    c: ibv_qp,
+    inner: Mutex<rverbs::QueuePair>,
+    sq_sig_all: bool,
+}
+
+/// # Safety
+/// `p` is NULL or a QP `ibv_create_qp` returned and not yet destroyed.
+unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
+    // SAFETY: by the contract, the `ibv_qp` is the first field of a live `Qp`.
+    unsafe { p.cast::<Qp>().as_ref() }
+}
+
+/// Most SGEs one request may carry here (rxe allows 32).
+pub(crate) const MAX_SGE: usize = 32;
+
+fn qp_type(t: u32) -> Option<QpType> {
+    match t {
+        2 => Some(QpType::Rc),
+        3 => Some(QpType::Uc),
+        4 => Some(QpType::Ud),
+        _ => None,
+    }
+}
+
+fn cap_to_c(c: &QpCap) -> ibv_qp_cap {
+    ibv_qp_cap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+fn cap_from_c(c: &ibv_qp_cap) -> QpCap {
+    QpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
+}
+
+/// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`:
+/// writes the actual capabilities back into `init_attr->cap`.
+unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // SAFETY: the C contract: a live PD of ours, `init` the caller's struct.
+    let (Some(pd), Some(init)) = (unsafe { pd(p) }, unsafe { init.as_mut() }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the C contract: the CQs are live CQs of ours.
+    let (Some(scq), Some(rcq)) = (unsafe { cq(init.send_cq) }, unsafe { cq(init.recv_cq) }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    let Some(ty) = qp_type(init.qp_type) else {
+        set_errno(EOPNOTSUPP);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the C contract: `srq` is NULL or a live SRQ of ours.
+    let srq = unsafe { crate::srq::srq(init.srq.cast()) };
+    if srq.is_none() && !init.srq.is_null() {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    }
+    let srq_guard = srq.map(|s| s.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    let created = {
+        let s = scq.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
+            let mut a = rverbs::QpInitAttr::new(ty, send);
+            a.recv_cq = recv;
+            a.srq = srq_guard.as_deref();
+            a.cap = cap_from_c(&init.cap);
+            a.sq_sig_all = init.sq_sig_all != 0;
+            pd.inner.create_qp(&a)
+        };
+        if core::ptr::eq(scq, rcq) {
+            attr(&s, &s)
+        } else {
+            let r = rcq.inner.lock().unwrap_or_else(|p| p.into_inner());
+            attr(&s, &r)
+        }
+    };
+    let inner = match created {
+        Ok(q) => q,
+        Err(e) => {
+            set_errno(errno::of(&e));
+            return core::ptr::null_mut();
+        }
+    };
+    drop(srq_guard);
+    init.cap = cap_to_c(&inner.cap());
+    for u in [Some(&pd.users), Some(&scq.users), Some(&rcq.users), srq.map(|s| &s.users)].into_iter().flatten() {
+        u.fetch_add(1, Ordering::AcqRel);
+    }
+    let c = ibv_qp {
+        context: pd.c.context,
+        qp_context: init.qp_context,
+        pd: p,
+        send_cq: init.send_cq,
+        recv_cq: init.recv_cq,
+        srq: init.srq,
+        handle: inner.handle(),
+        qp_num: inner.qp_num(),
+        state: 0,
+        qp_type: init.qp_type,
+        mutex: PthreadMutex([0; 40]),
+        cond: PthreadCond([0; 48]),
+        events_completed: 0,
+    };
+    let sq_sig_all = init.sq_sig_all != 0;
+    let user_handle = inner.user_handle();
+    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all }));
+    // SAFETY: the PD's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(pd.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
+    }
+    q.cast()
+}
+symver!(create_qp, ibv_create_qp, "IBVERBS_1.1");
+
+/// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno.
+unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
+    if p.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: boxed by `create_qp`; the caller gives it up here.
+    let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
+    let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: the QP's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(b.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
+    }
+    let r = inner.destroy();
+    // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
+    let owners = unsafe {
+        [
+            pd(b.c.pd).map(|x| &x.users),
+            cq(b.c.send_cq).map(|x| &x.users),
+            cq(b.c.recv_cq).map(|x| &x.users),
+            crate::srq::srq(b.c.srq.cast()).map(|x| &x.users),
+        ]
+    };
+    for u in owners.into_iter().flatten() {
+        u.fetch_sub(1, Ordering::AcqRel);
+    }
+    match r {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(destroy_qp, ibv_destroy_qp, "IBVERBS_1.1");
+
+pub(crate) fn ah_from_c(a: &ibv_ah_attr) -> AhAttr {
+    AhAttr {
+        dlid: a.dlid,
+        sl: a.sl,
+        src_path_bits: a.src_path_bits,
+        static_rate: a.static_rate,
+        port_num: a.port_num,
+        grh: (a.is_global != 0).then_some(GlobalRoute {
+            dgid: Gid(a.grh.dgid),
+            flow_label: a.grh.flow_label,
+            sgid_index: a.grh.sgid_index,
+            hop_limit: a.grh.hop_limit,
+            traffic_class: a.grh.traffic_class,
+        }),
+    }
+}
+
+fn ah_to_c(a: &AhAttr) -> ibv_ah_attr {
+    let g = a.grh.unwrap_or(GlobalRoute {
+        dgid: Gid([0; 16]),
+        flow_label: 0,
+        sgid_index: 0,
+        hop_limit: 0,
+        traffic_class: 0,
+    });
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: g.dgid.0,
+            flow_label: g.flow_label,
+            sgid_index: g.sgid_index,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+        },
+        dlid: a.dlid,
+        sl: a.sl,
+        src_path_bits: a.src_path_bits,
+        static_rate: a.static_rate,
+        is_global: a.grh.is_some().into(),
+        port_num: a.port_num,
+    }
+}
+
+fn state(v: u32) -> Option<QpState> {
+    u8::try_from(v).ok().and_then(QpState::from_raw)
+}
+
+fn attr_from_c(a: &ibv_qp_attr, mask: QpAttrMask) -> Option<QpAttr> {
+    let st = |v: u32, bit: QpAttrMask| if mask.contains(bit) { state(v) } else { Some(QpState::Reset) };
+    Some(QpAttr {
+        qp_state: st(a.qp_state, QpAttrMask::STATE)?,
+        cur_qp_state: st(a.cur_qp_state, QpAttrMask::CUR_STATE)?,
+        path_mtu: Mtu::from_raw(a.path_mtu as u8),
+        path_mig_state: a.path_mig_state as u8,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: AccessFlags::from_bits_truncate(a.qp_access_flags),
+        cap: cap_from_c(&a.cap),
+        ah_attr: ah_from_c(&a.ah_attr),
+        alt_ah_attr: ah_from_c(&a.alt_ah_attr),
+        pkey_index: a.pkey_index,
+        alt_pkey_index: a.alt_pkey_index,
+        en_sqd_async_notify: a.en_sqd_async_notify != 0,
+        sq_draining: a.sq_draining != 0,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        alt_port_num: a.alt_port_num,
+        alt_timeout: a.alt_timeout,
+        rate_limit: a.rate_limit,
+    })
+}
+
+fn attr_to_c(a: &QpAttr) -> ibv_qp_attr {
+    ibv_qp_attr {
+        qp_state: a.qp_state as u32,
+        cur_qp_state: a.cur_qp_state as u32,
+        path_mtu: a.path_mtu.raw().into(),
+        path_mig_state: a.path_mig_state.into(),
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags.bits(),
+        cap: cap_to_c(&a.cap),
+        ah_attr: ah_to_c(&a.ah_attr),
+        alt_ah_attr: ah_to_c(&a.alt_ah_attr),
+        pkey_index: a.pkey_index,
+        alt_pkey_index: a.alt_pkey_index,
+        en_sqd_async_notify: a.en_sqd_async_notify.into(),
+        sq_draining: a.sq_draining.into(),
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        alt_port_num: a.alt_port_num,
+        alt_timeout: a.alt_timeout,
+        rate_limit: a.rate_limit,
+    }
+}
+
+/// `int ibv_modify_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask)`:
+/// 0 or an errno; `qp->state` follows a state change.
+unsafe extern "C" fn modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
+    // SAFETY: the C contract: a live QP of ours, `attr` the caller's struct.
+    let (Some(q), Some(a)) = (unsafe { qp(p) }, unsafe { attr.as_ref() }) else { return EINVAL };
+    let Some(m) = QpAttrMask::from_bits(mask as u32) else { return EINVAL };
+    let Some(ra) = attr_from_c(a, m) else { return EINVAL };
+    let g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.modify(&ra, m) {
+        Ok(()) => {
+            if m.contains(QpAttrMask::STATE) {
+                // SAFETY: `p` is live; C readers of `state` race with this
+                // store exactly as with rdma-core's.
+                unsafe { (*p).state = a.qp_state };
+            }
+            0
+        }
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(modify_qp, ibv_modify_qp, "IBVERBS_1.1");
+
+/// `int ibv_query_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask,
+/// struct ibv_qp_init_attr *)`: 0 or an errno; refreshes `qp->state`.
+unsafe extern "C" fn query_qp(
+    p: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+    init: *mut ibv_qp_init_attr,
+) -> c_int {
+    // SAFETY: the C contract: a live QP of ours.
+    let Some(q) = (unsafe { qp(p) }) else { return EINVAL };
+    if attr.is_null() || init.is_null() {
+        return EINVAL;
+    }
+    let m = QpAttrMask::from_bits_truncate(mask as u32);
+    let g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.query(m) {
+        Ok(a) => {
+            let ca = attr_to_c(&a);
+            // SAFETY: `attr` and `init` are the caller's structs; `p` is live.
+            unsafe {
+                attr.write(ca);
+                init.write(ibv_qp_init_attr {
+                    qp_context: q.c.qp_context,
+                    send_cq: q.c.send_cq,
+                    recv_cq: q.c.recv_cq,
+                    srq: q.c.srq,
+                    cap: ca.cap,
+                    qp_type: q.c.qp_type,
+                    sq_sig_all: q.sq_sig_all.into(),
+                });
+                (*p).state = ca.qp_state;
+            }
+            0
+        }
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(query_qp, ibv_query_qp, "IBVERBS_1.1");
+
+pub(crate) fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
+    match k {
+        rverbs::PostErrorKind::QueueFull => nix::libc::ENOMEM,
+        _ => EINVAL,
+    }
+}
+
+/// The request's SGEs, copied onto the stack.
+///
+/// # Safety
+/// `sg_list` holds `num_sge` entries (the C contract).
+pub(crate) unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int, out: &mut [Sge<'static>; MAX_SGE]) -> Option<usize> {
+    let n = usize::try_from(num_sge).ok().filter(|&n| n <= MAX_SGE)?;
+    for (i, o) in out.iter_mut().enumerate().take(n) {
+        // SAFETY: `i < num_sge`, within the caller's array.
+        let s = unsafe { sg_list.add(i).read() };
+        *o = Sge::new(s.addr, s.length, s.lkey);
+    }
+    Some(n)
+}
+
+fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
+    let remote = RemoteAddr { addr: w.wr[0], rkey: w.wr[1] as u32 };
+    let atomic = RemoteAddr { addr: w.wr[0], rkey: w.wr[3] as u32 };
+    Some(match w.opcode {
+        0 => SendOp::RdmaWrite(remote),
+        1 => SendOp::RdmaWriteWithImm(remote, u32::from_be(w.imm_data)),
+        2 => SendOp::Send,
+        3 => SendOp::SendWithImm(u32::from_be(w.imm_data)),
+        4 => SendOp::RdmaRead(remote),
+        5 => SendOp::AtomicCmpAndSwp { remote: atomic, compare: w.wr[1], swap: w.wr[2] },
+        6 => SendOp::AtomicFetchAndAdd { remote: atomic, add: w.wr[1] },
+        _ => return None,
+    })
+}
+
+/// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
+/// the first request not posted.
+pub(crate) unsafe extern "C" fn post_send(
+    p: *mut ibv_qp,
+    mut wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let fail = |wr: *mut ibv_send_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: `bad_wr` is the caller's out pointer.
+            unsafe { *bad_wr = wr };
+        }
+        e
+    };
+    // SAFETY: the C contract: a live QP of ours.
+    let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
+    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
+        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
+        let Some(op) = send_op(w) else { return fail(wr, EINVAL) };
+        let flags = SendFlags::from_bits_truncate(w.send_flags);
+        let ud = if q.c.qp_type == 4 {
+            // SAFETY: for a UD QP `wr.ud.ah` is a live AH of ours (the C contract).
+            let Some(ah) = (unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }) else { return fail(wr, EINVAL) };
+            Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
+        } else {
+            None
+        };
+        let swr = SendWr { wr_id: w.wr_id, op, flags, sgl: &sge[..n], ud };
+        // SAFETY: for INLINE requests the caller's SGEs name memory it may
+        // read now (the C contract of `ibv_post_send`); the others are
+        // checked against registrations by the device.
+        let r = unsafe { g.post_send_unchecked(core::slice::from_ref(&swr)) };
+        if let Err(e) = r {
+            return fail(wr, post_errno(&e.kind));
+        }
+        wr = w.next;
+    }
+    0
+}
+
+/// The `post_recv` op (`ibv_post_recv`): 0, or an errno with `*bad_wr`.
+pub(crate) unsafe extern "C" fn post_recv(
+    p: *mut ibv_qp,
+    mut wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let fail = |wr: *mut ibv_recv_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: `bad_wr` is the caller's out pointer.
+            unsafe { *bad_wr = wr };
+        }
+        e
+    };
+    // SAFETY: the C contract: a live QP of ours.
+    let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
+    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
+        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
+        let rwr = RecvWr { wr_id: w.wr_id, sgl: &sge[..n] };
+        if let Err(e) = g.post_recv(core::slice::from_ref(&rwr)) {
+            return fail(wr, post_errno(&e.kind));
+        }
+        wr = w.next;
+    }
+    0
+}
+
+/// `struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *)`: NULL with
+/// EOPNOTSUPP until QPs carry an `ibv_qp_ex` (rdma-core answers the same
+/// for a QP created without `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`... after
+/// checking `comp_mask`; `ibv_rc_pingpong` only calls it with `-N`).
+unsafe extern "C" fn qp_to_qp_ex(_p: *mut ibv_qp) -> *mut c_void {
+    set_errno(EOPNOTSUPP);
+    core::ptr::null_mut()
+}
+symver!(qp_to_qp_ex, ibv_qp_to_qp_ex, "IBVERBS_1.6");

@@ -1,0 +1,170 @@
+//! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq` (the limit),
+//! `ibv_query_srq`, `ibv_destroy_srq`, and the `post_srq_recv` op.
+
+use core::ffi::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use rverbs::{RecvWr, Sge};
+
+use crate::abi::{ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_attr, PthreadCond, PthreadMutex};
+use crate::context::ctx;
+use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
+use crate::export::symver;
+use crate::pd::pd;
+use crate::qp::{post_errno, sges, MAX_SGE};
+
+/// An SRQ: the C `ibv_srq`, then rverbs' SRQ and the number of QPs using it.
+#[repr(C)]
+pub(crate) struct Srq {
+    pub c: ibv_srq,
+    pub inner: Mutex<rverbs::SharedReceiveQueue>,
+    pub users: AtomicU32,
+}
+
+/// # Safety
+/// `p` is NULL or an SRQ `ibv_create_srq` returned and not yet destroyed.
+pub(crate) unsafe fn srq<'a>(p: *const ibv_srq) -> Option<&'a Srq> {
+    // SAFETY: by the contract, the `ibv_srq` is the first field of a live `Srq`.
+    unsafe { p.cast::<Srq>().as_ref() }
+}
+
+/// `struct ibv_srq *ibv_create_srq(struct ibv_pd *, struct ibv_srq_init_attr *)`:
+/// writes the actual sizes back into `attr`.
+unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+    // SAFETY: the C contract: a live PD of ours and the caller's attributes.
+    let (Some(pd), Some(init)) = (unsafe { pd(p) }, unsafe { init.as_mut() }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    let a = rverbs::SrqAttr { max_wr: init.attr.max_wr, max_sge: init.attr.max_sge, srq_limit: init.attr.srq_limit };
+    match pd.inner.create_srq(&a) {
+        Ok(inner) => {
+            pd.users.fetch_add(1, Ordering::AcqRel);
+            init.attr.max_wr = inner.max_wr();
+            init.attr.max_sge = inner.max_sge();
+            let c = ibv_srq {
+                context: pd.c.context,
+                srq_context: init.srq_context,
+                pd: p,
+                handle: inner.handle(),
+                mutex: PthreadMutex([0; 40]),
+                cond: PthreadCond([0; 48]),
+                events_completed: 0,
+            };
+            let user_handle = inner.user_handle();
+            let s = Box::into_raw(Box::new(Srq { c, inner: Mutex::new(inner), users: AtomicU32::new(0) }));
+            // SAFETY: the PD's context outlives it (the C contract of close).
+            if let Some(cx) = unsafe { ctx(pd.c.context) } {
+                cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, s as usize);
+            }
+            s.cast()
+        }
+        Err(e) => {
+            set_errno(errno::of(&e));
+            core::ptr::null_mut()
+        }
+    }
+}
+symver!(create_srq, ibv_create_srq, "IBVERBS_1.1");
+
+/// `IBV_SRQ_MAX_WR`, `IBV_SRQ_LIMIT`.
+const SRQ_MAX_WR: c_int = 1;
+const SRQ_LIMIT: c_int = 2;
+
+/// `int ibv_modify_srq(struct ibv_srq *, struct ibv_srq_attr *, int mask)`:
+/// the limit only (resizing answers EOPNOTSUPP).
+unsafe extern "C" fn modify_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
+    // SAFETY: the C contract: a live SRQ of ours and the caller's attributes.
+    let (Some(s), Some(a)) = (unsafe { srq(p) }, unsafe { attr.as_ref() }) else { return EINVAL };
+    if mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
+        return EINVAL;
+    }
+    if mask & SRQ_MAX_WR != 0 {
+        return EOPNOTSUPP;
+    }
+    if mask & SRQ_LIMIT == 0 {
+        return 0;
+    }
+    let g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.modify_limit(a.srq_limit) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(modify_srq, ibv_modify_srq, "IBVERBS_1.1");
+
+/// `int ibv_query_srq(struct ibv_srq *, struct ibv_srq_attr *)`.
+unsafe extern "C" fn query_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
+    // SAFETY: the C contract: a live SRQ of ours.
+    let Some(s) = (unsafe { srq(p) }) else { return EINVAL };
+    if attr.is_null() {
+        return EINVAL;
+    }
+    let g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.query() {
+        Ok(a) => {
+            // SAFETY: `attr` is the caller's struct.
+            unsafe { attr.write(ibv_srq_attr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }) };
+            0
+        }
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(query_srq, ibv_query_srq, "IBVERBS_1.1");
+
+/// `int ibv_destroy_srq(struct ibv_srq *)`: EBUSY while QPs use it.
+unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
+    // SAFETY: the C contract: a live SRQ of ours.
+    let Some(s) = (unsafe { srq(p) }) else { return EINVAL };
+    if s.users.load(Ordering::Acquire) != 0 {
+        return nix::libc::EBUSY;
+    }
+    // SAFETY: boxed by `create_srq`; the caller gives it up here.
+    let b = unsafe { Box::from_raw(p.cast::<Srq>()) };
+    let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: the SRQ's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(b.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
+    }
+    let r = inner.destroy();
+    // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
+    if let Some(pd) = unsafe { pd(b.c.pd) } {
+        pd.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    match r {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(destroy_srq, ibv_destroy_srq, "IBVERBS_1.1");
+
+/// The `post_srq_recv` op (`ibv_post_srq_recv`): 0, or an errno with `*bad_wr`.
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    p: *mut ibv_srq,
+    mut wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let fail = |wr: *mut ibv_recv_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: `bad_wr` is the caller's out pointer.
+            unsafe { *bad_wr = wr };
+        }
+        e
+    };
+    // SAFETY: the C contract: a live SRQ of ours.
+    let Some(s) = (unsafe { srq(p) }) else { return fail(wr, EINVAL) };
+    let mut g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
+    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
+    while let Some(w) = unsafe { wr.as_ref() } {
+        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
+        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
+        let rwr = RecvWr { wr_id: w.wr_id, sgl: &sge[..n] };
+        if let Err(e) = g.post_recv(core::slice::from_ref(&rwr)) {
+            return fail(wr, post_errno(&e.kind));
+        }
+        wr = w.next;
+    }
+    0
+}
