@@ -47,6 +47,8 @@ pub struct Outcome {
     pub boot: BootEnd,
     pub accel: Accel,
     pub timeout: Duration,
+    /// The guest's memory (`-m`), for the unpacking error.
+    pub memory: String,
     /// The full console, saved.
     pub log: PathBuf,
 }
@@ -68,6 +70,16 @@ impl Outcome {
     /// if it did.
     pub fn problem(&self) -> Option<String> {
         let r = &self.report;
+        if let Some(l) = self.boot.kernel.iter().find(|l| l.contains("Initramfs unpacking failed")) {
+            // The guest then runs with part of its files: every program
+            // may fail to load. The usual cause is a payload larger than
+            // the guest's RAM can hold twice (packed and unpacked).
+            return Some(format!(
+                "the kernel could not unpack the initramfs ({}): give the guest more memory (RVERBS_VM_MEMORY, now {})",
+                l.trim(),
+                self.memory
+            ));
+        }
         if self.boot.stalled {
             Some("the guest showed no sign of life (stalled)".into())
         } else if self.boot.timed_out {
@@ -106,6 +118,13 @@ pub struct Knobs {
     pub verbose: bool,
 }
 
+/// Guest memory unless `RVERBS_VM_MEMORY` says otherwise. The initramfs
+/// holds every test binary (debug builds, about 25-45 MB each) and is in
+/// RAM twice while the kernel unpacks it: 2G stopped being enough at 22
+/// test binaries (the kernel's "Initramfs unpacking failed: write error",
+/// then every program missing libraries).
+pub const DEFAULT_MEMORY: &str = "4G";
+
 impl Knobs {
     /// `RVERBS_VM_TIMEOUT`, `RVERBS_VM_MEMORY`, `RVERBS_VM_CPUS`, `RVERBS_VM_VERBOSE`.
     pub fn from_env() -> Result<Knobs> {
@@ -115,7 +134,7 @@ impl Knobs {
             memory: std::env::var("RVERBS_VM_MEMORY")
                 .ok()
                 .filter(|m| !m.trim().is_empty())
-                .unwrap_or_else(|| "2G".into()),
+                .unwrap_or_else(|| DEFAULT_MEMORY.into()),
             cpus: u32::try_from(cpus)
                 .ok()
                 .filter(|&c| c > 0)
@@ -268,7 +287,14 @@ fn boot_once(
     if let Some(f) = &spec.stderr_log {
         let _ = std::fs::remove_file(f);
     }
-    Ok(Outcome { report, boot, accel: accel.clone(), timeout: g.knobs.timeout, log: PathBuf::new() })
+    Ok(Outcome {
+        report,
+        boot,
+        accel: accel.clone(),
+        timeout: g.knobs.timeout,
+        memory: g.knobs.memory.clone(),
+        log: PathBuf::new(),
+    })
 }
 
 /// `work/logs/<series>-<label>.<suffix>` (directory created).
