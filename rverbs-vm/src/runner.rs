@@ -119,10 +119,12 @@ pub struct Knobs {
 }
 
 /// Guest memory unless `RVERBS_VM_MEMORY` says otherwise. The initramfs
-/// holds every test binary (debug builds, about 25-45 MB each) and is in
-/// RAM twice while the kernel unpacks it: 2G stopped being enough at 22
-/// test binaries (the kernel's "Initramfs unpacking failed: write error",
-/// then every program missing libraries).
+/// holds every test binary and example and is in RAM twice while the
+/// kernel unpacks it: with full debug info (25-45 MB a binary, ~700 MB in
+/// all for 22 test binaries) 2G and even 4G were not enough (the kernel's
+/// "Initramfs unpacking failed: write error", then every program missing
+/// libraries). The workspace's debug builds now carry line tables only
+/// (about half the size), and 4G leaves room to grow.
 pub const DEFAULT_MEMORY: &str = "4G";
 
 impl Knobs {
