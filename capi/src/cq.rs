@@ -1,5 +1,5 @@
 //! Completion channels and CQs: `ibv_create_comp_channel`,
-//! `ibv_destroy_comp_channel`, `ibv_create_cq`, `ibv_destroy_cq`,
+//! `ibv_destroy_comp_channel`, `ibv_create_cq`, `ibv_destroy_cq`, `ibv_resize_cq`,
 //! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq` and
 //! `req_notify_cq` ops the `verbs.h` inlines call.
 //!
@@ -191,6 +191,26 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     }
 }
 symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
+
+/// `int ibv_resize_cq(struct ibv_cq *, int cqe)`: 0 or an errno (EINVAL
+/// for a depth below 1 or above the device's `max_cqe`); `cq->cqe` then
+/// holds the new depth. Unpolled completions are kept.
+unsafe extern "C" fn resize_cq(p: *mut ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: the C contract: a live CQ of ours.
+    let Some(q) = (unsafe { cq(p) }) else { return EINVAL };
+    let Ok(n) = u32::try_from(cqe) else { return EINVAL };
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.resize(n) {
+        Ok(()) => {
+            // SAFETY: `p` is live; written under the CQ's lock, read by C
+            // callers as with rdma-core's.
+            unsafe { (*p).cqe = g.cqe() as c_int };
+            0
+        }
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(resize_cq, ibv_resize_cq, "IBVERBS_1.1");
 
 /// `int ibv_get_cq_event(struct ibv_comp_channel *, struct ibv_cq **, void
 /// **cq_context)`: 0, or -1 with errno.

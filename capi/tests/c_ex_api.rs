@@ -5,7 +5,7 @@
 //! readers, and `ibv_create_qp_ex` with the `ibv_wr_*` API (write, send with
 //! immediate and inline data, read into an SGE list, compare-and-swap,
 //! fetch-and-add, abort, and the errors `wr_complete` reports), between two
-//! RC QPs of one device. rdma-core's tools do not reach most of these
+//! RC QPs of one device; and `ibv_resize_cq` and `ibv_rereg_mr` on them. rdma-core's tools do not reach most of these
 //! (`ibv_rc_pingpong -N` uses `wr_send`/`wr_set_sge` only: `c_pingpong.rs`).
 //!
 //! Without a uverbs device the test prints `skipped: ...` and passes, unless
@@ -50,6 +50,8 @@ struct Lib {
     destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
     qp_to_qp_ex: unsafe extern "C" fn(*mut ibv_qp) -> *mut ibv_qp_ex,
     query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
+    resize_cq: unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int,
+    rereg_mr: unsafe extern "C" fn(*mut ibv_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
 }
 
 /// # Safety
@@ -85,6 +87,8 @@ fn load(dir: &std::path::Path) -> Lib {
             destroy_cq: sym(h, "ibv_destroy_cq"),
             qp_to_qp_ex: sym(h, "ibv_qp_to_qp_ex"),
             query_gid: sym(h, "ibv_query_gid"),
+            resize_cq: sym(h, "ibv_resize_cq"),
+            rereg_mr: sym(h, "ibv_rereg_mr"),
         }
     }
 }
@@ -336,7 +340,7 @@ unsafe fn post_recv(ctx: *mut ibv_context, qp: *mut ibv_qp, wr_id: u64, addr: u6
 }
 
 #[test]
-fn cq_ex_polling_and_the_wr_api_between_two_rc_qps() {
+fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
     let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
     if !need(dev.is_some(), "no uverbs device") {
         return;
@@ -485,6 +489,25 @@ fn cq_ex_polling_and_the_wr_api_between_two_rc_qps() {
         assert_eq!(u64::from_ne_bytes(buf_a[136..144].try_into().unwrap()), 11, "FAA returns the swapped word");
         assert_eq!(u64::from_ne_bytes(buf_b[128..136].try_into().unwrap()), 111, "CAS then FAA");
 
+        // ibv_resize_cq: `cq->cqe` follows, the CQ keeps working (below).
+        assert_eq!((lib.resize_cq)(cq_a.cast(), 128), 0);
+        assert!((*cq_a).cq.cqe >= 128, "cq->cqe after resize: {}", (*cq_a).cq.cqe);
+        assert_eq!((lib.resize_cq)(cq_a.cast(), 0), libc::EINVAL);
+        // ibv_rereg_mr: rdma-core 44's input checks (-1, EINVAL), a PD
+        // change refused (-4, EOPNOTSUPP, as rdma-core on rxe), and an access
+        // change done, or refused by a kernel without rereg for rxe.
+        let null: *mut c_void = core::ptr::null_mut();
+        for (flags, access) in [(8, 0), (1, 0), (0, ACCESS_ALL)] {
+            assert_eq!((lib.rereg_mr)(mr_a, flags, null.cast(), null, 0, access), -1, "flags {flags}");
+            assert_eq!(errno(), libc::EINVAL, "flags {flags}");
+        }
+        assert_eq!((lib.rereg_mr)(mr_a, 2, pd, null, 0, 0), -4);
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        let r = (lib.rereg_mr)(mr_a, 4, null.cast(), null, 0, ACCESS_ALL);
+        println!("ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS): {r}, errno {}", if r == 0 { 0 } else { errno() });
+        assert!(r == 0 || (r == -4 && errno() == libc::EOPNOTSUPP), "rereg access: {r}, errno {}", errno());
+        let la = (*mr_a).lkey; // the keys may have changed
+
         // wr_abort posts nothing; the empty CQ answers ENOENT.
         w.start();
         w.next(6, SIGNALED);
@@ -511,6 +534,15 @@ fn cq_ex_polling_and_the_wr_api_between_two_rc_qps() {
         assert_eq!((got[0].wr_id, got[0].byte_len), (901, 8));
         assert_eq!(&buf_b[256..260], &buf_a[0..4]);
         assert_eq!(&buf_b[260..264], &buf_a[8..12]);
+        // The MR's (maybe new) lkey still gathers, through the resized CQ.
+        w.start();
+        w.next(10, SIGNALED);
+        w.rdma_write(rb, pb + 512);
+        w.sge(la, pa, 32);
+        assert_eq!(w.complete(), 0);
+        let d = poll(cq_a, 1);
+        assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (10, 0, 1), "{d:?}");
+        assert_eq!(&buf_b[512..544], &buf_a[..32]);
         let mut pa_attr = ibv_poll_cq_attr { comp_mask: 0 };
         let start = core::mem::transmute::<Slot, unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>(
             (*cq_a).start_poll,
