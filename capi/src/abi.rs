@@ -687,6 +687,20 @@ pub struct ibv_data_buf {
     pub length: usize,
 }
 
+/// `struct ibv_grh` (40 bytes): the first 40 bytes of a UD receive
+/// buffer. On RoCE v2 over IPv4 its last 20 bytes hold the IPv4 header.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_grh {
+    /// `__be32`: IP version (4 bits), traffic class (8), flow label (20).
+    pub version_tclass_flow: u32,
+    pub paylen: u16,
+    pub next_hdr: u8,
+    pub hop_limit: u8,
+    pub sgid: [u8; 16],
+    pub dgid: [u8; 16],
+}
+
 /// `struct ibv_wc` (48 bytes).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -950,6 +964,7 @@ layout!(
     send_ops_flags = 128
 );
 layout!(ibv_data_buf, 16, addr = 0, length = 8);
+layout!(ibv_grh, 40, version_tclass_flow = 0, paylen = 4, next_hdr = 6, hop_limit = 7, sgid = 8, dgid = 24);
 layout!(
     ibv_wc,
     48,

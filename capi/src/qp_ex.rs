@@ -294,12 +294,11 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
 }
 
 fn post_all(q: &Qp, b: &WrBatch) -> c_int {
-    let ud_qp = q.c.qp_base.qp_type == 4;
+    if q.c.qp_base.qp_type == 4 && b.pending.iter().any(|w| w.ud.is_none()) {
+        return EINVAL; // a UD request without `wr_set_ud_addr`: post none
+    }
     let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
     for (i, w) in b.pending.iter().enumerate() {
-        if ud_qp && w.ud.is_none() {
-            return EINVAL;
-        }
         let inline_sge;
         let (sgl, flags) = match w.inline {
             Some(n) => {

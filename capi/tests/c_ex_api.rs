@@ -5,7 +5,10 @@
 //! readers, and `ibv_create_qp_ex` with the `ibv_wr_*` API (write, send with
 //! immediate and inline data, read into an SGE list, compare-and-swap,
 //! fetch-and-add, abort, and the errors `wr_complete` reports), between two
-//! RC QPs of one device; and `ibv_resize_cq` and `ibv_rereg_mr` on them. rdma-core's tools do not reach most of these
+//! RC QPs of one device; and `ibv_resize_cq` and `ibv_rereg_mr` on them.
+//! Between two UD QPs: `wr_set_ud_addr`, then `ibv_init_ah_from_wc` and
+//! `ibv_create_ah_from_wc` from the received completion and GRH (the reply
+//! goes back through that AH), and their EINVAL/EPROTONOSUPPORT bad flows. rdma-core's tools do not reach most of these
 //! (`ibv_rc_pingpong -N` uses `wr_send`/`wr_set_sge` only: `c_pingpong.rs`).
 //!
 //! Without a uverbs device the test prints `skipped: ...` and passes, unless
@@ -52,6 +55,10 @@ struct Lib {
     query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
     resize_cq: unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int,
     rereg_mr: unsafe extern "C" fn(*mut ibv_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
+    create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
+    destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
+    init_ah_from_wc: unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_wc, *mut ibv_grh, *mut ibv_ah_attr) -> c_int,
+    create_ah_from_wc: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_wc, *mut ibv_grh, u8) -> *mut ibv_ah,
 }
 
 /// # Safety
@@ -89,6 +96,10 @@ fn load(dir: &std::path::Path) -> Lib {
             query_gid: sym(h, "ibv_query_gid"),
             resize_cq: sym(h, "ibv_resize_cq"),
             rereg_mr: sym(h, "ibv_rereg_mr"),
+            create_ah: sym(h, "ibv_create_ah"),
+            destroy_ah: sym(h, "ibv_destroy_ah"),
+            init_ah_from_wc: sym(h, "ibv_init_ah_from_wc"),
+            create_ah_from_wc: sym(h, "ibv_create_ah_from_wc"),
         }
     }
 }
@@ -319,6 +330,9 @@ impl Wr {
     }
     fn inline(&self, d: &[u8]) {
         op!(self.wr_set_inline_data(d.as_ptr() as *mut c_void, d.len()) as fn(*mut c_void, usize))
+    }
+    fn ud_addr(&self, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+        op!(self.wr_set_ud_addr(ah, qpn, qkey) as fn(*mut ibv_ah, u32, u32))
     }
     fn inline_list(&self, l: &[ibv_data_buf]) {
         op!(self.wr_set_inline_data_list(l.len(), l.as_ptr()) as fn(usize, *const ibv_data_buf))
@@ -572,6 +586,201 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         assert_eq!(w.complete(), libc::ENOSPC, "more requests than the send queue holds");
         assert_eq!(start(cq_a, &mut pa_attr), ENOENT, "nothing was posted by the failed batches");
 
+        for q in [a, b] {
+            assert_eq!((lib.destroy_qp)(q), 0);
+        }
+        for m in [mr_a, mr_b] {
+            assert_eq!((lib.dereg_mr)(m), 0);
+        }
+        for c in [cq_a, cq_b] {
+            assert_eq!((lib.destroy_cq)(c.cast()), 0);
+        }
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// `ibv_poll_cq` through the context's op, until `n` completions.
+///
+/// # Safety
+/// `ctx` and `cq` are live objects of the library.
+unsafe fn poll_wc(ctx: *mut ibv_context, cq: *mut ibv_cq, n: usize) -> Vec<ibv_wc> {
+    type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+    // SAFETY: the caller's contract; `ops.poll_cq` is the library's.
+    let poll = unsafe { core::mem::transmute::<Slot, PollCq>((*ctx).ops.poll_cq) };
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < n {
+        assert!(t0.elapsed() < DEADLINE, "only {} of {n} completions", out.len());
+        // SAFETY: `ibv_wc` is plain integers.
+        let mut wc: ibv_wc = unsafe { core::mem::zeroed() };
+        // SAFETY: a live CQ, room for one completion.
+        match unsafe { poll(cq, 1, &mut wc) } {
+            0 => std::thread::yield_now(),
+            1 => out.push(wc),
+            r => panic!("ibv_poll_cq: {r}"),
+        }
+    }
+    out
+}
+
+/// RESET → INIT → RTR → RTS for a UD QP.
+///
+/// # Safety
+/// `qp` is a live UD QP of `lib`.
+unsafe fn ud_ready(lib: &Lib, qp: *mut ibv_qp, qkey: u32) {
+    // SAFETY: `ibv_qp_attr` is plain integers.
+    let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
+    a.qp_state = 1;
+    a.port_num = 1;
+    a.qkey = qkey;
+    // SAFETY: a live QP, the caller's attr. STATE | PKEY_INDEX | PORT | QKEY
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1 | 16 | 32 | 64) }, 0, "UD to INIT");
+    a.qp_state = 2;
+    // SAFETY: as above.
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1) }, 0, "UD to RTR");
+    a.qp_state = 3;
+    // SAFETY: as above. STATE | SQ_PSN
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1 | (1 << 16)) }, 0, "UD to RTS");
+}
+
+#[test]
+fn ud_reply_through_an_ah_from_the_received_completion() {
+    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    if !need(dev.is_some(), "no uverbs device") {
+        return;
+    }
+    let Some(dir) = lib_dir() else {
+        need(false, "rverbs' libibverbs.so.1 was not built or installed");
+        return;
+    };
+    let dev = dev.unwrap();
+    let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
+    let lib = load(&dir);
+    const QKEY: u32 = 0x1111_2222;
+    // SAFETY: as in the RC test: the C API driven by its contract.
+    unsafe {
+        let mut n = 0;
+        let list = (lib.get_device_list)(&mut n);
+        let d = (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((*d).name.as_ptr() as *const c_char).to_str() == Ok(dev.name()))
+            .expect("the device is listed");
+        let ctx = (lib.open_device)(d);
+        let mut gid = [0u8; 16];
+        assert_eq!((lib.query_gid)(ctx, 1, c_int::from(sgid), &mut gid), 0);
+        let v = vctx(ctx);
+        let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
+        let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
+        let mut ca = cq_attr(WC_STANDARD);
+        let (cq_a, cq_b) = (create_cq_ex(ctx, &mut ca), create_cq_ex(ctx, &mut ca));
+        let pd = (lib.alloc_pd)(ctx);
+        // UD: IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM.
+        let mut bad = qp_attr_ex(pd, cq_a.cast(), SEND_OPS);
+        bad.qp_type = 4;
+        assert!(create_qp_ex(ctx, &mut bad).is_null(), "RDMA ops on a UD QP");
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), 4 | 8);
+        qa.qp_type = 4;
+        let mut qb = qp_attr_ex(pd, cq_b.cast(), 4 | 8);
+        qb.qp_type = 4;
+        let (a, b) = (create_qp_ex(ctx, &mut qa), create_qp_ex(ctx, &mut qb));
+        assert!(!a.is_null() && !b.is_null(), "UD create_qp_ex: errno {}", errno());
+        ud_ready(&lib, a, QKEY);
+        ud_ready(&lib, b, QKEY);
+        let mut buf_a = vec![0u8; 4096];
+        let mut buf_b = vec![0u8; 4096];
+        buf_a[..16].copy_from_slice(b"ud, a to b .....");
+        buf_b[1024..1040].copy_from_slice(b"ud, b back to a.");
+        let mr_a = (lib.reg_mr)(pd, buf_a.as_mut_ptr().cast(), buf_a.len(), 1);
+        let mr_b = (lib.reg_mr)(pd, buf_b.as_mut_ptr().cast(), buf_b.len(), 1);
+        let (la, lb) = ((*mr_a).lkey, (*mr_b).lkey);
+        let (pa, pb) = (buf_a.as_ptr() as u64, buf_b.as_ptr() as u64);
+
+        let mut attr = ibv_ah_attr {
+            grh: ibv_global_route { dgid: gid, flow_label: 0, sgid_index: sgid, hop_limit: 1, traffic_class: 0 },
+            dlid: 0,
+            sl: 0,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: 1,
+            port_num: 1,
+        };
+        let ah_ab = (lib.create_ah)(pd, &mut attr);
+        assert!(!ah_ab.is_null(), "create_ah: errno {}", errno());
+        post_recv(ctx, b, 50, pb, 128, lb); // 40 bytes of GRH area, then the payload
+        let w = Wr { x: (lib.qp_to_qp_ex)(a) };
+        w.start();
+        w.next(1, SIGNALED);
+        w.send_imm((*a).qp_num);
+        w.ud_addr(ah_ab, (*b).qp_num, QKEY);
+        w.sge(la, pa, 16);
+        assert_eq!(w.complete(), 0);
+        // A UD request without an address is refused by wr_complete.
+        w.start();
+        w.next(2, SIGNALED);
+        w.send();
+        w.sge(la, pa, 16);
+        assert_eq!(w.complete(), libc::EINVAL, "UD send without wr_set_ud_addr");
+
+        let sent = poll_wc(ctx, cq_a.cast(), 1);
+        assert_eq!((sent[0].wr_id, sent[0].status), (1, 0));
+        let mut got = poll_wc(ctx, cq_b.cast(), 1);
+        let wc = &mut got[0];
+        assert_eq!((wc.wr_id, wc.status, wc.byte_len), (50, 0, 40 + 16), "{:?}", (wc.wr_id, wc.status, wc.byte_len));
+        assert_eq!(wc.wc_flags & 1, 1, "IBV_WC_GRH on a RoCE UD receive");
+        assert_eq!(u32::from_be(wc.imm_data), (*a).qp_num);
+        assert_eq!(wc.src_qp, (*a).qp_num);
+        assert_eq!(&buf_b[40..56], &buf_a[..16]);
+
+        println!("GRH area of the receive: {:02x?}", &buf_b[..40]);
+        let grh = buf_b.as_mut_ptr().cast::<ibv_grh>();
+        let mut back: ibv_ah_attr = core::mem::zeroed();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, grh, &mut back), 0, "init_ah_from_wc: errno {}", errno());
+        assert_eq!(back.is_global, 1);
+        assert_eq!(back.port_num, 1);
+        assert_eq!(back.grh.dgid, gid, "the sender's GID (this device's own)");
+        assert_eq!(back.grh.sgid_index, sgid, "the local GID the packet was sent to");
+        assert_eq!(back.dlid, wc.slid);
+        let ah_ba = (lib.create_ah_from_wc)(pd, wc, grh, 1);
+        assert!(!ah_ba.is_null(), "create_ah_from_wc: errno {}", errno());
+
+        post_recv(ctx, a, 60, pa + 1024, 128, la);
+        let w = Wr { x: (lib.qp_to_qp_ex)(b) };
+        w.start();
+        w.next(3, SIGNALED);
+        w.send();
+        w.ud_addr(ah_ba, u32::from_be(wc.imm_data), QKEY);
+        w.sge(lb, pb + 1024, 16);
+        assert_eq!(w.complete(), 0);
+        assert_eq!(poll_wc(ctx, cq_b.cast(), 1)[0].status, 0);
+        let r = poll_wc(ctx, cq_a.cast(), 1);
+        assert_eq!((r[0].wr_id, r[0].status, r[0].src_qp), (60, 0, (*b).qp_num));
+        assert_eq!(&buf_a[1024 + 40..1024 + 56], &buf_b[1024..1040], "the reply through the AH from the completion");
+
+        // Bad flows, as rdma-core 44: a multicast destination GID (EINVAL),
+        // a header that is neither IPv6 nor IPv4 (EPROTONOSUPPORT).
+        let mut fake = [0u8; 40];
+        fake[0] = 0x60; // IPv6
+        fake[6] = 17; // UDP: RoCE v2
+        fake[24] = 0xff; // dgid ff..: multicast
+        let fake_grh = fake.as_mut_ptr().cast::<ibv_grh>();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, fake_grh, &mut back), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert!((lib.create_ah_from_wc)(pd, wc, fake_grh, 1).is_null());
+        assert_eq!(errno(), libc::EINVAL);
+        let mut junk = [0u8; 40];
+        let junk_grh = junk.as_mut_ptr().cast::<ibv_grh>();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, junk_grh, &mut back), -1);
+        assert_eq!(errno(), libc::EPROTONOSUPPORT);
+        // Without IBV_WC_GRH the GRH area is not looked at (but for the flow label).
+        wc.wc_flags &= !1;
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, junk_grh, &mut back), 0);
+        assert_eq!(back.is_global, 0);
+
+        for ah in [ah_ab, ah_ba] {
+            assert_eq!((lib.destroy_ah)(ah), 0);
+        }
         for q in [a, b] {
             assert_eq!((lib.destroy_qp)(q), 0);
         }
