@@ -2,11 +2,12 @@
 //! `ibv_destroy_qp`, and the `post_send`/`post_recv` ops the `verbs.h`
 //! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
 //!
-//! A work-request list is translated one request at a time into rverbs'
-//! `SendWr`/`RecvWr` with the SGEs on the stack: no allocation; one
-//! doorbell per request (rdma-core rings once per list: a later step
-//! batches).
+//! A send list is translated into rverbs' `SendWr`s in chunks of
+//! [`CHUNK`] requests, their SGEs in a per-QP scratch area, and each chunk
+//! posted with one doorbell: no allocation. Receives are posted one at a
+//! time (rxe rings no doorbell for them).
 
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -33,6 +34,8 @@ pub(crate) struct Qp {
     /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
     pub extended: bool,
     pub batch: Mutex<WrBatch>,
+    /// The SGEs of the chunk `post_send` is posting (under `inner`'s lock).
+    pub scratch: UnsafeCell<SgeScratch>,
 }
 
 /// # Safety
@@ -161,7 +164,8 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     };
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
-    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all, extended, batch }));
+    let scratch = UnsafeCell::new([[Sge::new(0, 0, 0); MAX_SGE]; CHUNK]);
+    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all, extended, batch, scratch }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -407,8 +411,44 @@ fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
     })
 }
 
+/// Requests translated per doorbell: a C list is posted in chunks of this
+/// many (one `post_send_unchecked`, one doorbell, each).
+pub(crate) const CHUNK: usize = 16;
+
+/// Per-QP room for the SGEs of one chunk (8 KiB, allocated with the QP),
+/// touched only under the QP's `inner` lock.
+pub(crate) type SgeScratch = [[Sge<'static>; MAX_SGE]; CHUNK];
+
+/// One C request as rverbs' `SendWr`, its SGEs copied into `slot`; the
+/// errno when it is malformed.
+///
+/// # Safety
+/// `w` is the caller's request (`sg_list` holding `num_sge` entries; for a
+/// UD QP, `wr.ud.ah` a live AH of ours).
+unsafe fn translate<'a>(
+    w: &ibv_send_wr,
+    ud_qp: bool,
+    slot: &'a mut [Sge<'static>; MAX_SGE],
+) -> Result<SendWr<'a>, c_int> {
+    // SAFETY: the caller's contract.
+    let n = unsafe { sges(w.sg_list, w.num_sge, slot) }.ok_or(EINVAL)?;
+    let op = send_op(w).ok_or(EINVAL)?;
+    let flags = SendFlags::from_bits_truncate(w.send_flags);
+    let ud = if ud_qp {
+        // SAFETY: the caller's contract.
+        let ah = unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }.ok_or(EINVAL)?;
+        Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
+    } else {
+        None
+    };
+    let slot = &*slot;
+    Ok(SendWr { wr_id: w.wr_id, op, flags, sgl: &slot[..n], ud })
+}
+
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
-/// the first request not posted.
+/// the first request not posted (those before it are posted, as rdma-core's
+/// rxe). The list is translated and posted in chunks of [`CHUNK`]
+/// requests, one doorbell each (rdma-core rings once per list).
 pub(crate) unsafe extern "C" fn post_send(
     p: *mut ibv_qp,
     mut wr: *mut ibv_send_wr,
@@ -423,30 +463,44 @@ pub(crate) unsafe extern "C" fn post_send(
     };
     // SAFETY: the C contract: a live QP of ours.
     let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
+    let ud_qp = q.c.qp_base.qp_type == 4;
     let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
-    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
-    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
-    while let Some(w) = unsafe { wr.as_ref() } {
-        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
-        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
-        let Some(op) = send_op(w) else { return fail(wr, EINVAL) };
-        let flags = SendFlags::from_bits_truncate(w.send_flags);
-        let ud = if q.c.qp_base.qp_type == 4 {
-            // SAFETY: for a UD QP `wr.ud.ah` is a live AH of ours (the C contract).
-            let Some(ah) = (unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }) else { return fail(wr, EINVAL) };
-            Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
-        } else {
-            None
-        };
-        let swr = SendWr { wr_id: w.wr_id, op, flags, sgl: &sge[..n], ud };
-        // SAFETY: for INLINE requests the caller's SGEs name memory it may
-        // read now (the C contract of `ibv_post_send`); the others are
-        // checked against registrations by the device.
-        let r = unsafe { g.post_send_unchecked(core::slice::from_ref(&swr)) };
-        if let Err(e) = r {
-            return fail(wr, post_errno(&e.kind));
+    // SAFETY: `scratch` is used only under `inner`'s lock, held here.
+    let scratch = unsafe { &mut *q.scratch.get() };
+    while !wr.is_null() {
+        let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
+        let mut heads = [core::ptr::null_mut::<ibv_send_wr>(); CHUNK];
+        let (mut n, mut bad) = (0, None);
+        for slot in scratch.iter_mut() {
+            // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
+            let Some(w) = (unsafe { wr.as_ref() }) else { break };
+            heads[n] = wr;
+            // SAFETY: the C contract of the request.
+            match unsafe { translate(w, ud_qp, slot) } {
+                Ok(s) => {
+                    wrs[n].write(s);
+                    n += 1;
+                    wr = w.next;
+                }
+                Err(e) => {
+                    bad = Some((n, e));
+                    break;
+                }
+            }
         }
-        wr = w.next;
+        // SAFETY: the first `n` entries were written above.
+        let list = unsafe { core::slice::from_raw_parts(wrs.as_ptr().cast::<SendWr<'_>>(), n) };
+        if n > 0 {
+            // SAFETY: for INLINE requests the caller's SGEs name memory it
+            // may read now (the C contract of `ibv_post_send`); the others
+            // are checked against registrations by the device.
+            if let Err(e) = unsafe { g.post_send_unchecked(list) } {
+                return fail(heads[e.index.min(n - 1)], post_errno(&e.kind));
+            }
+        }
+        if let Some((i, e)) = bad {
+            return fail(heads[i], e);
+        }
     }
     0
 }

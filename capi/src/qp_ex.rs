@@ -15,7 +15,8 @@
 //! returned by `wr_complete` (ENOSPC: queue, SGE or inline space exceeded;
 //! EINVAL: a setter with no request, a UD request without an address).
 //!
-//! Requests are posted one at a time (one doorbell each), like `post_send`.
+//! `wr_complete` posts the batch in chunks of 16 requests, one doorbell
+//! each, like `post_send`.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -26,7 +27,7 @@ use crate::abi::{ibv_ah, ibv_context, ibv_data_buf, ibv_qp, ibv_qp_ex, ibv_qp_in
 use crate::abi::{ibv_sge, Slot};
 use crate::errno::{set_errno, EINVAL, ENOSPC, EOPNOTSUPP};
 use crate::export::symver;
-use crate::qp::{post_errno, Qp, MAX_SGE};
+use crate::qp::{post_errno, Qp, CHUNK, MAX_SGE};
 
 /// `IBV_QP_INIT_ATTR_PD`.
 const INIT_ATTR_PD: u32 = 1 << 0;
@@ -293,26 +294,35 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
     r
 }
 
+/// Posts the batch in chunks of [`CHUNK`] requests, one doorbell each.
 fn post_all(q: &Qp, b: &WrBatch) -> c_int {
     if q.c.qp_base.qp_type == 4 && b.pending.iter().any(|w| w.ud.is_none()) {
         return EINVAL; // a UD request without `wr_set_ud_addr`: post none
     }
     let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
-    for (i, w) in b.pending.iter().enumerate() {
-        let inline_sge;
-        let (sgl, flags) = match w.inline {
-            Some(n) => {
-                let at = b.inline[i * b.inline_per..].as_ptr() as u64;
-                inline_sge = [Sge::new(at, n as u32, 0)];
-                (&inline_sge[..usize::from(n > 0)], w.flags | SendFlags::INLINE)
+    for (c, chunk) in b.pending.chunks(CHUNK).enumerate() {
+        let mut inline_sge = [Sge::new(0, 0, 0); CHUNK];
+        for (k, w) in chunk.iter().enumerate() {
+            if let Some(n) = w.inline {
+                let at = b.inline[(c * CHUNK + k) * b.inline_per..].as_ptr() as u64;
+                inline_sge[k] = Sge::new(at, n as u32, 0);
             }
-            None => (&b.sges[i * b.sge_per..i * b.sge_per + w.nsge], w.flags),
-        };
-        let wr = SendWr { wr_id: w.wr_id, op: w.op, flags, sgl, ud: w.ud };
+        }
+        let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
+        for (k, w) in chunk.iter().enumerate() {
+            let i = c * CHUNK + k;
+            let (sgl, flags) = match w.inline {
+                Some(n) => (&inline_sge[k..k + usize::from(n > 0)], w.flags | SendFlags::INLINE),
+                None => (&b.sges[i * b.sge_per..i * b.sge_per + w.nsge], w.flags),
+            };
+            wrs[k].write(SendWr { wr_id: w.wr_id, op: w.op, flags, sgl, ud: w.ud });
+        }
+        // SAFETY: the first `chunk.len()` entries were written above.
+        let list = unsafe { core::slice::from_raw_parts(wrs.as_ptr().cast::<SendWr<'_>>(), chunk.len()) };
         // SAFETY: an INLINE request's one SGE names bytes of this batch's
         // `inline` buffer, alive and unchanged (the batch is locked) for the
         // call; the others are checked against registrations by the device.
-        if let Err(e) = unsafe { g.post_send_unchecked(core::slice::from_ref(&wr)) } {
+        if let Err(e) = unsafe { g.post_send_unchecked(list) } {
             return post_errno(&e.kind);
         }
     }

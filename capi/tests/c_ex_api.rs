@@ -104,6 +104,13 @@ fn load(dir: &std::path::Path) -> Lib {
     }
 }
 
+/// This thread's `write()` count so far (`syscw` of `/proc/thread-self/io`):
+/// rxe's doorbell is one `write()` on the uverbs fd.
+fn syscw() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("task I/O accounting");
+    io.lines().find_map(|l| l.strip_prefix("syscw: ")).and_then(|v| v.trim().parse().ok()).expect("syscw")
+}
+
 fn errno() -> c_int {
     nix::errno::Errno::last_raw()
 }
@@ -463,7 +470,9 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         w.next(5, SIGNALED);
         w.faa(rb, pb + 128, 100);
         w.sge(la, pa + 136, 8);
+        let before = syscw();
         assert_eq!(w.complete(), 0);
+        assert_eq!(syscw() - before, 1, "one doorbell (write) for the five requests");
 
         let sent = poll(cq_a, 5);
         let expect = |wr_id, opcode, byte_len| Done {
@@ -502,6 +511,40 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         assert_eq!(u64::from_ne_bytes(buf_a[128..136].try_into().unwrap()), 7, "CAS returns the old word");
         assert_eq!(u64::from_ne_bytes(buf_a[136..144].try_into().unwrap()), 11, "FAA returns the swapped word");
         assert_eq!(u64::from_ne_bytes(buf_b[128..136].try_into().unwrap()), 111, "CAS then FAA");
+
+        // ibv_post_send of a three-request list: one doorbell, all complete.
+        let mut sg = [0u64, 8, 16].map(|o| ibv_sge { addr: pa + o, length: 8, lkey: la });
+        let mut list: Vec<ibv_send_wr> = (0..3)
+            .map(|i| ibv_send_wr {
+                wr_id: 20 + i as u64,
+                next: core::ptr::null_mut(),
+                sg_list: &mut sg[i],
+                num_sge: 1,
+                opcode: 0, // IBV_WR_RDMA_WRITE
+                send_flags: SIGNALED,
+                imm_data: 0,
+                wr: [pb + 1024 + 8 * i as u64, u64::from(rb), 0, 0],
+                qp_type: 0,
+                bind_mw: [0; 6],
+            })
+            .collect();
+        let (l0, l1, l2) = (&mut list[0] as *mut ibv_send_wr, &mut list[1] as *mut _, &mut list[2] as *mut _);
+        (*l0).next = l1;
+        (*l1).next = l2;
+        type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        let mut bad_wr = core::ptr::null_mut();
+        let before = syscw();
+        assert_eq!(post_send(a, l0, &mut bad_wr), 0);
+        assert_eq!(syscw() - before, 1, "one doorbell (write) for the list");
+        assert_eq!(poll(cq_a, 3).iter().map(|d| (d.wr_id, d.status)).collect::<Vec<_>>(), [(20, 0), (21, 0), (22, 0)]);
+        assert_eq!(&buf_b[1024..1048], &buf_a[..24], "the list's writes");
+        // A malformed request in the middle: the one before it is posted,
+        // `*bad_wr` names it, the one after is not posted.
+        (*l1).opcode = 99;
+        assert_eq!(post_send(a, l0, &mut bad_wr), libc::EINVAL);
+        assert_eq!(bad_wr, l1);
+        assert_eq!(poll(cq_a, 1).iter().map(|d| d.wr_id).collect::<Vec<_>>(), [20]);
 
         // ibv_resize_cq: `cq->cqe` follows, the CQ keeps working (below).
         assert_eq!((lib.resize_cq)(cq_a.cast(), 128), 0);
