@@ -31,7 +31,7 @@ usage:
     --env NAME[=VALUE]    set NAME in the guest (default: its value here);
                           repeatable; also $RVERBS_VM_ENV=\"NAME NAME...\"
     --timeout SECS        guest time limit (default $RVERBS_VM_TIMEOUT, else 1200)
-    --memory SIZE         guest memory (default $RVERBS_VM_MEMORY, else 2G)
+    --memory SIZE         guest memory (default $RVERBS_VM_MEMORY, else 4G)
     --cpus N              vCPUs per guest (default $RVERBS_VM_CPUS, else 1)
     --keep                keep the initrd (in the cache's run/)
     -v, --verbose         also show the guest's setup and kernel console

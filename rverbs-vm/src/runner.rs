@@ -115,7 +115,7 @@ impl Knobs {
             memory: std::env::var("RVERBS_VM_MEMORY")
                 .ok()
                 .filter(|m| !m.trim().is_empty())
-                .unwrap_or_else(|| "2G".into()),
+                .unwrap_or_else(|| "4G".into()),
             cpus: u32::try_from(cpus)
                 .ok()
                 .filter(|&c| c > 0)

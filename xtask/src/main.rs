@@ -70,7 +70,7 @@ usage:
       --tests also copies the integration tests to /tests
 
 environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
-  RVERBS_VM_MEMORY (default 2G), RVERBS_VM_VERBOSE=1 (show the whole console)
+  RVERBS_VM_MEMORY (default 4G), RVERBS_VM_VERBOSE=1 (show the whole console)
 see docs/TESTING.md";
 
 fn main() {
