@@ -563,6 +563,144 @@ pub struct ibv_qp {
     pub events_completed: u32,
 }
 
+/// `struct ibv_cq_ex` (288 bytes): the `ibv_cq` fields, then what
+/// `ibv_start_poll`/`ibv_next_poll` write (`status`, `wr_id`) and the
+/// polling and `ibv_wc_read_*` ops the `verbs.h` inlines call. Every CQ of
+/// this library carries one (as every `verbs_cq` of rdma-core does).
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status` of the current completion.
+    pub status: u32,
+    /// `wr_id` of the current completion.
+    pub wr_id: u64,
+    pub start_poll: Slot,
+    pub next_poll: Slot,
+    pub end_poll: Slot,
+    pub read_opcode: Slot,
+    pub read_vendor_err: Slot,
+    pub read_byte_len: Slot,
+    pub read_imm_data: Slot,
+    pub read_qp_num: Slot,
+    pub read_src_qp: Slot,
+    pub read_wc_flags: Slot,
+    pub read_slid: Slot,
+    pub read_sl: Slot,
+    pub read_dlid_path_bits: Slot,
+    pub read_completion_ts: Slot,
+    pub read_cvlan: Slot,
+    pub read_flow_tag: Slot,
+    pub read_tm_info: Slot,
+    pub read_completion_wallclock_ns: Slot,
+}
+
+/// `struct ibv_cq_init_attr_ex` (56 bytes).
+#[repr(C)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    /// `IBV_WC_EX_WITH_*`.
+    pub wc_flags: u64,
+    /// `IBV_CQ_INIT_ATTR_MASK_FLAGS` (1), `_PD` (2).
+    pub comp_mask: u32,
+    /// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (1), `_IGNORE_OVERRUN` (2).
+    pub flags: u32,
+    /// `struct ibv_pd *` (a parent domain).
+    pub parent_domain: *mut c_void,
+}
+
+/// `struct ibv_poll_cq_attr` (4 bytes).
+#[repr(C)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_qp_ex` (352 bytes): the `ibv_qp`, then the fields the
+/// `ibv_wr_*` builders read (`wr_id`, `wr_flags`) and their ops. Every QP of
+/// this library carries one; the ops are set only on QPs from
+/// `ibv_create_qp_ex` (NULL elsewhere, as in rdma-core).
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    /// `wr_id` of the next request a builder creates.
+    pub wr_id: u64,
+    /// `IBV_SEND_*` of the next request a builder creates.
+    pub wr_flags: u32,
+    pub wr_atomic_cmp_swp: Slot,
+    pub wr_atomic_fetch_add: Slot,
+    pub wr_bind_mw: Slot,
+    pub wr_local_inv: Slot,
+    pub wr_rdma_read: Slot,
+    pub wr_rdma_write: Slot,
+    pub wr_rdma_write_imm: Slot,
+    pub wr_send: Slot,
+    pub wr_send_imm: Slot,
+    pub wr_send_inv: Slot,
+    pub wr_send_tso: Slot,
+    pub wr_set_ud_addr: Slot,
+    pub wr_set_xrc_srqn: Slot,
+    pub wr_set_inline_data: Slot,
+    pub wr_set_inline_data_list: Slot,
+    pub wr_set_sge: Slot,
+    pub wr_set_sge_list: Slot,
+    pub wr_start: Slot,
+    pub wr_complete: Slot,
+    pub wr_abort: Slot,
+    pub wr_atomic_write: Slot,
+}
+
+/// `struct ibv_qp_init_attr_ex` (136 bytes); its first 64 bytes are an
+/// `ibv_qp_init_attr`.
+#[repr(C)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut c_void,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    /// `IBV_QP_INIT_ATTR_*`.
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    /// `struct ibv_xrcd *`.
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    /// `struct ibv_rwq_ind_table *`.
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf` (24 bytes).
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `IBV_QP_EX_WITH_*`.
+    pub send_ops_flags: u64,
+}
+
+/// `struct ibv_data_buf` (16 bytes).
+#[repr(C)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_grh` (40 bytes): the first 40 bytes of a UD receive
+/// buffer. On RoCE v2 over IPv4 its last 20 bytes hold the IPv4 header.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_grh {
+    /// `__be32`: IP version (4 bits), traffic class (8), flow label (20).
+    pub version_tclass_flow: u32,
+    pub paylen: u16,
+    pub next_hdr: u8,
+    pub hop_limit: u8,
+    pub sgid: [u8; 16],
+    pub dgid: [u8; 16],
+}
+
 /// `struct ibv_wc` (48 bytes).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -737,6 +875,96 @@ layout!(
     cond = 104,
     events_completed = 152
 );
+layout!(
+    ibv_cq_ex,
+    288,
+    cq = 0,
+    comp_mask = 128,
+    status = 132,
+    wr_id = 136,
+    start_poll = 144,
+    next_poll = 152,
+    end_poll = 160,
+    read_opcode = 168,
+    read_vendor_err = 176,
+    read_byte_len = 184,
+    read_imm_data = 192,
+    read_qp_num = 200,
+    read_src_qp = 208,
+    read_wc_flags = 216,
+    read_slid = 224,
+    read_sl = 232,
+    read_dlid_path_bits = 240,
+    read_completion_ts = 248,
+    read_cvlan = 256,
+    read_flow_tag = 264,
+    read_tm_info = 272,
+    read_completion_wallclock_ns = 280
+);
+layout!(
+    ibv_cq_init_attr_ex,
+    56,
+    cqe = 0,
+    cq_context = 8,
+    channel = 16,
+    comp_vector = 24,
+    wc_flags = 32,
+    comp_mask = 40,
+    flags = 44,
+    parent_domain = 48
+);
+layout!(ibv_poll_cq_attr, 4, comp_mask = 0);
+layout!(
+    ibv_qp_ex,
+    352,
+    qp_base = 0,
+    comp_mask = 160,
+    wr_id = 168,
+    wr_flags = 176,
+    wr_atomic_cmp_swp = 184,
+    wr_atomic_fetch_add = 192,
+    wr_bind_mw = 200,
+    wr_local_inv = 208,
+    wr_rdma_read = 216,
+    wr_rdma_write = 224,
+    wr_rdma_write_imm = 232,
+    wr_send = 240,
+    wr_send_imm = 248,
+    wr_send_inv = 256,
+    wr_send_tso = 264,
+    wr_set_ud_addr = 272,
+    wr_set_xrc_srqn = 280,
+    wr_set_inline_data = 288,
+    wr_set_inline_data_list = 296,
+    wr_set_sge = 304,
+    wr_set_sge_list = 312,
+    wr_start = 320,
+    wr_complete = 328,
+    wr_abort = 336,
+    wr_atomic_write = 344
+);
+layout!(
+    ibv_qp_init_attr_ex,
+    136,
+    qp_context = 0,
+    send_cq = 8,
+    recv_cq = 16,
+    srq = 24,
+    cap = 32,
+    qp_type = 52,
+    sq_sig_all = 56,
+    comp_mask = 60,
+    pd = 64,
+    xrcd = 72,
+    create_flags = 80,
+    max_tso_header = 84,
+    rwq_ind_tbl = 88,
+    rx_hash_conf = 96,
+    source_qpn = 120,
+    send_ops_flags = 128
+);
+layout!(ibv_data_buf, 16, addr = 0, length = 8);
+layout!(ibv_grh, 40, version_tclass_flow = 0, paylen = 4, next_hdr = 6, hop_limit = 7, sgid = 8, dgid = 24);
 layout!(
     ibv_wc,
     48,

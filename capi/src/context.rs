@@ -91,7 +91,7 @@ fn ops_a() -> [Slot; 25] {
         int,  // modify_wq
         null, // create_wq
         int,  // query_rt_values
-        null, // create_cq_ex
+        crate::cq_ex::create_cq_ex as Slot,
     ]
 }
 
@@ -101,7 +101,7 @@ fn ops_b() -> [Slot; 6] {
     let null = dummy_null as Slot;
     [
         null, /* open_qp */
-        null, /* create_qp_ex */
+        crate::qp_ex::create_qp_ex as Slot,
         int,  /* get_srq_num */
         null, /* create_srq_ex */
         null, /* open_xrcd */

@@ -1,17 +1,19 @@
 //! Completion channels and CQs: `ibv_create_comp_channel`,
-//! `ibv_destroy_comp_channel`, `ibv_create_cq`, `ibv_destroy_cq`,
+//! `ibv_destroy_comp_channel`, `ibv_create_cq`, `ibv_destroy_cq`, `ibv_resize_cq`,
 //! `ibv_get_cq_event`, `ibv_ack_cq_events`, and the `poll_cq` and
 //! `req_notify_cq` ops the `verbs.h` inlines call.
 //!
 //! A C program may poll one CQ from several threads, so each CQ's rverbs
 //! half sits behind a mutex (uncontended: one atomic pair per poll call).
+//! Every CQ is an `ibv_cq_ex` (its extended polling ops: `crate::cq_ex`).
 
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_wc, PthreadCond, PthreadMutex};
+use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc, PthreadCond, PthreadMutex};
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
@@ -23,12 +25,21 @@ struct Channel {
     inner: rverbs::CompletionChannel,
 }
 
-/// A CQ: the C `ibv_cq`, then rverbs' CQ and the number of QPs using it.
+/// A CQ: the C `ibv_cq_ex` (whose first 128 bytes are the `ibv_cq`), then
+/// rverbs' CQ, the number of QPs using it, and the state of an
+/// `ibv_start_poll` … `ibv_end_poll` span.
 #[repr(C)]
 pub(crate) struct Cq {
-    pub c: ibv_cq,
+    pub c: ibv_cq_ex,
     pub inner: Mutex<rverbs::CompletionQueue>,
     pub users: AtomicU32,
+    /// Held from a successful `start_poll` to `end_poll` (rdma-core's
+    /// providers hold the CQ lock over the same span).
+    pub polling: AtomicBool,
+    /// The current completion of the span: written by `start_poll` and
+    /// `next_poll`, read by the `ibv_wc_read_*` ops, only by the thread
+    /// holding `polling`.
+    pub cur: UnsafeCell<ibv_wc>,
 }
 
 /// # Safety
@@ -87,6 +98,23 @@ unsafe extern "C" fn create_cq(
     chan: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
+    // SAFETY: the C contract, passed on.
+    unsafe { create(context, cqe, cq_context, chan, comp_vector) }
+}
+symver!(create_cq, ibv_create_cq, "IBVERBS_1.1");
+
+/// `ibv_create_cq`, also behind `ibv_create_cq_ex` (a separate function:
+/// an export called from Rust too loses its `.symver` alias).
+///
+/// # Safety
+/// `context` is NULL or one we opened; `chan` NULL or a live channel of ours.
+pub(crate) unsafe fn create(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    chan: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
     // SAFETY: the C contract: `context` is one we opened, `chan` NULL or a live channel.
     let (Some(c), ch) = (unsafe { ctx(context) }, unsafe { channel(chan) }) else {
         set_errno(EINVAL);
@@ -116,7 +144,13 @@ unsafe extern "C" fn create_cq(
         comp_events_completed: 0,
         async_events_completed: 0,
     };
-    let p = Box::into_raw(Box::new(Cq { c: cc, inner: Mutex::new(inner), users: AtomicU32::new(0) }));
+    let p = Box::into_raw(Box::new(Cq {
+        c: crate::cq_ex::with_ops(cc),
+        inner: Mutex::new(inner),
+        users: AtomicU32::new(0),
+        polling: AtomicBool::new(false),
+        cur: UnsafeCell::new(crate::cq_ex::NO_WC),
+    }));
     let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
     if !chan.is_null() {
         // SAFETY: `chan` is a live channel (checked above); only this
@@ -126,7 +160,9 @@ unsafe extern "C" fn create_cq(
     table.insert(user_handle, p as usize);
     p.cast()
 }
-symver!(create_cq, ibv_create_cq, "IBVERBS_1.1");
+
+/// `ibv_cq_ex *` and `ibv_cq *` of a CQ are the same pointer.
+const _: () = assert!(core::mem::offset_of!(ibv_cq_ex, cq) == 0);
 
 /// `int ibv_destroy_cq(struct ibv_cq *)`: EBUSY while QPs use it.
 /// Unlike rdma-core it does not wait for unacknowledged events.
@@ -137,16 +173,16 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
         return nix::libc::EBUSY;
     }
     // SAFETY: the CQ's context outlives it (the C contract of close).
-    let c = unsafe { ctx(q.c.context) };
+    let c = unsafe { ctx(q.c.cq.context) };
     // SAFETY: boxed by `create_cq`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Cq>()) };
     let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = c {
         let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
         t.remove(&inner.user_handle());
-        if !b.c.channel.is_null() {
+        if !b.c.cq.channel.is_null() {
             // SAFETY: a CQ's channel outlives it (destroy answers EBUSY before).
-            unsafe { (*b.c.channel).refcnt -= 1 };
+            unsafe { (*b.c.cq.channel).refcnt -= 1 };
         }
     }
     match inner.destroy() {
@@ -155,6 +191,26 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     }
 }
 symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
+
+/// `int ibv_resize_cq(struct ibv_cq *, int cqe)`: 0 or an errno (EINVAL
+/// for a depth below 1 or above the device's `max_cqe`); `cq->cqe` then
+/// holds the new depth. Unpolled completions are kept.
+unsafe extern "C" fn resize_cq(p: *mut ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: the C contract: a live CQ of ours.
+    let Some(q) = (unsafe { cq(p) }) else { return EINVAL };
+    let Ok(n) = u32::try_from(cqe) else { return EINVAL };
+    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    match g.resize(n) {
+        Ok(()) => {
+            // SAFETY: `p` is live; written under the CQ's lock, read by C
+            // callers as with rdma-core's.
+            unsafe { (*p).cqe = g.cqe() as c_int };
+            0
+        }
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(resize_cq, ibv_resize_cq, "IBVERBS_1.1");
 
 /// `int ibv_get_cq_event(struct ibv_comp_channel *, struct ibv_cq **, void
 /// **cq_context)`: 0, or -1 with errno.
@@ -210,7 +266,7 @@ unsafe extern "C" fn ack_cq_events(p: *mut ibv_cq, n: u32) {
 }
 symver!(ack_cq_events, ibv_ack_cq_events, "IBVERBS_1.1");
 
-fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
+pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
     ibv_wc {
         wr_id: w.wr_id,
         status: w.status.0,

@@ -20,6 +20,7 @@ pub mod abi;
 mod ah;
 mod context;
 mod cq;
+mod cq_ex;
 mod device;
 mod event;
 mod export;
@@ -27,6 +28,7 @@ mod marshall;
 mod misc;
 mod pd;
 mod qp;
+mod qp_ex;
 mod query;
 mod srq;
 mod stubs;
@@ -35,7 +37,7 @@ mod symbol_map;
 
 /// errno, through nix (no libc binding of our own).
 mod errno {
-    pub use nix::libc::{EINVAL, ENODATA, ENOMEM, EOPNOTSUPP};
+    pub use nix::libc::{EINVAL, ENODATA, ENOMEM, ENOSPC, EOPNOTSUPP};
 
     /// Sets the calling thread's `errno`.
     pub fn set_errno(e: i32) {

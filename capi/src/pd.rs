@@ -1,5 +1,6 @@
 //! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_dealloc_pd`,
-//! `ibv_reg_mr`, `ibv_reg_mr_iova2` (iova = addr only), `ibv_dereg_mr`.
+//! `ibv_reg_mr`, `ibv_reg_mr_iova2` (iova = addr only), `ibv_rereg_mr`
+//! (access changes only), `ibv_dereg_mr`.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -141,6 +142,72 @@ unsafe extern "C" fn reg_mr_iova(
     reg(p, addr, length, iova, access)
 }
 symver!(reg_mr_iova, ibv_reg_mr_iova, "IBVERBS_1.7");
+
+/// `IBV_REREG_MR_CHANGE_TRANSLATION`, `_PD`, `_ACCESS`.
+const REREG_TRANSLATION: c_int = 1 << 0;
+const REREG_PD: c_int = 1 << 1;
+const REREG_ACCESS: c_int = 1 << 2;
+/// `IBV_REREG_MR_ERR_INPUT`: bad arguments, nothing asked of the kernel.
+const REREG_ERR_INPUT: c_int = -1;
+/// `IBV_REREG_MR_ERR_CMD`: the change was refused.
+const REREG_ERR_CMD: c_int = -4;
+
+/// `int ibv_rereg_mr(struct ibv_mr *, int flags, struct ibv_pd *, void
+/// *addr, size_t length, int access)`: 0, or rdma-core 44's negative
+/// `IBV_REREG_MR_ERR_*` with errno: `ERR_INPUT` + EINVAL for unknown flags,
+/// a translation change without an address or length, or access bits
+/// without `CHANGE_ACCESS` (rdma-core's checks); `ERR_CMD` + the errno of
+/// the refusal otherwise. Only an access change is carried out (rverbs'
+/// `MemoryRegion::rereg_access`, `IB_USER_VERBS_CMD_REREG_MR`); a
+/// translation or PD change answers `ERR_CMD` + EOPNOTSUPP, as rdma-core 44
+/// does on rxe (whose provider has no `rereg_mr`). On success the keys in
+/// the `ibv_mr` are the new ones.
+unsafe extern "C" fn rereg_mr(
+    m: *mut ibv_mr,
+    flags: c_int,
+    _pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let input = |e| {
+        set_errno(e);
+        REREG_ERR_INPUT
+    };
+    if m.is_null() || flags & !(REREG_TRANSLATION | REREG_PD | REREG_ACCESS) != 0 {
+        return input(EINVAL);
+    }
+    if flags & REREG_TRANSLATION != 0 && (length == 0 || addr.is_null()) {
+        return input(EINVAL);
+    }
+    if access != 0 && flags & REREG_ACCESS == 0 {
+        return input(EINVAL);
+    }
+    let refused = |e| {
+        set_errno(e);
+        REREG_ERR_CMD
+    };
+    if flags & (REREG_TRANSLATION | REREG_PD) != 0 {
+        return refused(EOPNOTSUPP);
+    }
+    if flags == 0 {
+        return 0;
+    }
+    let Some(a) = rverbs::AccessFlags::from_bits(access as u32 & !ACCESS_OPTIONAL) else { return refused(EINVAL) };
+    // SAFETY: `m` was boxed by `reg` and is live (the C contract); the
+    // caller does not use it concurrently with its rereg (rdma-core's
+    // contract too).
+    let mr = unsafe { &mut *m.cast::<Mr>() };
+    match mr.inner.rereg_access(a) {
+        Ok(()) => {
+            mr.c.lkey = mr.inner.lkey();
+            mr.c.rkey = mr.inner.rkey();
+            0
+        }
+        Err(e) => refused(errno::of(&e)),
+    }
+}
+symver!(rereg_mr, ibv_rereg_mr, "IBVERBS_1.1");
 
 /// `int ibv_dereg_mr(struct ibv_mr *)`: 0 or an errno.
 unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {

@@ -2,12 +2,13 @@
 //! `ibv_destroy_qp`, and the `post_send`/`post_recv` ops the `verbs.h`
 //! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
 //!
-//! A work-request list is translated one request at a time into rverbs'
-//! `SendWr`/`RecvWr` with the SGEs on the stack: no allocation; one
-//! doorbell per request (rdma-core rings once per list: a later step
-//! batches).
+//! A send list is translated into rverbs' `SendWr`s in chunks of
+//! [`CHUNK`] requests, their SGEs in a per-QP scratch area, and each chunk
+//! posted with one doorbell: no allocation. Receives are posted one at a
+//! time (rxe rings no doorbell for them).
 
-use core::ffi::{c_int, c_void};
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
@@ -20,19 +21,26 @@ use crate::cq::cq;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
+use crate::qp_ex::WrBatch;
 
-/// A QP: the C `ibv_qp`, then rverbs' QP (posting needs it exclusively:
-/// one lock, uncontended when one thread posts).
+/// A QP: the C `ibv_qp_ex` (whose first 160 bytes are the `ibv_qp`), then
+/// rverbs' QP (posting needs it exclusively: one lock, uncontended when one
+/// thread posts) and the `ibv_wr_*` batch (`crate::qp_ex`).
 #[repr(C)]
-struct Qp {
-    c: ibv_qp,
-    inner: Mutex<rverbs::QueuePair>,
-    sq_sig_all: bool,
+pub(crate) struct Qp {
+    pub c: ibv_qp_ex,
+    pub inner: Mutex<rverbs::QueuePair>,
+    pub sq_sig_all: bool,
+    /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
+    pub extended: bool,
+    pub batch: Mutex<WrBatch>,
+    /// The SGEs of the chunk `post_send` is posting (under `inner`'s lock).
+    pub scratch: UnsafeCell<SgeScratch>,
 }
 
 /// # Safety
 /// `p` is NULL or a QP `ibv_create_qp` returned and not yet destroyed.
-unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
+pub(crate) unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     // SAFETY: by the contract, the `ibv_qp` is the first field of a live `Qp`.
     unsafe { p.cast::<Qp>().as_ref() }
 }
@@ -72,6 +80,17 @@ fn cap_from_c(c: &ibv_qp_cap) -> QpCap {
 /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`:
 /// writes the actual capabilities back into `init_attr->cap`.
 unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // SAFETY: the C contract, passed on.
+    unsafe { create(p, init, None) }
+}
+symver!(create_qp, ibv_create_qp, "IBVERBS_1.1");
+
+/// `ibv_create_qp`, and `ibv_create_qp_ex` with `send_ops` (its
+/// `IBV_QP_EX_WITH_*`, checked by the caller).
+///
+/// # Safety
+/// `p` is NULL or a live PD of ours; `init` NULL or the caller's struct.
+pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_ops: Option<u64>) -> *mut ibv_qp {
     // SAFETY: the C contract: a live PD of ours, `init` the caller's struct.
     let (Some(pd), Some(init)) = (unsafe { pd(p) }, unsafe { init.as_mut() }) else {
         set_errno(EINVAL);
@@ -139,14 +158,20 @@ unsafe extern "C" fn create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *
     };
     let sq_sig_all = init.sq_sig_all != 0;
     let user_handle = inner.user_handle();
-    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all }));
+    let batch = match send_ops {
+        Some(_) => crate::qp_ex::batch_for(&inner.cap()),
+        None => Mutex::new(WrBatch::none()),
+    };
+    let c = crate::qp_ex::with_ops(c, send_ops);
+    let extended = send_ops.is_some();
+    let scratch = UnsafeCell::new([[Sge::new(0, 0, 0); MAX_SGE]; CHUNK]);
+    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all, extended, batch, scratch }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
     }
     q.cast()
 }
-symver!(create_qp, ibv_create_qp, "IBVERBS_1.1");
 
 /// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno.
 unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
@@ -157,17 +182,17 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
     let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
     // SAFETY: the QP's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(b.c.context) } {
+    if let Some(cx) = unsafe { ctx(b.c.qp_base.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
     }
     let r = inner.destroy();
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
     let owners = unsafe {
         [
-            pd(b.c.pd).map(|x| &x.users),
-            cq(b.c.send_cq).map(|x| &x.users),
-            cq(b.c.recv_cq).map(|x| &x.users),
-            crate::srq::srq(b.c.srq.cast()).map(|x| &x.users),
+            pd(b.c.qp_base.pd).map(|x| &x.users),
+            cq(b.c.qp_base.send_cq).map(|x| &x.users),
+            cq(b.c.qp_base.recv_cq).map(|x| &x.users),
+            crate::srq::srq(b.c.qp_base.srq.cast()).map(|x| &x.users),
         ]
     };
     for u in owners.into_iter().flatten() {
@@ -333,12 +358,12 @@ unsafe extern "C" fn query_qp(
             unsafe {
                 attr.write(ca);
                 init.write(ibv_qp_init_attr {
-                    qp_context: q.c.qp_context,
-                    send_cq: q.c.send_cq,
-                    recv_cq: q.c.recv_cq,
-                    srq: q.c.srq,
+                    qp_context: q.c.qp_base.qp_context,
+                    send_cq: q.c.qp_base.send_cq,
+                    recv_cq: q.c.qp_base.recv_cq,
+                    srq: q.c.qp_base.srq,
                     cap: ca.cap,
-                    qp_type: q.c.qp_type,
+                    qp_type: q.c.qp_base.qp_type,
                     sq_sig_all: q.sq_sig_all.into(),
                 });
                 (*p).state = ca.qp_state;
@@ -386,8 +411,44 @@ fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
     })
 }
 
+/// Requests translated per doorbell: a C list is posted in chunks of this
+/// many (one `post_send_unchecked`, one doorbell, each).
+pub(crate) const CHUNK: usize = 16;
+
+/// Per-QP room for the SGEs of one chunk (8 KiB, allocated with the QP),
+/// touched only under the QP's `inner` lock.
+pub(crate) type SgeScratch = [[Sge<'static>; MAX_SGE]; CHUNK];
+
+/// One C request as rverbs' `SendWr`, its SGEs copied into `slot`; the
+/// errno when it is malformed.
+///
+/// # Safety
+/// `w` is the caller's request (`sg_list` holding `num_sge` entries; for a
+/// UD QP, `wr.ud.ah` a live AH of ours).
+unsafe fn translate<'a>(
+    w: &ibv_send_wr,
+    ud_qp: bool,
+    slot: &'a mut [Sge<'static>; MAX_SGE],
+) -> Result<SendWr<'a>, c_int> {
+    // SAFETY: the caller's contract.
+    let n = unsafe { sges(w.sg_list, w.num_sge, slot) }.ok_or(EINVAL)?;
+    let op = send_op(w).ok_or(EINVAL)?;
+    let flags = SendFlags::from_bits_truncate(w.send_flags);
+    let ud = if ud_qp {
+        // SAFETY: the caller's contract.
+        let ah = unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }.ok_or(EINVAL)?;
+        Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
+    } else {
+        None
+    };
+    let slot = &*slot;
+    Ok(SendWr { wr_id: w.wr_id, op, flags, sgl: &slot[..n], ud })
+}
+
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
-/// the first request not posted.
+/// the first request not posted (those before it are posted, as rdma-core's
+/// rxe). The list is translated and posted in chunks of [`CHUNK`]
+/// requests, one doorbell each (rdma-core rings once per list).
 pub(crate) unsafe extern "C" fn post_send(
     p: *mut ibv_qp,
     mut wr: *mut ibv_send_wr,
@@ -402,30 +463,44 @@ pub(crate) unsafe extern "C" fn post_send(
     };
     // SAFETY: the C contract: a live QP of ours.
     let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
+    let ud_qp = q.c.qp_base.qp_type == 4;
     let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
-    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
-    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
-    while let Some(w) = unsafe { wr.as_ref() } {
-        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
-        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
-        let Some(op) = send_op(w) else { return fail(wr, EINVAL) };
-        let flags = SendFlags::from_bits_truncate(w.send_flags);
-        let ud = if q.c.qp_type == 4 {
-            // SAFETY: for a UD QP `wr.ud.ah` is a live AH of ours (the C contract).
-            let Some(ah) = (unsafe { crate::ah::ah(w.wr[0] as *const ibv_ah) }) else { return fail(wr, EINVAL) };
-            Some(UdDest::new(ah.inner.ah_num(), w.wr[1] as u32, (w.wr[1] >> 32) as u32))
-        } else {
-            None
-        };
-        let swr = SendWr { wr_id: w.wr_id, op, flags, sgl: &sge[..n], ud };
-        // SAFETY: for INLINE requests the caller's SGEs name memory it may
-        // read now (the C contract of `ibv_post_send`); the others are
-        // checked against registrations by the device.
-        let r = unsafe { g.post_send_unchecked(core::slice::from_ref(&swr)) };
-        if let Err(e) = r {
-            return fail(wr, post_errno(&e.kind));
+    // SAFETY: `scratch` is used only under `inner`'s lock, held here.
+    let scratch = unsafe { &mut *q.scratch.get() };
+    while !wr.is_null() {
+        let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
+        let mut heads = [core::ptr::null_mut::<ibv_send_wr>(); CHUNK];
+        let (mut n, mut bad) = (0, None);
+        for slot in scratch.iter_mut() {
+            // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
+            let Some(w) = (unsafe { wr.as_ref() }) else { break };
+            heads[n] = wr;
+            // SAFETY: the C contract of the request.
+            match unsafe { translate(w, ud_qp, slot) } {
+                Ok(s) => {
+                    wrs[n].write(s);
+                    n += 1;
+                    wr = w.next;
+                }
+                Err(e) => {
+                    bad = Some((n, e));
+                    break;
+                }
+            }
         }
-        wr = w.next;
+        // SAFETY: the first `n` entries were written above.
+        let list = unsafe { core::slice::from_raw_parts(wrs.as_ptr().cast::<SendWr<'_>>(), n) };
+        if n > 0 {
+            // SAFETY: for INLINE requests the caller's SGEs name memory it
+            // may read now (the C contract of `ibv_post_send`); the others
+            // are checked against registrations by the device.
+            if let Err(e) = unsafe { g.post_send_unchecked(list) } {
+                return fail(heads[e.index.min(n - 1)], post_errno(&e.kind));
+            }
+        }
+        if let Some((i, e)) = bad {
+            return fail(heads[i], e);
+        }
     }
     0
 }
@@ -459,13 +534,3 @@ pub(crate) unsafe extern "C" fn post_recv(
     }
     0
 }
-
-/// `struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *)`: NULL with
-/// EOPNOTSUPP until QPs carry an `ibv_qp_ex` (rdma-core answers the same
-/// for a QP created without `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`... after
-/// checking `comp_mask`; `ibv_rc_pingpong` only calls it with `-N`).
-unsafe extern "C" fn qp_to_qp_ex(_p: *mut ibv_qp) -> *mut c_void {
-    set_errno(EOPNOTSUPP);
-    core::ptr::null_mut()
-}
-symver!(qp_to_qp_ex, ibv_qp_to_qp_ex, "IBVERBS_1.6");

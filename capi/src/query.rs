@@ -249,7 +249,7 @@ fn gid_entry(e: &rverbs::GidEntry) -> ibv_gid_entry {
 }
 
 /// One GID entry: `Ok(None)` for an empty slot (rdma-core's ENODATA).
-fn gid_ex(context: *mut ibv_context, port: u32, index: u32) -> Result<Option<ibv_gid_entry>, c_int> {
+pub(crate) fn gid_ex(context: *mut ibv_context, port: u32, index: u32) -> Result<Option<ibv_gid_entry>, c_int> {
     // SAFETY: the C contract of every caller: `context` is one we opened.
     let c = unsafe { ctx(context) }.ok_or(EINVAL)?;
     let port = u8::try_from(port).map_err(|_| EINVAL)?;

@@ -81,11 +81,7 @@ stubs! {
     // ---- IBVERBS_1.0 ----
     // ---- IBVERBS_1.1 ----
     int ibv_attach_mcast @ "IBVERBS_1.1";
-    null ibv_create_ah_from_wc @ "IBVERBS_1.1";
     int ibv_detach_mcast @ "IBVERBS_1.1";
-    int ibv_init_ah_from_wc @ "IBVERBS_1.1";
-    int ibv_rereg_mr @ "IBVERBS_1.1";
-    int ibv_resize_cq @ "IBVERBS_1.1";
     int ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1";
     // ---- IBVERBS_1.6 … 1.14 ----
     null ibv_import_device @ "IBVERBS_1.10";

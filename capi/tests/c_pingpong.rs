@@ -28,15 +28,18 @@ fn addresses(out: &str, label: &str) -> Vec<String> {
 /// `name` (`ibv_rc_pingpong`, ...) as server and client, each on rverbs'
 /// library (`true`) or rdma-core's.
 fn pingpong(name: &str, port: u16, events: bool, server_lib: bool, client_lib: bool) {
+    pingpong_with(name, port, if events { &["-e"] } else { &[] }, server_lib, client_lib)
+}
+
+/// [`pingpong`] with `extra` options on both sides.
+fn pingpong_with(name: &str, port: u16, extra: &[&str], server_lib: bool, client_lib: bool) {
     let Some((dev, lib, tool)) = setup(name) else { return };
     let size: u64 = if name == "ibv_ud_pingpong" { 1024 } else { 4096 };
     let g = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID").to_string();
     let (p, n) = (port.to_string(), ITERS.to_string());
     let mut args: Vec<String> =
         ["-d", dev.name(), "-n", &n, "-p", &p, "-g", &g, "-c"].iter().map(|s| s.to_string()).collect();
-    if events {
-        args.push("-e".into());
-    }
+    args.extend(extra.iter().map(|s| s.to_string()));
     let pick = |ours: bool| ours.then_some(lib.as_path());
     let mut s = Proc::spawn(&tool, &args, pick(server_lib));
     wait_listening(port, &mut s);
@@ -161,4 +164,20 @@ fn srq_events_rdma_core_server_rverbs_client() {
 fn srq_both_on_rverbs_polling_and_events() {
     pingpong("ibv_srq_pingpong", 19633, false, true, true);
     pingpong("ibv_srq_pingpong", 19634, true, true, true);
+}
+
+#[test]
+fn rc_new_send_api_rverbs_server_rdma_core_client() {
+    pingpong_with("ibv_rc_pingpong", 19635, &["-N"], true, false);
+}
+
+#[test]
+fn rc_new_send_api_rdma_core_server_rverbs_client() {
+    pingpong_with("ibv_rc_pingpong", 19636, &["-N"], false, true);
+}
+
+#[test]
+fn rc_new_send_api_both_on_rverbs_polling_and_events() {
+    pingpong_with("ibv_rc_pingpong", 19637, &["-N"], true, true);
+    pingpong_with("ibv_rc_pingpong", 19638, &["-N", "-e"], true, true);
 }

@@ -1,0 +1,229 @@
+//! Extended CQs: the `create_cq_ex` op (`ibv_create_cq_ex`) and the
+//! `ibv_cq_ex` ops the `verbs.h` inlines call: `ibv_start_poll`,
+//! `ibv_next_poll`, `ibv_end_poll` and the `ibv_wc_read_*` readers.
+//!
+//! Every CQ of this library is an `ibv_cq_ex` with these ops set (rdma-core's
+//! rxe sets the readers only for the `wc_flags` asked for; a caller reading
+//! a field it did not ask for gets its value here instead of a NULL call).
+//! `start_poll` takes the CQ's `polling` flag and `end_poll` (or an empty
+//! `start_poll`) releases it, as rxe's provider holds its CQ lock over the
+//! span; each poll locks the rverbs CQ once, as `ibv_poll_cq` does. No
+//! syscall, no allocation.
+
+use core::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use crate::abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq_attr, ibv_wc, Slot};
+use crate::cq::Cq;
+use crate::errno::{set_errno, EINVAL, EOPNOTSUPP};
+
+/// `IBV_WC_EX_WITH_BYTE_LEN` … `IBV_WC_EX_WITH_DLID_PATH_BITS`
+/// (`IBV_WC_STANDARD_FLAGS`): what rxe supports and this library reads.
+const WC_STANDARD_FLAGS: u64 = 0x7f;
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS`.
+const CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
+/// `IBV_CQ_INIT_ATTR_MASK_PD`.
+const CQ_INIT_ATTR_MASK_PD: u32 = 2;
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint; the only flag accepted).
+const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
+
+/// The current completion before the first poll.
+pub(crate) const NO_WC: ibv_wc = ibv_wc {
+    wr_id: 0,
+    status: 0,
+    opcode: 0,
+    vendor_err: 0,
+    byte_len: 0,
+    imm_data: 0,
+    qp_num: 0,
+    src_qp: 0,
+    wc_flags: 0,
+    pkey_index: 0,
+    slid: 0,
+    sl: 0,
+    dlid_path_bits: 0,
+};
+
+/// `ibv_cq` extended with this library's polling ops.
+pub(crate) fn with_ops(cq: ibv_cq) -> ibv_cq_ex {
+    ibv_cq_ex {
+        cq,
+        comp_mask: 0,
+        status: 0,
+        wr_id: 0,
+        start_poll: start_poll as Slot,
+        next_poll: next_poll as Slot,
+        end_poll: end_poll as Slot,
+        read_opcode: read_opcode as Slot,
+        read_vendor_err: read_vendor_err as Slot,
+        read_byte_len: read_byte_len as Slot,
+        read_imm_data: read_imm_data as Slot,
+        read_qp_num: read_qp_num as Slot,
+        read_src_qp: read_src_qp as Slot,
+        read_wc_flags: read_wc_flags as Slot,
+        read_slid: read_slid as Slot,
+        read_sl: read_sl as Slot,
+        read_dlid_path_bits: read_dlid_path_bits as Slot,
+        read_completion_ts: core::ptr::null(),
+        read_cvlan: core::ptr::null(),
+        read_flow_tag: core::ptr::null(),
+        read_tm_info: core::ptr::null(),
+        read_completion_wallclock_ns: core::ptr::null(),
+    }
+}
+
+/// The `create_cq_ex` op (`ibv_create_cq_ex`): NULL with EOPNOTSUPP for
+/// `wc_flags` beyond the standard ones (timestamps, ...), a parent domain
+/// or flags other than `SINGLE_THREADED`, as rdma-core 44's rxe.
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    // SAFETY: the C contract: `attr` is the caller's struct.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    let flags = if a.comp_mask & CQ_INIT_ATTR_MASK_FLAGS != 0 { a.flags } else { 0 };
+    if a.wc_flags & !WC_STANDARD_FLAGS != 0
+        || a.comp_mask & !(CQ_INIT_ATTR_MASK_FLAGS | CQ_INIT_ATTR_MASK_PD) != 0
+        || (a.comp_mask & CQ_INIT_ATTR_MASK_PD != 0 && !a.parent_domain.is_null())
+        || flags & !CREATE_CQ_ATTR_SINGLE_THREADED != 0
+    {
+        set_errno(EOPNOTSUPP);
+        return core::ptr::null_mut();
+    }
+    let (Ok(cqe), Ok(vector)) = (c_int::try_from(a.cqe), c_int::try_from(a.comp_vector)) else {
+        set_errno(EINVAL);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the C contract of `ibv_create_cq_ex` is that of `ibv_create_cq`.
+    unsafe { crate::cq::create(context, cqe, a.cq_context, a.channel, vector) }.cast()
+}
+
+/// # Safety
+/// `p` is a live CQ of this library.
+unsafe fn cq_of<'a>(p: *mut ibv_cq_ex) -> &'a Cq {
+    // SAFETY: by the contract, the `ibv_cq_ex` is the first field of a live `Cq`.
+    unsafe { &*p.cast::<Cq>() }
+}
+
+/// Polls one completion into the span's current one; ENOENT when empty.
+///
+/// # Safety
+/// `p` is a live CQ whose `polling` flag the caller holds.
+unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: the caller's contract.
+    let q = unsafe { cq_of(p) };
+    let w = q.inner.lock().unwrap_or_else(|p| p.into_inner()).poll_one();
+    let Some(w) = w else {
+        set_errno(nix::libc::ENOENT);
+        return nix::libc::ENOENT;
+    };
+    let w = crate::cq::wc_to_c(&w);
+    // SAFETY: the `polling` holder is the only writer and reader of `cur`;
+    // `status` and `wr_id` are the C fields `ibv_start_poll`'s caller reads
+    // after this call returns.
+    unsafe {
+        q.cur.get().write(w);
+        (*p).status = w.status;
+        (*p).wr_id = w.wr_id;
+    }
+    0
+}
+
+/// `int start_poll(struct ibv_cq_ex *, struct ibv_poll_cq_attr *)`: 0 with
+/// the first completion current, ENOENT (errno too) when the CQ is empty,
+/// EINVAL for a non-zero `attr->comp_mask`.
+unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
+    // SAFETY: the C contract: `attr` is NULL or the caller's struct.
+    if unsafe { attr.as_ref() }.is_some_and(|a| a.comp_mask != 0) {
+        set_errno(EINVAL);
+        return EINVAL;
+    }
+    // SAFETY: the C contract: a live CQ of ours.
+    let q = unsafe { cq_of(p) };
+    while q.polling.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    // SAFETY: this thread holds `polling` now.
+    let r = unsafe { advance(p) };
+    if r != 0 {
+        q.polling.store(false, Ordering::Release);
+    }
+    r
+}
+
+/// `int next_poll(struct ibv_cq_ex *)`: 0 with the next completion
+/// current, or ENOENT; the span stays open until `end_poll`.
+unsafe extern "C" fn next_poll(p: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: the C contract: a live CQ, inside a span this thread started.
+    unsafe { advance(p) }
+}
+
+/// `void end_poll(struct ibv_cq_ex *)`: ends the span.
+unsafe extern "C" fn end_poll(p: *mut ibv_cq_ex) {
+    // SAFETY: the C contract: a live CQ of ours.
+    unsafe { cq_of(p) }.polling.store(false, Ordering::Release);
+}
+
+/// The span's current completion.
+///
+/// # Safety
+/// `p` is a live CQ inside a polling span of the calling thread.
+unsafe fn cur(p: *mut ibv_cq_ex) -> ibv_wc {
+    // SAFETY: the caller's contract: only this thread touches `cur` now.
+    unsafe { cq_of(p).cur.get().read() }
+}
+
+macro_rules! reader {
+    ($(#[$m:meta])* $name:ident -> $t:ty, |$w:ident| $e:expr) => {
+        $(#[$m])*
+        unsafe extern "C" fn $name(p: *mut ibv_cq_ex) -> $t {
+            // SAFETY: the C contract: called inside this thread's polling span.
+            let $w = unsafe { cur(p) };
+            $e
+        }
+    };
+}
+
+reader!(
+    /// `enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *)`.
+    read_opcode -> u32, |w| w.opcode
+);
+reader!(
+    /// `uint32_t read_vendor_err(struct ibv_cq_ex *)`.
+    read_vendor_err -> u32, |w| w.vendor_err
+);
+reader!(
+    /// `uint32_t read_byte_len(struct ibv_cq_ex *)`.
+    read_byte_len -> u32, |w| w.byte_len
+);
+reader!(
+    /// `__be32 read_imm_data(struct ibv_cq_ex *)`: network order.
+    read_imm_data -> u32, |w| w.imm_data
+);
+reader!(
+    /// `uint32_t read_qp_num(struct ibv_cq_ex *)`.
+    read_qp_num -> u32, |w| w.qp_num
+);
+reader!(
+    /// `uint32_t read_src_qp(struct ibv_cq_ex *)`.
+    read_src_qp -> u32, |w| w.src_qp
+);
+reader!(
+    /// `unsigned int read_wc_flags(struct ibv_cq_ex *)`: `IBV_WC_GRH`, ...
+    read_wc_flags -> u32, |w| w.wc_flags
+);
+reader!(
+    /// `uint32_t read_slid(struct ibv_cq_ex *)`.
+    read_slid -> u32, |w| w.slid.into()
+);
+reader!(
+    /// `uint8_t read_sl(struct ibv_cq_ex *)`.
+    read_sl -> u8, |w| w.sl
+);
+reader!(
+    /// `uint8_t read_dlid_path_bits(struct ibv_cq_ex *)`.
+    read_dlid_path_bits -> u8, |w| w.dlid_path_bits
+);

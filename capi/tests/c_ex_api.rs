@@ -1,0 +1,839 @@
+//! The extended verbs of rverbs' `libibverbs.so.1`, called as a C program
+//! calls them (the library `dlopen`ed, every object reached through the
+//! `verbs.h` layouts and op pointers): `ibv_create_cq_ex` with
+//! `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and the `ibv_wc_read_*`
+//! readers, and `ibv_create_qp_ex` with the `ibv_wr_*` API (write, send with
+//! immediate and inline data, read into an SGE list, compare-and-swap,
+//! fetch-and-add, abort, and the errors `wr_complete` reports), between two
+//! RC QPs of one device; and `ibv_resize_cq` and `ibv_rereg_mr` on them.
+//! Between two UD QPs: `wr_set_ud_addr`, then `ibv_init_ah_from_wc` and
+//! `ibv_create_ah_from_wc` from the received completion and GRH (the reply
+//! goes back through that AH), and their EINVAL/EPROTONOSUPPORT bad flows. rdma-core's tools do not reach most of these
+//! (`ibv_rc_pingpong -N` uses `wr_send`/`wr_set_sge` only: `c_pingpong.rs`).
+//!
+//! Without a uverbs device the test prints `skipped: ...` and passes, unless
+//! `RVERBS_REQUIRE_DEVICE=1`.
+
+mod common;
+
+use core::ffi::{c_char, c_int, c_void};
+use std::ffi::CString;
+use std::time::Instant;
+
+use common::*;
+use ibverbs::abi::*;
+use nix::libc;
+
+const SONAME: &str = "libibverbs.so.1";
+
+/// `IBV_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC`.
+const ACCESS_ALL: c_int = 1 | 2 | 4 | 8;
+/// `IBV_SEND_SIGNALED`.
+const SIGNALED: u32 = 2;
+/// `IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+const PD_AND_SEND_OPS: u32 = 1 | 1 << 6;
+/// `IBV_QP_EX_WITH_RDMA_WRITE` … `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+const SEND_OPS: u64 = 0x7f;
+/// `IBV_WC_STANDARD_FLAGS`.
+const WC_STANDARD: u64 = 0x7f;
+const ENOENT: c_int = libc::ENOENT;
+
+/// The exported functions the test calls, from the `dlopen`ed library.
+struct Lib {
+    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device,
+    open_device: unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context,
+    close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
+    alloc_pd: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd,
+    dealloc_pd: unsafe extern "C" fn(*mut ibv_pd) -> c_int,
+    reg_mr: unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr,
+    dereg_mr: unsafe extern "C" fn(*mut ibv_mr) -> c_int,
+    create_qp: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp,
+    modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
+    destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
+    destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
+    qp_to_qp_ex: unsafe extern "C" fn(*mut ibv_qp) -> *mut ibv_qp_ex,
+    query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
+    resize_cq: unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int,
+    rereg_mr: unsafe extern "C" fn(*mut ibv_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
+    create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
+    destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
+    init_ah_from_wc: unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_wc, *mut ibv_grh, *mut ibv_ah_attr) -> c_int,
+    create_ah_from_wc: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_wc, *mut ibv_grh, u8) -> *mut ibv_ah,
+}
+
+/// # Safety
+/// `T` is the C type of the function `name`.
+unsafe fn sym<T: Copy>(h: *mut c_void, name: &str) -> T {
+    let n = CString::new(name).unwrap();
+    // SAFETY: `h` is a live handle, `n` NUL-terminated.
+    let p = unsafe { libc::dlsym(h, n.as_ptr()) };
+    assert!(!p.is_null(), "{name} is not exported");
+    // SAFETY: the caller's contract: `T` is a function pointer type of `name`.
+    unsafe { core::mem::transmute_copy(&p) }
+}
+
+fn load(dir: &std::path::Path) -> Lib {
+    let path = CString::new(dir.join(SONAME).to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; the library has no constructors that
+    // need more than the loader.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!h.is_null(), "dlopen {}", path.to_string_lossy());
+    // SAFETY: each type is that name's C prototype in verbs.h 44.
+    unsafe {
+        Lib {
+            get_device_list: sym(h, "ibv_get_device_list"),
+            open_device: sym(h, "ibv_open_device"),
+            close_device: sym(h, "ibv_close_device"),
+            alloc_pd: sym(h, "ibv_alloc_pd"),
+            dealloc_pd: sym(h, "ibv_dealloc_pd"),
+            reg_mr: sym(h, "ibv_reg_mr"),
+            dereg_mr: sym(h, "ibv_dereg_mr"),
+            create_qp: sym(h, "ibv_create_qp"),
+            modify_qp: sym(h, "ibv_modify_qp"),
+            destroy_qp: sym(h, "ibv_destroy_qp"),
+            destroy_cq: sym(h, "ibv_destroy_cq"),
+            qp_to_qp_ex: sym(h, "ibv_qp_to_qp_ex"),
+            query_gid: sym(h, "ibv_query_gid"),
+            resize_cq: sym(h, "ibv_resize_cq"),
+            rereg_mr: sym(h, "ibv_rereg_mr"),
+            create_ah: sym(h, "ibv_create_ah"),
+            destroy_ah: sym(h, "ibv_destroy_ah"),
+            init_ah_from_wc: sym(h, "ibv_init_ah_from_wc"),
+            create_ah_from_wc: sym(h, "ibv_create_ah_from_wc"),
+        }
+    }
+}
+
+/// This thread's `write()` count so far (`syscw` of `/proc/thread-self/io`):
+/// rxe's doorbell is one `write()` on the uverbs fd.
+fn syscw() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("task I/O accounting");
+    io.lines().find_map(|l| l.strip_prefix("syscw: ")).and_then(|v| v.trim().parse().ok()).expect("syscw")
+}
+
+fn errno() -> c_int {
+    nix::errno::Errno::last_raw()
+}
+
+/// `verbs_get_ctx(ctx)`: the `verbs_context` 320 bytes before.
+///
+/// # Safety
+/// `c` is a context of the library.
+unsafe fn vctx<'a>(c: *mut ibv_context) -> &'a verbs_context {
+    // SAFETY: the caller's contract (the layout `verbs.h` documents).
+    unsafe { &*c.byte_sub(core::mem::offset_of!(verbs_context, context)).cast::<verbs_context>() }
+}
+
+type CreateCqEx = unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+type CreateQpEx = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+
+fn cq_attr(wc_flags: u64) -> ibv_cq_init_attr_ex {
+    ibv_cq_init_attr_ex {
+        cqe: 32,
+        cq_context: core::ptr::null_mut(),
+        channel: core::ptr::null_mut(),
+        comp_vector: 0,
+        wc_flags,
+        comp_mask: 0,
+        flags: 0,
+        parent_domain: core::ptr::null_mut(),
+    }
+}
+
+fn qp_attr_ex(pd: *mut ibv_pd, cq: *mut ibv_cq, send_ops: u64) -> ibv_qp_init_attr_ex {
+    ibv_qp_init_attr_ex {
+        qp_context: core::ptr::null_mut(),
+        send_cq: cq,
+        recv_cq: cq,
+        srq: core::ptr::null_mut(),
+        cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 32 },
+        qp_type: 2,
+        sq_sig_all: 0,
+        comp_mask: PD_AND_SEND_OPS,
+        pd,
+        xrcd: core::ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: core::ptr::null_mut(),
+        rx_hash_conf: [0; 3],
+        source_qpn: 0,
+        send_ops_flags: send_ops,
+    }
+}
+
+/// RESET → INIT → RTR → RTS towards `dest` (a QP of the same device, found
+/// through the GID at `sgid`).
+///
+/// # Safety
+/// `qp` is a live QP of `lib`.
+unsafe fn connect(lib: &Lib, qp: *mut ibv_qp, dest: u32, gid: [u8; 16], sgid: u8) {
+    // SAFETY: `ibv_qp_attr` is plain integers: all-zero is a valid value.
+    let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
+    a.qp_state = 1; // INIT
+    a.port_num = 1;
+    a.qp_access_flags = ACCESS_ALL as u32;
+    // STATE | ACCESS_FLAGS | PKEY_INDEX | PORT
+    // SAFETY: a live QP, the caller's attr.
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1 | 8 | 16 | 32) }, 0, "to INIT");
+    a.qp_state = 2; // RTR
+    a.path_mtu = 3; // 1024
+    a.dest_qp_num = dest;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.grh.dgid = gid;
+    a.ah_attr.grh.sgid_index = sgid;
+    a.ah_attr.grh.hop_limit = 1;
+    // STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER
+    let m = 1 | 128 | 256 | (1 << 20) | 4096 | (1 << 17) | (1 << 15);
+    // SAFETY: as above.
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, m) }, 0, "to RTR");
+    a.qp_state = 3; // RTS
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 0;
+    a.max_rd_atomic = 1;
+    // STATE | TIMEOUT | RETRY_CNT | RNR_RETRY | SQ_PSN | MAX_QP_RD_ATOMIC
+    let m = 1 | 512 | 1024 | 2048 | (1 << 16) | (1 << 13);
+    // SAFETY: as above.
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, m) }, 0, "to RTS");
+}
+
+/// What one completion said, through the `ibv_wc_read_*` readers.
+#[derive(Debug, PartialEq)]
+struct Done {
+    wr_id: u64,
+    status: u32,
+    opcode: u32,
+    byte_len: u32,
+    imm: u32,
+    qp_num: u32,
+    wc_flags: u32,
+}
+
+/// # Safety
+/// `cq` is a live CQ inside a polling span.
+unsafe fn read(cq: *mut ibv_cq_ex) -> Done {
+    // SAFETY: the caller's contract; the op pointers are the library's.
+    unsafe {
+        let c = &*cq;
+        let f = |s: Slot| core::mem::transmute::<Slot, unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>(s);
+        Done {
+            wr_id: c.wr_id,
+            status: c.status,
+            opcode: f(c.read_opcode)(cq),
+            byte_len: f(c.read_byte_len)(cq),
+            imm: u32::from_be(f(c.read_imm_data)(cq)),
+            qp_num: f(c.read_qp_num)(cq),
+            wc_flags: f(c.read_wc_flags)(cq),
+        }
+    }
+}
+
+/// `n` completions of `cq`, by `ibv_start_poll` / `ibv_next_poll` /
+/// `ibv_end_poll` spans.
+///
+/// # Safety
+/// `cq` is a live CQ of the library.
+unsafe fn poll(cq: *mut ibv_cq_ex, n: usize) -> Vec<Done> {
+    type Start = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int;
+    type Next = unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int;
+    type End = unsafe extern "C" fn(*mut ibv_cq_ex);
+    // SAFETY: the caller's contract; the op pointers are the library's.
+    let (start, next, end) = unsafe {
+        let c = &*cq;
+        (
+            core::mem::transmute::<Slot, Start>(c.start_poll),
+            core::mem::transmute::<Slot, Next>(c.next_poll),
+            core::mem::transmute::<Slot, End>(c.end_poll),
+        )
+    };
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < n {
+        assert!(t0.elapsed() < DEADLINE, "only {} of {n} completions: {out:?}", out.len());
+        let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
+        // SAFETY: a live CQ; spans are opened and closed by the rules.
+        let r = unsafe { start(cq, &mut attr) };
+        if r == ENOENT {
+            std::thread::yield_now();
+            continue;
+        }
+        assert_eq!(r, 0, "start_poll");
+        loop {
+            // SAFETY: inside the span.
+            out.push(unsafe { read(cq) });
+            // SAFETY: inside the span.
+            let r = unsafe { next(cq) };
+            if r == ENOENT {
+                break;
+            }
+            assert_eq!(r, 0, "next_poll");
+        }
+        // SAFETY: ends the span `start` opened.
+        unsafe { end(cq) };
+    }
+    out
+}
+
+/// The `ibv_qp_ex` ops, typed.
+struct Wr {
+    x: *mut ibv_qp_ex,
+}
+
+macro_rules! op {
+    ($self:ident.$f:ident($($a:expr),*) as fn($($t:ty),*) $(-> $r:ty)?) => {{
+        // SAFETY: a live QP; the slot holds the library's function of this C type.
+        unsafe {
+            let f = core::mem::transmute::<Slot, unsafe extern "C" fn(*mut ibv_qp_ex $(, $t)*) $(-> $r)?>((*$self.x).$f);
+            f($self.x $(, $a)*)
+        }
+    }};
+}
+
+impl Wr {
+    fn next(&self, wr_id: u64, flags: u32) {
+        // SAFETY: the fields a C caller sets before each builder.
+        unsafe {
+            (*self.x).wr_id = wr_id;
+            (*self.x).wr_flags = flags;
+        }
+    }
+    fn start(&self) {
+        op!(self.wr_start() as fn())
+    }
+    fn complete(&self) -> c_int {
+        op!(self.wr_complete() as fn() -> c_int)
+    }
+    fn abort(&self) {
+        op!(self.wr_abort() as fn())
+    }
+    fn send(&self) {
+        op!(self.wr_send() as fn())
+    }
+    fn send_imm(&self, imm: u32) {
+        op!(self.wr_send_imm(imm.to_be()) as fn(u32))
+    }
+    fn rdma_write(&self, rkey: u32, addr: u64) {
+        op!(self.wr_rdma_write(rkey, addr) as fn(u32, u64))
+    }
+    fn rdma_read(&self, rkey: u32, addr: u64) {
+        op!(self.wr_rdma_read(rkey, addr) as fn(u32, u64))
+    }
+    fn cas(&self, rkey: u32, addr: u64, compare: u64, swap: u64) {
+        op!(self.wr_atomic_cmp_swp(rkey, addr, compare, swap) as fn(u32, u64, u64, u64))
+    }
+    fn faa(&self, rkey: u32, addr: u64, add: u64) {
+        op!(self.wr_atomic_fetch_add(rkey, addr, add) as fn(u32, u64, u64))
+    }
+    fn sge(&self, lkey: u32, addr: u64, len: u32) {
+        op!(self.wr_set_sge(lkey, addr, len) as fn(u32, u64, u32))
+    }
+    fn sge_list(&self, l: &[ibv_sge]) {
+        op!(self.wr_set_sge_list(l.len(), l.as_ptr()) as fn(usize, *const ibv_sge))
+    }
+    fn inline(&self, d: &[u8]) {
+        op!(self.wr_set_inline_data(d.as_ptr() as *mut c_void, d.len()) as fn(*mut c_void, usize))
+    }
+    fn ud_addr(&self, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+        op!(self.wr_set_ud_addr(ah, qpn, qkey) as fn(*mut ibv_ah, u32, u32))
+    }
+    fn inline_list(&self, l: &[ibv_data_buf]) {
+        op!(self.wr_set_inline_data_list(l.len(), l.as_ptr()) as fn(usize, *const ibv_data_buf))
+    }
+}
+
+/// Posts one receive of `len` bytes at `addr`.
+///
+/// # Safety
+/// `ctx` and `qp` are live objects of the library.
+unsafe fn post_recv(ctx: *mut ibv_context, qp: *mut ibv_qp, wr_id: u64, addr: u64, len: u32, lkey: u32) {
+    type PostRecv = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+    let mut sge = ibv_sge { addr, length: len, lkey };
+    let mut wr = ibv_recv_wr { wr_id, next: core::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+    let mut bad = core::ptr::null_mut();
+    // SAFETY: the caller's contract; `ops.post_recv` is the library's.
+    let r = unsafe { core::mem::transmute::<Slot, PostRecv>((*ctx).ops.post_recv)(qp, &mut wr, &mut bad) };
+    assert_eq!(r, 0, "post_recv");
+}
+
+#[test]
+fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
+    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    if !need(dev.is_some(), "no uverbs device") {
+        return;
+    }
+    let Some(dir) = lib_dir() else {
+        need(false, "rverbs' libibverbs.so.1 was not built or installed");
+        return;
+    };
+    let dev = dev.unwrap();
+    let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
+    let lib = load(&dir);
+    // SAFETY: the whole test drives the C API by its contract: every pointer
+    // passed is a live object of the library or a buffer of this test that
+    // outlives the requests using it.
+    unsafe {
+        let mut n = 0;
+        let list = (lib.get_device_list)(&mut n);
+        let d = (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((*d).name.as_ptr() as *const c_char).to_str() == Ok(dev.name()))
+            .expect("the device is listed");
+        let ctx = (lib.open_device)(d);
+        assert!(!ctx.is_null());
+        let mut gid = [0u8; 16];
+        assert_eq!((lib.query_gid)(ctx, 1, c_int::from(sgid), &mut gid), 0);
+        let v = vctx(ctx);
+        let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
+        let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
+
+        // Bad flows answer NULL with EOPNOTSUPP, as rdma-core 44's rxe.
+        let mut bad = cq_attr(WC_STANDARD | 1 << 7); // COMPLETION_TIMESTAMP
+        assert!(create_cq_ex(ctx, &mut bad).is_null());
+        assert_eq!(errno(), libc::EOPNOTSUPP, "a timestamp CQ");
+
+        let mut ca = cq_attr(WC_STANDARD);
+        let (cq_a, cq_b) = (create_cq_ex(ctx, &mut ca), create_cq_ex(ctx, &mut ca));
+        assert!(!cq_a.is_null() && !cq_b.is_null(), "create_cq_ex: errno {}", errno());
+        assert!((*cq_a).cq.cqe >= 32);
+        let pd = (lib.alloc_pd)(ctx);
+        assert!(!pd.is_null());
+
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 7); // LOCAL_INV
+        assert!(create_qp_ex(ctx, &mut qa).is_null());
+        assert_eq!(errno(), libc::EOPNOTSUPP, "send ops rverbs does not post");
+        // A QP of ibv_create_qp has no ibv_qp_ex to give.
+        let mut plain = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq_a.cast(),
+            recv_cq: cq_a.cast(),
+            srq: core::ptr::null_mut(),
+            cap: qa.cap,
+            qp_type: 2,
+            sq_sig_all: 0,
+        };
+        let p = (lib.create_qp)(pd, &mut plain);
+        assert!(!p.is_null());
+        assert!((lib.qp_to_qp_ex)(p).is_null());
+        assert_eq!((lib.destroy_qp)(p), 0);
+
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS);
+        let mut qb = qp_attr_ex(pd, cq_b.cast(), SEND_OPS);
+        let (a, b) = (create_qp_ex(ctx, &mut qa), create_qp_ex(ctx, &mut qb));
+        assert!(!a.is_null() && !b.is_null(), "create_qp_ex: errno {}", errno());
+        assert!(qa.cap.max_inline_data >= 32, "caps written back: {}", qa.cap.max_inline_data);
+        let x = (lib.qp_to_qp_ex)(a);
+        assert_eq!(x, a.cast(), "ibv_qp_to_qp_ex of an extended QP is the QP");
+        connect(&lib, a, (*b).qp_num, gid, sgid);
+        connect(&lib, b, (*a).qp_num, gid, sgid);
+
+        // A's buffer: 0..64 write source, 64..128 read target (two SGEs),
+        // 128..136 CAS result, 136..144 FAA result. B's: 0..64 write target,
+        // 64..128 read source, 128 the atomic word, 256.. the receive.
+        let mut buf_a = vec![0u8; 4096];
+        let mut buf_b = vec![0u8; 4096];
+        for (i, x) in buf_a[..64].iter_mut().enumerate() {
+            *x = i as u8 ^ 0x5a;
+        }
+        for (i, x) in buf_b[64..128].iter_mut().enumerate() {
+            *x = i as u8 ^ 0xa5;
+        }
+        buf_b[128..136].copy_from_slice(&7u64.to_ne_bytes());
+        let mr_a = (lib.reg_mr)(pd, buf_a.as_mut_ptr().cast(), buf_a.len(), ACCESS_ALL);
+        let mr_b = (lib.reg_mr)(pd, buf_b.as_mut_ptr().cast(), buf_b.len(), ACCESS_ALL);
+        assert!(!mr_a.is_null() && !mr_b.is_null());
+        let (la, lb, rb) = ((*mr_a).lkey, (*mr_b).lkey, (*mr_b).rkey);
+        let (pa, pb) = (buf_a.as_ptr() as u64, buf_b.as_ptr() as u64);
+        post_recv(ctx, b, 900, pb + 256, 64, lb);
+
+        let w = Wr { x };
+        let inline_msg = *b"inline, copied when set";
+        let mut scratch = inline_msg;
+        w.start();
+        w.next(1, SIGNALED);
+        w.rdma_write(rb, pb);
+        w.sge(la, pa, 64);
+        w.next(2, SIGNALED);
+        w.send_imm(0x1234_5678);
+        w.inline(&scratch);
+        scratch.fill(0); // the library copied it already
+        w.next(3, SIGNALED);
+        w.rdma_read(rb, pb + 64);
+        w.sge_list(&[ibv_sge { addr: pa + 64, length: 24, lkey: la }, ibv_sge { addr: pa + 88, length: 40, lkey: la }]);
+        w.next(4, SIGNALED);
+        w.cas(rb, pb + 128, 7, 11);
+        w.sge(la, pa + 128, 8);
+        w.next(5, SIGNALED);
+        w.faa(rb, pb + 128, 100);
+        w.sge(la, pa + 136, 8);
+        let before = syscw();
+        assert_eq!(w.complete(), 0);
+        assert_eq!(syscw() - before, 1, "one doorbell (write) for the five requests");
+
+        let sent = poll(cq_a, 5);
+        let expect = |wr_id, opcode, byte_len| Done {
+            wr_id,
+            status: 0,
+            opcode,
+            byte_len,
+            imm: 0,
+            qp_num: (*a).qp_num,
+            wc_flags: 0,
+        };
+        // IBV_WC_RDMA_WRITE 1, SEND 0, RDMA_READ 2, COMP_SWAP 3, FETCH_ADD 4.
+        let want = [expect(1, 1, 64), expect(2, 0, 23), expect(3, 2, 64), expect(4, 3, 8), expect(5, 4, 8)];
+        for (got, want) in sent.iter().zip(&want) {
+            assert_eq!((got.wr_id, got.status, got.opcode), (want.wr_id, want.status, want.opcode), "{sent:?}");
+            assert_eq!(got.qp_num, want.qp_num, "{sent:?}");
+        }
+        let mut got = poll(cq_b, 1);
+        // IBV_WC_WITH_IMM 2 (rxe also sets IBV_WC_GRH 1 on RoCE).
+        assert_eq!(got[0].wc_flags & 2, 2, "{got:?}");
+        got[0].wc_flags &= !1;
+        // IBV_WC_RECV 128.
+        let want = Done {
+            wr_id: 900,
+            status: 0,
+            opcode: 128,
+            byte_len: 23,
+            imm: 0x1234_5678,
+            qp_num: (*b).qp_num,
+            wc_flags: 2,
+        };
+        assert_eq!(got, [want]);
+        assert_eq!(&buf_b[..64], &buf_a[..64], "RDMA write");
+        assert_eq!(&buf_b[256..256 + 23], &inline_msg, "inline send");
+        assert_eq!(&buf_a[64..128], &buf_b[64..128], "RDMA read into two SGEs");
+        assert_eq!(u64::from_ne_bytes(buf_a[128..136].try_into().unwrap()), 7, "CAS returns the old word");
+        assert_eq!(u64::from_ne_bytes(buf_a[136..144].try_into().unwrap()), 11, "FAA returns the swapped word");
+        assert_eq!(u64::from_ne_bytes(buf_b[128..136].try_into().unwrap()), 111, "CAS then FAA");
+
+        // ibv_post_send of a three-request list: one doorbell, all complete.
+        let mut sg = [0u64, 8, 16].map(|o| ibv_sge { addr: pa + o, length: 8, lkey: la });
+        let mut list: Vec<ibv_send_wr> = (0..3)
+            .map(|i| ibv_send_wr {
+                wr_id: 20 + i as u64,
+                next: core::ptr::null_mut(),
+                sg_list: &mut sg[i],
+                num_sge: 1,
+                opcode: 0, // IBV_WR_RDMA_WRITE
+                send_flags: SIGNALED,
+                imm_data: 0,
+                wr: [pb + 1024 + 8 * i as u64, u64::from(rb), 0, 0],
+                qp_type: 0,
+                bind_mw: [0; 6],
+            })
+            .collect();
+        let (l0, l1, l2) = (&mut list[0] as *mut ibv_send_wr, &mut list[1] as *mut _, &mut list[2] as *mut _);
+        (*l0).next = l1;
+        (*l1).next = l2;
+        type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        let mut bad_wr = core::ptr::null_mut();
+        let before = syscw();
+        assert_eq!(post_send(a, l0, &mut bad_wr), 0);
+        assert_eq!(syscw() - before, 1, "one doorbell (write) for the list");
+        assert_eq!(poll(cq_a, 3).iter().map(|d| (d.wr_id, d.status)).collect::<Vec<_>>(), [(20, 0), (21, 0), (22, 0)]);
+        assert_eq!(&buf_b[1024..1048], &buf_a[..24], "the list's writes");
+        // A malformed request in the middle: the one before it is posted,
+        // `*bad_wr` names it, the one after is not posted.
+        (*l1).opcode = 99;
+        assert_eq!(post_send(a, l0, &mut bad_wr), libc::EINVAL);
+        assert_eq!(bad_wr, l1);
+        assert_eq!(poll(cq_a, 1).iter().map(|d| d.wr_id).collect::<Vec<_>>(), [20]);
+
+        // ibv_resize_cq: `cq->cqe` follows, the CQ keeps working (below).
+        assert_eq!((lib.resize_cq)(cq_a.cast(), 128), 0);
+        assert!((*cq_a).cq.cqe >= 128, "cq->cqe after resize: {}", (*cq_a).cq.cqe);
+        assert_eq!((lib.resize_cq)(cq_a.cast(), 0), libc::EINVAL);
+        // ibv_rereg_mr: rdma-core 44's input checks (-1, EINVAL), a PD
+        // change refused (-4, EOPNOTSUPP, as rdma-core on rxe), and an access
+        // change done, or refused by a kernel without rereg for rxe.
+        let null: *mut c_void = core::ptr::null_mut();
+        for (flags, access) in [(8, 0), (1, 0), (0, ACCESS_ALL)] {
+            assert_eq!((lib.rereg_mr)(mr_a, flags, null.cast(), null, 0, access), -1, "flags {flags}");
+            assert_eq!(errno(), libc::EINVAL, "flags {flags}");
+        }
+        assert_eq!((lib.rereg_mr)(mr_a, 2, pd, null, 0, 0), -4);
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        let r = (lib.rereg_mr)(mr_a, 4, null.cast(), null, 0, ACCESS_ALL);
+        println!("ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS): {r}, errno {}", if r == 0 { 0 } else { errno() });
+        assert!(r == 0 || (r == -4 && errno() == libc::EOPNOTSUPP), "rereg access: {r}, errno {}", errno());
+        let la = (*mr_a).lkey; // the keys may have changed
+
+        // wr_abort posts nothing; the empty CQ answers ENOENT.
+        w.start();
+        w.next(6, SIGNALED);
+        w.send();
+        w.sge(la, pa, 8);
+        w.abort();
+        // A plain send and an inline list then complete, and nothing else.
+        post_recv(ctx, b, 901, pb + 256, 64, lb);
+        w.start();
+        w.next(7, SIGNALED);
+        w.send();
+        let parts = [
+            ibv_data_buf { addr: pa as *mut c_void, length: 4 },
+            ibv_data_buf { addr: (pa + 8) as *mut c_void, length: 4 },
+        ];
+        w.inline_list(&parts);
+        assert_eq!(w.complete(), 0);
+        assert_eq!(
+            poll(cq_a, 1).iter().map(|d| d.wr_id).collect::<Vec<_>>(),
+            [7],
+            "the aborted request was not posted"
+        );
+        let got = poll(cq_b, 1);
+        assert_eq!((got[0].wr_id, got[0].byte_len), (901, 8));
+        assert_eq!(&buf_b[256..260], &buf_a[0..4]);
+        assert_eq!(&buf_b[260..264], &buf_a[8..12]);
+        // The MR's (maybe new) lkey still gathers, through the resized CQ.
+        w.start();
+        w.next(10, SIGNALED);
+        w.rdma_write(rb, pb + 512);
+        w.sge(la, pa, 32);
+        assert_eq!(w.complete(), 0);
+        let d = poll(cq_a, 1);
+        assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (10, 0, 1), "{d:?}");
+        assert_eq!(&buf_b[512..544], &buf_a[..32]);
+        let mut pa_attr = ibv_poll_cq_attr { comp_mask: 0 };
+        let start = core::mem::transmute::<Slot, unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>(
+            (*cq_a).start_poll,
+        );
+        assert_eq!(start(cq_a, &mut pa_attr), ENOENT, "an empty CQ");
+        assert_eq!(errno(), ENOENT);
+
+        // Errors are remembered and returned by wr_complete; nothing is posted.
+        w.start();
+        w.next(8, SIGNALED);
+        w.send();
+        w.inline(&[0u8; 4096]);
+        assert_eq!(w.complete(), libc::ENOSPC, "inline data beyond max_inline_data");
+        w.start();
+        w.sge(la, pa, 8);
+        assert_eq!(w.complete(), libc::EINVAL, "a setter before any builder");
+        w.start();
+        w.next(9, SIGNALED);
+        w.send();
+        w.sge_list(&vec![ibv_sge { addr: pa, length: 1, lkey: la }; qa.cap.max_send_sge as usize + 1]);
+        assert_eq!(w.complete(), libc::ENOSPC, "more SGEs than max_send_sge");
+        w.start();
+        for i in 0..=qa.cap.max_send_wr {
+            w.next(100 + u64::from(i), 0);
+            w.send();
+        }
+        assert_eq!(w.complete(), libc::ENOSPC, "more requests than the send queue holds");
+        assert_eq!(start(cq_a, &mut pa_attr), ENOENT, "nothing was posted by the failed batches");
+
+        for q in [a, b] {
+            assert_eq!((lib.destroy_qp)(q), 0);
+        }
+        for m in [mr_a, mr_b] {
+            assert_eq!((lib.dereg_mr)(m), 0);
+        }
+        for c in [cq_a, cq_b] {
+            assert_eq!((lib.destroy_cq)(c.cast()), 0);
+        }
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// `ibv_poll_cq` through the context's op, until `n` completions.
+///
+/// # Safety
+/// `ctx` and `cq` are live objects of the library.
+unsafe fn poll_wc(ctx: *mut ibv_context, cq: *mut ibv_cq, n: usize) -> Vec<ibv_wc> {
+    type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+    // SAFETY: the caller's contract; `ops.poll_cq` is the library's.
+    let poll = unsafe { core::mem::transmute::<Slot, PollCq>((*ctx).ops.poll_cq) };
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < n {
+        assert!(t0.elapsed() < DEADLINE, "only {} of {n} completions", out.len());
+        // SAFETY: `ibv_wc` is plain integers.
+        let mut wc: ibv_wc = unsafe { core::mem::zeroed() };
+        // SAFETY: a live CQ, room for one completion.
+        match unsafe { poll(cq, 1, &mut wc) } {
+            0 => std::thread::yield_now(),
+            1 => out.push(wc),
+            r => panic!("ibv_poll_cq: {r}"),
+        }
+    }
+    out
+}
+
+/// RESET → INIT → RTR → RTS for a UD QP.
+///
+/// # Safety
+/// `qp` is a live UD QP of `lib`.
+unsafe fn ud_ready(lib: &Lib, qp: *mut ibv_qp, qkey: u32) {
+    // SAFETY: `ibv_qp_attr` is plain integers.
+    let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
+    a.qp_state = 1;
+    a.port_num = 1;
+    a.qkey = qkey;
+    // SAFETY: a live QP, the caller's attr. STATE | PKEY_INDEX | PORT | QKEY
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1 | 16 | 32 | 64) }, 0, "UD to INIT");
+    a.qp_state = 2;
+    // SAFETY: as above.
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1) }, 0, "UD to RTR");
+    a.qp_state = 3;
+    // SAFETY: as above. STATE | SQ_PSN
+    assert_eq!(unsafe { (lib.modify_qp)(qp, &mut a, 1 | (1 << 16)) }, 0, "UD to RTS");
+}
+
+#[test]
+fn ud_reply_through_an_ah_from_the_received_completion() {
+    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    if !need(dev.is_some(), "no uverbs device") {
+        return;
+    }
+    let Some(dir) = lib_dir() else {
+        need(false, "rverbs' libibverbs.so.1 was not built or installed");
+        return;
+    };
+    let dev = dev.unwrap();
+    let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
+    let lib = load(&dir);
+    const QKEY: u32 = 0x1111_2222;
+    // SAFETY: as in the RC test: the C API driven by its contract.
+    unsafe {
+        let mut n = 0;
+        let list = (lib.get_device_list)(&mut n);
+        let d = (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((*d).name.as_ptr() as *const c_char).to_str() == Ok(dev.name()))
+            .expect("the device is listed");
+        let ctx = (lib.open_device)(d);
+        let mut gid = [0u8; 16];
+        assert_eq!((lib.query_gid)(ctx, 1, c_int::from(sgid), &mut gid), 0);
+        let v = vctx(ctx);
+        let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
+        let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
+        let mut ca = cq_attr(WC_STANDARD);
+        let (cq_a, cq_b) = (create_cq_ex(ctx, &mut ca), create_cq_ex(ctx, &mut ca));
+        let pd = (lib.alloc_pd)(ctx);
+        // UD: IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM.
+        let mut bad = qp_attr_ex(pd, cq_a.cast(), SEND_OPS);
+        bad.qp_type = 4;
+        assert!(create_qp_ex(ctx, &mut bad).is_null(), "RDMA ops on a UD QP");
+        assert_eq!(errno(), libc::EOPNOTSUPP);
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), 4 | 8);
+        qa.qp_type = 4;
+        let mut qb = qp_attr_ex(pd, cq_b.cast(), 4 | 8);
+        qb.qp_type = 4;
+        let (a, b) = (create_qp_ex(ctx, &mut qa), create_qp_ex(ctx, &mut qb));
+        assert!(!a.is_null() && !b.is_null(), "UD create_qp_ex: errno {}", errno());
+        ud_ready(&lib, a, QKEY);
+        ud_ready(&lib, b, QKEY);
+        let mut buf_a = vec![0u8; 4096];
+        let mut buf_b = vec![0u8; 4096];
+        buf_a[..16].copy_from_slice(b"ud, a to b .....");
+        buf_b[1024..1040].copy_from_slice(b"ud, b back to a.");
+        let mr_a = (lib.reg_mr)(pd, buf_a.as_mut_ptr().cast(), buf_a.len(), 1);
+        let mr_b = (lib.reg_mr)(pd, buf_b.as_mut_ptr().cast(), buf_b.len(), 1);
+        let (la, lb) = ((*mr_a).lkey, (*mr_b).lkey);
+        let (pa, pb) = (buf_a.as_ptr() as u64, buf_b.as_ptr() as u64);
+
+        let mut attr = ibv_ah_attr {
+            grh: ibv_global_route { dgid: gid, flow_label: 0, sgid_index: sgid, hop_limit: 1, traffic_class: 0 },
+            dlid: 0,
+            sl: 0,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: 1,
+            port_num: 1,
+        };
+        let ah_ab = (lib.create_ah)(pd, &mut attr);
+        assert!(!ah_ab.is_null(), "create_ah: errno {}", errno());
+        post_recv(ctx, b, 50, pb, 128, lb); // 40 bytes of GRH area, then the payload
+        let w = Wr { x: (lib.qp_to_qp_ex)(a) };
+        w.start();
+        w.next(1, SIGNALED);
+        w.send_imm((*a).qp_num);
+        w.ud_addr(ah_ab, (*b).qp_num, QKEY);
+        w.sge(la, pa, 16);
+        assert_eq!(w.complete(), 0);
+        // A UD request without an address is refused by wr_complete.
+        w.start();
+        w.next(2, SIGNALED);
+        w.send();
+        w.sge(la, pa, 16);
+        assert_eq!(w.complete(), libc::EINVAL, "UD send without wr_set_ud_addr");
+
+        let sent = poll_wc(ctx, cq_a.cast(), 1);
+        assert_eq!((sent[0].wr_id, sent[0].status), (1, 0));
+        let mut got = poll_wc(ctx, cq_b.cast(), 1);
+        let wc = &mut got[0];
+        assert_eq!((wc.wr_id, wc.status, wc.byte_len), (50, 0, 40 + 16), "{:?}", (wc.wr_id, wc.status, wc.byte_len));
+        assert_eq!(wc.wc_flags & 1, 1, "IBV_WC_GRH on a RoCE UD receive");
+        assert_eq!(u32::from_be(wc.imm_data), (*a).qp_num);
+        assert_eq!(wc.src_qp, (*a).qp_num);
+        assert_eq!(&buf_b[40..56], &buf_a[..16]);
+
+        println!("GRH area of the receive: {:02x?}", &buf_b[..40]);
+        let grh = buf_b.as_mut_ptr().cast::<ibv_grh>();
+        let mut back: ibv_ah_attr = core::mem::zeroed();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, grh, &mut back), 0, "init_ah_from_wc: errno {}", errno());
+        assert_eq!(back.is_global, 1);
+        assert_eq!(back.port_num, 1);
+        assert_eq!(back.grh.dgid, gid, "the sender's GID (this device's own)");
+        assert_eq!(back.grh.sgid_index, sgid, "the local GID the packet was sent to");
+        assert_eq!(back.dlid, wc.slid);
+        let ah_ba = (lib.create_ah_from_wc)(pd, wc, grh, 1);
+        assert!(!ah_ba.is_null(), "create_ah_from_wc: errno {}", errno());
+
+        post_recv(ctx, a, 60, pa + 1024, 128, la);
+        let w = Wr { x: (lib.qp_to_qp_ex)(b) };
+        w.start();
+        w.next(3, SIGNALED);
+        w.send();
+        w.ud_addr(ah_ba, u32::from_be(wc.imm_data), QKEY);
+        w.sge(lb, pb + 1024, 16);
+        assert_eq!(w.complete(), 0);
+        assert_eq!(poll_wc(ctx, cq_b.cast(), 1)[0].status, 0);
+        let r = poll_wc(ctx, cq_a.cast(), 1);
+        assert_eq!((r[0].wr_id, r[0].status, r[0].src_qp), (60, 0, (*b).qp_num));
+        assert_eq!(&buf_a[1024 + 40..1024 + 56], &buf_b[1024..1040], "the reply through the AH from the completion");
+
+        // Bad flows, as rdma-core 44: a multicast destination GID (EINVAL),
+        // a header that is neither IPv6 nor IPv4 (EPROTONOSUPPORT).
+        let mut fake = [0u8; 40];
+        fake[0] = 0x60; // IPv6
+        fake[6] = 17; // UDP: RoCE v2
+        fake[24] = 0xff; // dgid ff..: multicast
+        let fake_grh = fake.as_mut_ptr().cast::<ibv_grh>();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, fake_grh, &mut back), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert!((lib.create_ah_from_wc)(pd, wc, fake_grh, 1).is_null());
+        assert_eq!(errno(), libc::EINVAL);
+        let mut junk = [0u8; 40];
+        let junk_grh = junk.as_mut_ptr().cast::<ibv_grh>();
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, junk_grh, &mut back), -1);
+        assert_eq!(errno(), libc::EPROTONOSUPPORT);
+        // Without IBV_WC_GRH the GRH area is not looked at (but for the flow label).
+        wc.wc_flags &= !1;
+        assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, junk_grh, &mut back), 0);
+        assert_eq!(back.is_global, 0);
+
+        for ah in [ah_ab, ah_ba] {
+            assert_eq!((lib.destroy_ah)(ah), 0);
+        }
+        for q in [a, b] {
+            assert_eq!((lib.destroy_qp)(q), 0);
+        }
+        for m in [mr_a, mr_b] {
+            assert_eq!((lib.dereg_mr)(m), 0);
+        }
+        for c in [cq_a, cq_b] {
+            assert_eq!((lib.destroy_cq)(c.cast()), 0);
+        }
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}

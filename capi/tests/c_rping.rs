@@ -1,0 +1,87 @@
+//! rdma-core's `rping` (Debian's librdmacm, unmodified) over rverbs'
+//! `libibverbs.so.1` (selected by `LD_LIBRARY_PATH` only): librdmacm's
+//! verbs calls (`ibv_get_device_list`, `ibv_open_device`, the
+//! `ibv_copy_*_from_kern` helpers, QP/CQ/MR/channel objects, post and
+//! poll) all land in rverbs, against a peer on rdma-core's library, both
+//! roles, and with both sides on rverbs; `-V` checks every ping's data.
+//!
+//! Without a uverbs device, `rping` or the CM node the tests print
+//! `skipped: ...` and pass, unless `RVERBS_REQUIRE_DEVICE=1`.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+/// The guest's RoCE address (rxe0's netdev).
+const IP: &str = "192.168.77.1";
+
+/// Waits until a CM id listens on `port` (iproute2's `rdma resource show
+/// cm_id` lists listeners with their address), or the server exited.
+fn wait_cm_listening(port: u16, server: &mut Proc) {
+    let start = Instant::now();
+    loop {
+        let out = std::process::Command::new("rdma").args(["resource", "show", "cm_id"]).output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let here = |l: &str| l.contains(&format!(":{port} ")) || l.trim_end().ends_with(&format!(":{port}"));
+        if text.lines().any(|l| l.contains("LISTEN") && here(l)) {
+            return;
+        }
+        if server.exited() || start.elapsed() > DEADLINE {
+            panic!("the server never listened on {port}:\n{text}\n{}", server.finish(Duration::ZERO).describe());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `rping -s` and `rping -c -C count -S size -V -v`, each on rverbs'
+/// library (`true`) or rdma-core's.
+fn rping(port: u16, count: u32, size: u32, server_lib: bool, client_lib: bool) {
+    let Some((_dev, lib, tool)) = setup("rping") else { return };
+    if !need(std::path::Path::new("/dev/infiniband/rdma_cm").exists(), "no /dev/infiniband/rdma_cm (rdma_ucm)") {
+        return;
+    }
+    let (p, c, s) = (port.to_string(), count.to_string(), size.to_string());
+    let strs = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let srv = strs(&["-s", "-a", IP, "-p", &p, "-S", &s, "-v"]);
+    let cli = strs(&["-c", "-a", IP, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
+    let pick = |ours: bool| ours.then_some(lib.as_path());
+    let mut sp = Proc::spawn(&tool, &srv, pick(server_lib));
+    wait_cm_listening(port, &mut sp);
+    let c_out = Proc::spawn(&tool, &cli, pick(client_lib)).finish(DEADLINE);
+    let s_out = sp.finish(if c_out.code == Some(0) { DEADLINE } else { Duration::from_secs(5) });
+    let both = format!("{}\n{}", s_out.describe(), c_out.describe());
+    for r in [&s_out, &c_out] {
+        assert!(!r.killed, "a side had to be killed:\n{both}");
+        assert_eq!(r.code, Some(0), "a side failed:\n{both}");
+        assert!(!r.stderr.contains("panicked"), "a side panicked:\n{both}");
+    }
+    let pings: Vec<&str> = c_out.stdout.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).collect();
+    let served: Vec<&str> = s_out.stdout.lines().filter(|l| l.starts_with("server ping data: rdma-ping-")).collect();
+    assert_eq!(pings.len(), count as usize, "{both}");
+    assert_eq!(served.len(), count as usize, "{both}");
+    for (i, (p, s)) in pings.iter().zip(&served).enumerate() {
+        assert!(p.starts_with(&format!("ping data: rdma-ping-{i}: ")), "{both}");
+        assert_eq!(p.len(), "ping data: ".len() + size as usize - 1, "a ping is S - 1 characters: {p}");
+        assert_eq!(&p["ping data: ".len()..], &s["server ping data: ".len()..], "{both}");
+    }
+    assert!(!c_out.stderr.contains("data mismatch"), "{both}");
+    assert!(s_out.stderr.contains("server DISCONNECT EVENT..."), "{both}");
+}
+
+#[test]
+fn rping_rverbs_server_rdma_core_client() {
+    rping(20301, 20, 4096, true, false);
+}
+
+#[test]
+fn rping_rdma_core_server_rverbs_client() {
+    rping(20302, 20, 4096, false, true);
+}
+
+#[test]
+fn rping_both_on_rverbs_and_other_sizes() {
+    rping(20303, 20, 4096, true, true);
+    rping(20304, 5, 26, true, false);
+    rping(20305, 5, 65535, false, true);
+}
