@@ -9,9 +9,9 @@
 
 mod common;
 
+use common::child::*;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rverbs::cm::{self, CmId, ConnParam, EventChannel, EventKind, Listener, PortSpace};
@@ -327,103 +327,6 @@ fn rverbs_listener_has_no_request(ch: &EventChannel) -> bool {
 
 // ---- rdma-core's programs ----
 
-/// A running child whose output is collected by two threads.
-struct Proc {
-    what: String,
-    child: Child,
-    out: Option<JoinHandle<String>>,
-    err: Option<JoinHandle<String>>,
-}
-
-struct Ended {
-    code: Option<i32>,
-    killed: bool,
-    stdout: String,
-    stderr: String,
-    what: String,
-}
-
-/// The last `n` bytes of `s` (whole characters).
-fn tail(s: &str, n: usize) -> &str {
-    let mut i = s.len().saturating_sub(n);
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    &s[i..]
-}
-
-impl Ended {
-    fn describe(&self) -> String {
-        format!(
-            "{}: exit {:?}{}\n--- stdout (tail) ---\n{}--- stderr (tail) ---\n{}",
-            self.what,
-            self.code,
-            if self.killed { " (KILLED at the deadline)" } else { "" },
-            tail(&self.stdout, 1500),
-            tail(&self.stderr, 3000)
-        )
-    }
-}
-
-impl Proc {
-    fn spawn(prog: &str, args: &[String]) -> Proc {
-        let what = format!("{prog} {}", args.join(" "));
-        let mut child = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-        let collect = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = r.read_to_end(&mut v);
-                String::from_utf8_lossy(&v).into_owned()
-            })
-        };
-        let out = Some(collect(Box::new(child.stdout.take().unwrap())));
-        let err = Some(collect(Box::new(child.stderr.take().unwrap())));
-        Proc { what, child, out, err }
-    }
-
-    fn finish(&mut self, limit: Duration) -> Ended {
-        let start = Instant::now();
-        let mut killed = false;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                break st;
-            }
-            if start.elapsed() >= limit {
-                killed = true;
-                let _ = self.child.kill();
-                break self.child.wait().expect("wait after kill");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Ended {
-            code: status.code(),
-            killed,
-            stdout: self.out.take().unwrap().join().unwrap(),
-            stderr: self.err.take().unwrap().join().unwrap(),
-            what: self.what.clone(),
-        }
-    }
-
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// rdma-core's program `name`, or `None` (skipped) on a host without it.
 fn oracle(name: &str) -> Option<String> {
     let path = std::env::var("PATH").unwrap_or_default();
@@ -438,36 +341,12 @@ fn oracle(name: &str) -> Option<String> {
     None
 }
 
-/// Waits until a CM id listens on `port` (iproute2's `rdma resource show
-/// cm_id` lists listeners with their address), or the server exited.
-fn wait_cm_listening(port: u16, server: &mut Proc) {
-    let start = Instant::now();
-    loop {
-        let out = common::run("/usr/bin/rdma", &["resource", "show", "cm_id"]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        if text.lines().any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} "))) {
-            return;
-        }
-        if text.lines().any(|l| l.contains("LISTEN") && l.trim_end().ends_with(&format!(":{port}"))) {
-            return;
-        }
-        if server.exited() || start.elapsed() > Duration::from_secs(60) {
-            panic!("the server never listened on {port}:\n{text}\n{}", server.finish(Duration::ZERO).describe());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn strings(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
-}
-
 /// Runs `server` until it listens on `port`, then `client`; both must
 /// exit 0. Returns both outputs.
 fn pair(port: u16, server: (&str, Vec<String>), client: (&str, Vec<String>)) -> (Ended, Ended) {
-    let mut s = Proc::spawn(server.0, &server.1);
+    let mut s = Proc::spawn(server.0, &server.1, None);
     wait_cm_listening(port, &mut s);
-    let c = Proc::spawn(client.0, &client.1).finish(DEADLINE);
+    let c = Proc::spawn(client.0, &client.1, None).finish(DEADLINE);
     let s = s.finish(if c.code == Some(0) { DEADLINE } else { Duration::from_secs(10) });
     let both = format!("{}\n{}", s.describe(), c.describe());
     for r in [&s, &c] {
@@ -568,14 +447,14 @@ fn rping_persistent_server_serves_several_clients() {
     require_cm!();
     let Some(theirs) = oracle("rping") else { return };
     let ours = common::rverbs_bin();
-    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", IP, "-p", "20111", "-S", "1024"]));
+    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", IP, "-p", "20111", "-S", "1024"]), None);
     wait_cm_listening(20111, &mut s);
     let cli = strings(&["-c", "-a", IP, "-p", "20111", "-C", "5", "-S", "1024", "-V"]);
     for _ in 0..2 {
-        let c = Proc::spawn(&theirs, &cli).finish(DEADLINE);
+        let c = Proc::spawn(&theirs, &cli, None).finish(DEADLINE);
         assert_eq!(c.code, Some(0), "{}", c.describe());
     }
-    let mut two: Vec<Proc> = (0..2).map(|_| Proc::spawn(&theirs, &cli)).collect();
+    let mut two: Vec<Proc> = (0..2).map(|_| Proc::spawn(&theirs, &cli, None)).collect();
     for c in &mut two {
         let c = c.finish(DEADLINE);
         assert_eq!(c.code, Some(0), "{}", c.describe());
@@ -776,7 +655,7 @@ fn ucmatose_ours_server_rdma_core_client() {
     let Some(theirs) = oracle("ucmatose") else { return };
     let server = std::thread::spawn(|| ucmatose_server(20202, 4, 10, 100));
     std::thread::sleep(Duration::from_millis(300));
-    let c = Proc::spawn(&theirs, &ucmatose_args(false, 20202)).finish(DEADLINE);
+    let c = Proc::spawn(&theirs, &ucmatose_args(false, 20202), None).finish(DEADLINE);
     assert_eq!(c.code, Some(0), "{}", c.describe());
     assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
     server.join().unwrap();
@@ -786,7 +665,7 @@ fn ucmatose_ours_server_rdma_core_client() {
 fn ucmatose_rdma_core_server_ours_client() {
     require_cm!();
     let Some(theirs) = oracle("ucmatose") else { return };
-    let mut s = Proc::spawn(&theirs, &ucmatose_args(true, 20203));
+    let mut s = Proc::spawn(&theirs, &ucmatose_args(true, 20203), None);
     wait_cm_listening(20203, &mut s);
     ucmatose_client(20203, 4, 10, 100);
     let s = s.finish(DEADLINE);
@@ -892,7 +771,7 @@ fn udaddy_ours_server_rdma_core_client() {
     let Some(theirs) = oracle("udaddy") else { return };
     let server = std::thread::spawn(|| udaddy_server(1, 10, 100));
     std::thread::sleep(Duration::from_millis(300));
-    let c = Proc::spawn(&theirs, &strings(&["-s", IP])).finish(DEADLINE);
+    let c = Proc::spawn(&theirs, &strings(&["-s", IP]), None).finish(DEADLINE);
     assert_eq!(c.code, Some(0), "{}", c.describe());
     assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
     server.join().unwrap();
@@ -902,7 +781,7 @@ fn udaddy_ours_server_rdma_core_client() {
 fn udaddy_rdma_core_server_ours_client() {
     require_cm!();
     let Some(theirs) = oracle("udaddy") else { return };
-    let mut s = Proc::spawn(&theirs, &strings(&["-b", IP]));
+    let mut s = Proc::spawn(&theirs, &strings(&["-b", IP]), None);
     wait_cm_listening(UDADDY_PORT, &mut s);
     udaddy_client(1, 10, 100);
     let s = s.finish(DEADLINE);

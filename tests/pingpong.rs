@@ -9,134 +9,17 @@
 
 mod common;
 
+use common::child::*;
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest any ping-pong of this file may take (TCG guests are slow).
 const DEADLINE: Duration = Duration::from_secs(90);
 /// Iterations per run: enough to exercise the loop, short in the VM.
 const ITERS: u32 = 50;
-
-/// A running child whose output is collected by two threads.
-struct Proc {
-    what: String,
-    child: Child,
-    out: Option<JoinHandle<String>>,
-    err: Option<JoinHandle<String>>,
-}
-
-/// How a child ended.
-struct Ended {
-    what: String,
-    code: Option<i32>,
-    killed: bool,
-    secs: f64,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ended {
-    fn describe(&self) -> String {
-        format!(
-            "{}: exit {:?}{} after {:.1} s\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.what,
-            self.code,
-            if self.killed { " (KILLED at the deadline)" } else { "" },
-            self.secs,
-            self.stdout,
-            self.stderr
-        )
-    }
-}
-
-fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        String::from_utf8_lossy(&v).into_owned()
-    })
-}
-
-impl Proc {
-    fn spawn(prog: &str, args: &[String]) -> Proc {
-        let what = format!("{prog} {}", args.join(" "));
-        let mut child = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-        let out = Some(collect(child.stdout.take().unwrap()));
-        let err = Some(collect(child.stderr.take().unwrap()));
-        Proc { what, child, out, err }
-    }
-
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-
-    /// Waits until the child exits or `limit` passed (then kills it).
-    fn finish(&mut self, limit: Duration) -> Ended {
-        let start = Instant::now();
-        let mut killed = false;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                break st;
-            }
-            if start.elapsed() >= limit {
-                killed = true;
-                let _ = self.child.kill();
-                break self.child.wait().expect("wait after kill");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Ended {
-            what: self.what.clone(),
-            code: status.code(),
-            killed,
-            secs: start.elapsed().as_secs_f64(),
-            stdout: self.out.take().unwrap().join().unwrap(),
-            stderr: self.err.take().unwrap().join().unwrap(),
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // A panicking test must not leave a server behind for the next one.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// True when a socket listens on TCP `port` (any address, v4 or v6).
-fn listening(port: u16) -> bool {
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).unwrap_or_default().lines().skip(1).any(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            cols.len() > 3
-                && cols[3] == "0A"
-                && cols[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
-        })
-    })
-}
-
-/// Waits for the server to listen (it prints its address first, then binds).
-fn wait_listening(port: u16, server: &mut Proc) {
-    let start = Instant::now();
-    while !listening(port) {
-        if server.exited() || start.elapsed() > Duration::from_secs(60) {
-            panic!("server never listened on port {port}:\n{}", server.finish(Duration::ZERO).describe());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn rverbs() -> String {
     common::rverbs_bin()
@@ -172,10 +55,6 @@ fn wire_gid(dev: &rverbs::Device) -> String {
     gid.0.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn strings(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
-}
-
 /// `N` of `N bytes in ...`.
 fn bytes_line(out: &str) -> Option<u64> {
     out.lines()
@@ -192,9 +71,9 @@ fn addresses(out: &str, label: &str) -> Vec<String> {
 /// must succeed, report `expect_bytes`, and have exchanged the addresses
 /// each printed.
 fn pingpong_pair(port: u16, server: (&str, Vec<String>), client: (&str, Vec<String>), expect_bytes: u64) {
-    let mut s = Proc::spawn(server.0, &server.1);
+    let mut s = Proc::spawn(server.0, &server.1, None);
     wait_listening(port, &mut s);
-    let c = Proc::spawn(client.0, &client.1).finish(DEADLINE);
+    let c = Proc::spawn(client.0, &client.1, None).finish(DEADLINE);
     let s = s.finish(if c.code == Some(0) { DEADLINE } else { Duration::from_secs(5) });
     let both = format!("{}\n{}", s.describe(), c.describe());
     for r in [&s, &c] {
@@ -346,7 +225,7 @@ fn assert_clean_failure(r: &Ended, want: &[&str]) {
 }
 
 fn run_ours(args: &[&str], limit: Duration) -> Ended {
-    Proc::spawn(&rverbs(), &strings(args)).finish(limit)
+    Proc::spawn(&rverbs(), &strings(args), None).finish(limit)
 }
 
 #[test]
@@ -484,7 +363,7 @@ fn with_fake_client(port: u16, extra: &[&str], talk: impl FnOnce(&mut TcpStream)
     let p = port.to_string();
     let mut args = vec!["pingpong", "-n", "5", "-p", &p, "--timeout", "5"];
     args.extend_from_slice(extra);
-    let mut server = Proc::spawn(&rverbs(), &strings(&args));
+    let mut server = Proc::spawn(&rverbs(), &strings(&args), None);
     wait_listening(port, &mut server);
     let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connect to our server");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

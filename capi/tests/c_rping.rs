@@ -11,28 +11,10 @@
 mod common;
 
 use common::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The guest's RoCE address (rxe0's netdev).
 const IP: &str = "192.168.77.1";
-
-/// Waits until a CM id listens on `port` (iproute2's `rdma resource show
-/// cm_id` lists listeners with their address), or the server exited.
-fn wait_cm_listening(port: u16, server: &mut Proc) {
-    let start = Instant::now();
-    loop {
-        let out = std::process::Command::new("rdma").args(["resource", "show", "cm_id"]).output();
-        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-        let here = |l: &str| l.contains(&format!(":{port} ")) || l.trim_end().ends_with(&format!(":{port}"));
-        if text.lines().any(|l| l.contains("LISTEN") && here(l)) {
-            return;
-        }
-        if server.exited() || start.elapsed() > DEADLINE {
-            panic!("the server never listened on {port}:\n{text}\n{}", server.finish(Duration::ZERO).describe());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `rping -s` and `rping -c -C count -S size -V -v`, each on rverbs'
 /// library (`true`) or rdma-core's.

@@ -4,6 +4,8 @@
 
 use std::process::{Command, Output};
 
+pub mod child;
+
 /// True when the harness promised a device (`RVERBS_REQUIRE_DEVICE=1`):
 /// then a test that would skip must fail instead.
 pub fn device_required() -> bool {
