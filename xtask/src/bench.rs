@@ -367,29 +367,6 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
     s
 }
 
-/// The files the guest sent, by name.
-pub fn collect_files(lines: &[String]) -> BTreeMap<String, Vec<String>> {
-    let mut files = BTreeMap::new();
-    let mut open: Option<(String, Vec<String>)> = None;
-    for l in lines {
-        if let Some(rest) = l.strip_prefix(MARK) {
-            let w: Vec<&str> = rest.split_whitespace().collect();
-            match w.as_slice() {
-                ["file", name] => open = Some((name.to_string(), Vec::new())),
-                ["end", name] => {
-                    if let Some((n, v)) = open.take().filter(|(n, _)| n == name) {
-                        files.insert(n, v);
-                    }
-                }
-                _ => {}
-            }
-        } else if let Some((_, v)) = open.as_mut() {
-            v.push(l.clone());
-        }
-    }
-    files
-}
-
 /// Host files of valgrind's callgrind that go into the guest:
 /// (guest path, host path, is a program whose libraries must come too).
 fn valgrind_files() -> Result<Vec<(String, PathBuf, bool)>> {
@@ -554,7 +531,7 @@ fn one_kernel(
         .iter()
         .find_map(|l| l.strip_prefix(MARK)?.trim().strip_prefix("cpus ")?.trim().parse().ok())
         .unwrap_or(knobs.cpus);
-    let files = collect_files(&lines);
+    let files = crate::console_files::collect(&lines, MARK);
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let accel = out.accel.describe();
     let meta = vec![release.clone(), accel.clone(), cpus.to_string()];
@@ -698,7 +675,7 @@ mod tests {
         let lines: Vec<String> = ["x", "@@BENCH file a.cli", "1", "2", "@@BENCH end a.cli", "@@BENCH step done 1.0"]
             .map(String::from)
             .to_vec();
-        let f = collect_files(&lines);
+        let f = crate::console_files::collect(&lines, MARK);
         assert_eq!(f.get("a.cli").map(Vec::len), Some(2));
     }
 }

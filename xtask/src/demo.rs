@@ -234,29 +234,6 @@ true
     )
 }
 
-/// The files the guest sent, by name.
-fn collect_files(lines: &[String]) -> BTreeMap<String, Vec<String>> {
-    let mut files = BTreeMap::new();
-    let mut open: Option<(String, Vec<String>)> = None;
-    for l in lines {
-        if let Some(rest) = l.strip_prefix(DEMO) {
-            let w: Vec<&str> = rest.split_whitespace().collect();
-            match w.as_slice() {
-                ["file", name] => open = Some((name.to_string(), Vec::new())),
-                ["end", name] => {
-                    if let Some((n, v)) = open.take().filter(|(n, _)| n == name) {
-                        files.insert(n, v);
-                    }
-                }
-                _ => {}
-            }
-        } else if let Some((_, v)) = open.as_mut() {
-            v.push(l.clone());
-        }
-    }
-    files
-}
-
 fn one_host(
     k: &Kernel,
     tools: &HostTools,
@@ -310,7 +287,7 @@ fn one_host(
         return Ok(1);
     }
     let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
-    let files = collect_files(&lines);
+    let files = crate::console_files::collect(&lines, DEMO);
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let mut r = Report::default();
     r.header(&release, &out.accel.describe(), cli);
@@ -1044,7 +1021,7 @@ mod tests {
         .lines()
         .map(String::from)
         .collect();
-        let files = collect_files(&console);
+        let files = crate::console_files::collect(&console, DEMO);
         assert_eq!(files.len(), 3);
         let n = names();
         let t = Traced::new(&files, "t", "server", &n);

@@ -25,6 +25,7 @@ mod bench_report;
 mod callgrind;
 mod cmd_test;
 mod cmd_vm;
+mod console_files;
 mod demo;
 mod downstream;
 mod elf;
