@@ -225,7 +225,7 @@ fn assert_clean_failure(r: &Ended, want: &[&str]) {
 }
 
 fn run_ours(args: &[&str], limit: Duration) -> Ended {
-    Proc::spawn(&rverbs(), &strings(args), None).finish(limit)
+    Proc::spawn(rverbs(), &strings(args), None).finish(limit)
 }
 
 #[test]
@@ -363,7 +363,7 @@ fn with_fake_client(port: u16, extra: &[&str], talk: impl FnOnce(&mut TcpStream)
     let p = port.to_string();
     let mut args = vec!["pingpong", "-n", "5", "-p", &p, "--timeout", "5"];
     args.extend_from_slice(extra);
-    let mut server = Proc::spawn(&rverbs(), &strings(&args), None);
+    let mut server = Proc::spawn(rverbs(), &strings(&args), None);
     wait_listening(port, &mut server);
     let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connect to our server");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -150,7 +150,7 @@ mod on_tokio {
 
     use super::AsyncCmEvents;
     use crate::asynch::TokioReadiness;
-    use crate::cm::{CmAddr, CmId, ConnInfo, ConnParam, Event, EventChannel, EventKind, PortSpace, UdInfo};
+    use crate::cm::{CmAddr, CmId, ConnParam, ConnectRequest, Event, EventChannel, EventKind, PortSpace, UdInfo};
     use crate::{Context, QueuePair, Result};
 
     impl AsyncCmEvents<TokioReadiness> {
@@ -301,77 +301,56 @@ mod on_tokio {
     }
 
     /// A connection request waiting for [`accept`](Self::accept) or
-    /// [`reject`](Self::reject); dropping it destroys its id.
+    /// [`reject`](Self::reject); dropping it destroys its id. Derefs to the
+    /// blocking API's [`ConnectRequest`] for what the request says (id,
+    /// private data, parameters, peer, device context), and carries the
+    /// stream of the id's own events for the accept to wait on.
     #[derive(Debug)]
     pub struct AsyncConnectRequest {
-        id: CmId,
+        request: ConnectRequest,
         events: AsyncCmEvents<TokioReadiness>,
-        private_data: Vec<u8>,
-        conn: Option<ConnInfo>,
+    }
+
+    impl Deref for AsyncConnectRequest {
+        type Target = ConnectRequest;
+        fn deref(&self) -> &ConnectRequest {
+            &self.request
+        }
     }
 
     impl AsyncConnectRequest {
         fn from_event(ev: &Event) -> Result<AsyncConnectRequest> {
-            let id = ev.id().clone();
             let ch = EventChannel::new()?;
-            id.migrate(&ch)?;
+            let request = ConnectRequest::from_event(ev, &ch)?;
             // Registered after the move: epoll reports an fd that is
             // readable already, so an event that came in between is seen.
             let events = AsyncCmEvents::new(ch)?;
-            Ok(AsyncConnectRequest {
-                id,
-                events,
-                private_data: ev.private_data().to_vec(),
-                conn: ev.conn_param().copied(),
-            })
-        }
-
-        /// The request's id.
-        pub fn id(&self) -> &CmId {
-            &self.id
-        }
-
-        /// The requester's private data (IB/RoCE: 56 bytes, zero-padded).
-        pub fn private_data(&self) -> &[u8] {
-            &self.private_data
-        }
-
-        /// The request's parameters (RC).
-        pub fn conn_param(&self) -> Option<&ConnInfo> {
-            self.conn.as_ref()
-        }
-
-        /// The requester's address.
-        pub fn peer_addr(&self) -> Option<CmAddr> {
-            self.id.peer_addr()
-        }
-
-        /// The context of the device the request came in on: make the QP there.
-        pub fn context(&self) -> Result<Context> {
-            self.id.context()
+            Ok(AsyncConnectRequest { request, events })
         }
 
         /// Accepts with `qp`: [`CmId::attach_qp`] and ACCEPT are issued by
         /// this call; the future (which borrows nothing) waits, for RC,
         /// for the peer's ready-to-use (ESTABLISHED).
         pub fn accept(
-            mut self,
+            self,
             qp: QueuePair,
             param: &ConnParam,
         ) -> impl Future<Output = Result<AsyncConnection>> + Send + 'static {
-            let sent = self.id.attach_qp(&qp).and_then(|()| self.id.accept(param));
+            let (id, private_data) = self.request.into_parts();
+            let mut events = self.events;
+            let sent = id.attach_qp(&qp).and_then(|()| id.accept(param));
             async move {
                 sent?;
-                if self.id.port_space() != PortSpace::Udp {
-                    self.events.expect(&self.id, EventKind::Established, "rdma_accept").await?;
+                if id.port_space() != PortSpace::Udp {
+                    events.expect(&id, EventKind::Established, "rdma_accept").await?;
                 }
-                Ok(AsyncConnection { qp, id: self.id, events: self.events, private_data: self.private_data, ud: None })
+                Ok(AsyncConnection { qp, id, events, private_data, ud: None })
             }
         }
 
         /// Rejects with `private_data` (148 bytes at most on IB/RoCE).
         pub fn reject(self, private_data: &[u8]) -> Result<()> {
-            self.id.reject(private_data)
+            self.request.reject(private_data)
         }
     }
 

@@ -130,9 +130,7 @@ impl Listener {
     pub fn get_request(&self, timeout: Option<Duration>) -> Result<ConnectRequest> {
         let t = timeout.unwrap_or(Duration::from_secs(u32::MAX.into()));
         let ev = wait_for(&self.id, EventKind::ConnectRequest, "rdma_get_request", t)?;
-        let id = ev.id().clone();
-        id.migrate(&EventChannel::new()?)?;
-        Ok(ConnectRequest { id, private_data: ev.private_data().to_vec(), conn: ev.conn_param().copied() })
+        ConnectRequest::from_event(&ev, &EventChannel::new()?)
     }
 }
 
@@ -147,6 +145,21 @@ pub struct ConnectRequest {
 }
 
 impl ConnectRequest {
+    /// The request a CONNECT_REQUEST event `ev` brought, its new id moved
+    /// to `ch` (`RDMA_USER_CM_CMD_MIGRATE_ID`, `rdma_migrate_id`).
+    pub(crate) fn from_event(ev: &Event, ch: &EventChannel) -> Result<ConnectRequest> {
+        let id = ev.id().clone();
+        id.migrate(ch)?;
+        Ok(ConnectRequest { id, private_data: ev.private_data().to_vec(), conn: ev.conn_param().copied() })
+    }
+
+    /// The id and the private data, for an accept that waits elsewhere
+    /// (the async [`AsyncConnectRequest`](crate::asynch::AsyncConnectRequest)).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn into_parts(self) -> (CmId, Vec<u8>) {
+        (self.id, self.private_data)
+    }
+
     /// The request's id.
     pub fn id(&self) -> &CmId {
         &self.id
