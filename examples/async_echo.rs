@@ -13,13 +13,13 @@
 //! cargo run --features tokio --example async_echo -- --loopback  # both, in one process
 //! ```
 
-// `pub(crate)`: tests/examples.rs runs this file too. Only `Role`, `PORT`
-// and `Result` are used here.
+// `pub(crate)`: tests/examples.rs runs this file too. Only `Role`, `PORT`,
+// `Result` and `device_ipv4` are used here.
 #[allow(dead_code)]
 #[path = "util/mod.rs"]
 pub(crate) mod util;
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use rverbs::asynch::{AsyncChannel, AsyncCmId, AsyncConnection, AsyncCq, AsyncListener, TokioReadiness};
@@ -57,7 +57,7 @@ pub fn run(role: Role) -> Result {
                 // IPv4 address of the first RDMA device's netdev.
                 let listener = AsyncListener::bind(SocketAddr::new([0, 0, 0, 0].into(), 0))?;
                 let port = listener.local_addr().ok_or("the listener has no address")?.port();
-                let addr = SocketAddr::new(device_ipv4()?, port);
+                let addr = SocketAddr::new(util::device_ipv4()?, port);
                 let server = tokio::spawn(serve(listener, Some(CLIENTS)));
                 let c = clients(addr).await;
                 let s = server.await.map_err(|e| format!("the server task: {e}"))?;
@@ -65,14 +65,6 @@ pub fn run(role: Role) -> Result {
             }
         }
     })
-}
-
-/// An IPv4 address of the first RDMA device (from its RoCE GIDs).
-fn device_ipv4() -> Result<IpAddr> {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
-    let gids = ctx.query_gid_table()?;
-    let ip = gids.iter().find_map(|g| g.gid.to_ipv4()).ok_or("the first RDMA device has no IPv4 address")?;
-    Ok(IpAddr::V4(ip))
 }
 
 /// Accepts clients (`limit` of them, or forever), each served by a task

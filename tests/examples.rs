@@ -15,6 +15,9 @@ mod async_echo;
 #[path = "../examples/atomics.rs"]
 mod atomics;
 #[allow(dead_code)]
+#[path = "../examples/cm_connect.rs"]
+mod cm_connect;
+#[allow(dead_code)]
 #[path = "../examples/rc_send_recv.rs"]
 mod rc_send_recv;
 #[allow(dead_code)]
@@ -48,6 +51,11 @@ fn rdma_write_read_example() {
 #[test]
 fn atomics_example() {
     loopback!(atomics)
+}
+
+#[test]
+fn cm_connect_example() {
+    loopback!(cm_connect)
 }
 
 #[test]

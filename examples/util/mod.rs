@@ -1,5 +1,6 @@
-//! What the examples share: who plays which side, and the TCP connection
-//! the endpoint handshake runs over. Not RDMA: plain `std::net`.
+//! What the examples share: who plays which side, the TCP connection the
+//! endpoint handshake runs over (plain `std::net`), and for the CM
+//! examples' loopback the device's IP address.
 
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
@@ -78,4 +79,14 @@ pub fn barrier(tcp: &mut TcpStream) -> Result {
     let mut b = [0u8];
     tcp.read_exact(&mut b)?;
     Ok(())
+}
+
+/// An IPv4 address of the first RDMA device (from its RoCE GIDs): where a
+/// CM example's `--loopback` client connects.
+#[allow(dead_code)] // the CM examples' loopback only
+pub fn device_ipv4() -> Result<std::net::IpAddr> {
+    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let gids = ctx.query_gid_table()?;
+    let ip = gids.iter().find_map(|g| g.gid.to_ipv4()).ok_or("the first RDMA device has no IPv4 address")?;
+    Ok(std::net::IpAddr::V4(ip))
 }
