@@ -39,6 +39,7 @@ mod endpoint;
 mod event;
 mod gid;
 mod mr;
+mod mw;
 mod pd;
 mod post;
 mod qp;
@@ -55,6 +56,7 @@ pub use endpoint::{Endpoint, RemoteMemory};
 pub use event::{AsyncEvent, AsyncEventType, EventObject};
 pub use gid::{Gid, GidEntry, GidType, Guid};
 pub use mr::{page_size, AccessFlags, MemoryRegion};
+pub use mw::{MemoryWindow, MwType};
 pub use pd::ProtectionDomain;
 pub use post::{RecvQueue, SendQueue};
 pub use qp::{ConnectOptions, QpAttr, QpCap, QpControl, QpInitAttr, QueuePair};
@@ -63,8 +65,8 @@ pub use rverbs_providers::driver::{DriverId, Provider};
 pub use rverbs_providers::qp_state::{optional_bits, required_bits, QpAttrMask, QpState, QpType, TransitionError};
 pub use rverbs_providers::sys::CmdPath;
 pub use rverbs_providers::wr::{
-    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcError, WcFlags,
-    WcOpcode, WcStatus,
+    inc_rkey, MwBind, PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc,
+    WcError, WcFlags, WcOpcode, WcStatus,
 };
 pub use rverbs_providers::{Errno, Error, ErrorKind, Result};
 pub use srq::{SharedReceiveQueue, SrqAttr};

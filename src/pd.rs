@@ -77,6 +77,11 @@ impl ProtectionDomain {
         self.inner.handle
     }
 
+    /// True when both are handles of one PD.
+    pub fn same_as(&self, other: &ProtectionDomain) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Deallocates the PD now, reporting the kernel's answer
     /// (`UVERBS_METHOD_PD_DESTROY`, `ibv_dealloc_pd`).
     ///

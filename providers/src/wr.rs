@@ -107,6 +107,43 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+    /// `IBV_WR_LOCAL_INV`: invalidates the memory window (type 2) or
+    /// memory region whose key this is, on this QP's device. No SGEs.
+    LocalInv(u32),
+    /// `IBV_WR_SEND_WITH_INV`: a SEND that invalidates, at the receiver,
+    /// the type 2 memory window whose rkey this is; the receive completes
+    /// with `WITH_INV` and the key in `Wc::imm_data`. RC only.
+    SendWithInv(u32),
+    /// `IBV_WR_BIND_MW`: binds a memory window to a range of a memory
+    /// region (RC and UC). No SGEs; the completion's opcode is `BIND_MW`.
+    BindMw(MwBind),
+}
+
+/// What a `BIND_MW` request binds (`struct ibv_mw_bind_info` with the
+/// window's keys), as the kernel reads it from the WQE: all numbers, so a
+/// stale one fails the bind (`MW_BIND_ERR`) rather than touching memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MwBind {
+    /// The window's current rkey (`ibv_mw.rkey`).
+    pub mw_rkey: u32,
+    /// The rkey the window has after the bind: the same index (upper 24
+    /// bits) with a new low byte (`ibv_inc_rkey`).
+    pub new_rkey: u32,
+    /// The memory region's lkey (it needs `MW_BIND` access).
+    pub mr_lkey: u32,
+    /// First byte of the bound range (an address inside the region).
+    pub addr: u64,
+    /// Bytes bound; 0 unbinds a type 1 window.
+    pub length: u64,
+    /// `IBV_ACCESS_*` the window grants (`REMOTE_READ`, `REMOTE_WRITE`,
+    /// `REMOTE_ATOMIC`; `ZERO_BASED` is refused).
+    pub access: u32,
+}
+
+/// `ibv_inc_rkey`: the next key of the same window (the low byte moves on).
+#[inline]
+pub const fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & 0xffff_ff00) | (rkey.wrapping_add(1) & 0xff)
 }
 
 impl SendOp {
@@ -121,7 +158,16 @@ impl SendOp {
             SendOp::RdmaRead(_) => IB_UVERBS_WR_RDMA_READ,
             SendOp::AtomicCmpAndSwp { .. } => IB_UVERBS_WR_ATOMIC_CMP_AND_SWP,
             SendOp::AtomicFetchAndAdd { .. } => IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD,
+            SendOp::LocalInv(_) => IB_UVERBS_WR_LOCAL_INV,
+            SendOp::SendWithInv(_) => IB_UVERBS_WR_SEND_WITH_INV,
+            SendOp::BindMw(_) => IB_UVERBS_WR_BIND_MW,
         }
+    }
+
+    /// True for the requests that act on this device only and carry no
+    /// data: `LOCAL_INV` and `BIND_MW`.
+    pub fn is_local(self) -> bool {
+        matches!(self, SendOp::LocalInv(_) | SendOp::BindMw(_))
     }
 
     /// True for the two atomics.
@@ -219,6 +265,23 @@ impl<'a> SendWr<'a> {
     #[inline]
     pub const fn fetch_add(wr_id: u64, sge: &'a [Sge<'a>], remote: RemoteAddr, add: u64) -> Self {
         Self::new(wr_id, SendOp::AtomicFetchAndAdd { remote, add }, sge)
+    }
+    /// `IBV_WR_LOCAL_INV` of `rkey` (a type 2 window's or a region's key).
+    #[inline]
+    pub const fn local_inv(wr_id: u64, rkey: u32) -> Self {
+        Self::new(wr_id, SendOp::LocalInv(rkey), &[])
+    }
+    /// `IBV_WR_SEND_WITH_INV` of the bytes `sgl` gathers, invalidating the
+    /// peer's type 2 window `rkey` (RC).
+    #[inline]
+    pub const fn send_inv(wr_id: u64, sgl: &'a [Sge<'a>], rkey: u32) -> Self {
+        Self::new(wr_id, SendOp::SendWithInv(rkey), sgl)
+    }
+    /// `IBV_WR_BIND_MW` (type 2 windows through the send queue; type 1
+    /// windows are bound the same way by `ibv_bind_mw`).
+    #[inline]
+    pub const fn bind_mw(wr_id: u64, bind: MwBind) -> Self {
+        Self::new(wr_id, SendOp::BindMw(bind), &[])
     }
     /// With a 32-bit immediate: a SEND becomes `SEND_WITH_IMM`, an RDMA
     /// WRITE becomes `RDMA_WRITE_WITH_IMM` (which consumes a receive at the
@@ -333,6 +396,9 @@ pub enum PostErrorKind {
     /// `index` are in the ring all the same (the kernel takes them on the
     /// next successful doorbell); `index` may equal the list's length.
     Doorbell(i32),
+    /// A `LOCAL_INV` or `BIND_MW` with SGEs or `INLINE` (they carry no
+    /// data), or a bind with `ZERO_BASED` access (libibverbs: `EINVAL`).
+    BadLocalOp,
     /// `INLINE` with SGEs through the safe API: inline payloads are read by
     /// the CPU at post time, so they must come as bytes (`post_send_inline`)
     /// or through the `unsafe` unchecked post.
@@ -358,6 +424,10 @@ impl std::fmt::Display for PostError {
             PostErrorKind::BadState => write!(f, "the QP's state does not accept this post"),
             PostErrorKind::UsesSrq => write!(f, "this QP receives from an SRQ: post receives to the SRQ"),
             PostErrorKind::TooLong => write!(f, "the SGE list is longer than 4 GiB"),
+            PostErrorKind::BadLocalOp => write!(
+                f,
+                "LOCAL_INV and BIND_MW carry no SGEs and no inline data, and a window cannot be bound ZERO_BASED"
+            ),
             PostErrorKind::InlineNeedsBytes => {
                 write!(f, "INLINE sends through the safe API take their payload as bytes (post_send_inline)")
             }

@@ -10,6 +10,7 @@ pub mod ah;
 pub mod cq;
 pub mod device;
 pub mod mr;
+pub mod mw;
 pub mod pd;
 pub mod qp;
 pub mod srq;

@@ -406,6 +406,12 @@ impl<M: Mmio> SendQueue<M> {
             SendOp::RdmaRead(_) => (opcode::RDMA_READ, 0),
             SendOp::AtomicCmpAndSwp { .. } => (opcode::ATOMIC_CS, 0),
             SendOp::AtomicFetchAndAdd { .. } => (opcode::ATOMIC_FA, 0),
+            // Memory windows and invalidation take UMR segments on mlx5,
+            // which this provider (tested against a model of the HCA) does
+            // not build yet.
+            SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {
+                return Err(PostErrorKind::OpcodeNotSupported)
+            }
         };
         let allowed = match self.qp_type {
             QpType::Rc => true,
@@ -485,6 +491,8 @@ impl<M: Mmio> SendQueue<M> {
                     ds = 3;
                 }
                 SendOp::Send | SendOp::SendWithImm(_) => {}
+                // Refused above.
+                SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {}
             }
             if let Some(av) = av {
                 // 48 bytes right after the control segment: same block.

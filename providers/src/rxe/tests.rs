@@ -9,8 +9,8 @@ use crate::rxe::mock::{recv_cqe, KSendWqe, MockKernel, JUNK};
 use crate::rxe::wqe::{self, SendLimits, Transport};
 use crate::rxe::{CqRing, Doorbell, Queue, RecvRing, SendRing};
 use crate::wr::{
-    PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode,
-    WcStatus,
+    inc_rkey, MwBind, PostError, PostErrorKind, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc,
+    WcFlags, WcOpcode, WcStatus,
 };
 use crate::Errno;
 
@@ -936,6 +936,8 @@ fn mock_decodes_every_opcode() {
                 assert_eq!((a.remote_addr, a.compare_add, a.rkey), (remote.addr, add, remote.rkey));
             }
             SendOp::Send => assert_eq!((w.iova, w.ex_raw), (0, 0)),
+            // Not in `ops` (they take no SGE): `golden_local_inv` and the next two.
+            SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => unreachable!(),
         }
     }
 }
@@ -1227,4 +1229,76 @@ fn send_ring_over_small_slots_panics() {
 #[should_panic(expected = "cannot hold a WQE")]
 fn recv_ring_over_small_slots_panics() {
     let _ = RecvRing::new(Queue::new_heap(4, 5), 1);
+}
+
+/// `LOCAL_INV`: opcode 7, the key in host order in `ex.invalidate_rkey`
+/// (@20), no SGEs, no length (libibverbs' rxe `wr_local_inv`).
+#[test]
+fn golden_local_inv() {
+    let wr = SendWr { flags: SendFlags::SIGNALED, ..SendWr::local_inv(21, 0x1234_5678) };
+    let mut want = want_send(21, 7, 2, 0, 0);
+    put_u32(&mut want, 20, 0x1234_5678);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+/// `SEND_WITH_INV`: opcode 9, the key @20 in host order, SGEs as a SEND.
+#[test]
+fn golden_send_with_inv() {
+    let sgl = [SGE_A];
+    let wr = SendWr { flags: SendFlags::SIGNALED, ..SendWr::send_inv(22, &sgl, 0xaabb_cc01) };
+    let mut want = want_send(22, 9, 2, 1, 0x1000);
+    put_u32(&mut want, 20, 0xaabb_cc01);
+    put_sge(&mut want, 208, SGE_A);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+/// `BIND_MW`: opcode 8, `wr.mw` = addr @24, length @32, mr_lkey @40,
+/// mw_rkey @44, rkey @48, access @52 (`struct rxe_send_wr`'s `mw`).
+#[test]
+fn golden_bind_mw() {
+    let bind = MwBind {
+        mw_rkey: 0x0000_1a05,
+        new_rkey: inc_rkey(0x0000_1a05),
+        mr_lkey: 0x0102_0304,
+        addr: 0x0000_7f00_1234_5100,
+        length: 0x300,
+        access: 0x2 | 0x4,
+    };
+    assert_eq!(bind.new_rkey, 0x0000_1a06);
+    let wr = SendWr { flags: SendFlags::SIGNALED, ..SendWr::bind_mw(23, bind) };
+    let mut want = want_send(23, 8, 2, 0, 0);
+    put_u64(&mut want, 24, bind.addr);
+    put_u64(&mut want, 32, 0x300);
+    put_u32(&mut want, 40, 0x0102_0304);
+    put_u32(&mut want, 44, 0x0000_1a05);
+    put_u32(&mut want, 48, 0x0000_1a06);
+    put_u32(&mut want, 52, 0x6);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+    // UC binds too; UD does neither.
+    assert_eq!(wqe::check_send(&wr, &UC), Ok(0));
+    refused(UD, SendWr { ud: Some(UD_DEST), ..wr }, PostErrorKind::OpcodeNotSupported);
+}
+
+#[test]
+fn inc_rkey_moves_the_low_byte_only() {
+    assert_eq!(inc_rkey(0x1234_56ff), 0x1234_5600);
+    assert_eq!(inc_rkey(0xffff_ffff), 0xffff_ff00);
+    assert_eq!(inc_rkey(0x0000_0100), 0x0000_0101);
+}
+
+/// Local operations carry no data, bind no zero-based window; LOCAL_INV
+/// and SEND_WITH_INV are RC's.
+#[test]
+fn refused_local_ops() {
+    let sgl = [SGE_A];
+    let bind = MwBind { mw_rkey: 1, new_rkey: 2, mr_lkey: 3, addr: 4, length: 5, access: 0x2 };
+    for op in [SendOp::LocalInv(1), SendOp::BindMw(bind)] {
+        refused(RC, wr_op(op, &sgl), PostErrorKind::BadLocalOp);
+        refused(RC, SendWr { flags: SendFlags::INLINE, ..wr_op(op, &[]) }, PostErrorKind::BadLocalOp);
+        assert_eq!(wqe::check_send(&wr_op(op, &[]), &RC), Ok(0));
+    }
+    let zero_based = MwBind { access: 0x2 | 0x20, ..bind };
+    refused(RC, wr_op(SendOp::BindMw(zero_based), &[]), PostErrorKind::BadLocalOp);
+    refused(UC, wr_op(SendOp::LocalInv(1), &[]), PostErrorKind::OpcodeNotSupported);
+    refused(UC, wr_op(SendOp::SendWithInv(1), &sgl), PostErrorKind::OpcodeNotSupported);
 }

@@ -9,10 +9,11 @@
 use core::mem::offset_of;
 use core::ptr;
 
+use rverbs_uapi::ib_user_verbs::IB_UVERBS_ACCESS_ZERO_BASED;
 use rverbs_uapi::ib_verbs_values::{
     IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE,
 };
-use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe, rxe_send_wr_ud};
+use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe, rxe_send_wr_mw, rxe_send_wr_ud};
 
 use crate::rxe::av::Av;
 use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
@@ -37,6 +38,16 @@ const WR_UNION: usize = 24;
 const UD_AH_NUM: usize = WR_UNION + offset_of!(rxe_send_wr_ud, ah_num);
 const UD_AV: usize = WR_UNION + offset_of!(rxe_send_wr_ud, av);
 const _: () = assert!(UD_AH_NUM == 36 && UD_AV == 56 && offset_of!(rxe_send_wqe, wr) == 0);
+/// `ex.imm_data` / `ex.invalidate_rkey`.
+const EX: usize = 20;
+/// `wr.mw`'s fields (a bind).
+const MW_ADDR: usize = WR_UNION + offset_of!(rxe_send_wr_mw, addr);
+const MW_LENGTH: usize = WR_UNION + offset_of!(rxe_send_wr_mw, length);
+const MW_MR_LKEY: usize = WR_UNION + offset_of!(rxe_send_wr_mw, mr_lkey);
+const MW_MW_RKEY: usize = WR_UNION + offset_of!(rxe_send_wr_mw, mw_rkey);
+const MW_RKEY: usize = WR_UNION + offset_of!(rxe_send_wr_mw, rkey);
+const MW_ACCESS: usize = WR_UNION + offset_of!(rxe_send_wr_mw, access);
+const _: () = assert!(MW_ADDR == 24 && MW_LENGTH == 32 && MW_MR_LKEY == 40 && MW_ACCESS == 52);
 
 /// QP transport, as far as posting cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,9 +76,14 @@ pub struct SendLimits {
 pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
     let allowed = match lim.transport {
         Transport::Rc => true,
-        Transport::Uc => {
-            matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..))
-        }
+        Transport::Uc => matches!(
+            wr.op,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::RdmaWrite(_)
+                | SendOp::RdmaWriteWithImm(..)
+                | SendOp::BindMw(_)
+        ),
         Transport::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
     };
     if !allowed {
@@ -76,6 +92,9 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
     if (lim.transport == Transport::Ud) != wr.ud.is_some() || wr.ud.is_some_and(|u| u.ah_num == 0) {
         // AH number 0 would make the kernel read an (empty) address vector.
         return Err(PostErrorKind::BadDestination);
+    }
+    if wr.op.is_local() {
+        return check_local(wr);
     }
     // One SGE is the common case: skip the (unrolled, vectorised) loop.
     let total: u64 = match wr.sgl {
@@ -109,6 +128,17 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
         }
     }
     Ok(total as u32)
+}
+
+/// `LOCAL_INV` and `BIND_MW` carry no data (libibverbs' rxe: `EINVAL`),
+/// and rxe cannot bind a window zero-based.
+#[cold]
+fn check_local(wr: &SendWr<'_>) -> Result<u32, PostErrorKind> {
+    let zero_based = matches!(wr.op, SendOp::BindMw(b) if b.access & IB_UVERBS_ACCESS_ZERO_BASED != 0);
+    if !wr.sgl.is_empty() || wr.flags.contains(crate::wr::SendFlags::INLINE) || zero_based {
+        return Err(PostErrorKind::BadLocalOp);
+    }
+    Ok(0)
 }
 
 /// Writes `v` at byte offset `off` of `dst`.
@@ -194,6 +224,16 @@ pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, a
                 put(dst, 32, add);
                 put(dst, 48, remote.rkey);
                 iova = remote.addr;
+            }
+            // The key in host order, as libibverbs' rxe stores it.
+            SendOp::LocalInv(rkey) | SendOp::SendWithInv(rkey) => put(dst, EX, rkey),
+            SendOp::BindMw(b) => {
+                put(dst, MW_ADDR, b.addr);
+                put(dst, MW_LENGTH, b.length);
+                put(dst, MW_MR_LKEY, b.mr_lkey);
+                put(dst, MW_MW_RKEY, b.mw_rkey);
+                put(dst, MW_RKEY, b.new_rkey);
+                put(dst, MW_ACCESS, b.access);
             }
         }
         if let Some(ud) = wr.ud {
