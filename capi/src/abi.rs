@@ -60,8 +60,8 @@ pub struct verbs_device {
 pub struct ibv_context_ops {
     /// `_compat_query_device` … `_compat_dereg_mr` (7 slots).
     pub _compat0: [Slot; 7],
-    /// `alloc_mw`: NULL until memory windows exist (the inline
-    /// `ibv_alloc_mw` checks it and answers EOPNOTSUPP).
+    /// `alloc_mw`, `bind_mw`, `dealloc_mw`: rverbs' memory windows
+    /// (`mw.rs`).
     pub alloc_mw: Slot,
     pub bind_mw: Slot,
     pub dealloc_mw: Slot,
@@ -519,6 +519,35 @@ pub struct ibv_mr {
     pub rkey: u32,
 }
 
+/// `struct ibv_mw` (32 bytes).
+#[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub mw_type: u32,
+}
+
+/// `struct ibv_mw_bind_info` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: u32,
+}
+
+/// `struct ibv_mw_bind` (48 bytes).
+#[repr(C)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    pub send_flags: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
 /// `struct ibv_comp_channel` (16 bytes).
 #[repr(C)]
 pub struct ibv_comp_channel {
@@ -845,6 +874,9 @@ layout!(PthreadCond, 48);
 layout!(ibv_pd, 16, context = 0, handle = 8);
 layout!(ibv_mr, 48, context = 0, pd = 8, addr = 16, length = 24, handle = 32, lkey = 36, rkey = 40);
 layout!(ibv_comp_channel, 16, context = 0, fd = 8, refcnt = 12);
+layout!(ibv_mw, 32, context = 0, pd = 8, rkey = 16, handle = 20, mw_type = 24);
+layout!(ibv_mw_bind_info, 32, mr = 0, addr = 8, length = 16, mw_access_flags = 24);
+layout!(ibv_mw_bind, 48, wr_id = 0, send_flags = 8, bind_info = 16);
 layout!(
     ibv_cq,
     128,

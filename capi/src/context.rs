@@ -46,9 +46,9 @@ fn context_ops() -> ibv_context_ops {
     let null = dummy_null as Slot;
     ibv_context_ops {
         _compat0: [int, int, null, null, null, null, null],
-        alloc_mw: core::ptr::null(),
-        bind_mw: int,
-        dealloc_mw: int,
+        alloc_mw: crate::mw::alloc_mw as Slot,
+        bind_mw: crate::mw::bind_mw as Slot,
+        dealloc_mw: crate::mw::dealloc_mw as Slot,
         _compat_create_cq: null,
         poll_cq: crate::cq::poll_cq as Slot,
         req_notify_cq: crate::cq::req_notify_cq as Slot,

@@ -26,6 +26,7 @@ mod event;
 mod export;
 mod marshall;
 mod misc;
+mod mw;
 mod pd;
 mod qp;
 mod qp_ex;

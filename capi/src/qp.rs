@@ -407,6 +407,21 @@ fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
         4 => SendOp::RdmaRead(remote),
         5 => SendOp::AtomicCmpAndSwp { remote: atomic, compare: w.wr[1], swap: w.wr[2] },
         6 => SendOp::AtomicFetchAndAdd { remote: atomic, add: w.wr[1] },
+        // `invalidate_rkey` shares `imm_data`'s place, in host order.
+        7 => SendOp::LocalInv(w.imm_data),
+        8 => {
+            let mw = w.bind_mw[0] as *const crate::abi::ibv_mw;
+            let info = crate::abi::ibv_mw_bind_info {
+                mr: w.bind_mw[2] as *mut crate::abi::ibv_mr,
+                addr: w.bind_mw[3],
+                length: w.bind_mw[4],
+                mw_access_flags: w.bind_mw[5] as u32,
+            };
+            // SAFETY: `bind_mw.mw` and `bind_info.mr` of a BIND_MW request
+            // are live objects of ours (the C contract; the MR may be NULL).
+            SendOp::BindMw(unsafe { crate::mw::bind_of(mw, w.bind_mw[1] as u32, &info) }?)
+        }
+        9 => SendOp::SendWithInv(w.imm_data),
         _ => return None,
     })
 }

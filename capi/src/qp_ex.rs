@@ -44,14 +44,19 @@ const WITH_SEND_WITH_IMM: u64 = 1 << 3;
 const WITH_RDMA_READ: u64 = 1 << 4;
 const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+const WITH_LOCAL_INV: u64 = 1 << 7;
+const WITH_BIND_MW: u64 = 1 << 8;
+const WITH_SEND_WITH_INV: u64 = 1 << 9;
 
-/// The send ops a QP type may ask for (rxe's sets, less local/send
-/// invalidate, bind MW and atomic write, which rverbs does not post yet).
+/// The send ops a QP type may ask for: rxe's sets, less flush and atomic
+/// write, which rverbs does not post yet, and SEND_WITH_INV on UC (rverbs
+/// invalidates remotely on RC only).
 fn supported_send_ops(qp_type: u32) -> Option<u64> {
     let uc = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM | WITH_SEND | WITH_SEND_WITH_IMM;
+    let rc_only = WITH_RDMA_READ | WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD | WITH_LOCAL_INV;
     match qp_type {
-        2 => Some(uc | WITH_RDMA_READ | WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD),
-        3 => Some(uc),
+        2 => Some(uc | rc_only | WITH_BIND_MW | WITH_SEND_WITH_INV),
+        3 => Some(uc | WITH_BIND_MW),
         4 => Some(WITH_SEND | WITH_SEND_WITH_IMM),
         _ => None,
     }
@@ -180,6 +185,9 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
     x.wr_rdma_read = pick(WITH_RDMA_READ, wr_rdma_read as Slot);
     x.wr_atomic_cmp_swp = pick(WITH_ATOMIC_CMP_AND_SWP, wr_atomic_cmp_swp as Slot);
     x.wr_atomic_fetch_add = pick(WITH_ATOMIC_FETCH_AND_ADD, wr_atomic_fetch_add as Slot);
+    x.wr_local_inv = pick(WITH_LOCAL_INV, wr_local_inv as Slot);
+    x.wr_bind_mw = pick(WITH_BIND_MW, wr_bind_mw as Slot);
+    x.wr_send_inv = pick(WITH_SEND_WITH_INV, wr_send_inv as Slot);
     x.wr_set_ud_addr = wr_set_ud_addr as Slot;
     x.wr_set_inline_data = wr_set_inline_data as Slot;
     x.wr_set_inline_data_list = wr_set_inline_data_list as Slot;
@@ -339,6 +347,39 @@ unsafe extern "C" fn wr_send(p: *mut ibv_qp_ex) {
 unsafe extern "C" fn wr_send_imm(p: *mut ibv_qp_ex, imm: u32) {
     // SAFETY: the C contract: a live QP of ours.
     unsafe { build(p, SendOp::SendWithImm(u32::from_be(imm))) }
+}
+
+/// `void wr_send_inv(struct ibv_qp_ex *, uint32_t invalidate_rkey)`.
+unsafe extern "C" fn wr_send_inv(p: *mut ibv_qp_ex, rkey: u32) {
+    // SAFETY: the C contract: a live QP of ours.
+    unsafe { build(p, SendOp::SendWithInv(rkey)) }
+}
+
+/// `void wr_local_inv(struct ibv_qp_ex *, uint32_t invalidate_rkey)`.
+unsafe extern "C" fn wr_local_inv(p: *mut ibv_qp_ex, rkey: u32) {
+    // SAFETY: the C contract: a live QP of ours.
+    unsafe { build(p, SendOp::LocalInv(rkey)) }
+}
+
+/// `void wr_bind_mw(struct ibv_qp_ex *, struct ibv_mw *, uint32_t rkey,
+/// const struct ibv_mw_bind_info *)`: the window gets `rkey` (the caller's
+/// choice, usually `ibv_inc_rkey(mw->rkey)`); a zero-based bind fails the
+/// batch with EINVAL at `wr_complete`.
+unsafe extern "C" fn wr_bind_mw(
+    p: *mut ibv_qp_ex,
+    mw: *mut crate::abi::ibv_mw,
+    rkey: u32,
+    info: *const crate::abi::ibv_mw_bind_info,
+) {
+    // SAFETY: the C contract: `info` is the caller's struct, `mw` and
+    // `info.mr` live objects of ours (the MR may be NULL).
+    let bind = unsafe { info.as_ref().and_then(|i| crate::mw::bind_of(mw, rkey, i)) };
+    match bind {
+        // SAFETY: the C contract: a live QP of ours.
+        Some(b) => unsafe { build(p, SendOp::BindMw(b)) },
+        // SAFETY: as above.
+        None => unsafe { batch(p) }.1.fail(EINVAL),
+    }
 }
 
 /// `void wr_rdma_write(struct ibv_qp_ex *, uint32_t rkey, uint64_t remote_addr)`.

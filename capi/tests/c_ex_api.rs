@@ -341,6 +341,12 @@ impl Wr {
     fn ud_addr(&self, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
         op!(self.wr_set_ud_addr(ah, qpn, qkey) as fn(*mut ibv_ah, u32, u32))
     }
+    fn bind_mw(&self, mw: *mut ibv_mw, rkey: u32, info: &ibv_mw_bind_info) {
+        op!(self.wr_bind_mw(mw, rkey, info as *const ibv_mw_bind_info) as fn(*mut ibv_mw, u32, *const ibv_mw_bind_info))
+    }
+    fn local_inv(&self, rkey: u32) {
+        op!(self.wr_local_inv(rkey) as fn(u32))
+    }
     fn inline_list(&self, l: &[ibv_data_buf]) {
         op!(self.wr_set_inline_data_list(l.len(), l.as_ptr()) as fn(usize, *const ibv_data_buf))
     }
@@ -403,7 +409,7 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         let pd = (lib.alloc_pd)(ctx);
         assert!(!pd.is_null());
 
-        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 7); // LOCAL_INV
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 12); // ATOMIC_WRITE
         assert!(create_qp_ex(ctx, &mut qa).is_null());
         assert_eq!(errno(), libc::EOPNOTSUPP, "send ops rverbs does not post");
         // A QP of ibv_create_qp has no ibv_qp_ex to give.
@@ -823,6 +829,200 @@ fn ud_reply_through_an_ah_from_the_received_completion() {
 
         for ah in [ah_ab, ah_ba] {
             assert_eq!((lib.destroy_ah)(ah), 0);
+        }
+        for q in [a, b] {
+            assert_eq!((lib.destroy_qp)(q), 0);
+        }
+        for m in [mr_a, mr_b] {
+            assert_eq!((lib.dereg_mr)(m), 0);
+        }
+        for c in [cq_a, cq_b] {
+            assert_eq!((lib.destroy_cq)(c.cast()), 0);
+        }
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// `IBV_QP_EX_WITH_LOCAL_INV | BIND_MW | SEND_WITH_INV`.
+const MW_OPS: u64 = 1 << 7 | 1 << 8 | 1 << 9;
+/// `IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND`: remote access only through windows.
+const MW_TARGET: c_int = 1 | 16;
+/// `IBV_ACCESS_REMOTE_WRITE`.
+const REMOTE_WRITE: u32 = 2;
+/// `IBV_WC_RDMA_WRITE`, `IBV_WC_BIND_MW`, `IBV_WC_LOCAL_INV`; `IBV_WC_REM_ACCESS_ERR`.
+const WC_RDMA_WRITE: u32 = 1;
+const WC_BIND_MW: u32 = 5;
+const WC_LOCAL_INV: u32 = 6;
+const WC_REM_ACCESS_ERR: u32 = 10;
+
+/// Memory windows the way pyverbs' `MWTest` and C programs use them: the
+/// context's `alloc_mw`/`bind_mw`/`dealloc_mw` ops (what the `verbs.h`
+/// inlines call), a type 1 window bound by `ibv_bind_mw` (its `rkey` field
+/// moves on), a type 2 window bound by an `IBV_WR_BIND_MW` request through
+/// `ibv_post_send` and another by `wr_bind_mw`, each opened to the peer's
+/// RDMA WRITE and closed again (a zero-length type 1 bind, `wr_local_inv`,
+/// `IBV_WR_LOCAL_INV`), the peer's write then failing with REM_ACCESS_ERR;
+/// `ibv_dealloc_pd` answers EBUSY while windows exist.
+#[test]
+fn memory_windows_through_the_c_abi() {
+    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    if !need(dev.is_some(), "no uverbs device") {
+        return;
+    }
+    let Some(dir) = lib_dir() else {
+        need(false, "rverbs' libibverbs.so.1 was not built or installed");
+        return;
+    };
+    let dev = dev.unwrap();
+    let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
+    let lib = load(&dir);
+    type AllocMw = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut ibv_mw;
+    type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
+    type DeallocMw = unsafe extern "C" fn(*mut ibv_mw) -> c_int;
+    type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+    // SAFETY: the test drives the C API by its contract: every pointer passed
+    // is a live object of the library or a buffer of this test that outlives
+    // the requests using it.
+    unsafe {
+        let mut n = 0;
+        let list = (lib.get_device_list)(&mut n);
+        let d = (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((*d).name.as_ptr() as *const c_char).to_str() == Ok(dev.name()))
+            .expect("the device is listed");
+        let ctx = (lib.open_device)(d);
+        assert!(!ctx.is_null());
+        let mut gid = [0u8; 16];
+        assert_eq!((lib.query_gid)(ctx, 1, c_int::from(sgid), &mut gid), 0);
+        let v = vctx(ctx);
+        let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
+        let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
+        let ops = &(*ctx).ops;
+        assert!(!ops.alloc_mw.is_null(), "alloc_mw is set (the inline answers EOPNOTSUPP when it is NULL)");
+        let alloc_mw = core::mem::transmute::<Slot, AllocMw>(ops.alloc_mw);
+        let bind_mw = core::mem::transmute::<Slot, BindMw>(ops.bind_mw);
+        let dealloc_mw = core::mem::transmute::<Slot, DeallocMw>(ops.dealloc_mw);
+        let post_send = core::mem::transmute::<Slot, PostSend>(ops.post_send);
+
+        let mut ca = cq_attr(WC_STANDARD);
+        let (cq_a, cq_b) = (create_cq_ex(ctx, &mut ca), create_cq_ex(ctx, &mut ca));
+        let pd = (lib.alloc_pd)(ctx);
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | MW_OPS);
+        let mut qb = qp_attr_ex(pd, cq_b.cast(), SEND_OPS | MW_OPS);
+        let (a, b) = (create_qp_ex(ctx, &mut qa), create_qp_ex(ctx, &mut qb));
+        assert!(!a.is_null() && !b.is_null(), "create_qp_ex with the MW ops: errno {}", errno());
+        connect(&lib, a, (*b).qp_num, gid, sgid);
+        connect(&lib, b, (*a).qp_num, gid, sgid);
+        let (wa, wb) = (Wr { x: (lib.qp_to_qp_ex)(a) }, Wr { x: (lib.qp_to_qp_ex)(b) });
+        assert!(!(*wb.x).wr_bind_mw.is_null() && !(*wb.x).wr_local_inv.is_null() && !(*wb.x).wr_send_inv.is_null());
+
+        let mut buf_a = vec![0u8; 4096];
+        let mut buf_b = vec![0u8; 4096];
+        let mr_a = (lib.reg_mr)(pd, buf_a.as_mut_ptr().cast(), buf_a.len(), ACCESS_ALL);
+        let mr_b = (lib.reg_mr)(pd, buf_b.as_mut_ptr().cast(), buf_b.len(), MW_TARGET);
+        assert!(!mr_a.is_null() && !mr_b.is_null(), "reg_mr with MW_BIND: errno {}", errno());
+        let (la, pa, pb) = ((*mr_a).lkey, buf_a.as_ptr() as u64, buf_b.as_ptr() as u64);
+        let info = ibv_mw_bind_info { mr: mr_b, addr: pb, length: 256, mw_access_flags: REMOTE_WRITE };
+        // A writes 32 bytes of `fill` through `rkey`; the completion's status.
+        let mut write = |rkey: u32, fill: u8| -> u32 {
+            buf_a[..32].fill(fill);
+            wa.start();
+            wa.next(50, SIGNALED);
+            wa.rdma_write(rkey, pb);
+            wa.sge(la, pa, 32);
+            assert_eq!(wa.complete(), 0);
+            let d = poll(cq_a, 1);
+            if d[0].status == 0 {
+                assert_eq!((d[0].wr_id, d[0].opcode), (50, WC_RDMA_WRITE));
+            }
+            d[0].status
+        };
+
+        assert!(alloc_mw(pd, 3).is_null(), "a window of type 3");
+        assert_eq!(errno(), libc::EINVAL);
+        let mw1 = alloc_mw(pd, 1);
+        assert!(!mw1.is_null(), "alloc_mw type 1: errno {}", errno());
+        assert_eq!(((*mw1).context, (*mw1).pd, (*mw1).mw_type), (ctx, pd, 1));
+        assert_eq!((lib.dealloc_pd)(pd), libc::EBUSY, "a window holds the PD");
+
+        // Type 1, ibv_bind_mw: the window's key moves on; A's write lands.
+        let first = (*mw1).rkey;
+        let mut bind = ibv_mw_bind { wr_id: 60, send_flags: SIGNALED, bind_info: info };
+        assert_eq!(bind_mw(b, mw1, &mut bind), 0);
+        assert_eq!((*mw1).rkey, (first & !0xff) | (first.wrapping_add(1) & 0xff), "ibv_inc_rkey");
+        let d = poll(cq_b, 1);
+        assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (60, 0, WC_BIND_MW), "{d:?}");
+        assert_eq!(write((*mw1).rkey, 0x61), 0, "a write through the type 1 window");
+        assert_eq!(&buf_b[..32], &[0x61; 32]);
+        let key1 = (*mw1).rkey;
+        // A zero-length bind closes it (pyverbs' invalidate_mw_type1).
+        let mut unbind = ibv_mw_bind {
+            wr_id: 61,
+            send_flags: SIGNALED,
+            bind_info: ibv_mw_bind_info { length: 0, mw_access_flags: 0, ..info },
+        };
+        assert_eq!(bind_mw(b, mw1, &mut unbind), 0);
+        assert_eq!(poll(cq_b, 1)[0].status, 0);
+        let mut zero_based = ibv_mw_bind {
+            wr_id: 62,
+            send_flags: SIGNALED,
+            bind_info: ibv_mw_bind_info { mw_access_flags: REMOTE_WRITE | 0x20, ..info },
+        };
+        assert_eq!(bind_mw(b, mw1, &mut zero_based), libc::EINVAL, "a zero-based bind");
+
+        // Type 2 through ibv_post_send (IBV_WR_BIND_MW), then IBV_WR_LOCAL_INV.
+        let mw2 = alloc_mw(pd, 2);
+        assert!(!mw2.is_null());
+        let key2 = (*mw2).rkey.wrapping_add(1) & 0xff | (*mw2).rkey & !0xff;
+        let mut wr = ibv_send_wr {
+            wr_id: 70,
+            next: core::ptr::null_mut(),
+            sg_list: core::ptr::null_mut(),
+            num_sge: 0,
+            opcode: 8, // IBV_WR_BIND_MW
+            send_flags: SIGNALED,
+            imm_data: 0,
+            wr: [0; 4],
+            qp_type: 0,
+            bind_mw: [mw2 as u64, u64::from(key2), mr_b as u64, pb, 256, u64::from(REMOTE_WRITE)],
+        };
+        let mut bad_wr = core::ptr::null_mut();
+        assert_eq!(post_send(b, &mut wr, &mut bad_wr), 0);
+        let d = poll(cq_b, 1);
+        assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (70, 0, WC_BIND_MW), "{d:?}");
+        assert_eq!(write(key2, 0x72), 0, "a write through the type 2 window");
+        assert_eq!(&buf_b[..32], &[0x72; 32]);
+        wr = ibv_send_wr { wr_id: 71, opcode: 7, imm_data: key2, bind_mw: [0; 6], ..wr }; // IBV_WR_LOCAL_INV
+        assert_eq!(post_send(b, &mut wr, &mut bad_wr), 0);
+        let d = poll(cq_b, 1);
+        assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (71, 0, WC_LOCAL_INV), "{d:?}");
+
+        // A third window, bound by wr_bind_mw and closed by wr_local_inv.
+        let mw3 = alloc_mw(pd, 2);
+        let key3 = (*mw3).rkey.wrapping_add(1) & 0xff | (*mw3).rkey & !0xff;
+        wb.start();
+        wb.next(80, SIGNALED);
+        wb.bind_mw(mw3, key3, &info);
+        assert_eq!(wb.complete(), 0);
+        assert_eq!(poll(cq_b, 1)[0].opcode, WC_BIND_MW);
+        assert_eq!(write(key3, 0x83), 0, "a write through the wr_bind_mw window");
+        assert_eq!(&buf_b[..32], &[0x83; 32]);
+        wb.start();
+        wb.next(81, SIGNALED);
+        wb.local_inv(key3);
+        assert_eq!(wb.complete(), 0);
+        assert_eq!(poll(cq_b, 1)[0].opcode, WC_LOCAL_INV);
+
+        // Every closed window now refuses A (the first refusal puts the QPs
+        // in error: one check is all this pair can make; the others are in
+        // tests/memory_window.rs).
+        let _ = (key1, key2);
+        assert_eq!(write(key3, 0xee), WC_REM_ACCESS_ERR, "a write through an invalidated window");
+        assert_eq!(&buf_b[..32], &[0x83; 32], "the refused write changed nothing");
+
+        for m in [mw1, mw2, mw3] {
+            assert_eq!(dealloc_mw(m), 0);
         }
         for q in [a, b] {
             assert_eq!((lib.destroy_qp)(q), 0);
