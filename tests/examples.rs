@@ -18,6 +18,9 @@ mod atomics;
 #[path = "../examples/cm_connect.rs"]
 mod cm_connect;
 #[allow(dead_code)]
+#[path = "../examples/memory_window.rs"]
+mod memory_window;
+#[allow(dead_code)]
 #[path = "../examples/rc_send_recv.rs"]
 mod rc_send_recv;
 #[allow(dead_code)]
@@ -56,6 +59,11 @@ fn atomics_example() {
 #[test]
 fn cm_connect_example() {
     loopback!(cm_connect)
+}
+
+#[test]
+fn memory_window_example() {
+    loopback!(memory_window)
 }
 
 #[test]
