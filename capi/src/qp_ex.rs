@@ -44,13 +44,16 @@ const WITH_SEND_WITH_IMM: u64 = 1 << 3;
 const WITH_RDMA_READ: u64 = 1 << 4;
 const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// The send ops a QP type may ask for (rxe's sets, less local/send
-/// invalidate, bind MW and atomic write, which rverbs does not post yet).
+/// invalidate and bind MW, which rverbs does not post yet). Atomic write is
+/// accepted whatever the kernel, as rdma-core's rxe: 6.1's completes it
+/// with an error.
 fn supported_send_ops(qp_type: u32) -> Option<u64> {
     let uc = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM | WITH_SEND | WITH_SEND_WITH_IMM;
     match qp_type {
-        2 => Some(uc | WITH_RDMA_READ | WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD),
+        2 => Some(uc | WITH_RDMA_READ | WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD | WITH_ATOMIC_WRITE),
         3 => Some(uc),
         4 => Some(WITH_SEND | WITH_SEND_WITH_IMM),
         _ => None,
@@ -180,6 +183,7 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
     x.wr_rdma_read = pick(WITH_RDMA_READ, wr_rdma_read as Slot);
     x.wr_atomic_cmp_swp = pick(WITH_ATOMIC_CMP_AND_SWP, wr_atomic_cmp_swp as Slot);
     x.wr_atomic_fetch_add = pick(WITH_ATOMIC_FETCH_AND_ADD, wr_atomic_fetch_add as Slot);
+    x.wr_atomic_write = pick(WITH_ATOMIC_WRITE, wr_atomic_write as Slot);
     x.wr_set_ud_addr = wr_set_ud_addr as Slot;
     x.wr_set_inline_data = wr_set_inline_data as Slot;
     x.wr_set_inline_data_list = wr_set_inline_data_list as Slot;
@@ -373,6 +377,16 @@ unsafe extern "C" fn wr_atomic_cmp_swp(p: *mut ibv_qp_ex, rkey: u32, addr: u64, 
 unsafe extern "C" fn wr_atomic_fetch_add(p: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
     // SAFETY: the C contract: a live QP of ours.
     unsafe { build(p, SendOp::AtomicFetchAndAdd { remote: RemoteAddr { addr, rkey }, add }) }
+}
+
+/// `void wr_atomic_write(struct ibv_qp_ex *, uint32_t rkey, uint64_t
+/// remote_addr, const void *atomic_wire_ptr)`: the 8 bytes at
+/// `atomic_wire_ptr` are copied now (as rxe copies them into the WQE).
+unsafe extern "C" fn wr_atomic_write(p: *mut ibv_qp_ex, rkey: u32, addr: u64, wire: *const u8) {
+    // SAFETY: the C contract: `atomic_wire_ptr` names 8 readable bytes.
+    let value = unsafe { wire.cast::<[u8; 8]>().read_unaligned() };
+    // SAFETY: the C contract: a live QP of ours.
+    unsafe { build(p, SendOp::AtomicWrite { remote: RemoteAddr { addr, rkey }, value }) }
 }
 
 /// `void wr_set_sge(struct ibv_qp_ex *, uint32_t lkey, uint64_t addr,

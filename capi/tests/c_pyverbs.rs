@@ -44,9 +44,21 @@ const SUITE_DEADLINE: Duration = Duration::from_secs(45 * 60);
 /// the harness, not the library, is broken.
 const MIN_RDMA_CORE_PASSES: usize = 60;
 
-/// Tests that pass on rdma-core and may not on rverbs, each with its reason
-/// (docs/CAPI.md lists the same).
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
+/// Tests that pass on rdma-core and may not on rverbs (full test ids), each
+/// with its reason (docs/CAPI.md lists the same). On rverbs they skip: the
+/// verb answers EOPNOTSUPP, which pyverbs' tests turn into a skip.
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    ("tests.test_mr.MWTest.test_invalidate_mw_type1", NO_MW),
+    ("tests.test_mr.MWTest.test_mw_type1", NO_MW),
+    ("tests.test_mr.MWTest.test_mw_type2", NO_MW),
+    ("tests.test_mr.MWTest.test_mw_type2_invalidate_dealloc", NO_MW),
+    ("tests.test_mr.MWTest.test_mw_type2_invalidate_local", NO_MW),
+    ("tests.test_mr.MWTest.test_mw_type2_invalidate_remote", NO_MW),
+    ("tests.test_mr.MWTest.test_reg_mw_wrong_type", NO_MW),
+    ("tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw", NO_MW),
+];
+const NO_MW: &str = "rverbs has no memory windows yet (ibv_alloc_mw, bind, local/remote invalidate: \
+                     the uverbs ALLOC_MW/DEALLOC_MW commands and rxe's bind/invalidate WQEs)";
 
 /// The prelude: report the mapped libibverbs, hook unittest's results, run the runner.
 const PRELUDE: &str = r#"
@@ -171,8 +183,12 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
     assert!(!maps(&theirs).contains(&our_lib), "rdma-core's run mapped rverbs' library:\n{}", theirs.ended);
     assert!(!maps(&theirs).is_empty(), "rdma-core's run mapped no libibverbs:\n{}", theirs.ended);
 
-    println!("rdma-core: {}", theirs.summary());
-    println!("rverbs:    {}", ours.summary());
+    for (name, s) in [("rdma-core", &theirs), ("rverbs", &ours)] {
+        println!("{name}: {}", s.summary());
+        for (id, st) in s.results.iter().filter(|(_, st)| *st != "pass" && *st != "skip") {
+            println!("  {name}: {st}: {id}");
+        }
+    }
     let subset = std::env::var("RVERBS_PYVERBS_TESTS").is_ok();
     assert!(
         subset || theirs.count("pass") >= MIN_RDMA_CORE_PASSES,
@@ -186,8 +202,11 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
         if st != on_rverbs {
             println!("differs: {id}: rdma-core {st}, rverbs {on_rverbs}");
         }
-        if st == "pass" && on_rverbs != "pass" && !KNOWN_DIFFERENCES.iter().any(|(k, _)| id.contains(k)) {
-            lost.push(format!("{id}: {on_rverbs}"));
+        if st == "pass" && on_rverbs != "pass" {
+            match KNOWN_DIFFERENCES.iter().find(|(k, _)| k == id) {
+                Some((_, why)) => println!("known difference: {id}: {why}"),
+                None => lost.push(format!("{id}: {on_rverbs}")),
+            }
         }
     }
     assert!(

@@ -107,6 +107,16 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+    /// `IBV_WR_ATOMIC_WRITE` (`ibv_wr_atomic_write`): writes the 8 bytes of
+    /// `value` (as they are: wire order) to `remote` as one atomic
+    /// operation; the request takes no SGE. RC only; rxe carries it since
+    /// Linux 6.2 (6.1's completes it with an error, as under rdma-core).
+    AtomicWrite {
+        /// The 8-byte aligned remote word.
+        remote: RemoteAddr,
+        /// The bytes to store.
+        value: [u8; 8],
+    },
 }
 
 impl SendOp {
@@ -121,10 +131,12 @@ impl SendOp {
             SendOp::RdmaRead(_) => IB_UVERBS_WR_RDMA_READ,
             SendOp::AtomicCmpAndSwp { .. } => IB_UVERBS_WR_ATOMIC_CMP_AND_SWP,
             SendOp::AtomicFetchAndAdd { .. } => IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD,
+            SendOp::AtomicWrite { .. } => IB_UVERBS_WR_ATOMIC_WRITE,
         }
     }
 
-    /// True for the two atomics.
+    /// True for the two atomics that return the old value
+    /// (compare-and-swap, fetch-and-add; not [`SendOp::AtomicWrite`]).
     pub fn is_atomic(self) -> bool {
         matches!(self, SendOp::AtomicCmpAndSwp { .. } | SendOp::AtomicFetchAndAdd { .. })
     }

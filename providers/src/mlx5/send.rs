@@ -406,6 +406,8 @@ impl<M: Mmio> SendQueue<M> {
             SendOp::RdmaRead(_) => (opcode::RDMA_READ, 0),
             SendOp::AtomicCmpAndSwp { .. } => (opcode::ATOMIC_CS, 0),
             SendOp::AtomicFetchAndAdd { .. } => (opcode::ATOMIC_FA, 0),
+            // Not posted on mlx5 yet.
+            SendOp::AtomicWrite { .. } => return Err(PostErrorKind::OpcodeNotSupported),
         };
         let allowed = match self.qp_type {
             QpType::Rc => true,
@@ -484,7 +486,7 @@ impl<M: Mmio> SendQueue<M> {
                     ptr::write(self.seg(off + 32).cast::<AtomicSeg>(), AtomicSeg::fetch_add(add));
                     ds = 3;
                 }
-                SendOp::Send | SendOp::SendWithImm(_) => {}
+                SendOp::Send | SendOp::SendWithImm(_) | SendOp::AtomicWrite { .. } => {}
             }
             if let Some(av) = av {
                 // 48 bytes right after the control segment: same block.
