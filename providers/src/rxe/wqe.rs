@@ -100,10 +100,10 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
         return Err(PostErrorKind::TooManySge { given: wr.sgl.len(), max: lim.max_sge });
     }
     match wr.op {
-        SendOp::AtomicCmpAndSwp { remote, .. } | SendOp::AtomicFetchAndAdd { remote, .. } => {
-            if wr.sgl.len() != 1 || wr.sgl[0].length < 8 || remote.addr % 8 != 0 {
-                return Err(PostErrorKind::BadAtomic);
-            }
+        SendOp::AtomicCmpAndSwp { remote, .. } | SendOp::AtomicFetchAndAdd { remote, .. }
+            if wr.sgl.len() != 1 || wr.sgl[0].length < 8 || remote.addr % 8 != 0 =>
+        {
+            return Err(PostErrorKind::BadAtomic);
         }
         SendOp::AtomicWrite { remote, .. } => {
             // The 8 bytes travel in the WQE (`dma.atomic_wr`), not in an SGE.
