@@ -47,15 +47,17 @@ const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
 const WITH_LOCAL_INV: u64 = 1 << 7;
 const WITH_BIND_MW: u64 = 1 << 8;
 const WITH_SEND_WITH_INV: u64 = 1 << 9;
+const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
-/// The send ops a QP type may ask for: rxe's sets, less flush and atomic
-/// write, which rverbs does not post yet, and SEND_WITH_INV on UC (rverbs
-/// invalidates remotely on RC only).
+/// The send ops a QP type may ask for: rxe's sets, less flush, which
+/// rverbs does not post yet, and SEND_WITH_INV on UC (rverbs invalidates
+/// remotely on RC only). Atomic write is accepted whatever the kernel, as
+/// rdma-core's rxe: 6.1's completes it with an error.
 fn supported_send_ops(qp_type: u32) -> Option<u64> {
     let uc = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM | WITH_SEND | WITH_SEND_WITH_IMM;
     let rc_only = WITH_RDMA_READ | WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD | WITH_LOCAL_INV;
     match qp_type {
-        2 => Some(uc | rc_only | WITH_BIND_MW | WITH_SEND_WITH_INV),
+        2 => Some(uc | rc_only | WITH_BIND_MW | WITH_SEND_WITH_INV | WITH_ATOMIC_WRITE),
         3 => Some(uc | WITH_BIND_MW),
         4 => Some(WITH_SEND | WITH_SEND_WITH_IMM),
         _ => None,
@@ -188,6 +190,7 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
     x.wr_local_inv = pick(WITH_LOCAL_INV, wr_local_inv as Slot);
     x.wr_bind_mw = pick(WITH_BIND_MW, wr_bind_mw as Slot);
     x.wr_send_inv = pick(WITH_SEND_WITH_INV, wr_send_inv as Slot);
+    x.wr_atomic_write = pick(WITH_ATOMIC_WRITE, wr_atomic_write as Slot);
     x.wr_set_ud_addr = wr_set_ud_addr as Slot;
     x.wr_set_inline_data = wr_set_inline_data as Slot;
     x.wr_set_inline_data_list = wr_set_inline_data_list as Slot;
@@ -414,6 +417,16 @@ unsafe extern "C" fn wr_atomic_cmp_swp(p: *mut ibv_qp_ex, rkey: u32, addr: u64, 
 unsafe extern "C" fn wr_atomic_fetch_add(p: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
     // SAFETY: the C contract: a live QP of ours.
     unsafe { build(p, SendOp::AtomicFetchAndAdd { remote: RemoteAddr { addr, rkey }, add }) }
+}
+
+/// `void wr_atomic_write(struct ibv_qp_ex *, uint32_t rkey, uint64_t
+/// remote_addr, const void *atomic_wire_ptr)`: the 8 bytes at
+/// `atomic_wire_ptr` are copied now (as rxe copies them into the WQE).
+unsafe extern "C" fn wr_atomic_write(p: *mut ibv_qp_ex, rkey: u32, addr: u64, wire: *const u8) {
+    // SAFETY: the C contract: `atomic_wire_ptr` names 8 readable bytes.
+    let value = unsafe { wire.cast::<[u8; 8]>().read_unaligned() };
+    // SAFETY: the C contract: a live QP of ours.
+    unsafe { build(p, SendOp::AtomicWrite { remote: RemoteAddr { addr, rkey }, value }) }
 }
 
 /// `void wr_set_sge(struct ibv_qp_ex *, uint32_t lkey, uint64_t addr,

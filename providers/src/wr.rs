@@ -117,6 +117,16 @@ pub enum SendOp {
     /// `IBV_WR_BIND_MW`: binds a memory window to a range of a memory
     /// region (RC and UC). No SGEs; the completion's opcode is `BIND_MW`.
     BindMw(MwBind),
+    /// `IBV_WR_ATOMIC_WRITE` (`ibv_wr_atomic_write`): writes the 8 bytes of
+    /// `value` (as they are: wire order) to `remote` as one atomic
+    /// operation; the request takes no SGE. RC only; rxe carries it since
+    /// Linux 6.2 (6.1's completes it with an error, as under rdma-core).
+    AtomicWrite {
+        /// The 8-byte aligned remote word.
+        remote: RemoteAddr,
+        /// The bytes to store.
+        value: [u8; 8],
+    },
 }
 
 /// What a `BIND_MW` request binds (`struct ibv_mw_bind_info` with the
@@ -161,6 +171,7 @@ impl SendOp {
             SendOp::LocalInv(_) => IB_UVERBS_WR_LOCAL_INV,
             SendOp::SendWithInv(_) => IB_UVERBS_WR_SEND_WITH_INV,
             SendOp::BindMw(_) => IB_UVERBS_WR_BIND_MW,
+            SendOp::AtomicWrite { .. } => IB_UVERBS_WR_ATOMIC_WRITE,
         }
     }
 
@@ -170,7 +181,8 @@ impl SendOp {
         matches!(self, SendOp::LocalInv(_) | SendOp::BindMw(_))
     }
 
-    /// True for the two atomics.
+    /// True for the two atomics that return the old value
+    /// (compare-and-swap, fetch-and-add; not [`SendOp::AtomicWrite`]).
     pub fn is_atomic(self) -> bool {
         matches!(self, SendOp::AtomicCmpAndSwp { .. } | SendOp::AtomicFetchAndAdd { .. })
     }

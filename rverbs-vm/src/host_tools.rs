@@ -5,7 +5,8 @@
 //! busybox, kmod, iproute2; the other tools go into the guest when the host
 //! has them) and [`Profile::Project`] (the project's own tests and demo also
 //! need strace, rdma-core's tools (ibverbs-utils, and rdmacm-utils' rping,
-//! ucmatose and udaddy) and perftest as oracles).
+//! ucmatose and udaddy), perftest and rdma-core's pyverbs test suite
+//! (python3-pyverbs, with python3) as oracles).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +31,23 @@ pub struct HostTools {
     pub guest_programs: Vec<PathBuf>,
     /// libibverbs provider plugins for rxe and their `.driver` files.
     pub verbs_providers: Vec<PathBuf>,
+    /// Python and rdma-core's pyverbs suite, when the host has them.
+    pub pyverbs: Option<Pyverbs>,
+}
+
+/// The host's Python 3 and rdma-core's pyverbs (Debian's `python3-pyverbs`):
+/// what the guest needs to run rdma-core's own test suite.
+#[derive(Debug, Clone)]
+pub struct Pyverbs {
+    /// The interpreter binary (`/usr/bin/python3.11`).
+    pub python: PathBuf,
+    /// Its standard library (`/usr/lib/python3.11`).
+    pub stdlib: PathBuf,
+    /// The `pyverbs` package (`/usr/lib/python3/dist-packages/pyverbs`).
+    pub package: PathBuf,
+    /// rdma-core's tests as Debian ships them (`/usr/share/doc/rdma-core/tests`,
+    /// most files gzip'd).
+    pub tests: PathBuf,
 }
 
 /// Which tools must be there.
@@ -76,6 +94,7 @@ const NEEDS: &[Need] = &[
     need("rping", &["/usr/bin/rping"], "rdmacm-utils"),
     need("ucmatose", &["/usr/bin/ucmatose"], "rdmacm-utils"),
     need("udaddy", &["/usr/bin/udaddy"], "rdmacm-utils"),
+    need("pyverbs", PYVERBS_FILES, "python3-pyverbs"),
     need(
         "rxe provider",
         &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"],
@@ -84,6 +103,15 @@ const NEEDS: &[Need] = &[
     base("kmod", &["/usr/bin/kmod", "/bin/kmod"], "kmod"),
     base("depmod", &["/usr/sbin/depmod", "/sbin/depmod"], "kmod"),
     base("modprobe", &["/usr/sbin/modprobe", "/sbin/modprobe"], "kmod"),
+];
+
+/// What [`Pyverbs`] is made of: all must exist (python3-pyverbs depends
+/// on python3 and rdma-core, whose doc directory holds the tests).
+const PYVERBS_FILES: &[&str] = &[
+    "/usr/bin/python3.11",
+    "/usr/lib/python3.11/os.py",
+    "/usr/lib/python3/dist-packages/pyverbs/__init__.py",
+    "/usr/share/doc/rdma-core/tests/run_tests.py",
 ];
 
 /// Optional extra perftest programs, copied when present.
@@ -160,7 +188,7 @@ fn missing_packages(profile: Profile) -> Vec<&'static str> {
         }
     };
     for n in NEEDS.iter().filter(|n| n.always || profile == Profile::Project) {
-        let all_present = if n.what == "rxe provider" {
+        let all_present = if n.what == "rxe provider" || n.what == "pyverbs" {
             n.paths.iter().all(|p| Path::new(p).exists())
         } else {
             first_existing(n.paths).is_some()
@@ -249,6 +277,21 @@ fn locate() -> Result<HostTools> {
         gzip: util::which("gzip"),
         guest_programs,
         verbs_providers: rxe_provider_files()?,
+        pyverbs: pyverbs(),
+    })
+}
+
+/// Python and pyverbs, when every file of [`PYVERBS_FILES`] is there.
+fn pyverbs() -> Option<Pyverbs> {
+    if !PYVERBS_FILES.iter().all(|p| Path::new(p).is_file()) {
+        return None;
+    }
+    let parent = |p: &str| Path::new(p).parent().map(Path::to_path_buf);
+    Some(Pyverbs {
+        python: PathBuf::from(PYVERBS_FILES[0]),
+        stdlib: parent(PYVERBS_FILES[1])?,
+        package: parent(PYVERBS_FILES[2])?,
+        tests: parent(PYVERBS_FILES[3])?,
     })
 }
 
@@ -311,5 +354,7 @@ mod tests {
         assert!(!run.contains(&"strace") && !run.contains(&"ibverbs-utils") && !run.contains(&"perftest"));
         assert!(!run.contains(&"rdmacm-utils"));
         assert!(NEEDS.iter().any(|n| n.what == "rping" && n.package == "rdmacm-utils"), "the project's oracles");
+        assert!(!run.contains(&"python3-pyverbs"));
+        assert!(NEEDS.iter().any(|n| n.what == "pyverbs" && n.package == "python3-pyverbs"));
     }
 }

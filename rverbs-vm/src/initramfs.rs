@@ -1,6 +1,7 @@
 //! Assembling the guest's initramfs: what goes in (busybox, kmod, iproute2,
-//! rdma-core tools, libibverbs' rxe provider, kernel modules, the project's
-//! binaries, with every shared library `ldd` names) and writing it as cpio.
+//! rdma-core tools, libibverbs' rxe provider, Python with rdma-core's
+//! pyverbs and its test suite, kernel modules, the project's binaries, with
+//! every shared library `ldd` names) and writing it as cpio.
 //!
 //! The guest uses a merged /usr: `/bin`, `/sbin`, `/lib`, `/lib64` are
 //! links into `/usr`, and every host path is placed under `/usr`
@@ -21,7 +22,7 @@ use std::process::{Command, Stdio};
 
 use crate::cpio::CpioWriter;
 use crate::guest;
-use crate::host_tools::HostTools;
+use crate::host_tools::{HostTools, Pyverbs};
 use crate::kernel::Kernel;
 use crate::util::{self, Context, Fnv, Result};
 
@@ -286,8 +287,80 @@ fn base_userland(tools: &HostTools) -> Result<Manifest> {
             m.host_file(&guest_path(p), p)?;
         }
     }
+    if let Some(py) = &tools.pyverbs {
+        add_pyverbs(&mut m, py)?;
+    }
     add_busybox(&mut m, &tools.busybox)?;
     Ok(m)
+}
+
+/// Directories of the standard library the guest does not need: tests,
+/// GUI, packaging, and the 25 MB static library of `config-*`.
+const STDLIB_SKIP: &[&str] =
+    &["test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "distutils", "__pycache__"];
+
+/// Where rdma-core's tests are unpacked in the guest (where Debian keeps
+/// them, without the `.gz`).
+pub const PYVERBS_TESTS: &str = "/usr/share/doc/rdma-core/tests";
+
+/// Python (binary, standard library without [`STDLIB_SKIP`] and `config-*`,
+/// its extension modules with their libraries), the `pyverbs` package with
+/// the libraries of its extension modules (libibverbs, librdmacm, libmlx5,
+/// libefa), and rdma-core's tests unpacked at [`PYVERBS_TESTS`]. Compiled
+/// bytecode is left out: Python writes it into the guest's RAM at first use.
+fn add_pyverbs(m: &mut Manifest, py: &Pyverbs) -> Result<()> {
+    m.program(&py.python)?;
+    if let Some(name) = py.python.file_name() {
+        m.symlink("usr/bin/python3", &name.to_string_lossy());
+    }
+    let skip = |p: &Path| {
+        let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        STDLIB_SKIP.contains(&n.as_str()) || n.starts_with("config-") || n.ends_with(".pyc")
+    };
+    add_tree(m, &py.stdlib, &skip)?;
+    add_tree(m, &py.package, &skip)?;
+    for e in std::fs::read_dir(&py.tests).ctx(format!("reading {}", py.tests.display()))? {
+        let p = e.ctx("readdir")?.path();
+        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        if !p.is_file() {
+            continue;
+        }
+        match name.strip_suffix(".gz") {
+            Some(plain) => {
+                let out = Command::new("gzip").arg("-dc").arg(&p).output().ctx("running gzip -dc")?;
+                if !out.status.success() {
+                    return Err(format!("gzip -dc {} failed", p.display()));
+                }
+                m.bytes(&format!("{PYVERBS_TESTS}/{plain}"), 0o644, out.stdout);
+            }
+            None => m.host_file(&format!("{PYVERBS_TESTS}/{name}"), &p)?,
+        }
+    }
+    Ok(())
+}
+
+/// Adds the files under the host directory `dir` at their mapped paths,
+/// leaving out what `skip` names; each shared object (`.so`) comes with its
+/// libraries (an extension module whose libraries the host lacks is left out).
+fn add_tree(m: &mut Manifest, dir: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+    for e in std::fs::read_dir(dir).ctx(format!("reading {}", dir.display()))? {
+        let p = e.ctx("readdir")?.path();
+        if skip(&p) {
+            continue;
+        }
+        if p.is_dir() {
+            add_tree(m, &p, skip)?;
+        } else if p.is_file() {
+            if p.extension().is_some_and(|x| x == "so") {
+                if let Err(e) = m.program(&p) {
+                    util::note(format!("left out of the guest: {e}"));
+                }
+            } else {
+                m.host_file(&guest_path(&p), &p)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// busybox and a link for each applet whose path is still free.

@@ -412,6 +412,8 @@ impl<M: Mmio> SendQueue<M> {
             SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {
                 return Err(PostErrorKind::OpcodeNotSupported)
             }
+            // Not posted on mlx5 yet.
+            SendOp::AtomicWrite { .. } => return Err(PostErrorKind::OpcodeNotSupported),
         };
         let allowed = match self.qp_type {
             QpType::Rc => true,
@@ -490,7 +492,7 @@ impl<M: Mmio> SendQueue<M> {
                     ptr::write(self.seg(off + 32).cast::<AtomicSeg>(), AtomicSeg::fetch_add(add));
                     ds = 3;
                 }
-                SendOp::Send | SendOp::SendWithImm(_) => {}
+                SendOp::Send | SendOp::SendWithImm(_) | SendOp::AtomicWrite { .. } => {}
                 // Refused above.
                 SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {}
             }

@@ -198,6 +198,20 @@ fn golden_atomic_fetch_and_add() {
 }
 
 #[test]
+fn golden_atomic_write() {
+    let op = SendOp::AtomicWrite { remote: REMOTE, value: *b"atomic!!" };
+    let wr = SendWr { wr_id: 14, op, flags: SendFlags::SIGNALED, sgl: &[], ud: None };
+    // Opcode 15; no SGE; dma length/resid 8 with the bytes where the SGEs
+    // would start (`dma.atomic_wr`), as rdma-core's rxe writes it.
+    let mut want = want_send(14, 15, 2, 0, 8);
+    put_u64(&mut want, 24, REMOTE.addr);
+    put_u32(&mut want, 32, REMOTE.rkey);
+    put_u64(&mut want, 152, REMOTE.addr);
+    want[208..216].copy_from_slice(b"atomic!!");
+    assert_bytes(&encode_send(&wr, &RC), &want);
+}
+
+#[test]
 fn golden_inline_send() {
     let a: [u8; 5] = *b"hello";
     let b: [u8; 7] = *b", world";
@@ -884,6 +898,12 @@ fn refused_bad_atomic() {
     }
     refused(RC, wr_op(cas(misaligned), &[ATOMIC_SGE]), PostErrorKind::BadAtomic);
     refused(RC, wr_op(faa(misaligned), &[ATOMIC_SGE]), PostErrorKind::BadAtomic);
+    // An atomic write carries its 8 bytes itself: no SGE, no INLINE, aligned; RC only.
+    let aw = |remote| SendOp::AtomicWrite { remote, value: [0; 8] };
+    refused(RC, wr_op(aw(REMOTE), &[ATOMIC_SGE]), PostErrorKind::BadAtomic);
+    refused(RC, wr_op(aw(misaligned), &[]), PostErrorKind::BadAtomic);
+    refused(RC, SendWr { flags: SendFlags::INLINE, ..wr_op(aw(REMOTE), &[]) }, PostErrorKind::BadAtomic);
+    assert_eq!(wqe::check_send(&wr_op(aw(REMOTE), &[]), &RC), Ok(8));
 }
 
 #[test]
@@ -938,6 +958,8 @@ fn mock_decodes_every_opcode() {
             SendOp::Send => assert_eq!((w.iova, w.ex_raw), (0, 0)),
             // Not in `ops` (they take no SGE): `golden_local_inv` and the next two.
             SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => unreachable!(),
+            // Takes no SGE: `golden_atomic_write` checks its layout.
+            SendOp::AtomicWrite { .. } => unreachable!("not in this list"),
         }
     }
 }

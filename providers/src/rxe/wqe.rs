@@ -118,14 +118,20 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
     } else if wr.sgl.len() > lim.max_sge as usize {
         return Err(PostErrorKind::TooManySge { given: wr.sgl.len(), max: lim.max_sge });
     }
-    if wr.op.is_atomic() {
-        let remote = match wr.op {
-            SendOp::AtomicCmpAndSwp { remote, .. } | SendOp::AtomicFetchAndAdd { remote, .. } => remote,
-            _ => unreachable!(),
-        };
-        if wr.sgl.len() != 1 || wr.sgl[0].length < 8 || remote.addr % 8 != 0 {
+    match wr.op {
+        SendOp::AtomicCmpAndSwp { remote, .. } | SendOp::AtomicFetchAndAdd { remote, .. }
+            if wr.sgl.len() != 1 || wr.sgl[0].length < 8 || remote.addr % 8 != 0 =>
+        {
             return Err(PostErrorKind::BadAtomic);
         }
+        SendOp::AtomicWrite { remote, .. } => {
+            // The 8 bytes travel in the WQE (`dma.atomic_wr`), not in an SGE.
+            if !wr.sgl.is_empty() || wr.flags.contains(crate::wr::SendFlags::INLINE) || remote.addr % 8 != 0 {
+                return Err(PostErrorKind::BadAtomic);
+            }
+            return Ok(8);
+        }
+        _ => {}
     }
     Ok(total as u32)
 }
@@ -223,6 +229,15 @@ pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, a
                 put(dst, 24, remote.addr);
                 put(dst, 32, add);
                 put(dst, 48, remote.rkey);
+                iova = remote.addr;
+            }
+            SendOp::AtomicWrite { remote, value } => {
+                // `wr.rdma` and the payload in `dma.atomic_wr` (where the
+                // SGEs would start), as rdma-core's rxe lays it out; `dma`'s
+                // length and resid are 8 (`total`), `num_sge` 0.
+                put(dst, 24, remote.addr);
+                put(dst, 32, remote.rkey);
+                put(dst, SEND_DATA, value);
                 iova = remote.addr;
             }
             // The key in host order, as libibverbs' rxe stores it.
