@@ -920,14 +920,17 @@ fn run(o: &Opts) -> Result<(), String> {
         } else {
             let mut n = hot::poll(&mut cq, &mut wcs);
             if n == 0 {
-                // The stall limit's clock starts after the first 1024 empty
-                // polls: a wait shorter than that reads no clock (on a
-                // guest without a vDSO clock each read is a syscall).
+                // The stall limit's clock is read once every 2^20 empty polls
+                // (milliseconds on hardware, under a second in a TCG guest)
+                // and starts at the first such read: a wait shorter than that
+                // reads no clock, which in a guest without a vDSO clock (6.1's
+                // under TCG) is a syscall. A stall is reported at most one
+                // interval after the limit.
                 let mut since = None;
                 let mut spins = 0u32;
                 while n == 0 {
                     spins = spins.wrapping_add(1);
-                    if spins % 1024 == 0 && since.get_or_insert_with(Instant::now).elapsed() >= o.timeout {
+                    if spins % (1 << 20) == 0 && since.get_or_insert_with(Instant::now).elapsed() >= o.timeout {
                         return Err(stalled(o, rcnt, scnt, "completion"));
                     }
                     n = hot::poll(&mut cq, &mut wcs);
