@@ -23,8 +23,8 @@
 //! not need (checking fds 0-2 with `poll`, ignoring `SIGPIPE`, reading
 //! `/proc/self/maps` for the main thread's stack guard, `sched_getaffinity`,
 //! and an alternate signal stack with `SIGSEGV`/`SIGBUS` handlers that
-//! print "has overflowed its stack"), as many as the rest of a ping-pong's
-//! start-up; `cargo xtask bench` counts them. What changes: `SIGPIPE`
+//! print "has overflowed its stack"), a quarter of a ping-pong client's
+//! non-doorbell syscalls; `cargo xtask bench` counts them. What changes: `SIGPIPE`
 //! keeps its default, so writing into a closed pipe ends the program as it
 //! ends rdma-core's tools (`rverbs devinfo -v | head -1`); a stack
 //! overflow is a plain `SIGSEGV`; a panic still prints its message and
