@@ -186,7 +186,8 @@ impl Endpoint {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        (RandomState::new().hash_one((n, now, std::process::id())) as u32) & MAX_24
+        // The pid from the providers' cache: no `getpid()` per QP.
+        (RandomState::new().hash_one((n, now, rverbs_providers::sys::current_pid())) as u32) & MAX_24
     }
 
     /// Checks what both codecs need: QPN and PSN within 24 bits.

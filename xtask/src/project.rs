@@ -59,7 +59,9 @@ pub struct Artifact {
 /// the terminal, rendered, on stderr).
 fn build_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Json>> {
     let mut cmd = cargo();
-    cmd.current_dir(&ws.root).args(args).arg("--message-format=json-render-diagnostics");
+    // Cargo's own options go before a `--` (what follows is rustc's, `cargo rustc`).
+    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    cmd.current_dir(&ws.root).args(&args[..split]).arg("--message-format=json-render-diagnostics").args(&args[split..]);
     let what = util::describe(&cmd);
     note(what.clone());
     let mut child = cmd.stdout(Stdio::piped()).spawn().ctx(format!("starting {what}"))?;
@@ -85,10 +87,12 @@ pub fn build_cli(ws: &Workspace) -> Result<PathBuf> {
     build_cli_with(ws, &[])
 }
 
-/// `cargo build --release --bin rverbs`: the CLI for timing runs (`cargo
-/// xtask demo` compares it with rdma-core's optimised tools).
+/// `cargo rustc --release --bin rverbs -- -C target-feature=+crt-static`:
+/// the CLI for timing runs (`cargo xtask bench`, and `cargo xtask demo`,
+/// which compares it with rdma-core's optimised tools), linked statically
+/// ([`STATIC_CLI`]).
 pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
-    build_cli_with(ws, &["--release"])
+    build_static_cli_with(ws, &["--release"])
 }
 
 /// The release CLI with every `tracing` callsite compiled out
@@ -98,11 +102,30 @@ pub fn build_cli_release(ws: &Workspace) -> Result<PathBuf> {
 pub fn build_cli_release_without_tracing(ws: &Workspace) -> Result<PathBuf> {
     let dir = ws.target_dir.join("bench-notrace");
     let dir = dir.to_string_lossy().into_owned();
-    build_cli_with(ws, &["--release", "--features", "tracing/release_max_level_off", "--target-dir", &dir])
+    build_static_cli_with(ws, &["--release", "--features", "tracing/release_max_level_off", "--target-dir", &dir])
 }
 
 fn build_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
     build_bin_with(ws, "rverbs", "rverbs", extra)
+}
+
+/// rustc's flag for a statically linked executable: glibc's `libc.a` (in
+/// libc6-dev, which rustc's gnu target links against anyway), no
+/// `ld.so`. A dynamically linked CLI starts with about 44 syscalls of the
+/// dynamic loader (probing `glibc-hwcaps` directories for `libgcc_s` and
+/// `libc`, mapping them, relocating), which are most of a ping-pong
+/// client's control path. Only the `rverbs` executable gets it (`cargo
+/// rustc` passes it to the last crate alone): `capi`'s `libibverbs.so`
+/// and the tests stay as they are. The CLI resolves no host names through
+/// NSS in the benchmark (numeric addresses only), so static glibc's
+/// `dlopen` of NSS modules is never needed there.
+pub const STATIC_CLI: [&str; 3] = ["--", "-C", "target-feature=+crt-static"];
+
+fn build_static_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["rustc", "--package", "rverbs", "--bin", "rverbs"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&STATIC_CLI);
+    find_bin(build_json(ws, &args)?, "rverbs")
 }
 
 /// `cargo build --package PACKAGE --bin BIN`: the executable's path.
@@ -113,7 +136,10 @@ pub fn build_bin(ws: &Workspace, package: &str, bin: &str) -> Result<PathBuf> {
 fn build_bin_with(ws: &Workspace, package: &str, bin: &str, extra: &[&str]) -> Result<PathBuf> {
     let mut args = vec!["build", "--package", package, "--bin", bin];
     args.extend_from_slice(extra);
-    let msgs = build_json(ws, &args)?;
+    find_bin(build_json(ws, &args)?, bin)
+}
+
+fn find_bin(msgs: Vec<Json>, bin: &str) -> Result<PathBuf> {
     msgs.iter()
         .filter(|m| target_field(m, "name") == Some(bin) && has_kind(m, "bin"))
         .find_map(executable)

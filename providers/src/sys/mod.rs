@@ -19,8 +19,8 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
 
 use nix::errno::Errno;
 use rverbs_uapi::ib_user_ioctl_cmds::{
@@ -77,6 +77,46 @@ pub struct UverbsFd {
     unsupported: Mutex<Vec<(u16, u16)>>,
 }
 
+/// This process's id, from a cache: one `getpid()` per process, not one
+/// per destroy command (a ping-pong made eleven). A `pthread_atfork`
+/// child handler, registered with the first call, empties the cache in
+/// every child that glibc's `fork()` makes (also `std::process::Command`'s
+/// fork, which execs anyway), so the child asks the kernel again. A child
+/// made by a raw `clone` syscall, which runs no atfork handlers, would see
+/// its parent's id and destroy the parent's objects on drop; such a child
+/// must not touch the parent's RDMA objects at all (see [`UverbsFd`]).
+pub fn current_pid() -> u32 {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: `forget_pid` is an `extern "C" fn()` that only stores to
+        // an atomic (async-signal-safe, as a child handler must be);
+        // pthread_atfork copies the pointers and has no other requirement.
+        // Its only failure is ENOMEM, after which the cache is never
+        // filled (`FORK_SAFE` stays false) and every call asks the kernel.
+        let rc = unsafe { nix::libc::pthread_atfork(None, None, Some(forget_pid)) };
+        FORK_SAFE.store(rc == 0, Ordering::Release);
+    });
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    let pid = std::process::id();
+    if FORK_SAFE.load(Ordering::Acquire) {
+        PID.store(pid, Ordering::Relaxed);
+    }
+    pid
+}
+
+/// The cache of [`current_pid`]; 0: unknown.
+static PID: AtomicU32 = AtomicU32::new(0);
+/// Whether the atfork handler that empties [`PID`] is registered.
+static FORK_SAFE: AtomicBool = AtomicBool::new(false);
+
+/// `pthread_atfork`'s child handler: the child's id is not the parent's.
+extern "C" fn forget_pid() {
+    PID.store(0, Ordering::Relaxed);
+}
+
 impl UverbsFd {
     /// Opens a uverbs char device `O_RDWR|O_CLOEXEC` (read-write because
     /// providers mmap it) and checks that it is a character device and, when
@@ -100,7 +140,7 @@ impl UverbsFd {
         }
         Ok(UverbsFd {
             fd: OwnedFd::from(file),
-            opener: std::process::id(),
+            opener: current_pid(),
             driver_id,
             no_ioctl: AtomicBool::new(false),
             no_invoke_write: AtomicBool::new(false),
@@ -115,16 +155,16 @@ impl UverbsFd {
 
     /// Whether this process is not the one that opened the fd: a child
     /// forked after the open, whose kernel objects on this fd are the
-    /// parent's. One `getpid()`: for the control path only.
+    /// parent's. No syscall ([`current_pid`]).
     pub fn in_forked_child(&self) -> bool {
-        std::process::id() != self.opener
+        current_pid() != self.opener
     }
 
     /// For the destroy commands: `true` (and a debug event) when `verb` on
     /// object `handle` must be skipped because this is a forked child; the
     /// caller then returns `Ok` without a syscall.
     pub fn skip_destroy_in_child(&self, verb: &'static str, handle: u32) -> bool {
-        let pid = std::process::id();
+        let pid = current_pid();
         if pid == self.opener {
             return false;
         }
