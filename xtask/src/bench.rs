@@ -64,39 +64,42 @@ impl Default for BenchArgs {
 /// Default runs per latency configuration.
 pub const DEFAULT_RUNS: u32 = 5;
 
-/// The parts of the benchmark (`--only instr,syscalls,latency,perftest,mock`).
+/// The parts of the benchmark (`--only instr,syscalls,latency,perftest,capi,mock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
     pub instr: bool,
     pub syscalls: bool,
     pub latency: bool,
     pub perftest: bool,
+    /// perftest on rdma-core's `libibverbs.so.1` and on rverbs' (issue #12 §5).
+    pub capi: bool,
     pub mock: bool,
 }
 
 impl Parts {
     pub fn all() -> Parts {
-        Parts { instr: true, syscalls: true, latency: true, perftest: true, mock: true }
+        Parts { instr: true, syscalls: true, latency: true, perftest: true, capi: true, mock: true }
     }
 
     /// Parses `instr,syscalls,...`.
     pub fn parse(list: &str) -> Result<Parts> {
-        let mut p = Parts { instr: false, syscalls: false, latency: false, perftest: false, mock: false };
+        let mut p = Parts { instr: false, syscalls: false, latency: false, perftest: false, capi: false, mock: false };
         for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match w {
                 "instr" => p.instr = true,
                 "syscalls" => p.syscalls = true,
                 "latency" => p.latency = true,
                 "perftest" => p.perftest = true,
+                "capi" => p.capi = true,
                 "mock" => p.mock = true,
-                _ => return Err(format!("unknown part {w:?} (instr, syscalls, latency, perftest, mock)")),
+                _ => return Err(format!("unknown part {w:?} (instr, syscalls, latency, perftest, capi, mock)")),
             }
         }
         Ok(p)
     }
 
     fn any_guest(&self) -> bool {
-        self.instr || self.syscalls || self.latency || self.perftest
+        self.instr || self.syscalls || self.latency || self.perftest || self.capi
     }
 }
 
@@ -179,9 +182,26 @@ impl Impl {
 /// The perftest programs run as the floor.
 pub const PERFTEST: [&str; 4] = ["ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_write_bw"];
 
+/// The perftest programs timed on both C libraries (issue #12 §5).
+pub const CAPI_PERFTEST: [&str; 2] = ["ib_send_lat", "ib_write_bw"];
+
+/// What selects rverbs' `libibverbs.so.1` for a program in the guest.
+const ON_RVERBS: &str = "env LD_LIBRARY_PATH=/opt/rverbs/lib";
+
 /// File-name tags of the guest's results (shared with [`bench_report`]).
 pub mod tags {
     use super::Impl;
+
+    /// A perftest run with both sides on `i`'s `libibverbs.so.1`:
+    /// `cp-PROGRAM-SIZE-IMPL`.
+    pub fn capi(program: &str, size: u32, i: Impl) -> String {
+        format!("cp-{program}-{size}-{}", i.tag())
+    }
+
+    /// Callgrind of a perftest client on `i`'s library: `cc-PROGRAM-IMPL-ITERS`.
+    pub fn capi_cg(program: &str, i: Impl, iters: u32) -> String {
+        format!("cc-{program}-{}-{iters}", i.tag())
+    }
 
     /// Callgrind run of the client built without tracing's callsites.
     pub const NOTRACE: &str = "cg-notrace-64-1000";
@@ -355,10 +375,35 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
             }
         }
     }
+    if parts.capi {
+        s.push_str("step capi\n");
+        for prog in CAPI_PERFTEST {
+            for i in Impl::BOTH {
+                let on = if i == Impl::Rverbs { format!("{ON_RVERBS} ") } else { String::new() };
+                for size in SIZES {
+                    let p = next_port();
+                    let tag = tags::capi(prog, size, i);
+                    let cmd = format!("{on}{prog} -d rxe0 -x {GID} -F -s {size} -n {PERFTEST_ITERS} -p {p}");
+                    s.push_str(&format!("pair {tag} {p} \"timeout 120 {cmd}\" \"timeout 120 {cmd} 127.0.0.1\"\n"));
+                }
+                for iters in CG_ITERS {
+                    let p = next_port();
+                    let tag = tags::capi_cg(prog, i, iters);
+                    let cmd = |on: &str| format!("{on}{prog} -d rxe0 -x {GID} -F -s 64 -n {iters} -p {p}");
+                    s.push_str(&format!(
+                        "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 {on}valgrind --tool=callgrind --dump-line=no \
+                         --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
+                        srv = cmd(&on),
+                        cli = cmd(""),
+                    ));
+                }
+            }
+        }
+    }
     s.push_str(
         "step send\n\
          for f in *; do\n    \
-         case $f in cg-*-100.out) continue ;; esac\n    \
+         case $f in cg-*-100.out|cc-*.out) continue ;; esac\n    \
          send $f $D/$f\n\
          done\n\
          step done\n\
@@ -442,11 +487,13 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         }
     } else if args.parts.any_guest() {
         let cli = project::build_cli_release(&ws)?;
+        let capi = if args.parts.capi { Some(project::build_capi_release(&ws)?) } else { None };
         let dirs = ws.dirs()?;
         for s in series {
             let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
             note(format!("kernel {}: {}", s.name, k.describe()));
-            runs.push(one_kernel(&k, &tools, &dirs, &knobs, &cli, notrace.as_deref(), args)?);
+            let built = Built { cli: cli.clone(), notrace: notrace.clone(), capi: capi.clone() };
+            runs.push(one_kernel(&k, &tools, &dirs, &knobs, &built, args)?);
         }
     }
     let report = bench_report::Report::new(&runs, mock.as_ref(), &commit, args.runs);
@@ -458,6 +505,16 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         note(format!("table written into {}", doc.display()));
     }
     Ok(0)
+}
+
+/// What the host built for the bench guest.
+struct Built {
+    /// The release CLI (static).
+    cli: PathBuf,
+    /// The CLI without tracing's callsites (`instr`).
+    notrace: Option<PathBuf>,
+    /// rverbs' release `libibverbs.so` (`capi`).
+    capi: Option<PathBuf>,
 }
 
 /// `git describe --always --dirty` of the tree measured.
@@ -475,16 +532,18 @@ fn one_kernel(
     tools: &HostTools,
     dirs: &Dirs,
     knobs: &Knobs,
-    cli: &Path,
-    notrace: Option<&Path>,
+    built: &Built,
     args: &BenchArgs,
 ) -> Result<KernelRun> {
-    let mut files = vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())];
-    if let Some(n) = notrace {
-        files.push((format!("/usr/local/bin/{NOTRACE_BIN}"), n.to_path_buf()));
+    let mut files = vec![(guest::RVERBS_BIN.to_owned(), built.cli.clone())];
+    if let Some(n) = &built.notrace {
+        files.push((format!("/usr/local/bin/{NOTRACE_BIN}"), n.clone()));
+    }
+    if let Some(so) = &built.capi {
+        files.push((format!("{}/libibverbs.so.1", project::GUEST_LIB_DIR), so.to_path_buf()));
     }
     let mut data = Vec::new();
-    if args.parts.instr {
+    if args.parts.instr || args.parts.capi {
         for (at, host, program) in valgrind_files()? {
             if program {
                 files.push((at, host));
@@ -662,6 +721,21 @@ mod tests {
         let only = script(&Parts::parse("syscalls").unwrap(), 5);
         assert!(!only.contains("valgrind") && !only.contains("lat-") && only.contains("st-rdma-ev"));
         assert!(Parts::parse("instr,bogus").is_err());
+        // The C library part: the same perftest command on each library,
+        // rverbs' selected by LD_LIBRARY_PATH on both sides, and callgrind
+        // of the client (its large profile is not sent back).
+        let capi = script(&Parts::parse("capi").unwrap(), 1);
+        assert!(capi.contains(
+            "\"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 1000 -p"
+        ));
+        assert!(capi.contains("pair cp-ib_send_lat-64-rdma "));
+        assert!(capi.contains(
+            "\"timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib valgrind --tool=callgrind --dump-line=no \
+             --callgrind-out-file=$D/cc-ib_send_lat-rverbs-1000.out --log-file=$D/cc-ib_send_lat-rverbs-1000.vg \
+             ib_send_lat -d rxe0 -x 1 -F -s 64 -n 1000 -p"
+        ));
+        assert!(capi.contains("cg-*-100.out|cc-*.out) continue"));
+        assert!(!capi.contains("ibv_rc_pingpong"));
     }
 
     #[test]

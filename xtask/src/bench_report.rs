@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bench::{self, tags, Impl, CG_ITERS, PERFTEST, SIZES, UD_SIZES};
+use crate::bench::{self, tags, Impl, CAPI_PERFTEST, CG_ITERS, PERFTEST, SIZES, UD_SIZES};
 use crate::callgrind::{FnCost, Profile};
 use crate::strace::{self, Call};
 use crate::twohost;
@@ -84,6 +84,27 @@ impl KernelRun {
                     .flatten()
             })
             .collect()
+    }
+
+    /// perftest with both sides on `i`'s `libibverbs.so.1`: the client's figure.
+    fn capi_perftest(&self, prog: &str, size: u32, i: Impl) -> Option<f64> {
+        let tag = tags::capi(prog, size, i);
+        if self.exit(&tag) != Some(0) {
+            return None;
+        }
+        perftest_figure(prog, self.file(&format!("{tag}.cli")))
+    }
+
+    /// Instructions per operation of a perftest client on `i`'s library,
+    /// 64 bytes: (Ir(n=1000) − Ir(n=100)) / 900.
+    fn capi_per_op(&self, prog: &str, i: Impl) -> Option<f64> {
+        let [a, b] = CG_ITERS;
+        let total = |n| {
+            let tag = tags::capi_cg(prog, i, n);
+            (self.exit(&tag) == Some(0)).then(|| bench::collected(&self.file(&format!("{tag}.vg")).join("\n")))?
+        };
+        let (lo, hi) = (total(a)?, total(b)?);
+        Some((hi as f64 - lo as f64) / f64::from(b - a))
     }
 
     /// perftest's result line of the client: (typical or average latency
@@ -312,6 +333,8 @@ fn group(v: i64) -> String {
 enum Goal {
     /// rverbs / rdma-core ≤ this.
     RatioAtMost(f64),
+    /// rverbs / rdma-core ≥ this (bandwidth).
+    RatioAtLeast(f64),
     /// rverbs' figure ≤ this.
     AtMost(f64),
     None,
@@ -321,6 +344,7 @@ impl Goal {
     fn text(self) -> String {
         match self {
             Goal::RatioAtMost(r) => format!("≤ {r}×"),
+            Goal::RatioAtLeast(r) => format!("≥ {r}×"),
             Goal::AtMost(v) => format!("≤ {v}"),
             Goal::None => String::new(),
         }
@@ -329,6 +353,7 @@ impl Goal {
     fn met(self, rdma: Option<f64>, rverbs: Option<f64>) -> Option<bool> {
         match self {
             Goal::RatioAtMost(r) => ratio(rdma, rverbs).map(|x| x <= r + 1e-9),
+            Goal::RatioAtLeast(r) => ratio(rdma, rverbs).map(|x| x >= r - 1e-9),
             Goal::AtMost(v) => rverbs.map(|x| x <= v + 1e-9),
             Goal::None => None,
         }
@@ -506,6 +531,32 @@ impl<'a> Report<'a> {
                     });
                 }
             }
+        }
+        // rdma-core's perftest on each C library (issue #12 §5).
+        for prog in CAPI_PERFTEST {
+            let bw = prog.ends_with("_bw");
+            for size in SIZES {
+                let unit = if bw { "MB/s average" } else { "usec typical" };
+                rows.push(Row {
+                    what: format!(
+                        "C library: perftest {prog}, {}, {unit}, both sides on each libibverbs",
+                        size_text(size)
+                    ),
+                    cells: per_kernel(&|k| {
+                        (k.capi_perftest(prog, size, Impl::RdmaCore), k.capi_perftest(prog, size, Impl::Rverbs))
+                    }),
+                    digits: 2,
+                    goal: if bw { Goal::RatioAtLeast(1.0) } else { Goal::RatioAtMost(1.0) },
+                    ratio: true,
+                });
+            }
+            rows.push(Row {
+                what: format!("C library: instructions per operation, {prog} client, 64 B (callgrind)"),
+                cells: per_kernel(&|k| (k.capi_per_op(prog, Impl::RdmaCore), k.capi_per_op(prog, Impl::Rverbs))),
+                digits: 0,
+                goal: Goal::RatioAtMost(1.0),
+                ratio: true,
+            });
         }
         // perftest, rdma-core only.
         for prog in PERFTEST {

@@ -59,10 +59,11 @@ usage:
   cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--reuse] [--keep]
       rverbs next to rdma-core in one guest per kernel (default: all):
       instructions per iteration and per verb (callgrind), syscalls,
-      latency and throughput medians, perftest as the floor, plus the
+      latency and throughput medians, perftest as the floor, perftest on
+      rdma-core's and rverbs' libibverbs.so.1 (capi), plus the
       providers against the mock kernel and the HCA model on the host;
       prints one table and writes it into docs/PERFORMANCE.md (not with
-      --no-doc). PARTS: instr,syscalls,latency,perftest,mock (default all);
+      --no-doc). PARTS: instr,syscalls,latency,perftest,capi,mock (default all);
       --reuse: no guests, the report of the files the last run kept in
       target/vm/bench/<kernel>/
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...

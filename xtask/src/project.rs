@@ -128,6 +128,18 @@ fn build_static_cli_with(ws: &Workspace, extra: &[&str]) -> Result<PathBuf> {
     find_bin(build_json(ws, &args)?, "rverbs")
 }
 
+/// `cargo build --release --package rverbs-capi`: rverbs' optimised
+/// `libibverbs.so` (`cargo xtask bench` times rdma-core's programs on it).
+pub fn build_capi_release(ws: &Workspace) -> Result<PathBuf> {
+    let msgs = build_json(ws, &["build", "--release", "--package", "rverbs-capi"])?;
+    msgs.iter()
+        .filter(|m| has_kind(m, "cdylib"))
+        .flat_map(|m| m.get("filenames").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str))
+        .find(|f| f.ends_with(".so"))
+        .map(PathBuf::from)
+        .ok_or_else(|| "cargo built no libibverbs.so for rverbs-capi".to_string())
+}
+
 /// `cargo build --package PACKAGE --bin BIN`: the executable's path.
 pub fn build_bin(ws: &Workspace, package: &str, bin: &str) -> Result<PathBuf> {
     build_bin_with(ws, package, bin, &[])
