@@ -409,7 +409,7 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         let pd = (lib.alloc_pd)(ctx);
         assert!(!pd.is_null());
 
-        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 12); // ATOMIC_WRITE
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 10); // TSO
         assert!(create_qp_ex(ctx, &mut qa).is_null());
         assert_eq!(errno(), libc::EOPNOTSUPP, "send ops rverbs does not post");
         // A QP of ibv_create_qp has no ibv_qp_ex to give.
