@@ -366,22 +366,33 @@ unsafe fn post_recv(ctx: *mut ibv_context, qp: *mut ibv_qp, wr_id: u64, addr: u6
     assert_eq!(r, 0, "post_recv");
 }
 
-#[test]
-fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
+/// The first device opened through the library, its RoCE GID, and the
+/// extended constructors of its `verbs_context`.
+struct Opened {
+    lib: Lib,
+    ctx: *mut ibv_context,
+    gid: [u8; 16],
+    sgid: u8,
+    create_cq_ex: CreateCqEx,
+    create_qp_ex: CreateQpEx,
+}
+
+/// [`Opened`], or `None` after a permitted skip (no device, no library).
+fn open_first_device() -> Option<Opened> {
     let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
     if !need(dev.is_some(), "no uverbs device") {
-        return;
+        return None;
     }
     let Some(dir) = lib_dir() else {
         need(false, "rverbs' libibverbs.so.1 was not built or installed");
-        return;
+        return None;
     };
     let dev = dev.unwrap();
     let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
     let lib = load(&dir);
-    // SAFETY: the whole test drives the C API by its contract: every pointer
-    // passed is a live object of the library or a buffer of this test that
-    // outlives the requests using it.
+    // SAFETY: the C API by its contract: the list and the device are the
+    // library's, `gid` outlives the query, and the op slots hold the
+    // library's functions of these C types.
     unsafe {
         let mut n = 0;
         let list = (lib.get_device_list)(&mut n);
@@ -396,7 +407,17 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         let v = vctx(ctx);
         let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
         let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
+        Some(Opened { lib, ctx, gid, sgid, create_cq_ex, create_qp_ex })
+    }
+}
 
+#[test]
+fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
+    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, create_qp_ex }) = open_first_device() else { return };
+    // SAFETY: the whole test drives the C API by its contract: every pointer
+    // passed is a live object of the library or a buffer of this test that
+    // outlives the requests using it.
+    unsafe {
         // Bad flows answer NULL with EOPNOTSUPP, as rdma-core 44's rxe.
         let mut bad = cq_attr(WC_STANDARD | 1 << 7); // COMPLETION_TIMESTAMP
         assert!(create_cq_ex(ctx, &mut bad).is_null());
@@ -866,17 +887,7 @@ const WC_REM_ACCESS_ERR: u32 = 10;
 /// `ibv_dealloc_pd` answers EBUSY while windows exist.
 #[test]
 fn memory_windows_through_the_c_abi() {
-    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
-    if !need(dev.is_some(), "no uverbs device") {
-        return;
-    }
-    let Some(dir) = lib_dir() else {
-        need(false, "rverbs' libibverbs.so.1 was not built or installed");
-        return;
-    };
-    let dev = dev.unwrap();
-    let sgid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
-    let lib = load(&dir);
+    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, create_qp_ex }) = open_first_device() else { return };
     type AllocMw = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut ibv_mw;
     type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
     type DeallocMw = unsafe extern "C" fn(*mut ibv_mw) -> c_int;
@@ -885,19 +896,6 @@ fn memory_windows_through_the_c_abi() {
     // is a live object of the library or a buffer of this test that outlives
     // the requests using it.
     unsafe {
-        let mut n = 0;
-        let list = (lib.get_device_list)(&mut n);
-        let d = (0..n as usize)
-            .map(|i| *list.add(i))
-            .find(|&d| std::ffi::CStr::from_ptr((*d).name.as_ptr() as *const c_char).to_str() == Ok(dev.name()))
-            .expect("the device is listed");
-        let ctx = (lib.open_device)(d);
-        assert!(!ctx.is_null());
-        let mut gid = [0u8; 16];
-        assert_eq!((lib.query_gid)(ctx, 1, c_int::from(sgid), &mut gid), 0);
-        let v = vctx(ctx);
-        let create_cq_ex = core::mem::transmute::<Slot, CreateCqEx>(v.ops_a[24]);
-        let create_qp_ex = core::mem::transmute::<Slot, CreateQpEx>(v.ops_b[1]);
         let ops = &(*ctx).ops;
         assert!(!ops.alloc_mw.is_null(), "alloc_mw is set (the inline answers EOPNOTSUPP when it is NULL)");
         let alloc_mw = core::mem::transmute::<Slot, AllocMw>(ops.alloc_mw);

@@ -88,11 +88,10 @@ pub struct UverbsFd {
 pub fn current_pid() -> u32 {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
-        // SAFETY: `forget_pid` is an `extern "C" fn()` that only stores to
-        // an atomic (async-signal-safe, as a child handler must be);
-        // pthread_atfork copies the pointers and has no other requirement.
-        // Its only failure is ENOMEM, after which the cache is never
-        // filled (`FORK_SAFE` stays false) and every call asks the kernel.
+        // pthread_atfork's only failure is ENOMEM, after which the cache is
+        // never filled (`FORK_SAFE` stays false) and every call asks the kernel.
+        // SAFETY: `forget_pid` is an `extern "C" fn()` that only stores to an atomic (async-signal-safe, as a
+        // child handler must be); pthread_atfork copies the pointers and has no other requirement.
         let rc = unsafe { nix::libc::pthread_atfork(None, None, Some(forget_pid)) };
         FORK_SAFE.store(rc == 0, Ordering::Release);
     });
