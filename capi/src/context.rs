@@ -22,7 +22,35 @@ pub(crate) struct Ctx {
     /// The C object (CQ, QP, SRQ) of each rverbs `user_handle` (unique
     /// per context across kinds), for `ibv_get_cq_event` and the `element`
     /// of async events.
-    pub objects: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
+    pub objects: std::sync::Mutex<std::collections::HashMap<u64, usize, HandleHash>>,
+}
+
+/// Hashing of the object table: rverbs' user handles are small sequential
+/// integers, so one multiplication by a large odd constant (Fibonacci
+/// hashing) spreads them over every bit, where std's SipHash would spend
+/// about a hundred instructions per `ibv_get_cq_event` on a key nobody
+/// chose against us.
+pub(crate) type HandleHash = core::hash::BuildHasherDefault<HandleHasher>;
+
+/// See [`HandleHash`].
+#[derive(Default)]
+pub(crate) struct HandleHasher(u64);
+
+impl core::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u64` keys; kept correct for any other.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// The `Ctx` behind an `ibv_context *` this library returned.

@@ -115,7 +115,7 @@ unsafe fn cq_of<'a>(p: *mut ibv_cq_ex) -> &'a Cq {
 unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
     // SAFETY: the caller's contract.
     let q = unsafe { cq_of(p) };
-    let w = q.inner.lock().unwrap_or_else(|p| p.into_inner()).poll_one();
+    let w = q.inner.lock().poll_one();
     let Some(w) = w else {
         set_errno(nix::libc::ENOENT);
         return nix::libc::ENOENT;

@@ -31,6 +31,7 @@ mod pd;
 mod qp;
 mod qp_ex;
 mod query;
+mod spin;
 mod srq;
 mod stubs;
 #[cfg(test)]

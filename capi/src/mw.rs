@@ -93,7 +93,7 @@ pub(crate) unsafe extern "C" fn bind_mw(p: *mut ibv_qp, m: *mut ibv_mw, b: *mut 
     // SAFETY: as above; `bind_info.mr` is the caller's MR or NULL.
     let Some(bind) = (unsafe { bind_of(m, inc_rkey(mw.c.rkey), &b.bind_info) }) else { return EINVAL };
     let flags = SendFlags::from_bits_truncate(b.send_flags);
-    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = q.inner.lock();
     match g.bind_mw(&mw.inner, b.wr_id, bind, flags) {
         Ok(key) => {
             mw.c.rkey = key;

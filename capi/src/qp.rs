@@ -9,8 +9,8 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
+use core::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 
 use rverbs::{AccessFlags, AhAttr, Gid, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RemoteAddr};
 use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
@@ -22,6 +22,7 @@ use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
 use crate::qp_ex::WrBatch;
+use crate::spin::SpinLock;
 
 /// A QP: the C `ibv_qp_ex` (whose first 160 bytes are the `ibv_qp`), then
 /// rverbs' QP (posting needs it exclusively: one lock, uncontended when one
@@ -29,11 +30,11 @@ use crate::qp_ex::WrBatch;
 #[repr(C)]
 pub(crate) struct Qp {
     pub c: ibv_qp_ex,
-    pub inner: Mutex<rverbs::QueuePair>,
+    pub inner: SpinLock<rverbs::QueuePair>,
     pub sq_sig_all: bool,
     /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
     pub extended: bool,
-    pub batch: Mutex<WrBatch>,
+    pub batch: SpinLock<WrBatch>,
     /// The SGEs of the chunk `post_send` is posting (under `inner`'s lock).
     pub scratch: UnsafeCell<SgeScratch>,
 }
@@ -111,9 +112,9 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         set_errno(EINVAL);
         return core::ptr::null_mut();
     }
-    let srq_guard = srq.map(|s| s.inner.lock().unwrap_or_else(|p| p.into_inner()));
+    let srq_guard = srq.map(|s| s.inner.lock());
     let created = {
-        let s = scq.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let s = scq.inner.lock();
         let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
             let mut a = rverbs::QpInitAttr::new(ty, send);
             a.recv_cq = recv;
@@ -125,7 +126,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         if core::ptr::eq(scq, rcq) {
             attr(&s, &s)
         } else {
-            let r = rcq.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let r = rcq.inner.lock();
             attr(&s, &r)
         }
     };
@@ -160,12 +161,12 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     let user_handle = inner.user_handle();
     let batch = match send_ops {
         Some(_) => crate::qp_ex::batch_for(&inner.cap()),
-        None => Mutex::new(WrBatch::none()),
+        None => SpinLock::new(WrBatch::none()),
     };
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
     let scratch = UnsafeCell::new([[Sge::new(0, 0, 0); MAX_SGE]; CHUNK]);
-    let q = Box::into_raw(Box::new(Qp { c, inner: Mutex::new(inner), sq_sig_all, extended, batch, scratch }));
+    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), sq_sig_all, extended, batch, scratch }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -180,7 +181,7 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     }
     // SAFETY: boxed by `create_qp`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
-    let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    let inner = b.inner.into_inner();
     // SAFETY: the QP's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(b.c.qp_base.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
@@ -321,7 +322,7 @@ unsafe extern "C" fn modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_i
     let (Some(q), Some(a)) = (unsafe { qp(p) }, unsafe { attr.as_ref() }) else { return EINVAL };
     let Some(m) = QpAttrMask::from_bits(mask as u32) else { return EINVAL };
     let Some(ra) = attr_from_c(a, m) else { return EINVAL };
-    let g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let g = q.inner.lock();
     match g.modify(&ra, m) {
         Ok(()) => {
             if m.contains(QpAttrMask::STATE) {
@@ -350,7 +351,7 @@ unsafe extern "C" fn query_qp(
         return EINVAL;
     }
     let m = QpAttrMask::from_bits_truncate(mask as u32);
-    let g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let g = q.inner.lock();
     match g.query(m) {
         Ok(a) => {
             let ca = attr_to_c(&a);
@@ -469,19 +470,27 @@ pub(crate) unsafe extern "C" fn post_send(
     mut wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let fail = |wr: *mut ibv_send_wr, e: c_int| {
-        if !bad_wr.is_null() {
-            // SAFETY: `bad_wr` is the caller's out pointer.
-            unsafe { *bad_wr = wr };
-        }
-        e
-    };
+    let fail = |wr: *mut ibv_send_wr, e: c_int| fail_at(bad_wr, wr, e);
     // SAFETY: the C contract: a live QP of ours.
     let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
     let ud_qp = q.c.qp_base.qp_type == 4;
-    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = q.inner.lock();
     // SAFETY: `scratch` is used only under `inner`'s lock, held here.
     let scratch = unsafe { &mut *q.scratch.get() };
+    // One request, the common case: no chunk bookkeeping.
+    // SAFETY: `wr` is NULL or the caller's request.
+    if let Some(w) = unsafe { wr.as_ref() }.filter(|w| w.next.is_null()) {
+        // SAFETY: the C contract of the request.
+        let one = match unsafe { translate(w, ud_qp, &mut scratch[0]) } {
+            Ok(s) => s,
+            Err(e) => return fail(wr, e),
+        };
+        // SAFETY: as for the chunks below.
+        return match unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) } {
+            Ok(()) => 0,
+            Err(e) => fail(wr, post_errno(&e.kind)),
+        };
+    }
     while !wr.is_null() {
         let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
         let mut heads = [core::ptr::null_mut::<ibv_send_wr>(); CHUNK];
@@ -523,29 +532,70 @@ pub(crate) unsafe extern "C" fn post_send(
 /// The `post_recv` op (`ibv_post_recv`): 0, or an errno with `*bad_wr`.
 pub(crate) unsafe extern "C" fn post_recv(
     p: *mut ibv_qp,
-    mut wr: *mut ibv_recv_wr,
+    wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let fail = |wr: *mut ibv_recv_wr, e: c_int| {
-        if !bad_wr.is_null() {
-            // SAFETY: `bad_wr` is the caller's out pointer.
-            unsafe { *bad_wr = wr };
-        }
-        e
-    };
     // SAFETY: the C contract: a live QP of ours.
-    let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
-    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
-    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
+    let Some(q) = (unsafe { qp(p) }) else { return fail_at(bad_wr, wr, EINVAL) };
+    let mut g = q.inner.lock();
+    // SAFETY: the C contract of the list.
+    unsafe { post_recv_list(wr, bad_wr, |r| g.post_recv(core::slice::from_ref(r))) }
+}
+
+/// Stores `wr` in the caller's `*bad_wr` (when it gave one); returns `e`.
+pub(crate) fn fail_at<W>(bad_wr: *mut *mut W, wr: *mut W, e: c_int) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: `bad_wr` is the caller's out pointer (the C contract).
+        unsafe { *bad_wr = wr };
+    }
+    e
+}
+
+/// Posts a C receive list one request at a time through `post` (a QP's
+/// receive queue or an SRQ, under its lock): 0, or an errno with `*bad_wr`
+/// at the first request not posted. The SGEs go onto the stack, only as
+/// many as a request has (nothing is zeroed first).
+///
+/// # Safety
+/// `wr` is NULL or the caller's list: each request's `sg_list` holds
+/// `num_sge` entries, `next` links the next one or is NULL.
+pub(crate) unsafe fn post_recv_list(
+    mut wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    mut post: impl FnMut(&RecvWr<'_>) -> Result<(), rverbs::PostError>,
+) -> c_int {
+    let mut room = [const { MaybeUninit::<Sge<'static>>::uninit() }; MAX_SGE];
     // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
     while let Some(w) = unsafe { wr.as_ref() } {
         // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
-        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
-        let rwr = RecvWr { wr_id: w.wr_id, sgl: &sge[..n] };
-        if let Err(e) = g.post_recv(core::slice::from_ref(&rwr)) {
-            return fail(wr, post_errno(&e.kind));
+        let Some(sgl) = (unsafe { sges_into(w.sg_list, w.num_sge, &mut room) }) else {
+            return fail_at(bad_wr, wr, EINVAL);
+        };
+        if let Err(e) = post(&RecvWr { wr_id: w.wr_id, sgl }) {
+            return fail_at(bad_wr, wr, post_errno(&e.kind));
         }
         wr = w.next;
     }
     0
+}
+
+/// The request's SGEs copied into `room`, as the initialised slice; `None`
+/// when `num_sge` is negative or above [`MAX_SGE`].
+///
+/// # Safety
+/// `sg_list` holds `num_sge` entries (the C contract).
+unsafe fn sges_into<'r>(
+    sg_list: *const ibv_sge,
+    num_sge: c_int,
+    room: &'r mut [MaybeUninit<Sge<'static>>; MAX_SGE],
+) -> Option<&'r [Sge<'static>]> {
+    let n = usize::try_from(num_sge).ok().filter(|&n| n <= MAX_SGE)?;
+    for (i, o) in room[..n].iter_mut().enumerate() {
+        // SAFETY: `i < num_sge`, within the caller's array.
+        let s = unsafe { sg_list.add(i).read() };
+        o.write(Sge::new(s.addr, s.length, s.lkey));
+    }
+    // SAFETY: the first `n` entries were written just above; `MaybeUninit<T>`
+    // has `T`'s layout.
+    Some(unsafe { core::slice::from_raw_parts(room.as_ptr().cast::<Sge<'static>>(), n) })
 }

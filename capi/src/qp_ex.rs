@@ -19,7 +19,6 @@
 //! each, like `post_send`.
 
 use core::ffi::{c_int, c_void};
-use std::sync::Mutex;
 
 use rverbs::{QpCap, RemoteAddr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
@@ -28,6 +27,7 @@ use crate::abi::{ibv_sge, Slot};
 use crate::errno::{set_errno, EINVAL, ENOSPC, EOPNOTSUPP};
 use crate::export::symver;
 use crate::qp::{post_errno, Qp, CHUNK, MAX_SGE};
+use crate::spin::SpinLock;
 
 /// `IBV_QP_INIT_ATTR_PD`.
 const INIT_ATTR_PD: u32 = 1 << 0;
@@ -203,8 +203,8 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
 }
 
 /// The batch of a QP created by `create_qp_ex`.
-pub(crate) fn batch_for(cap: &QpCap) -> Mutex<WrBatch> {
-    Mutex::new(WrBatch::for_cap(cap))
+pub(crate) fn batch_for(cap: &QpCap) -> SpinLock<WrBatch> {
+    SpinLock::new(WrBatch::for_cap(cap))
 }
 
 /// The `create_qp_ex` op (`ibv_create_qp_ex`; the inline calls
@@ -254,10 +254,10 @@ symver!(qp_to_qp_ex, ibv_qp_to_qp_ex, "IBVERBS_1.6");
 ///
 /// # Safety
 /// `p` is a live QP of ours.
-unsafe fn batch<'a>(p: *mut ibv_qp_ex) -> (&'a Qp, std::sync::MutexGuard<'a, WrBatch>) {
+unsafe fn batch<'a>(p: *mut ibv_qp_ex) -> (&'a Qp, crate::spin::SpinGuard<'a, WrBatch>) {
     // SAFETY: the caller's contract: the `ibv_qp_ex` is the first field of a live `Qp`.
     let q = unsafe { &*p.cast::<Qp>() };
-    (q, q.batch.lock().unwrap_or_else(|p| p.into_inner()))
+    (q, q.batch.lock())
 }
 
 /// Appends a request of `op` with the `wr_id` and `wr_flags` the caller
@@ -310,7 +310,7 @@ fn post_all(q: &Qp, b: &WrBatch) -> c_int {
     if q.c.qp_base.qp_type == 4 && b.pending.iter().any(|w| w.ud.is_none()) {
         return EINVAL; // a UD request without `wr_set_ud_addr`: post none
     }
-    let mut g = q.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = q.inner.lock();
     for (c, chunk) in b.pending.chunks(CHUNK).enumerate() {
         let mut inline_sge = [Sge::new(0, 0, 0); CHUNK];
         for (k, w) in chunk.iter().enumerate() {

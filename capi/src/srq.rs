@@ -3,22 +3,20 @@
 
 use core::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
-
-use rverbs::{RecvWr, Sge};
 
 use crate::abi::{ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_attr, PthreadCond, PthreadMutex};
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
-use crate::qp::{post_errno, sges, MAX_SGE};
+use crate::qp::{fail_at, post_recv_list};
+use crate::spin::SpinLock;
 
 /// An SRQ: the C `ibv_srq`, then rverbs' SRQ and the number of QPs using it.
 #[repr(C)]
 pub(crate) struct Srq {
     pub c: ibv_srq,
-    pub inner: Mutex<rverbs::SharedReceiveQueue>,
+    pub inner: SpinLock<rverbs::SharedReceiveQueue>,
     pub users: AtomicU32,
 }
 
@@ -53,7 +51,7 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
                 events_completed: 0,
             };
             let user_handle = inner.user_handle();
-            let s = Box::into_raw(Box::new(Srq { c, inner: Mutex::new(inner), users: AtomicU32::new(0) }));
+            let s = Box::into_raw(Box::new(Srq { c, inner: SpinLock::new(inner), users: AtomicU32::new(0) }));
             // SAFETY: the PD's context outlives it (the C contract of close).
             if let Some(cx) = unsafe { ctx(pd.c.context) } {
                 cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, s as usize);
@@ -86,7 +84,7 @@ unsafe extern "C" fn modify_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: 
     if mask & SRQ_LIMIT == 0 {
         return 0;
     }
-    let g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let g = s.inner.lock();
     match g.modify_limit(a.srq_limit) {
         Ok(()) => 0,
         Err(e) => errno::of(&e),
@@ -101,7 +99,7 @@ unsafe extern "C" fn query_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_in
     if attr.is_null() {
         return EINVAL;
     }
-    let g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
+    let g = s.inner.lock();
     match g.query() {
         Ok(a) => {
             // SAFETY: `attr` is the caller's struct.
@@ -122,7 +120,7 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     }
     // SAFETY: boxed by `create_srq`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Srq>()) };
-    let inner = b.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+    let inner = b.inner.into_inner();
     // SAFETY: the SRQ's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(b.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
@@ -142,29 +140,12 @@ symver!(destroy_srq, ibv_destroy_srq, "IBVERBS_1.1");
 /// The `post_srq_recv` op (`ibv_post_srq_recv`): 0, or an errno with `*bad_wr`.
 pub(crate) unsafe extern "C" fn post_srq_recv(
     p: *mut ibv_srq,
-    mut wr: *mut ibv_recv_wr,
+    wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let fail = |wr: *mut ibv_recv_wr, e: c_int| {
-        if !bad_wr.is_null() {
-            // SAFETY: `bad_wr` is the caller's out pointer.
-            unsafe { *bad_wr = wr };
-        }
-        e
-    };
     // SAFETY: the C contract: a live SRQ of ours.
-    let Some(s) = (unsafe { srq(p) }) else { return fail(wr, EINVAL) };
-    let mut g = s.inner.lock().unwrap_or_else(|p| p.into_inner());
-    let mut sge = [Sge::new(0, 0, 0); MAX_SGE];
-    // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
-    while let Some(w) = unsafe { wr.as_ref() } {
-        // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
-        let Some(n) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge) }) else { return fail(wr, EINVAL) };
-        let rwr = RecvWr { wr_id: w.wr_id, sgl: &sge[..n] };
-        if let Err(e) = g.post_recv(core::slice::from_ref(&rwr)) {
-            return fail(wr, post_errno(&e.kind));
-        }
-        wr = w.next;
-    }
-    0
+    let Some(s) = (unsafe { srq(p) }) else { return fail_at(bad_wr, wr, EINVAL) };
+    let mut g = s.inner.lock();
+    // SAFETY: the C contract of the list.
+    unsafe { post_recv_list(wr, bad_wr, |r| g.post_recv(core::slice::from_ref(r))) }
 }

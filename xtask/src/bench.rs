@@ -185,6 +185,52 @@ pub const PERFTEST: [&str; 4] = ["ib_send_lat", "ib_write_lat", "ib_read_lat", "
 /// The perftest programs timed on both C libraries (issue #12 §5).
 pub const CAPI_PERFTEST: [&str; 2] = ["ib_send_lat", "ib_write_bw"];
 
+/// Iteration counts of the C library's callgrind runs (issue #12 §5): a
+/// wider gap than the ping-pong's, so that perftest's start-up, which
+/// varies from run to run (its handshake, the first polls), weighs less.
+pub const CAPI_CG_ITERS: [u32; 2] = [500, 5000];
+
+/// How a perftest client waits in the C library's callgrind runs: busy
+/// polling (perftest's default; the count includes every empty poll, so it
+/// moves with timing) or completion events (`-e`: a read, an arm and a poll
+/// per completion, so the count is the library's cost, not the wait's).
+pub const CAPI_CG_MODES: [CapiMode; 2] = [CapiMode::Poll, CapiMode::Events];
+
+/// See [`CAPI_CG_MODES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapiMode {
+    /// perftest's default: busy polling.
+    Poll,
+    /// `-e`: completion events.
+    Events,
+}
+
+impl CapiMode {
+    /// The file-name tag.
+    pub fn tag(self) -> &'static str {
+        match self {
+            CapiMode::Poll => "poll",
+            CapiMode::Events => "ev",
+        }
+    }
+
+    /// perftest's flag.
+    fn flag(self) -> &'static str {
+        match self {
+            CapiMode::Poll => "",
+            CapiMode::Events => " -e",
+        }
+    }
+
+    /// How the table names it.
+    pub fn text(self) -> &'static str {
+        match self {
+            CapiMode::Poll => "polling",
+            CapiMode::Events => "-e",
+        }
+    }
+}
+
 /// What selects rverbs' `libibverbs.so.1` for a program in the guest.
 const ON_RVERBS: &str = "env LD_LIBRARY_PATH=/opt/rverbs/lib";
 
@@ -198,9 +244,10 @@ pub mod tags {
         format!("cp-{program}-{size}-{}", i.tag())
     }
 
-    /// Callgrind of a perftest client on `i`'s library: `cc-PROGRAM-IMPL-ITERS`.
-    pub fn capi_cg(program: &str, i: Impl, iters: u32) -> String {
-        format!("cc-{program}-{}-{iters}", i.tag())
+    /// Callgrind of a perftest client on `i`'s library:
+    /// `cc-PROGRAM-MODE-IMPL-ITERS`.
+    pub fn capi_cg(program: &str, mode: super::CapiMode, i: Impl, iters: u32) -> String {
+        format!("cc-{program}-{}-{}-{iters}", mode.tag(), i.tag())
     }
 
     /// Callgrind run of the client built without tracing's callsites.
@@ -240,7 +287,12 @@ pub mod tags {
 
 /// Builds the guest script. Every run is a pair: the server in the
 /// background, the client once the server listens; outputs in `TAG.cli`,
-/// `TAG.srv`, the client's exit status in `TAG.rc`.
+/// `TAG.srv`, the client's exit status in `TAG.rc`. With two vCPUs or more
+/// the server runs on CPU 0 and the client on CPU 1 (`taskset`): two
+/// busy-polling processes that the scheduler happens to put on one vCPU
+/// take turns at its ticks (4 ms), which made whole runs 20-40 times
+/// slower at random; pinned, every run of either library sees the same
+/// placement.
 pub fn script(parts: &Parts, runs: u32) -> String {
     let mut s = format!(
         r#"D={DIR}
@@ -252,9 +304,11 @@ listening() {{
     p=$(printf %04X "$1")
     grep -q ":$p [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }}
+ON0= ON1=
+if [ "$(grep -c ^processor /proc/cpuinfo)" -ge 2 ]; then ON0="taskset -c 0" ON1="taskset -c 1"; fi
 # pair TAG PORT SERVER CLIENT
 pair() {{
-    eval "$3" >$D/$1.srv 2>&1 &
+    eval "$ON0 $3" >$D/$1.srv 2>&1 &
     bg=$!
     i=0
     until listening $2; do
@@ -263,7 +317,7 @@ pair() {{
         usleep 50000
     done
     if listening $2; then
-        eval "$4" >$D/$1.cli 2>&1
+        eval "$ON1 $4" >$D/$1.cli 2>&1
         echo $? >$D/$1.rc
     else
         echo "the server never listened on port $2" >$D/$1.cli
@@ -386,13 +440,14 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
                     let cmd = format!("{on}{prog} -d rxe0 -x {GID} -F -s {size} -n {PERFTEST_ITERS} -p {p}");
                     s.push_str(&format!("pair {tag} {p} \"timeout 120 {cmd}\" \"timeout 120 {cmd} 127.0.0.1\"\n"));
                 }
-                for iters in CG_ITERS {
+                for (mode, iters) in CAPI_CG_MODES.into_iter().flat_map(|m| CAPI_CG_ITERS.map(|n| (m, n))) {
                     let p = next_port();
-                    let tag = tags::capi_cg(prog, i, iters);
-                    let cmd = |on: &str| format!("{on}{prog} -d rxe0 -x {GID} -F -s 64 -n {iters} -p {p}");
+                    let tag = tags::capi_cg(prog, mode, i, iters);
+                    let cmd =
+                        |on: &str| format!("{on}{prog} -d rxe0 -x {GID} -F -s 64 -n {iters}{} -p {p}", mode.flag());
                     s.push_str(&format!(
                         "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 {on}valgrind --tool=callgrind --dump-line=no \
-                         --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
+                         --dump-instr=yes --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
                         srv = cmd(&on),
                         cli = cmd(""),
                     ));
@@ -403,7 +458,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
     s.push_str(
         "step send\n\
          for f in *; do\n    \
-         case $f in cg-*-100.out|cc-*.out) continue ;; esac\n    \
+         case $f in cg-*-100.out|cc-*-500.out) continue ;; esac\n    \
          send $f $D/$f\n\
          done\n\
          step done\n\
@@ -723,7 +778,8 @@ mod tests {
         assert!(Parts::parse("instr,bogus").is_err());
         // The C library part: the same perftest command on each library,
         // rverbs' selected by LD_LIBRARY_PATH on both sides, and callgrind
-        // of the client (its large profile is not sent back).
+        // of the client in both modes (the small run's profile is not sent
+        // back, the large one's is, for annotation).
         let capi = script(&Parts::parse("capi").unwrap(), 1);
         assert!(capi.contains(
             "\"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 1000 -p"
@@ -731,10 +787,13 @@ mod tests {
         assert!(capi.contains("pair cp-ib_send_lat-64-rdma "));
         assert!(capi.contains(
             "\"timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib valgrind --tool=callgrind --dump-line=no \
-             --callgrind-out-file=$D/cc-ib_send_lat-rverbs-1000.out --log-file=$D/cc-ib_send_lat-rverbs-1000.vg \
-             ib_send_lat -d rxe0 -x 1 -F -s 64 -n 1000 -p"
+             --dump-instr=yes --callgrind-out-file=$D/cc-ib_send_lat-ev-rverbs-5000.out \
+             --log-file=$D/cc-ib_send_lat-ev-rverbs-5000.vg ib_send_lat -d rxe0 -x 1 -F -s 64 -n 5000 -e -p"
         ));
-        assert!(capi.contains("cg-*-100.out|cc-*.out) continue"));
+        assert!(
+            capi.contains("--log-file=$D/cc-ib_write_bw-poll-rdma-500.vg ib_write_bw -d rxe0 -x 1 -F -s 64 -n 500 -p")
+        );
+        assert!(capi.contains("cg-*-100.out|cc-*-500.out) continue"));
         assert!(!capi.contains("ibv_rc_pingpong"));
     }
 
