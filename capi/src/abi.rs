@@ -1136,31 +1136,6 @@ layout!(
 layout!(ibv_srq_attr, 12, max_wr = 0, max_sge = 4, srq_limit = 8);
 layout!(ibv_srq_init_attr, 24, srq_context = 0, attr = 8);
 
-/// `struct ib_user_path_rec` (kernel `<rdma/ib_user_sa.h>`, 64 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ib_user_path_rec {
-    pub dgid: [u8; 16],
-    pub sgid: [u8; 16],
-    pub dlid: u16,
-    pub slid: u16,
-    pub raw_traffic: u32,
-    pub flow_label: u32,
-    pub reversible: u32,
-    pub mtu: u32,
-    pub pkey: u16,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-    pub numb_path: u8,
-    pub sl: u8,
-    pub mtu_selector: u8,
-    pub rate_selector: u8,
-    pub rate: u8,
-    pub packet_life_time_selector: u8,
-    pub packet_life_time: u8,
-    pub preference: u8,
-}
-
 /// `struct ibv_sa_path_rec` (`<infiniband/sa.h>`, 64 bytes, 8-aligned by its `union ibv_gid`s).
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Default)]
@@ -1186,21 +1161,9 @@ pub struct ibv_sa_path_rec {
     pub preference: u8,
 }
 
-// Not in capi-layouts.txt: checked once with gcc 12 on the declarations of
-// rdma-core 44's `kernel-headers/rdma/ib_user_sa.h` and `libibverbs/sa.h`.
-layout!(
-    ib_user_path_rec,
-    64,
-    dlid = 32,
-    slid = 34,
-    raw_traffic = 36,
-    flow_label = 40,
-    reversible = 44,
-    mtu = 48,
-    pkey = 52,
-    hop_limit = 54,
-    preference = 63
-);
+// Not in capi-layouts.txt: checked once with gcc 12 on the declaration of
+// rdma-core 44's `libibverbs/sa.h` (the kernel's `ib_user_path_rec` is
+// `rverbs_uapi::ib_user_sa`'s).
 layout!(
     ibv_sa_path_rec,
     64,

@@ -100,11 +100,12 @@ fn current_devices() -> rverbs::Result<Vec<*const Dev>> {
     let mut reg = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = Vec::with_capacity(found.len());
     for dev in found {
-        // SAFETY: registered devices are never freed (see `DevPtr`).
-        let known = reg
-            .iter()
-            .map(|p| p.0)
-            .find(|&p| unsafe { (*p).dev.name() == dev.name() && (*p).dev.uverbs_name() == dev.uverbs_name() });
+        let same = |p: *const Dev| {
+            // SAFETY: registered devices are never freed (see `DevPtr`).
+            let d = unsafe { &(*p).dev };
+            d.name() == dev.name() && d.uverbs_name() == dev.uverbs_name()
+        };
+        let known = reg.iter().map(|p| p.0).find(|&p| same(p));
         let p = match known {
             Some(p) => p,
             None => {

@@ -4,9 +4,9 @@ use rverbs_uapi::ib_user_ioctl_cmds::*;
 use rverbs_uapi::ib_user_verbs::*;
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::traced;
-use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
-use crate::{Error, Result};
+use super::{destroy_object, traced, Destroy};
+use crate::sys::UverbsFd;
+use crate::Result;
 
 /// `IB_USER_VERBS_CMD_CREATE_AH` (write-only; through `INVOKE_WRITE`). The
 /// kernel resolves the destination MAC for RoCE; the driver's answer (rxe:
@@ -31,20 +31,14 @@ pub fn create_ah(
 ///
 /// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn destroy_ah(fd: &UverbsFd, handle: u32) -> Result<()> {
-    const VERB: &str = "ibv_destroy_ah";
-    if fd.skip_destroy_in_child(VERB, handle) {
-        return Ok(());
-    }
-    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY);
-    cmd.in_obj(UVERBS_ATTR_DESTROY_AH_HANDLE, handle);
-    if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-        traced(VERB, CmdPath::Ioctl);
-        return Ok(());
-    }
     let req = ib_uverbs_destroy_ah { ah_handle: handle };
-    let path = fd
-        .write_cmd(IB_USER_VERBS_CMD_DESTROY_AH, req.as_bytes(), &mut [], &[], &mut [])
-        .map_err(|e| Error::os(VERB, e))?;
-    traced(VERB, path);
-    Ok(())
+    let d = Destroy {
+        verb: "ibv_destroy_ah",
+        object: UVERBS_OBJECT_AH,
+        method: UVERBS_METHOD_AH_DESTROY,
+        handle_attr: UVERBS_ATTR_DESTROY_AH_HANDLE,
+        write_cmd: IB_USER_VERBS_CMD_DESTROY_AH,
+        write_req: req.as_bytes(),
+    };
+    destroy_object(fd, handle, &d)
 }

@@ -4,7 +4,7 @@ use rverbs_uapi::ib_user_ioctl_cmds::*;
 use rverbs_uapi::ib_user_verbs::*;
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::traced;
+use super::{destroy_object, traced, Destroy};
 use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
 use crate::{Error, Result};
 
@@ -84,22 +84,16 @@ pub unsafe fn rereg_mr(
 ///
 /// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn dereg_mr(fd: &UverbsFd, handle: u32) -> Result<()> {
-    const VERB: &str = "ibv_dereg_mr";
-    if fd.skip_destroy_in_child(VERB, handle) {
-        return Ok(());
-    }
-    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY);
-    cmd.in_obj(UVERBS_ATTR_DESTROY_MR_HANDLE, handle);
-    if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-        traced(VERB, CmdPath::Ioctl);
-        return Ok(());
-    }
     let req = ib_uverbs_dereg_mr { mr_handle: handle };
-    let path = fd
-        .write_cmd(IB_USER_VERBS_CMD_DEREG_MR, req.as_bytes(), &mut [], &[], &mut [])
-        .map_err(|e| Error::os(VERB, e))?;
-    traced(VERB, path);
-    Ok(())
+    let d = Destroy {
+        verb: "ibv_dereg_mr",
+        object: UVERBS_OBJECT_MR,
+        method: UVERBS_METHOD_MR_DESTROY,
+        handle_attr: UVERBS_ATTR_DESTROY_MR_HANDLE,
+        write_cmd: IB_USER_VERBS_CMD_DEREG_MR,
+        write_req: req.as_bytes(),
+    };
+    destroy_object(fd, handle, &d)
 }
 
 /// What `UVERBS_METHOD_QUERY_MR` reports.

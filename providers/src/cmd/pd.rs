@@ -4,8 +4,8 @@ use rverbs_uapi::ib_user_ioctl_cmds::*;
 use rverbs_uapi::ib_user_verbs::*;
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::traced;
-use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
+use super::{destroy_object, traced, Destroy};
+use crate::sys::UverbsFd;
 use crate::{Error, Result};
 
 /// `IB_USER_VERBS_CMD_ALLOC_PD` (write-only on 6.1/6.12; sent through
@@ -26,20 +26,14 @@ pub fn alloc_pd(fd: &UverbsFd, drv_out: &mut [u8]) -> Result<u32> {
 ///
 /// In a forked child: nothing, `Ok` ([`UverbsFd`'s fork rule](crate::sys::UverbsFd#fork)).
 pub fn dealloc_pd(fd: &UverbsFd, handle: u32) -> Result<()> {
-    const VERB: &str = "ibv_dealloc_pd";
-    if fd.skip_destroy_in_child(VERB, handle) {
-        return Ok(());
-    }
-    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY);
-    cmd.in_obj(UVERBS_ATTR_DESTROY_PD_HANDLE, handle);
-    if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
-        traced(VERB, CmdPath::Ioctl);
-        return Ok(());
-    }
     let req = ib_uverbs_dealloc_pd { pd_handle: handle };
-    let path = fd
-        .write_cmd(IB_USER_VERBS_CMD_DEALLOC_PD, req.as_bytes(), &mut [], &[], &mut [])
-        .map_err(|e| Error::os(VERB, e))?;
-    traced(VERB, path);
-    Ok(())
+    let d = Destroy {
+        verb: "ibv_dealloc_pd",
+        object: UVERBS_OBJECT_PD,
+        method: UVERBS_METHOD_PD_DESTROY,
+        handle_attr: UVERBS_ATTR_DESTROY_PD_HANDLE,
+        write_cmd: IB_USER_VERBS_CMD_DEALLOC_PD,
+        write_req: req.as_bytes(),
+    };
+    destroy_object(fd, handle, &d)
 }

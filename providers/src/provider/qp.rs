@@ -177,11 +177,11 @@ impl ProviderContext {
                 let prep = mlx5::QpPrepareArgs { qp_type, caps: caps_of(a.cap), srq, sq_sig_all: a.sq_sig_all };
                 let (pending, udata) = m.qp_prepare(&prep)?;
                 let mut drv_out = [0u8; mlx5::QP_RESP_LEN];
+                let core_args = args(cap_of(pending.core_caps()));
                 // SAFETY: the driver data names `pending`'s buffer and doorbell
                 // record, which stay allocated until the kernel QP is destroyed:
                 // on failure here the kernel took nothing and `pending` drops.
-                let created =
-                    unsafe { cmd::create_qp(fd, &args(cap_of(pending.core_caps())), udata.as_bytes(), &mut drv_out) }?;
+                let created = unsafe { cmd::create_qp(fd, &core_args, udata.as_bytes(), &mut drv_out) }?;
                 // The provider's capacities, not the kernel's echo of the request.
                 let cap = cap_of(pending.caps());
                 // Nothing fallible between the kernel create and `qp_finish`:
