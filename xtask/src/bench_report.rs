@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::bench::{
-    self, tags, CapiMode, Impl, CAPI_CG_ITERS, CAPI_CG_MODES, CAPI_PERFTEST, CG_ITERS, PERFTEST, SIZES, UD_SIZES,
-};
+use crate::bench::{self, tags, Impl, CAPI_CG_ITERS, CAPI_PERFTEST, CG_ITERS, PERFTEST, SIZES, UD_SIZES};
 use crate::callgrind::{FnCost, Profile};
 use crate::strace::{self, Call};
 use crate::twohost;
@@ -99,10 +97,10 @@ impl KernelRun {
 
     /// Instructions per operation of a perftest client on `i`'s library,
     /// 64 bytes: (Ir(n=5000) − Ir(n=500)) / 4500.
-    fn capi_per_op(&self, prog: &str, mode: CapiMode, i: Impl) -> Option<f64> {
+    fn capi_per_op(&self, prog: &str, i: Impl) -> Option<f64> {
         let [a, b] = CAPI_CG_ITERS;
         let total = |n| {
-            let tag = tags::capi_cg(prog, mode, i, n);
+            let tag = tags::capi_cg(prog, i, n);
             (self.exit(&tag) == Some(0)).then(|| bench::collected(&self.file(&format!("{tag}.vg")).join("\n")))?
         };
         let (lo, hi) = (total(a)?, total(b)?);
@@ -552,20 +550,13 @@ impl<'a> Report<'a> {
                     ratio: true,
                 });
             }
-            for mode in CAPI_CG_MODES {
-                rows.push(Row {
-                    what: format!(
-                        "C library: instructions per operation, {prog} client, {}, 64 B (callgrind)",
-                        mode.text()
-                    ),
-                    cells: per_kernel(&|k| {
-                        (k.capi_per_op(prog, mode, Impl::RdmaCore), k.capi_per_op(prog, mode, Impl::Rverbs))
-                    }),
-                    digits: 0,
-                    goal: Goal::RatioAtMost(1.0),
-                    ratio: true,
-                });
-            }
+            rows.push(Row {
+                what: format!("C library: instructions per operation, {prog} client, 64 B (callgrind)"),
+                cells: per_kernel(&|k| (k.capi_per_op(prog, Impl::RdmaCore), k.capi_per_op(prog, Impl::Rverbs))),
+                digits: 0,
+                goal: Goal::RatioAtMost(1.0),
+                ratio: true,
+            });
         }
         // perftest, rdma-core only.
         for prog in PERFTEST {
