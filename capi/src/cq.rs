@@ -285,9 +285,10 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 }
 
 /// The `poll_cq` op (`ibv_poll_cq`): the number of completions written, or
-/// a negative value on bad arguments. An empty poll is the check, the lock,
-/// one look at the ring and the release: a busy-polling caller makes
-/// thousands of them per completion.
+/// a negative value on bad arguments. An empty poll is the checks, the
+/// lock, one look at the ring and the release, in a function that keeps
+/// little in registers (a busy-polling caller makes thousands of them per
+/// completion); the copying lives in [`poll_more`].
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
@@ -296,9 +297,26 @@ pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv
     }
     let mut g = q.inner.lock();
     let mut one = [rverbs::Wc::default()];
-    let mut n = 0;
-    while n < num as usize && g.poll(&mut one) == 1 {
-        // SAFETY: the caller's array holds `num > n` entries.
+    if g.poll(&mut one) == 0 {
+        return 0;
+    }
+    // SAFETY: the caller's array holds `num` entries.
+    unsafe { poll_more(&mut g, &one[0], num as usize, wc) }
+}
+
+/// The rest of a poll that found `first`: writes it and up to `num - 1`
+/// more into `wc`; returns how many.
+///
+/// # Safety
+/// `wc` holds `num >= 1` entries.
+#[inline(never)]
+unsafe fn poll_more(cq: &mut rverbs::CompletionQueue, first: &rverbs::Wc, num: usize, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: `num >= 1`.
+    unsafe { wc.write(wc_to_c(first)) };
+    let mut one = [rverbs::Wc::default()];
+    let mut n = 1;
+    while n < num && cq.poll(&mut one) == 1 {
+        // SAFETY: `n < num`, within the caller's array.
         unsafe { wc.add(n).write(wc_to_c(&one[0])) };
         n += 1;
     }

@@ -3,13 +3,12 @@
 //! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
 //!
 //! A send list is translated into rverbs' `SendWr`s in chunks of
-//! [`CHUNK`] requests, their SGEs in a per-QP scratch area, and each chunk
-//! posted with one doorbell: no allocation. Receives are posted one at a
+//! [`CHUNK`] requests, their SGEs read in place (`struct ibv_sge` is
+//! rverbs' `Sge`), and each chunk posted with one doorbell: no allocation,
+//! no copy. Receives are posted one at a
 //! time (rxe rings no doorbell for them).
 
-use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
 
 use rverbs::{AccessFlags, AhAttr, Gid, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpCap, QpState, QpType, RemoteAddr};
@@ -35,8 +34,6 @@ pub(crate) struct Qp {
     /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
     pub extended: bool,
     pub batch: SpinLock<WrBatch>,
-    /// The SGEs of the chunk `post_send` is posting (under `inner`'s lock).
-    pub scratch: UnsafeCell<SgeScratch>,
 }
 
 /// # Safety
@@ -165,8 +162,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     };
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
-    let scratch = UnsafeCell::new([[Sge::new(0, 0, 0); MAX_SGE]; CHUNK]);
-    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), sq_sig_all, extended, batch, scratch }));
+    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), sq_sig_all, extended, batch }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -383,19 +379,36 @@ pub(crate) fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
     }
 }
 
-/// The request's SGEs, copied onto the stack.
+/// The request's SGEs as rverbs' [`Sge`]s, in place: `struct ibv_sge`
+/// and `Sge` have one layout (asserted below), so nothing is copied. `None`
+/// when `num_sge` is negative or above [`MAX_SGE`], or the list is NULL.
 ///
 /// # Safety
-/// `sg_list` holds `num_sge` entries (the C contract).
-pub(crate) unsafe fn sges(sg_list: *const ibv_sge, num_sge: c_int, out: &mut [Sge<'static>; MAX_SGE]) -> Option<usize> {
+/// `sg_list` holds `num_sge` entries that the caller leaves alone while the
+/// returned slice lives (the C contract: for the duration of the call).
+pub(crate) unsafe fn sgl<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Option<&'a [Sge<'static>]> {
     let n = usize::try_from(num_sge).ok().filter(|&n| n <= MAX_SGE)?;
-    for (i, o) in out.iter_mut().enumerate().take(n) {
-        // SAFETY: `i < num_sge`, within the caller's array.
-        let s = unsafe { sg_list.add(i).read() };
-        *o = Sge::new(s.addr, s.length, s.lkey);
+    if n == 0 {
+        return Some(&[]);
     }
-    Some(n)
+    if sg_list.is_null() {
+        return None;
+    }
+    // SAFETY: `sg_list` is non-NULL and holds `n` initialised entries (the
+    // contract), aligned as C aligns `struct ibv_sge` (8, as `Sge`); each
+    // is a valid `Sge`: the same fields at the same offsets, any bits valid,
+    // and its lifetime marker is zero-sized.
+    Some(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge<'static>>(), n) })
 }
+
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<Sge<'static>>() == size_of::<ibv_sge>());
+    assert!(align_of::<Sge<'static>>() == align_of::<ibv_sge>());
+    assert!(offset_of!(Sge<'static>, addr) == offset_of!(ibv_sge, addr));
+    assert!(offset_of!(Sge<'static>, length) == offset_of!(ibv_sge, length));
+    assert!(offset_of!(Sge<'static>, lkey) == offset_of!(ibv_sge, lkey));
+};
 
 fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
     let remote = RemoteAddr { addr: w.wr[0], rkey: w.wr[1] as u32 };
@@ -431,23 +444,16 @@ fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
 /// many (one `post_send_unchecked`, one doorbell, each).
 pub(crate) const CHUNK: usize = 16;
 
-/// Per-QP room for the SGEs of one chunk (8 KiB, allocated with the QP),
-/// touched only under the QP's `inner` lock.
-pub(crate) type SgeScratch = [[Sge<'static>; MAX_SGE]; CHUNK];
-
-/// One C request as rverbs' `SendWr`, its SGEs copied into `slot`; the
-/// errno when it is malformed.
+/// One C request as rverbs' `SendWr` (its SGEs read in place); the errno
+/// when it is malformed.
 ///
 /// # Safety
 /// `w` is the caller's request (`sg_list` holding `num_sge` entries; for a
-/// UD QP, `wr.ud.ah` a live AH of ours).
-unsafe fn translate<'a>(
-    w: &ibv_send_wr,
-    ud_qp: bool,
-    slot: &'a mut [Sge<'static>; MAX_SGE],
-) -> Result<SendWr<'a>, c_int> {
+/// UD QP, `wr.ud.ah` a live AH of ours), untouched for `'a`.
+#[inline]
+unsafe fn translate<'a>(w: &'a ibv_send_wr, ud_qp: bool) -> Result<SendWr<'a>, c_int> {
     // SAFETY: the caller's contract.
-    let n = unsafe { sges(w.sg_list, w.num_sge, slot) }.ok_or(EINVAL)?;
+    let sgl = unsafe { sgl(w.sg_list, w.num_sge) }.ok_or(EINVAL)?;
     let op = send_op(w).ok_or(EINVAL)?;
     let flags = SendFlags::from_bits_truncate(w.send_flags);
     let ud = if ud_qp {
@@ -457,8 +463,7 @@ unsafe fn translate<'a>(
     } else {
         None
     };
-    let slot = &*slot;
-    Ok(SendWr { wr_id: w.wr_id, op, flags, sgl: &slot[..n], ud })
+    Ok(SendWr { wr_id: w.wr_id, op, flags, sgl, ud })
 }
 
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
@@ -475,13 +480,11 @@ pub(crate) unsafe extern "C" fn post_send(
     let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
     let ud_qp = q.c.qp_base.qp_type == 4;
     let mut g = q.inner.lock();
-    // SAFETY: `scratch` is used only under `inner`'s lock, held here.
-    let scratch = unsafe { &mut *q.scratch.get() };
     // One request, the common case: no chunk bookkeeping.
     // SAFETY: `wr` is NULL or the caller's request.
     if let Some(w) = unsafe { wr.as_ref() }.filter(|w| w.next.is_null()) {
         // SAFETY: the C contract of the request.
-        let one = match unsafe { translate(w, ud_qp, &mut scratch[0]) } {
+        let one = match unsafe { translate(w, ud_qp) } {
             Ok(s) => s,
             Err(e) => return fail(wr, e),
         };
@@ -495,12 +498,12 @@ pub(crate) unsafe extern "C" fn post_send(
         let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
         let mut heads = [core::ptr::null_mut::<ibv_send_wr>(); CHUNK];
         let (mut n, mut bad) = (0, None);
-        for slot in scratch.iter_mut() {
+        for _ in 0..CHUNK {
             // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
             let Some(w) = (unsafe { wr.as_ref() }) else { break };
             heads[n] = wr;
             // SAFETY: the C contract of the request.
-            match unsafe { translate(w, ud_qp, slot) } {
+            match unsafe { translate(w, ud_qp) } {
                 Ok(s) => {
                     wrs[n].write(s);
                     n += 1;
@@ -553,8 +556,7 @@ pub(crate) fn fail_at<W>(bad_wr: *mut *mut W, wr: *mut W, e: c_int) -> c_int {
 
 /// Posts a C receive list one request at a time through `post` (a QP's
 /// receive queue or an SRQ, under its lock): 0, or an errno with `*bad_wr`
-/// at the first request not posted. The SGEs go onto the stack, only as
-/// many as a request has (nothing is zeroed first).
+/// at the first request not posted. The SGEs are read in place.
 ///
 /// # Safety
 /// `wr` is NULL or the caller's list: each request's `sg_list` holds
@@ -564,11 +566,10 @@ pub(crate) unsafe fn post_recv_list(
     bad_wr: *mut *mut ibv_recv_wr,
     mut post: impl FnMut(&RecvWr<'_>) -> Result<(), rverbs::PostError>,
 ) -> c_int {
-    let mut room = [const { MaybeUninit::<Sge<'static>>::uninit() }; MAX_SGE];
     // SAFETY: each `wr` is NULL or the caller's request, linked by `next`.
     while let Some(w) = unsafe { wr.as_ref() } {
         // SAFETY: `sg_list` holds `num_sge` entries (the C contract).
-        let Some(sgl) = (unsafe { sges_into(w.sg_list, w.num_sge, &mut room) }) else {
+        let Some(sgl) = (unsafe { sgl(w.sg_list, w.num_sge) }) else {
             return fail_at(bad_wr, wr, EINVAL);
         };
         if let Err(e) = post(&RecvWr { wr_id: w.wr_id, sgl }) {
@@ -577,25 +578,4 @@ pub(crate) unsafe fn post_recv_list(
         wr = w.next;
     }
     0
-}
-
-/// The request's SGEs copied into `room`, as the initialised slice; `None`
-/// when `num_sge` is negative or above [`MAX_SGE`].
-///
-/// # Safety
-/// `sg_list` holds `num_sge` entries (the C contract).
-unsafe fn sges_into<'r>(
-    sg_list: *const ibv_sge,
-    num_sge: c_int,
-    room: &'r mut [MaybeUninit<Sge<'static>>; MAX_SGE],
-) -> Option<&'r [Sge<'static>]> {
-    let n = usize::try_from(num_sge).ok().filter(|&n| n <= MAX_SGE)?;
-    for (i, o) in room[..n].iter_mut().enumerate() {
-        // SAFETY: `i < num_sge`, within the caller's array.
-        let s = unsafe { sg_list.add(i).read() };
-        o.write(Sge::new(s.addr, s.length, s.lkey));
-    }
-    // SAFETY: the first `n` entries were written just above; `MaybeUninit<T>`
-    // has `T`'s layout.
-    Some(unsafe { core::slice::from_raw_parts(room.as_ptr().cast::<Sge<'static>>(), n) })
 }
