@@ -107,6 +107,37 @@ fn golden_send() {
     assert_bytes(&encode_send(&wr, &RC), &want);
 }
 
+/// A SEND of one SGE, not inlined, has an encoding of its own (the fast
+/// path of `write_send_wqe`): the same bytes as the general one, on RC
+/// and UD, over a clean slot and over one full of junk (every header byte
+/// written, nothing past the SGE touched).
+#[test]
+fn golden_send_one_sge() {
+    let sgl = [SGE_A];
+    let wr = SendWr { wr_id: 16, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sgl, ud: None };
+    let mut want = want_send(16, 2, 2, 1, 0x1000);
+    put_sge(&mut want, 208, SGE_A);
+    assert_bytes(&encode_send(&wr, &RC), &want);
+    for b in &mut want[224..] {
+        *b = 0xee;
+    }
+    assert_bytes(&encode_send_over(&wr, &RC, 0xee), &want);
+    // UD, the AH by its kernel number. (Two SGEs, INLINE and the other
+    // opcodes take the general encoding: `golden_send`,
+    // `golden_inline_send` and the others.)
+    let ud = UdDest::new(3, 0x00ab_cdef, 0x1111_1111);
+    let wr = SendWr { wr_id: 17, op: SendOp::Send, flags: SendFlags::empty(), sgl: &sgl, ud: Some(ud) };
+    let mut want = want_send(17, 2, 0, 1, 0x1000);
+    put_u32(&mut want, 24, 0x00ab_cdef);
+    put_u32(&mut want, 28, 0x1111_1111);
+    put_u32(&mut want, 36, 3);
+    put_sge(&mut want, 208, SGE_A);
+    for b in &mut want[224..] {
+        *b = 0xee;
+    }
+    assert_bytes(&encode_send_over(&wr, &UD, 0xee), &want);
+}
+
 #[test]
 fn golden_send_with_imm() {
     let sgl = [SGE_A];

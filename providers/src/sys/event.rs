@@ -32,33 +32,44 @@ pub fn read_event(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<Option<usize>, E
 /// (`ibv_get_cq_event`'s `read()`): the `cq_handle` of its
 /// `ib_uverbs_comp_event_desc`, i.e. the CQ's `user_handle`. `Ok(None)`
 /// when no event is queued (`EAGAIN`); `EIO` for a short read. One
-/// syscall, nothing else: no allocation, no lock.
+/// syscall (the raw one: `sys/raw.rs`), nothing else: no allocation, no lock.
 #[inline]
 pub fn read_comp_event(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
     let mut handle = 0u64;
-    loop {
-        // SAFETY: `handle` is 8 writable bytes, and the kernel writes at
-        // most the 8 asked for.
-        let n = unsafe { nix::libc::read(fd.as_raw_fd(), std::ptr::addr_of_mut!(handle).cast(), COMP_EVENT_LEN) };
-        if n == COMP_EVENT_LEN as isize {
-            return Ok(Some(handle));
-        }
-        if n >= 0 {
-            return Err(Errno::EIO);
-        }
-        match Errno::last() {
-            Errno::EINTR => continue,
-            Errno::EAGAIN => return Ok(None),
-            e => return Err(e),
-        }
+    match read_desc(fd.as_raw_fd(), &mut handle) {
+        Read::Event => Ok(Some(handle)),
+        Read::Empty => Ok(None),
+        Read::Failed(n) => Err(super::syscall_error(n)),
     }
 }
 
-/// The calling thread's `errno`.
-#[inline]
-fn errno() -> i32 {
-    // SAFETY: `__errno_location` returns the thread's errno slot, always valid.
-    unsafe { *nix::libc::__errno_location() }
+/// What one `read()` of a completion channel gave.
+enum Read {
+    /// The descriptor is in the buffer.
+    Event,
+    /// Nothing queued (`EAGAIN`).
+    Empty,
+    /// The raw result: `-errno`, or a short read's length.
+    Failed(isize),
+}
+
+/// One `read()` of an event descriptor into `handle`, again on `EINTR`.
+#[inline(always)]
+fn read_desc(fd: nix::libc::c_int, handle: &mut u64) -> Read {
+    loop {
+        // SAFETY: `handle` is 8 writable bytes, and the kernel writes at
+        // most the 8 asked for.
+        let n = unsafe { super::raw::read(fd, std::ptr::from_mut(handle).cast(), COMP_EVENT_LEN) };
+        if n == COMP_EVENT_LEN as isize {
+            return Read::Event;
+        }
+        if n == -(nix::libc::EAGAIN as isize) {
+            return Read::Empty;
+        }
+        if n != -(nix::libc::EINTR as isize) {
+            return Read::Failed(n);
+        }
+    }
 }
 
 /// Waits up to `timeout` (`None`: no limit) for a completion event on a
@@ -70,9 +81,11 @@ fn errno() -> i32 {
 /// when the event is there); after one that had to sleep, with `ppoll()`
 /// and then the `read()` (two syscalls, where a `read()` that finds
 /// nothing first would make three). The deadline is kept by the kernel
-/// (the raw `ppoll` writes the time left back, [`wait_readable_for`]): no
-/// clock is read. Losing an event to another reader waits again for what
-/// is left.
+/// (the raw `ppoll` writes the time left back): no clock is read. Losing
+/// an event to another reader waits again for what is left.
+///
+/// Both syscalls are the raw ones (`sys/raw.rs`): no libc wrapper, no
+/// `errno`. This is once per completion event in event mode.
 #[inline]
 pub fn wait_comp_event(
     fd: BorrowedFd<'_>,
@@ -81,65 +94,41 @@ pub fn wait_comp_event(
 ) -> Result<Option<u64>, Errno> {
     let raw = fd.as_raw_fd();
     let mut handle = 0u64;
-    let mut read = || {
-        // SAFETY: `handle` is 8 writable bytes; the kernel writes at most 8.
-        unsafe { nix::libc::read(raw, std::ptr::addr_of_mut!(handle).cast(), COMP_EVENT_LEN) }
-    };
     let read_first = !slept.load(Ordering::Relaxed);
     if read_first {
-        loop {
-            let n = read();
-            if n == COMP_EVENT_LEN as isize {
-                return Ok(Some(handle));
-            }
-            match if n < 0 { errno() } else { nix::libc::EIO } {
-                nix::libc::EINTR => continue,
-                nix::libc::EAGAIN => break,
-                e => return Err(Errno::from_raw(e)),
-            }
+        match read_desc(raw, &mut handle) {
+            Read::Event => return Ok(Some(handle)),
+            Read::Empty => slept.store(true, Ordering::Relaxed),
+            Read::Failed(n) => return Err(super::syscall_error(n)),
         }
-        slept.store(true, Ordering::Relaxed);
     }
     let mut left = Remaining::new(timeout);
     let full = left;
     let mut pfd = nix::libc::pollfd { fd: raw, events: nix::libc::POLLIN, revents: 0 };
     loop {
         let ts = left.0.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut nix::libc::timespec);
-        // SAFETY: as in `wait_readable_for`: one pollfd, our timespec (or
-        // none), no signal mask.
-        let rc = unsafe {
-            nix::libc::syscall(
-                nix::libc::SYS_ppoll,
-                std::ptr::addr_of_mut!(pfd),
-                1usize,
-                ts,
-                std::ptr::null::<u8>(),
-                8usize,
-            )
-        };
+        // SAFETY: one pollfd of ours; `ts` is null or our timespec, which
+        // the kernel reads and overwrites with the time left.
+        let rc = unsafe { super::raw::ppoll(&mut pfd, 1, ts) };
         if rc == 0 {
             return Ok(None);
         }
         if rc < 0 {
-            match errno() {
-                nix::libc::EINTR => continue,
-                e => return Err(Errno::from_raw(e)),
+            if rc == -(nix::libc::EINTR as isize) {
+                continue;
             }
+            return Err(super::syscall_error(rc));
         }
-        loop {
-            let n = read();
-            if n == COMP_EVENT_LEN as isize {
+        match read_desc(raw, &mut handle) {
+            Read::Event => {
                 if !read_first && left.at_once_from(&full) {
                     // Readable at once: the next wait reads first.
                     slept.store(false, Ordering::Relaxed);
                 }
                 return Ok(Some(handle));
             }
-            match if n < 0 { errno() } else { nix::libc::EIO } {
-                nix::libc::EINTR => continue,
-                nix::libc::EAGAIN => break, // another reader took it: wait again
-                e => return Err(Errno::from_raw(e)),
-            }
+            Read::Empty => {} // another reader took it: wait again
+            Read::Failed(n) => return Err(super::syscall_error(n)),
         }
     }
 }
@@ -187,28 +176,17 @@ impl Remaining {
 /// a clock read.
 #[inline]
 pub fn wait_readable_for(fd: BorrowedFd<'_>, left: &mut Remaining) -> Result<bool, Errno> {
-    const SIGSET_LEN: usize = 8; // the kernel's sigset_t on Linux (_NSIG / 8)
     loop {
         let mut pfd = nix::libc::pollfd { fd: fd.as_raw_fd(), events: nix::libc::POLLIN, revents: 0 };
         let ts = left.0.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut nix::libc::timespec);
         // SAFETY: one valid pollfd; `ts` is null or our timespec, which the
         // kernel reads and overwrites with the time left; no signal mask.
-        let rc = unsafe {
-            nix::libc::syscall(
-                nix::libc::SYS_ppoll,
-                std::ptr::addr_of_mut!(pfd),
-                1usize,
-                ts,
-                std::ptr::null::<u8>(),
-                SIGSET_LEN,
-            )
-        };
+        let rc = unsafe { super::raw::ppoll(&mut pfd, 1, ts) };
         if rc >= 0 {
             return Ok(rc > 0);
         }
-        match Errno::last() {
-            Errno::EINTR => continue,
-            e => return Err(e),
+        if rc != -(nix::libc::EINTR as isize) {
+            return Err(super::syscall_error(rc));
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod event;
 pub mod ioctl;
 pub mod netlink;
 mod prepared;
+pub(crate) mod raw;
 pub mod ucma;
 #[cfg(any(test, feature = "ucma-mock"))]
 pub mod ucma_mock;
@@ -346,15 +347,20 @@ impl UverbsFd {
     /// (`uverbs-abi.md` §8, providers.md §A.4). Data path: no allocation, one
     /// syscall; `wqe_size` is 128, what rdma-core sends
     /// (`sizeof(struct ibv_send_wr)`; the kernel needs at least 56).
+    /// The `write()` is the raw syscall (`sys/raw.rs`), not libc's wrapper.
     #[inline]
     pub fn post_send_doorbell(&self, qp_handle: u32) -> Result<(), Errno> {
         let mut resp = 0u32; // ib_uverbs_post_send_resp.bad_wr
         let frame = write::post_send_doorbell_frame(qp_handle, &mut resp as *mut u32 as u64);
-        let n = nix::unistd::write(self.fd.as_fd(), &frame)?;
-        if n != frame.len() {
-            return Err(Errno::EIO);
+        // SAFETY: `frame` is 32 readable bytes; the one address in it is
+        // `resp`, 4 writable bytes that outlive the call, where the kernel
+        // writes `ib_uverbs_post_send_resp` (a u32). With `wr_count` 0 it
+        // reads nothing else from us.
+        let n = unsafe { raw::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+        if n == frame.len() as isize {
+            return Ok(());
         }
-        Ok(())
+        Err(syscall_error(n))
     }
 
     /// Maps `len` bytes of the device at `offset` shared and read-write, as
@@ -371,6 +377,18 @@ impl UverbsFd {
     /// child's copy). A child that drops them unmaps its own copy only.
     pub fn mmap(&self, offset: u64, len: usize) -> std::io::Result<memmap2::MmapRaw> {
         memmap2::MmapOptions::new().offset(offset).len(len).map_raw(self.fd.as_raw_fd())
+    }
+}
+
+/// The error of a raw syscall ([`raw`]) that returned `n`, not the length
+/// asked for: `-errno`, or `EIO` for a short transfer.
+#[cold]
+#[inline(never)]
+pub(crate) fn syscall_error(n: isize) -> Errno {
+    if n < 0 {
+        Errno::from_raw(-n as i32)
+    } else {
+        Errno::EIO
     }
 }
 

@@ -105,8 +105,9 @@ impl UverbsFd {
             b.attrs[1].flags = UVERBS_ATTR_F_MANDATORY as u16;
             // SAFETY: a complete ioctl header + `num_attrs` attributes
             // (`length` bytes), naming no memory: every value is inline.
+            // The raw syscall: libc's `ioctl` is variadic (~20 instructions).
             let rc = unsafe {
-                nix::libc::ioctl(self.as_fd().as_raw_fd(), RDMA_VERBS_IOCTL as _, std::ptr::addr_of_mut!(*b))
+                super::raw::ioctl(self.as_fd().as_raw_fd(), RDMA_VERBS_IOCTL as _, std::ptr::addr_of_mut!(*b).cast())
             };
             if rc == 0 {
                 // The level test is one load; the event itself (for
@@ -117,7 +118,7 @@ impl UverbsFd {
                 }
                 return Ok(CmdPath::InvokeWrite);
             }
-            self.small_ioctl_failed(Errno::last())?;
+            self.small_ioctl_failed(super::syscall_error(rc))?;
         }
         self.send_small_write(cmd, body)
     }

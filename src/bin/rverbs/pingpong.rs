@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use rverbs::{
     AccessFlags, AddressHandle, CompletionChannel, CompletionQueue, ConnectOptions, Context, Endpoint, Gid, LinkLayer,
-    MemoryRegion, Mtu, ProtectionDomain, QpCap, QpInitAttr, QpType, QueuePair, RecvWr, SendFlags, SendOp, SendWr,
-    SharedReceiveQueue, UdDest, Wc, WcStatus,
+    MemoryRegion, Mtu, PostError, ProtectionDomain, QpCap, QpInitAttr, QpType, QueuePair, RecvWr, SendFlags, SendOp,
+    SendWr, SharedReceiveQueue, UdDest, Wc, WcStatus,
 };
 
 use super::getopt::{Getopt, Opt, Parsed};
@@ -467,6 +467,28 @@ mod hot {
     }
 }
 
+/// Posts the send `wr` on `qp`: as it is, or with its payload (at `off`
+/// in `mr`) copied into the WQE when `inline` (through `scratch`).
+#[inline(always)]
+fn send_on(
+    qp: &mut QueuePair,
+    wr: &SendWr<'_>,
+    inline: bool,
+    mr: &MemoryRegion,
+    off: usize,
+    scratch: &mut [u8],
+) -> Result<(), String> {
+    if !inline {
+        return hot::post_send(qp, wr).map_err(send_failed);
+    }
+    post_send(qp, wr, Some((mr, off, scratch)))
+}
+
+#[cold]
+fn send_failed(e: PostError) -> String {
+    format!("Couldn't post send: {e}")
+}
+
 /// Posts the send `wr` on `qp` (its payload copied into the WQE when
 /// `inline` holds it: `scratch` takes the bytes).
 fn post_send(
@@ -835,7 +857,7 @@ fn run(o: &Opts) -> Result<(), String> {
     let (mut pp, mut cq, channel, port) = init(o)?;
     let nqp = pp.qps.len();
 
-    let mut routs = i64::from(pp.post_recv(pp.rx_depth));
+    let routs = i64::from(pp.post_recv(pp.rx_depth));
     if routs < i64::from(pp.rx_depth) {
         return Err(format!("Couldn't post receive ({routs})"));
     }
@@ -876,8 +898,6 @@ fn run(o: &Opts) -> Result<(), String> {
     let recv_sgl = [pp.mr.sge(0, pp.recv_len).map_err(lib_err("Couldn't post receive"))?];
     let recv_wr = RecvWr { wr_id: RECV_WRID, sgl: &recv_sgl };
     let mut scratch = vec![0; if pp.inline { o.size as usize } else { 0 }];
-    let (mr, payload_off, inline) = (&pp.mr, pp.payload_off, pp.inline);
-    let mut send = |qp: &mut QueuePair| post_send(qp, &send_wr, inline.then_some((mr, payload_off, &mut scratch[..])));
     // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
     // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
     let mark =
@@ -890,88 +910,41 @@ fn run(o: &Opts) -> Result<(), String> {
             // rdma-core marks the first byte of every page with
             // `i / page_size % sizeof(char)`, which is always 0.
             for i in (0..o.size as usize).step_by(page) {
-                mr.write_at(payload_off + i, &[0]).map_err(lib_err("Couldn't mark the buffer"))?;
+                pp.mr.write_at(pp.payload_off + i, &[0]).map_err(lib_err("Couldn't mark the buffer"))?;
             }
         }
         for (i, p) in pending.iter_mut().enumerate() {
-            send(&mut pp.qps[i])?;
+            send_on(&mut pp.qps[i], &send_wr, pp.inline, &pp.mr, pp.payload_off, &mut scratch)?;
             *p |= SEND_WRID;
         }
     }
 
-    let iters = u64::from(o.iters);
-    let refill_at = if o.mode == Mode::Srq { nqp as i64 } else { 1 };
-    let rx_depth = i64::from(pp.rx_depth);
-    let mut wcs = vec![Wc::default(); if o.mode == Mode::Srq { nqp + o.rx_depth as usize } else { 2 }];
-    let cq_handle = cq.user_handle();
-    let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
+    let wcs_len = if o.mode == Mode::Srq { nqp + o.rx_depth as usize } else { 2 };
+    let mut wcs = vec![Wc::default(); wcs_len];
+    let mut dp = DataPath {
+        qps: &mut pp.qps,
+        srq: &mut pp.srq,
+        mr: &pp.mr,
+        payload_off: pp.payload_off,
+        inline: pp.inline,
+        rx_depth: pp.rx_depth,
+        cq: &mut cq,
+        o,
+        send_wr: &send_wr,
+        recv_wr: &recv_wr,
+        scratch: &mut scratch,
+        pending: &mut pending,
+        wcs: &mut wcs,
+        routs,
+    };
     let start = Instant::now();
-    while rcnt < iters || scnt < iters {
-        let ne = if let Some(ch) = &channel {
-            let ev = hot::get_cq_event(ch, o.timeout)
-                .map_err(lib_err("Failed to get cq_event"))?
-                .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
-            num_events += 1;
-            if ev.cq_user_handle != cq_handle {
-                return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
-            }
-            hot::req_notify(&mut cq).map_err(lib_err("Couldn't request CQ notification"))?;
-            hot::poll(&mut cq, &mut wcs)
-        } else {
-            let mut n = hot::poll(&mut cq, &mut wcs);
-            if n == 0 {
-                // The stall limit's clock is read once every 2^20 empty polls
-                // (an empty poll takes nanoseconds, also in a TCG guest: some
-                // milliseconds) and starts at the first such read: a wait
-                // shorter than that reads no clock, which in a guest without
-                // a vDSO clock (6.1's under TCG) is a syscall; every 2^16th
-                // poll made 182 clock_gettime syscalls in a -n 100 run there.
-                // A stall is reported at most one interval after the limit.
-                let mut since = None;
-                let mut spins = 0u32;
-                while n == 0 {
-                    spins = spins.wrapping_add(1);
-                    if spins % (1 << 20) == 0 && since.get_or_insert_with(Instant::now).elapsed() >= o.timeout {
-                        return Err(stalled(o, rcnt, scnt, "completion"));
-                    }
-                    n = hot::poll(&mut cq, &mut wcs);
-                }
-            }
-            n
-        };
-        for wc in &wcs[..ne] {
-            if wc.status != WcStatus::SUCCESS {
-                return Err(failed_wc(wc));
-            }
-            let q = if o.mode == Mode::Srq {
-                pp.qps
-                    .iter()
-                    .position(|qp| qp.qp_num() == wc.qp_num)
-                    .ok_or_else(|| format!("Couldn't find QPN {:06x}", wc.qp_num))?
-            } else {
-                0
-            };
-            match wc.wr_id {
-                SEND_WRID => scnt += 1,
-                RECV_WRID => {
-                    routs -= 1;
-                    if routs <= refill_at {
-                        routs += i64::from(post_recvs(&mut pp.qps, &mut pp.srq, &recv_wr, (rx_depth - routs) as u32));
-                        if routs < rx_depth {
-                            return Err(format!("Couldn't post receive ({routs})"));
-                        }
-                    }
-                    rcnt += 1;
-                }
-                other => return Err(format!("Completion for unknown wr_id {other}")),
-            }
-            pending[q] &= !wc.wr_id;
-            if scnt < iters && pending[q] == 0 {
-                send(&mut pp.qps[q])?;
-                pending[q] = RECV_WRID | SEND_WRID;
-            }
-        }
-    }
+    // One copy of the loop per mode, each without the other modes' tests.
+    let num_events = match (&channel, o.mode == Mode::Srq) {
+        (Some(ch), false) => dp.run::<true, false>(Some(ch))?,
+        (Some(ch), true) => dp.run::<true, true>(Some(ch))?,
+        (None, false) => dp.run::<false, false>(None)?,
+        (None, true) => dp.run::<false, true>(None)?,
+    };
     let elapsed = start.elapsed();
     if let Some(m) = &mark {
         let _ = std::fs::metadata(&m[1]);
@@ -996,6 +969,117 @@ fn run(o: &Opts) -> Result<(), String> {
         return Err(format!("-c: the received data is wrong in {bad_pages} page(s)"));
     }
     Ok(())
+}
+
+/// The exchange's state (rdma-core's loop variables), borrowed from
+/// [`run`]: the data loop lives in [`DataPath::run`], one copy per mode.
+struct DataPath<'a, 'w> {
+    qps: &'a mut [QueuePair],
+    srq: &'a mut Option<SharedReceiveQueue>,
+    mr: &'a MemoryRegion,
+    payload_off: usize,
+    inline: bool,
+    rx_depth: u32,
+    cq: &'a mut CompletionQueue,
+    o: &'a Opts,
+    send_wr: &'a SendWr<'w>,
+    recv_wr: &'a RecvWr<'w>,
+    scratch: &'a mut [u8],
+    /// Per QP: the work requests (send, receive) still to complete before
+    /// the next send.
+    pending: &'a mut [u64],
+    wcs: &'a mut [Wc],
+    /// Receives posted and not yet completed.
+    routs: i64,
+}
+
+impl DataPath<'_, '_> {
+    /// rdma-core's `while (rcnt < iters || scnt < iters)`: completions
+    /// (after an event when `EVENTS`), a refill of the receives when they
+    /// run low, the next send once a QP's send and receive both completed.
+    /// `SRQ`: several QPs on one SRQ (the completion names its QP).
+    /// Returns how many events it read (to acknowledge).
+    #[inline(never)]
+    fn run<const EVENTS: bool, const SRQ: bool>(&mut self, channel: Option<&CompletionChannel>) -> Result<u32, String> {
+        let o = self.o;
+        let iters = u64::from(o.iters);
+        let nqp = self.qps.len();
+        let refill_at = if SRQ { nqp as i64 } else { 1 };
+        let rx_depth = i64::from(self.rx_depth);
+        let cq_handle = self.cq.user_handle();
+        let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
+        while rcnt < iters || scnt < iters {
+            let ne = if let (true, Some(ch)) = (EVENTS, channel) {
+                let ev = hot::get_cq_event(ch, o.timeout)
+                    .map_err(lib_err("Failed to get cq_event"))?
+                    .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
+                num_events += 1;
+                if ev.cq_user_handle != cq_handle {
+                    return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
+                }
+                hot::req_notify(self.cq).map_err(lib_err("Couldn't request CQ notification"))?;
+                hot::poll(self.cq, self.wcs)
+            } else {
+                let mut n = hot::poll(self.cq, self.wcs);
+                if n == 0 {
+                    // The stall limit's clock is read once every 2^20 empty polls
+                    // (an empty poll takes nanoseconds, also in a TCG guest: some
+                    // milliseconds) and starts at the first such read: a wait
+                    // shorter than that reads no clock, which in a guest without
+                    // a vDSO clock (6.1's under TCG) is a syscall; every 2^16th
+                    // poll made 182 clock_gettime syscalls in a -n 100 run there.
+                    // A stall is reported at most one interval after the limit.
+                    let mut since = None;
+                    let mut spins = 0u32;
+                    while n == 0 {
+                        spins = spins.wrapping_add(1);
+                        if spins % (1 << 20) == 0 && since.get_or_insert_with(Instant::now).elapsed() >= o.timeout {
+                            return Err(stalled(o, rcnt, scnt, "completion"));
+                        }
+                        n = hot::poll(self.cq, self.wcs);
+                    }
+                }
+                n
+            };
+            for i in 0..ne {
+                let wc = &self.wcs[i];
+                if wc.status != WcStatus::SUCCESS {
+                    return Err(failed_wc(wc));
+                }
+                let (wr_id, qp_num) = (wc.wr_id, wc.qp_num);
+                let q = if SRQ {
+                    self.qps
+                        .iter()
+                        .position(|qp| qp.qp_num() == qp_num)
+                        .ok_or_else(|| format!("Couldn't find QPN {qp_num:06x}"))?
+                } else {
+                    0
+                };
+                match wr_id {
+                    SEND_WRID => scnt += 1,
+                    RECV_WRID => {
+                        self.routs -= 1;
+                        if self.routs <= refill_at {
+                            let posted = post_recvs(self.qps, self.srq, self.recv_wr, (rx_depth - self.routs) as u32);
+                            self.routs += i64::from(posted);
+                            if self.routs < rx_depth {
+                                return Err(format!("Couldn't post receive ({})", self.routs));
+                            }
+                        }
+                        rcnt += 1;
+                    }
+                    other => return Err(format!("Completion for unknown wr_id {other}")),
+                }
+                let p = &mut self.pending[q];
+                *p &= !wr_id;
+                if scnt < iters && *p == 0 {
+                    send_on(&mut self.qps[q], self.send_wr, self.inline, self.mr, self.payload_off, self.scratch)?;
+                    self.pending[q] = RECV_WRID | SEND_WRID;
+                }
+            }
+        }
+        Ok(num_events)
+    }
 }
 
 /// The error for a completion that failed, with a hint where the cause is usual.
