@@ -165,6 +165,26 @@ fn golden_rdma_write() {
     put_u64(&mut want, 152, REMOTE.addr); // iova
     put_sge(&mut want, 208, SGE_B);
     assert_bytes(&encode_send(&wr, &RC), &want);
+    // One SGE, not inlined: the short path (`write_send_wqe`'s), the same
+    // bytes on UC and over a slot full of junk (nothing past the SGE
+    // touched). Two SGEs take the general path: `golden_rdma_write_with_imm`.
+    assert_bytes(&encode_send(&wr, &UC), &want);
+    for b in &mut want[224..] {
+        *b = 0xee;
+    }
+    assert_bytes(&encode_send_over(&wr, &RC, 0xee), &want);
+}
+
+/// The short path's checks refuse what the general ones refuse: an RDMA
+/// WRITE on UD, or one with a UD destination on RC.
+#[test]
+fn rdma_write_short_path_keeps_the_checks() {
+    let sgl = [SGE_B];
+    let wr = SendWr { wr_id: 8, op: SendOp::RdmaWrite(REMOTE), flags: SendFlags::empty(), sgl: &sgl, ud: None };
+    assert_eq!(wqe::check_send(&wr, &UD), Err(PostErrorKind::OpcodeNotSupported));
+    let with_dest = SendWr { ud: Some(UdDest::new(3, 1, 2)), ..wr };
+    assert_eq!(wqe::check_send(&with_dest, &RC), Err(PostErrorKind::BadDestination));
+    assert_eq!(wqe::check_send(&wr, &RC), Ok(SGE_B.length));
 }
 
 #[test]
