@@ -472,7 +472,7 @@ unsafe fn translate<'a>(w: &'a ibv_send_wr, ud_qp: bool) -> Result<SendWr<'a>, c
 /// requests, one doorbell each (rdma-core rings once per list).
 pub(crate) unsafe extern "C" fn post_send(
     p: *mut ibv_qp,
-    mut wr: *mut ibv_send_wr,
+    wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     let fail = |wr: *mut ibv_send_wr, e: c_int| fail_at(bad_wr, wr, e);
@@ -494,6 +494,24 @@ pub(crate) unsafe extern "C" fn post_send(
             Err(e) => fail(wr, post_errno(&e.kind)),
         };
     }
+    // SAFETY: the C contract of the list.
+    unsafe { post_send_list(&mut g, wr, ud_qp, bad_wr) }
+}
+
+/// A list of two or more requests, in chunks of [`CHUNK`] with one
+/// doorbell each; out of line, so that the one-request path above keeps a
+/// small frame (the chunk's `SendWr`s take 1.4 KiB of stack).
+///
+/// # Safety
+/// `wr` is the caller's list (the C contract of `ibv_post_send`).
+#[inline(never)]
+unsafe fn post_send_list(
+    g: &mut rverbs::QueuePair,
+    mut wr: *mut ibv_send_wr,
+    ud_qp: bool,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let fail = |wr: *mut ibv_send_wr, e: c_int| fail_at(bad_wr, wr, e);
     while !wr.is_null() {
         let mut wrs = [const { core::mem::MaybeUninit::<SendWr<'_>>::uninit() }; CHUNK];
         let mut heads = [core::ptr::null_mut::<ibv_send_wr>(); CHUNK];
