@@ -369,9 +369,9 @@ impl RecvDriver {
     }
 }
 
-/// mlx5's receive post, kept out of line (a tail call: one `jmp` more for
-/// mlx5): inlined next to rxe's one-SGE path, its loop made every post of
-/// either provider save six registers first (8 instructions per rxe post).
+/// mlx5's receive post, kept out of line (a call of its own: a few
+/// instructions more per mlx5 post): inlined next to rxe's one-SGE path,
+/// its loop made every post of either provider save six registers first.
 #[inline(never)]
 fn mlx5_post_recv(q: &mut mlx5::RecvQueue, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
     q.post(wrs)
