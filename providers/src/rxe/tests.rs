@@ -353,6 +353,53 @@ fn golden_recv_two_sges() {
     assert_bytes(&bytes_of(&buf), &want);
 }
 
+/// The short path for one SGE (`write_recv_one_sge`, what `RecvRing::post`
+/// takes for a lone request of one SGE) writes the general encoding's bytes,
+/// over a clean and a junk slot; the ring takes it for a single post only
+/// when the ring has room and takes SGEs, and refuses as before otherwise.
+#[test]
+fn golden_recv_one_sge() {
+    let sgl = [SGE_A];
+    let wr = RecvWr { wr_id: 0x0123_4567_89ab_cdef, sgl: &sgl };
+    let mut want = vec![0xeeu8; 128];
+    for b in &mut want[..40] {
+        *b = 0;
+    }
+    put_u64(&mut want, 0, 0x0123_4567_89ab_cdef); // wr_id
+    put_u32(&mut want, 8, 1); // reserved (num_sge before 6.1)
+    put_u32(&mut want, 16, 0x1000); // dma.length
+    put_u32(&mut want, 20, 0x1000); // dma.resid
+    put_u32(&mut want, 28, 1); // dma.num_sge
+    put_sge(&mut want, 40, SGE_A);
+    for fill in [0u8, 0xee] {
+        let word = u64::from_ne_bytes([fill; 8]);
+        let (mut general, mut short) = (vec![word; 128 / 8], vec![word; 128 / 8]);
+        let total = wqe::check_recv(&wr, 4).unwrap();
+        // SAFETY: each buffer is a whole, 8-aligned 128-byte slot (>= 40 +
+        // 4*16) that nothing else touches; `wr` passed check_recv.
+        unsafe {
+            wqe::write_recv_wqe(general.as_mut_ptr().cast::<u8>(), &wr, total);
+            wqe::write_recv_one_sge(short.as_mut_ptr().cast::<u8>(), wr.wr_id, &sgl[0]);
+        }
+        assert_eq!(short, general, "fill {fill:#x}");
+        if fill == 0xee {
+            assert_bytes(&bytes_of(&short), &want);
+        }
+    }
+    // Through the ring: a 4-slot RQ holds 3, the 4th single post is refused.
+    let mut r = rq(4);
+    let mut k = MockKernel::new(Transport::Rc);
+    for id in 0..3 {
+        assert_eq!(r.post(&[recv(id)]), Ok(()));
+    }
+    assert_eq!(r.post(&[recv(3)]).unwrap_err(), PostError { index: 0, kind: PostErrorKind::QueueFull });
+    let got: Vec<u64> = k.consume_recv(r.queue(), usize::MAX).iter().map(|w| w.wr_id).collect();
+    assert_eq!(got, vec![0, 1, 2]);
+    // A ring that takes no SGE refuses a one-SGE request by the general checks.
+    let mut none = RecvRing::new(Queue::new_heap(4, 6), 0);
+    assert_eq!(none.post(&[recv(0)]).unwrap_err().kind, PostErrorKind::TooManySge { given: 1, max: 0 });
+}
+
 /// A hand-built 48-byte `ib_uverbs_wc` in a 128-byte CQ slot.
 fn cqe_bytes(wc_flags: u32, ex: [u8; 4]) -> Vec<u64> {
     let mut b = vec![JUNK; 128];

@@ -364,6 +364,27 @@ pub(crate) unsafe fn write_recv_wqe(dst: *mut u8, wr: &RecvWr<'_>, total: u32) {
     }
 }
 
+/// Encodes a receive WQE of one SGE into the slot at `dst`: the bytes
+/// [`write_recv_wqe`] writes for such a request (whose [`check_recv`]
+/// length is the SGE's), without its SGE-count dispatch.
+///
+/// # Safety
+/// `dst` points at a whole, 8-aligned RQ/SRQ slot of at least
+/// `RECV_DATA + 16` bytes that the kernel does not own.
+#[inline(always)]
+pub(crate) unsafe fn write_recv_one_sge(dst: *mut u8, wr_id: u64, sge: &Sge<'_>) {
+    // SAFETY: the slot is ours and large enough (contract).
+    unsafe {
+        ptr::write_bytes(dst, 0, RECV_DATA);
+        put(dst, 0, wr_id);
+        put(dst, 8, 1u32);
+        put(dst, RDMA_DMA + DMA_LENGTH, sge.length);
+        put(dst, RDMA_DMA + DMA_RESID, sge.length);
+        put(dst, RDMA_DMA + DMA_NUM_SGE, 1u32);
+        ptr::write(dst.add(RECV_DATA).cast::<Sge>(), *sge);
+    }
+}
+
 /// Maps rxe's `wc_flags` (the kernel's `IB_WC_*` bits, copied unchanged into
 /// user CQEs) to libibverbs' bits: kernel bit 2 is WITH_INVALIDATE and bit 3
 /// IP_CSUM_OK, libibverbs has them the other way round.

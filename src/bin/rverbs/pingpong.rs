@@ -1008,6 +1008,10 @@ impl DataPath<'_, '_> {
         let rx_depth = i64::from(self.rx_depth);
         let cq_handle = self.cq.user_handle();
         let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
+        // The loop's state in locals, not behind `self`: LLVM reloaded the
+        // slices' lengths and stored `routs` through the pointer per CQE.
+        let (qps, pending, wcs) = (&mut *self.qps, &mut *self.pending, &mut *self.wcs);
+        let mut routs = self.routs;
         while rcnt < iters || scnt < iters {
             let ne = if let (true, Some(ch)) = (EVENTS, channel) {
                 let ev = hot::get_cq_event(ch, o.timeout)
@@ -1018,9 +1022,9 @@ impl DataPath<'_, '_> {
                     return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
                 }
                 hot::req_notify(self.cq).map_err(lib_err("Couldn't request CQ notification"))?;
-                hot::poll(self.cq, self.wcs)
+                hot::poll(self.cq, wcs)
             } else {
-                let mut n = hot::poll(self.cq, self.wcs);
+                let mut n = hot::poll(self.cq, wcs);
                 if n == 0 {
                     // The stall limit's clock is read once every 2^20 empty polls
                     // (an empty poll takes nanoseconds, also in a TCG guest: some
@@ -1036,20 +1040,19 @@ impl DataPath<'_, '_> {
                         if spins % (1 << 20) == 0 && since.get_or_insert_with(Instant::now).elapsed() >= o.timeout {
                             return Err(stalled(o, rcnt, scnt, "completion"));
                         }
-                        n = hot::poll(self.cq, self.wcs);
+                        n = hot::poll(self.cq, wcs);
                     }
                 }
                 n
             };
-            for i in 0..ne {
-                let wc = &self.wcs[i];
+            // One bounds check per poll, none per completion.
+            for wc in &wcs[..ne] {
                 if wc.status != WcStatus::SUCCESS {
                     return Err(failed_wc(wc));
                 }
                 let (wr_id, qp_num) = (wc.wr_id, wc.qp_num);
                 let q = if SRQ {
-                    self.qps
-                        .iter()
+                    qps.iter()
                         .position(|qp| qp.qp_num() == qp_num)
                         .ok_or_else(|| format!("Couldn't find QPN {qp_num:06x}"))?
                 } else {
@@ -1058,26 +1061,27 @@ impl DataPath<'_, '_> {
                 match wr_id {
                     SEND_WRID => scnt += 1,
                     RECV_WRID => {
-                        self.routs -= 1;
-                        if self.routs <= refill_at {
-                            let posted = post_recvs(self.qps, self.srq, self.recv_wr, (rx_depth - self.routs) as u32);
-                            self.routs += i64::from(posted);
-                            if self.routs < rx_depth {
-                                return Err(format!("Couldn't post receive ({})", self.routs));
+                        routs -= 1;
+                        if routs <= refill_at {
+                            let posted = post_recvs(qps, self.srq, self.recv_wr, (rx_depth - routs) as u32);
+                            routs += i64::from(posted);
+                            if routs < rx_depth {
+                                return Err(format!("Couldn't post receive ({routs})"));
                             }
                         }
                         rcnt += 1;
                     }
                     other => return Err(format!("Completion for unknown wr_id {other}")),
                 }
-                let p = &mut self.pending[q];
+                let p = &mut pending[q];
                 *p &= !wr_id;
                 if scnt < iters && *p == 0 {
-                    send_on(&mut self.qps[q], self.send_wr, self.inline, self.mr, self.payload_off, self.scratch)?;
-                    self.pending[q] = RECV_WRID | SEND_WRID;
+                    *p = RECV_WRID | SEND_WRID;
+                    send_on(&mut qps[q], self.send_wr, self.inline, self.mr, self.payload_off, self.scratch)?;
                 }
             }
         }
+        self.routs = routs;
         Ok(num_events)
     }
 }
