@@ -74,17 +74,23 @@ pub struct SendLimits {
 /// Checks one send work request against the QP; returns its payload length.
 #[inline]
 pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
-    // The usual requests first: a SEND of one SGE, not inlined, with a
-    // destination exactly when the QP is UD; an RDMA WRITE of one SGE, not
-    // inlined, on RC or UC (no destination). The general checks below
-    // accept them with the same length; this skips their tests.
-    if let [s] = wr.sgl {
-        let dest_ok = match (wr.op, wr.ud) {
-            (SendOp::Send, None) | (SendOp::RdmaWrite(_), None) => lim.transport != Transport::Ud,
-            (SendOp::Send, Some(u)) => lim.transport == Transport::Ud && u.ah_num != 0,
-            _ => false,
+    // The usual request first: a SEND of one SGE, not inlined, with a
+    // destination exactly when the QP is UD. The general checks below
+    // accept it with the same length; this skips their tests.
+    if let (SendOp::Send, [s]) = (wr.op, wr.sgl) {
+        let dest_ok = match wr.ud {
+            None => lim.transport != Transport::Ud,
+            Some(u) => lim.transport == Transport::Ud && u.ah_num != 0,
         };
         if dest_ok && !wr.flags.contains(crate::wr::SendFlags::INLINE) && lim.max_sge != 0 {
+            return Ok(s.length);
+        }
+    }
+    // The next one (perftest's `ib_write_bw`): an RDMA WRITE of one SGE,
+    // not inlined, on RC or UC (no destination). A branch of its own, so
+    // that the SEND above pays nothing for it.
+    if let (SendOp::RdmaWrite(_), [s], None) = (wr.op, wr.sgl, wr.ud) {
+        if lim.transport != Transport::Ud && !wr.flags.contains(crate::wr::SendFlags::INLINE) && lim.max_sge != 0 {
             return Ok(s.length);
         }
     }
@@ -193,6 +199,28 @@ unsafe fn copy_sges<'a>(dst: *mut Sge<'a>, sgl: &[Sge<'a>]) {
     }
 }
 
+/// What every one-SGE short path of [`write_send_wqe`] writes: the header
+/// zeroed, `wr_id`, one SGE, the opcode, the flags, `dma`'s length, resid
+/// and count, and the SGE itself; the caller adds its opcode's fields.
+///
+/// # Safety
+/// `dst` is a slot of ours, at least `SEND_DATA` bytes plus one SGE.
+#[inline(always)]
+unsafe fn put_one_sge(dst: *mut u8, wr: &SendWr<'_>, total: u32, sge: &Sge<'_>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        ptr::write_bytes(dst, 0, SEND_DATA);
+        put(dst, 0, wr.wr_id);
+        put(dst, 8, 1u32);
+        put(dst, 12, wr.op.kernel_opcode());
+        put(dst, 16, wr.flags.bits());
+        put(dst, DMA + DMA_LENGTH, total);
+        put(dst, DMA + DMA_RESID, total);
+        put(dst, DMA + DMA_NUM_SGE, 1u32);
+        ptr::write(dst.add(SEND_DATA).cast::<Sge>(), *sge);
+    }
+}
+
 /// Encodes a send WQE into the slot at `dst`.
 ///
 /// # Safety
@@ -208,25 +236,16 @@ unsafe fn copy_sges<'a>(dst: *mut Sge<'a>, sgl: &[Sge<'a>]) {
 /// kernel to read it); `None` writes `ud.ah_num`.
 #[inline(always)]
 pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, av: Option<&Av>) {
-    // The usual requests (as in `check_send`): a SEND or an RDMA WRITE of
-    // one SGE, not inlined. The same bytes as the general encoding below,
-    // without its opcode dispatch and SGE loop.
-    if let (SendOp::Send | SendOp::RdmaWrite(_), [sge]) = (wr.op, wr.sgl) {
+    // The usual request (as in `check_send`): a SEND of one SGE, not
+    // inlined. The same bytes as the general encoding below, without its
+    // opcode dispatch and SGE loop.
+    if let (SendOp::Send, [sge]) = (wr.op, wr.sgl) {
         if !wr.flags.contains(crate::wr::SendFlags::INLINE) {
             // SAFETY: the slot is ours, at least SEND_DATA bytes plus one
             // SGE (`check_send` allowed one, `max_sge` was clamped to the slot).
             unsafe {
-                ptr::write_bytes(dst, 0, SEND_DATA);
-                put(dst, 0, wr.wr_id);
-                put(dst, 8, 1u32);
-                put(dst, 12, wr.op.kernel_opcode());
-                put(dst, 16, wr.flags.bits());
-                if let SendOp::RdmaWrite(r) = wr.op {
-                    // `wr.rdma`, and the remote address as `iova`.
-                    put(dst, 24, r.addr);
-                    put(dst, 32, r.rkey);
-                    put(dst, IOVA, r.addr);
-                } else if let Some(ud) = wr.ud {
+                put_one_sge(dst, wr, total, sge);
+                if let Some(ud) = wr.ud {
                     put(dst, 24, ud.remote_qpn);
                     put(dst, 28, ud.remote_qkey);
                     match av {
@@ -234,11 +253,21 @@ pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, a
                         None => put(dst, UD_AH_NUM, ud.ah_num),
                     }
                 }
-                // A SEND's `iova` stays 0 (zeroed above).
-                put(dst, DMA + DMA_LENGTH, total);
-                put(dst, DMA + DMA_RESID, total);
-                put(dst, DMA + DMA_NUM_SGE, 1u32);
-                ptr::write(dst.add(SEND_DATA).cast::<Sge>(), *sge);
+                // `iova` stays 0 (zeroed by `put_one_sge`).
+            }
+            return;
+        }
+    }
+    // The next one (as in `check_send`): an RDMA WRITE of one SGE, not
+    // inlined, on RC or UC: `wr.rdma` and the remote address as `iova`.
+    if let (SendOp::RdmaWrite(r), [sge]) = (wr.op, wr.sgl) {
+        if !wr.flags.contains(crate::wr::SendFlags::INLINE) {
+            // SAFETY: as for the SEND above (`check_send` allowed one SGE).
+            unsafe {
+                put_one_sge(dst, wr, total, sge);
+                put(dst, 24, r.addr);
+                put(dst, 32, r.rkey);
+                put(dst, IOVA, r.addr);
             }
             return;
         }
