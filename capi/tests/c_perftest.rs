@@ -8,7 +8,10 @@
 //!
 //! Each run checks that both sides exit 0 and that the client prints its
 //! result table (the `#bytes` header and a row for the message size).
-//! Timings are not compared here (TCG guests).
+//! Timings are not compared here (TCG guests), and `-F` keeps perftest's
+//! own check of its cycle counter out of it: on a loaded TCG host its
+//! calibration fails ("Correlation coefficient r^2: 0.67 < 0.9") and the
+//! client exits 1, whatever library it runs on.
 //!
 //! Without a uverbs device the tests print `skipped: ...` and pass, unless
 //! `RVERBS_REQUIRE_DEVICE=1`: then a missing device, program or library fails.
@@ -24,7 +27,7 @@ fn perftest(name: &str, port: u16, server_lib: bool, client_lib: bool) {
     let g = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID").to_string();
     let p = port.to_string();
     let mut args: Vec<String> =
-        ["-d", dev.name(), "-x", &g, "-n", "5", "-p", &p].iter().map(|s| s.to_string()).collect();
+        ["-d", dev.name(), "-x", &g, "-F", "-n", "5", "-p", &p].iter().map(|s| s.to_string()).collect();
     let pick = |ours: bool| ours.then_some(lib.as_path());
     let mut s = Proc::spawn(&tool, &args, pick(server_lib));
     wait_listening(port, &mut s);

@@ -18,7 +18,8 @@
 //!   harness must not look green);
 //! - a test that passes on rdma-core does not pass on rverbs, unless
 //!   [`KNOWN_DIFFERENCES`] names it (each with its reason, mirrored in
-//!   docs/CAPI.md).
+//!   docs/CAPI.md), or [`TIMING_DEPENDENT`] names it and one of its reruns
+//!   on rverbs passes.
 //!
 //! `RVERBS_PYVERBS_TESTS` (space-separated unittest names, e.g.
 //! `tests.test_cq`) runs a subset instead of the whole suite (for
@@ -50,6 +51,20 @@ const MIN_RDMA_CORE_PASSES: usize = 60;
 /// with its reason (docs/CAPI.md lists the same). None since memory windows
 /// exist: every test rdma-core passes must pass on rverbs.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
+
+/// Tests whose outcome depends on timing in rxe, on either library: one
+/// that passes on rdma-core and fails on rverbs is run again alone through
+/// rverbs, up to [`RERUNS`] times, and counts as passed when a rerun
+/// passes (a real failure fails every rerun). docs/CAPI.md lists the same.
+const TIMING_DEPENDENT: &[(&str, &str)] = &[(
+    "tests.test_cq.CQTest.test_resize_cq",
+    "posts cqe - 1 sends without polling and expects a resize to 1 to fail with EINVAL; whether their \
+     completions are in the CQ by then is up to 6.12 rxe's workqueue (rdma-core's own library fails it in \
+     some boots, as issue #12 measured)",
+)];
+
+/// Reruns of a [`TIMING_DEPENDENT`] test.
+const RERUNS: usize = 3;
 
 /// The prelude: report the mapped libibverbs, hook unittest's results, run the runner.
 const PRELUDE: &str = r#"
@@ -123,7 +138,8 @@ fn parse(stderr: &str) -> (BTreeMap<String, String>, Vec<String>) {
     (results, libs)
 }
 
-fn run_suite(gid: u8, lib: Option<&Path>) -> Suite {
+/// Runs the suite (or the tests `only` names, else `RVERBS_PYVERBS_TESTS`'s).
+fn run_suite(gid: u8, lib: Option<&Path>, only: &[&str]) -> Suite {
     let mut args: Vec<String> = vec![
         "-c".into(),
         PRELUDE.into(),
@@ -134,7 +150,9 @@ fn run_suite(gid: u8, lib: Option<&Path>) -> Suite {
         gid.to_string(),
         "-v".into(),
     ];
-    if let Ok(only) = std::env::var("RVERBS_PYVERBS_TESTS") {
+    if !only.is_empty() {
+        args.extend(only.iter().map(|t| t.to_string()));
+    } else if let Ok(only) = std::env::var("RVERBS_PYVERBS_TESTS") {
         args.extend(only.split_whitespace().map(str::to_owned));
     }
     let mut p = Proc::spawn(Path::new(PYTHON), &args, lib);
@@ -164,8 +182,8 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
         return;
     }
     let gid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
-    let theirs = run_suite(gid, None);
-    let ours = run_suite(gid, Some(&lib));
+    let theirs = run_suite(gid, None, &[]);
+    let ours = run_suite(gid, Some(&lib), &[]);
 
     let canon = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     let our_lib = canon(&lib.join("libibverbs.so.1").to_string_lossy());
@@ -194,6 +212,15 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
             println!("differs: {id}: rdma-core {st}, rverbs {on_rverbs}");
         }
         if st == "pass" && on_rverbs != "pass" {
+            if let Some((_, why)) = TIMING_DEPENDENT.iter().find(|(k, _)| k == id) {
+                let rerun = (1..=RERUNS)
+                    .find(|_| run_suite(gid, Some(&lib), &[id.as_str()]).results.get(id).is_some_and(|r| r == "pass"));
+                if let Some(n) = rerun {
+                    println!("timing-dependent: {id}: passed on rerun {n} ({why})");
+                    continue;
+                }
+                println!("timing-dependent: {id}: failed {RERUNS} reruns too");
+            }
             match KNOWN_DIFFERENCES.iter().find(|(k, _)| k == id) {
                 Some((_, why)) => println!("known difference: {id}: {why}"),
                 None => lost.push(format!("{id}: {on_rverbs}")),
