@@ -1163,7 +1163,7 @@ pub struct ibv_sa_path_rec {
 
 // Not in capi-layouts.txt: checked once with gcc 12 on the declaration of
 // rdma-core 44's `libibverbs/sa.h` (the kernel's `ib_user_path_rec` is
-// `rverbs_uapi::ib_user_sa`'s).
+// `rverbs_uapi::rdma_user_cm`'s, where the CM's route response uses it).
 layout!(
     ibv_sa_path_rec,
     64,

@@ -8,7 +8,7 @@ use rverbs_uapi::ib_user_verbs::{ib_uverbs_ah_attr, ib_uverbs_qp_attr};
 
 use crate::abi::{ibv_ah_attr, ibv_qp_attr, ibv_sa_path_rec};
 use crate::export::symver;
-use rverbs_uapi::ib_user_sa::ib_user_path_rec;
+use rverbs_uapi::rdma_user_cm::ib_user_path_rec;
 
 fn ah_from_kern(dst: &mut ibv_ah_attr, src: &ib_uverbs_ah_attr) {
     dst.grh.dgid = src.grh.dgid;

@@ -394,10 +394,9 @@ pub(crate) unsafe fn sgl<'a>(sg_list: *const ibv_sge, num_sge: c_int) -> Option<
     if sg_list.is_null() {
         return None;
     }
-    // SAFETY: `sg_list` is non-NULL and holds `n` initialised entries (the
-    // contract), aligned as C aligns `struct ibv_sge` (8, as `Sge`); each
-    // is a valid `Sge`: the same fields at the same offsets, any bits valid,
-    // and its lifetime marker is zero-sized.
+    // `struct ibv_sge` and `Sge` share fields, offsets and alignment (asserted
+    // below; any bits are valid, the lifetime marker is zero-sized).
+    // SAFETY: `sg_list` is non-NULL, aligned, with `n` initialised entries.
     Some(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge<'static>>(), n) })
 }
 

@@ -481,10 +481,9 @@ unsafe fn set_inline(p: *mut ibv_qp_ex, bufs: impl Iterator<Item = (*const u8, u
     for (addr, n) in bufs {
         if n > 0 {
             let dst = b.inline[at..at + n].as_mut_ptr();
-            // SAFETY: the caller's contract: `addr` holds `n` readable bytes
-            // (copied without a `&[u8]`: they may be an MR the device
-            // writes), not this batch's buffer; `dst` has `n` bytes (total
-            // checked above).
+            // Copied without a `&[u8]`: the bytes may be an MR the device writes.
+            // SAFETY: `addr` holds `n` readable bytes (the caller's contract), not
+            // this batch's buffer; `dst` has `n` bytes (the total checked above).
             unsafe { core::ptr::copy_nonoverlapping(addr, dst, n) };
             at += n;
         }

@@ -14,7 +14,6 @@
 //! | [`rdma_user_ioctl`] | `rdma_user_ioctl.h`: ioctl numbers |
 //! | [`ib_user_ioctl_cmds`] | `ib_user_ioctl_cmds.h`: ioctl object, method and attribute ids |
 //! | [`ib_user_ioctl_verbs`] | `ib_user_ioctl_verbs.h`: enums and structs used by the ioctl methods |
-//! | [`ib_user_sa`] | `ib_user_sa.h`: the path record the RDMA CM reports (`ib_user_path_rec`) |
 //! | [`ib_user_verbs`] | `ib_user_verbs.h`: the `write()` command set and its structs |
 //! | [`ib_verbs_values`] | *not a uapi header*: values from `include/rdma/ib_verbs.h` and `libibverbs/verbs.h` that the ABI carries |
 //! | [`rdma_netlink`] | `rdma_netlink.h`: RDMA netlink (`NETLINK_RDMA`) ids |
@@ -147,7 +146,6 @@ where
 
 pub mod ib_user_ioctl_cmds;
 pub mod ib_user_ioctl_verbs;
-pub mod ib_user_sa;
 pub mod ib_user_verbs;
 pub mod ib_verbs_values;
 pub mod mlx5_abi;

@@ -104,10 +104,9 @@ impl<D: Doorbell> SendRing<D> {
                 _ => None,
             };
             // Slot `prod` is free: counted against the consumer we loaded with Acquire.
-            // SAFETY: a free, whole, 8-aligned slot (Queue invariants) of at least
-            // SEND_DATA bytes (asserted in `new`) plus the SGE / inline room the
-            // limits were clamped to there; `wr` was checked against those
-            // limits; the INLINE contract is ours to forward.
+            // The slot has SEND_DATA bytes (asserted in `new`) plus the SGE or
+            // inline room the limits were clamped to; `wr` passed those limits.
+            // SAFETY: a free, whole, 8-aligned slot; INLINE's contract forwarded.
             unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
             prod = (prod + 1) & mask;
             free -= 1;

@@ -16,7 +16,7 @@ use rverbs_uapi::ib_verbs_values::{
 use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe, rxe_send_wr_mw, rxe_send_wr_ud};
 
 use crate::rxe::av::Av;
-use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, Wc, WcFlags};
+use crate::wr::{PostErrorKind, RecvWr, SendOp, SendWr, Sge, UdDest, Wc, WcFlags};
 
 /// Offset of the SGE array / inline data in a send WQE (208).
 pub const SEND_DATA: usize = size_of::<rxe_send_wqe>();
@@ -199,6 +199,24 @@ unsafe fn copy_sges<'a>(dst: *mut Sge<'a>, sgl: &[Sge<'a>]) {
     }
 }
 
+/// A UD request's destination: remote QPN and Q_Key in `wr.ud`, and the
+/// address vector (`av`, when the kernel wants it inline) or the AH number.
+///
+/// # Safety
+/// `dst` is a slot of ours, at least `SEND_DATA` bytes.
+#[inline(always)]
+unsafe fn put_ud(dst: *mut u8, ud: &UdDest<'_>, av: Option<&Av>) {
+    // SAFETY: the caller's contract; every offset is inside the header.
+    unsafe {
+        put(dst, 24, ud.remote_qpn);
+        put(dst, 28, ud.remote_qkey);
+        match av {
+            Some(av) => put(dst, UD_AV, av.0),
+            None => put(dst, UD_AH_NUM, ud.ah_num),
+        }
+    }
+}
+
 /// What every one-SGE short path of [`write_send_wqe`] writes: the header
 /// zeroed, `wr_id`, one SGE, the opcode, the flags, `dma`'s length, resid
 /// and count, and the SGE itself; the caller adds its opcode's fields.
@@ -246,12 +264,7 @@ pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, a
             unsafe {
                 put_one_sge(dst, wr, total, sge);
                 if let Some(ud) = wr.ud {
-                    put(dst, 24, ud.remote_qpn);
-                    put(dst, 28, ud.remote_qkey);
-                    match av {
-                        Some(av) => put(dst, UD_AV, av.0),
-                        None => put(dst, UD_AH_NUM, ud.ah_num),
-                    }
+                    put_ud(dst, &ud, av);
                 }
                 // `iova` stays 0 (zeroed by `put_one_sge`).
             }
@@ -330,12 +343,7 @@ pub(crate) unsafe fn write_send_wqe(dst: *mut u8, wr: &SendWr<'_>, total: u32, a
             }
         }
         if let Some(ud) = wr.ud {
-            put(dst, 24, ud.remote_qpn);
-            put(dst, 28, ud.remote_qkey);
-            match av {
-                Some(av) => put(dst, UD_AV, av.0),
-                None => put(dst, UD_AH_NUM, ud.ah_num),
-            }
+            put_ud(dst, &ud, av);
         }
         put(dst, IOVA, iova);
         put(dst, DMA + DMA_LENGTH, total);

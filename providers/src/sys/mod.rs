@@ -352,10 +352,9 @@ impl UverbsFd {
     pub fn post_send_doorbell(&self, qp_handle: u32) -> Result<(), Errno> {
         let mut resp = 0u32; // ib_uverbs_post_send_resp.bad_wr
         let frame = write::post_send_doorbell_frame(qp_handle, &mut resp as *mut u32 as u64);
-        // SAFETY: `frame` is 32 readable bytes; the one address in it is
-        // `resp`, 4 writable bytes that outlive the call, where the kernel
-        // writes `ib_uverbs_post_send_resp` (a u32). With `wr_count` 0 it
-        // reads nothing else from us.
+        // With `wr_count` 0 the kernel reads only `frame` and writes `resp`.
+        // SAFETY: `frame` is 32 readable bytes; its one address is `resp`, 4
+        // writable bytes outliving the call (`ib_uverbs_post_send_resp`).
         let n = unsafe { raw::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
         if n == frame.len() as isize {
             return Ok(());

@@ -17,74 +17,22 @@
 
 use nix::libc::{c_int, c_long, c_ulong, c_void, pollfd, timespec};
 
-/// Syscall `n` with three arguments; `-errno` on failure.
+/// Syscall `n` with up to five arguments (unused ones 0: the kernel reads
+/// only what the call takes); `-errno` on failure. One body for every call
+/// here: the two zeroed registers of a three-argument call cost two
+/// instructions.
 ///
 /// # Safety
 /// As for the syscall: every pointer among the arguments must be valid for
 /// what the kernel does with it.
 #[inline(always)]
-unsafe fn syscall3(n: c_long, a1: usize, a2: usize, a3: usize) -> isize {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-    {
-        let ret: isize;
-        // SAFETY: the Linux x86_64 syscall convention: number in rax,
-        // arguments in rdi, rsi, rdx; the kernel clobbers rcx and r11 and
-        // returns in rax. No stack use; memory may be read and written
-        // (the default), which the caller's contract covers.
-        unsafe {
-            core::arch::asm!(
-                "syscall",
-                inlateout("rax") n as isize => ret,
-                in("rdi") a1,
-                in("rsi") a2,
-                in("rdx") a3,
-                lateout("rcx") _,
-                lateout("r11") _,
-                options(nostack, preserves_flags)
-            );
-        }
-        ret
-    }
-    #[cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
-    {
-        let ret: isize;
-        // SAFETY: the Linux aarch64 syscall convention: number in x8,
-        // arguments in x0..x2, the result in x0; nothing else clobbered.
-        unsafe {
-            core::arch::asm!(
-                "svc 0",
-                in("x8") n,
-                inlateout("x0") a1 as isize => ret,
-                in("x1") a2,
-                in("x2") a3,
-                options(nostack)
-            );
-        }
-        ret
-    }
-    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), target_os = "linux", not(miri))))]
-    {
-        // SAFETY: forwarded from this function's contract.
-        let r = unsafe { nix::libc::syscall(n, a1, a2, a3) };
-        if r < 0 {
-            -(nix::errno::Errno::last_raw() as isize)
-        } else {
-            r as isize
-        }
-    }
-}
-
-/// Syscall `n` with five arguments; `-errno` on failure.
-///
-/// # Safety
-/// As for [`syscall3`].
-#[inline(always)]
 unsafe fn syscall5(n: c_long, a1: usize, a2: usize, a3: usize, a4: usize, a5: usize) -> isize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
     {
         let ret: isize;
-        // SAFETY: as in `syscall3`; the fourth and fifth arguments go in
-        // r10 and r8.
+        // SAFETY: the Linux x86_64 convention: number in rax, arguments in
+        // rdi, rsi, rdx, r10, r8; rcx and r11 clobbered, result in rax; no
+        // stack use; memory access is the caller's contract.
         unsafe {
             core::arch::asm!(
                 "syscall",
@@ -104,7 +52,8 @@ unsafe fn syscall5(n: c_long, a1: usize, a2: usize, a3: usize, a4: usize, a5: us
     #[cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
     {
         let ret: isize;
-        // SAFETY: as in `syscall3`; arguments in x0..x4.
+        // SAFETY: the Linux aarch64 convention: number in x8, arguments in
+        // x0..x4, the result in x0; nothing else clobbered.
         unsafe {
             core::arch::asm!(
                 "svc 0",
@@ -138,7 +87,7 @@ unsafe fn syscall5(n: c_long, a1: usize, a2: usize, a3: usize, a4: usize, a5: us
 #[inline(always)]
 pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
     // SAFETY: forwarded: the kernel writes at most `len` bytes at `buf`.
-    unsafe { syscall3(nix::libc::SYS_read, fd as usize, buf as usize, len) }
+    unsafe { syscall5(nix::libc::SYS_read, fd as usize, buf as usize, len, 0, 0) }
 }
 
 /// `write(fd, buf, len)`: the byte count, or `-errno`.
@@ -149,7 +98,7 @@ pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
 #[inline(always)]
 pub(crate) unsafe fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
     // SAFETY: forwarded from this function's contract.
-    unsafe { syscall3(nix::libc::SYS_write, fd as usize, buf as usize, len) }
+    unsafe { syscall5(nix::libc::SYS_write, fd as usize, buf as usize, len, 0, 0) }
 }
 
 /// `ioctl(fd, request, arg)`: the kernel's result, or `-errno`.
@@ -160,7 +109,7 @@ pub(crate) unsafe fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
 #[inline(always)]
 pub(crate) unsafe fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> isize {
     // SAFETY: forwarded from this function's contract.
-    unsafe { syscall3(nix::libc::SYS_ioctl, fd as usize, request as usize, arg as usize) }
+    unsafe { syscall5(nix::libc::SYS_ioctl, fd as usize, request as usize, arg as usize, 0, 0) }
 }
 
 /// The kernel's `ppoll(fds, nfds, tsp, NULL, 8)`: no signal mask, and the
