@@ -185,6 +185,16 @@ impl CompletionQueue {
         self.driver.poll(out)
     }
 
+    /// True when no completion is ready: a [`poll`](Self::poll) now would
+    /// return 0. A few loads, nothing consumed, nothing called (rxe: the
+    /// kernel's producer index against ours; mlx5: the owner bit of the next
+    /// entry). For busy loops whose empty polls should cost next to nothing;
+    /// a `false` is followed by a `poll` that finds at least one.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.driver.is_empty()
+    }
+
     /// The next completion, if there is one (`ibv_poll_cq` with room for one).
     #[inline]
     pub fn poll_one(&mut self) -> Option<Wc> {

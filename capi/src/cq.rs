@@ -16,7 +16,7 @@ use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc, Pthre
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
-use crate::spin::SpinLock;
+use crate::spin::{SpinGuard, SpinLock};
 
 /// A completion channel: the C struct (its `refcnt` counts the CQs using it).
 #[repr(C)]
@@ -286,35 +286,47 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 
 /// The `poll_cq` op (`ibv_poll_cq`): the number of completions written, or
 /// a negative value on bad arguments. An empty poll is the checks, the
-/// lock, one look at the ring and the release, in a function that keeps
-/// little in registers (a busy-polling caller makes thousands of them per
-/// completion); the copying lives in [`poll_more`].
+/// lock, a look at the ring's indices ([`rverbs::CompletionQueue::is_empty`])
+/// and the release, with no call and no frame (a busy-polling caller makes
+/// thousands of them per completion); the copying lives in [`poll_locked`].
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
     if num <= 0 || wc.is_null() {
         return if num == 0 { 0 } else { -EINVAL };
     }
-    let mut g = q.inner.lock();
-    let mut one = [rverbs::Wc::default()];
-    if g.poll(&mut one) == 0 {
+    // Both calls below are tail calls of functions that cannot unwind
+    // (`extern "C"`: no landing pad), so the empty path saves no register.
+    let Some(g) = q.inner.try_lock() else {
+        // SAFETY: the caller's array holds `num` entries.
+        return unsafe { poll_contended(q, num as usize, wc) };
+    };
+    if g.is_empty() {
         return 0;
     }
     // SAFETY: the caller's array holds `num` entries.
-    unsafe { poll_more(&mut g, &one[0], num as usize, wc) }
+    unsafe { poll_locked(g, num as usize, wc) }
 }
 
-/// The rest of a poll that found `first`: writes it and up to `num - 1`
-/// more into `wc`; returns how many.
+/// [`poll_cq`] when another thread holds the CQ: waits for it, then polls.
 ///
 /// # Safety
 /// `wc` holds `num >= 1` entries.
 #[inline(never)]
-unsafe fn poll_more(cq: &mut rverbs::CompletionQueue, first: &rverbs::Wc, num: usize, wc: *mut ibv_wc) -> c_int {
-    // SAFETY: `num >= 1`.
-    unsafe { wc.write(wc_to_c(first)) };
+unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { poll_locked(q.inner.lock(), num, wc) }
+}
+
+/// A poll that may find completions: up to `num` of them written into
+/// `wc`; returns how many. Takes the held lock and releases it on return.
+///
+/// # Safety
+/// `wc` holds `num >= 1` entries.
+#[inline(never)]
+unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: usize, wc: *mut ibv_wc) -> c_int {
     let mut one = [rverbs::Wc::default()];
-    let mut n = 1;
+    let mut n = 0;
     while n < num && cq.poll(&mut one) == 1 {
         // SAFETY: `n < num`, within the caller's array.
         unsafe { wc.add(n).write(wc_to_c(&one[0])) };

@@ -467,39 +467,55 @@ unsafe fn translate<'a>(w: &'a ibv_send_wr, ud_qp: bool) -> Result<SendWr<'a>, c
 
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
 /// the first request not posted (those before it are posted, as rdma-core's
-/// rxe). The list is translated and posted in chunks of [`CHUNK`]
-/// requests, one doorbell each (rdma-core rings once per list).
+/// rxe). One request, the common case, is translated and posted here, the
+/// provider's ring code inlined (the request never leaves registers); a
+/// list goes to [`post_send_list`] in chunks of [`CHUNK`] requests, one
+/// doorbell each (rdma-core rings once per list).
 pub(crate) unsafe extern "C" fn post_send(
     p: *mut ibv_qp,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let fail = |wr: *mut ibv_send_wr, e: c_int| fail_at(bad_wr, wr, e);
     // SAFETY: the C contract: a live QP of ours.
-    let Some(q) = (unsafe { qp(p) }) else { return fail(wr, EINVAL) };
-    let ud_qp = q.c.qp_base.qp_type == 4;
-    let mut g = q.inner.lock();
-    // One request, the common case: no chunk bookkeeping.
+    let Some(q) = (unsafe { qp(p) }) else { return fail_at(bad_wr, wr, EINVAL) };
     // SAFETY: `wr` is NULL or the caller's request.
-    if let Some(w) = unsafe { wr.as_ref() }.filter(|w| w.next.is_null()) {
-        // SAFETY: the C contract of the request.
-        let one = match unsafe { translate(w, ud_qp) } {
-            Ok(s) => s,
-            Err(e) => return fail(wr, e),
-        };
-        // SAFETY: as for the chunks below.
-        return match unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) } {
-            Ok(()) => 0,
-            Err(e) => fail(wr, post_errno(&e.kind)),
-        };
+    let Some(w) = (unsafe { wr.as_ref() }).filter(|w| w.next.is_null()) else {
+        // SAFETY: the C contract of the list.
+        return unsafe { post_send_slow(q, wr, bad_wr) };
+    };
+    let Some(mut g) = q.inner.try_lock() else {
+        // SAFETY: the C contract of the list.
+        return unsafe { post_send_slow(q, wr, bad_wr) };
+    };
+    // SAFETY: the C contract of the request.
+    let one = match unsafe { translate(w, q.c.qp_base.qp_type == 4) } {
+        Ok(s) => s,
+        Err(e) => return fail_at(bad_wr, wr, e),
+    };
+    // SAFETY: as for the chunks of `post_send_list`.
+    match unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) } {
+        Ok(()) => 0,
+        Err(e) => fail_at(bad_wr, wr, post_errno(&e.kind)),
     }
-    // SAFETY: the C contract of the list.
-    unsafe { post_send_list(&mut g, wr, ud_qp, bad_wr) }
 }
 
-/// A list of two or more requests, in chunks of [`CHUNK`] with one
-/// doorbell each; out of line, so that the one-request path above keeps a
-/// small frame (the chunk's `SendWr`s take 1.4 KiB of stack).
+/// [`post_send`] of a list, or of one request while another thread holds
+/// the QP: waits for the lock, posts, releases it. `extern "C"`, so that it
+/// cannot unwind and the calls above are plain tail calls.
+///
+/// # Safety
+/// `wr` is NULL or the caller's list (the C contract of `ibv_post_send`).
+#[inline(never)]
+unsafe extern "C" fn post_send_slow(q: &Qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
+    let mut g = q.inner.lock();
+    // SAFETY: forwarded.
+    unsafe { post_send_list(&mut g, wr, q.c.qp_base.qp_type == 4, bad_wr) }
+}
+
+/// A list of requests (any length: also one, or none), in chunks of
+/// [`CHUNK`] with one doorbell each; out of line, so that the one-request
+/// path above keeps a small frame (the chunk's `SendWr`s take 1.4 KiB of
+/// stack).
 ///
 /// # Safety
 /// `wr` is the caller's list (the C contract of `ibv_post_send`).

@@ -47,6 +47,17 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// The value if no one holds it, else `None` at once (one atomic swap):
+    /// for a hot path that hands the contended case to a function of its own.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // Acquire, as in `lock`.
+        if self.locked.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(SpinGuard { lock: self })
+    }
+
     #[cold]
     #[inline(never)]
     fn wait(&self) {
@@ -73,7 +84,10 @@ impl<T> SpinLock<T> {
     }
 }
 
-/// The value of a [`SpinLock`], held.
+/// The value of a [`SpinLock`], held. One pointer (`repr(transparent)`),
+/// so an `extern "C"` function may take it by value (`crate::cq`'s poll
+/// hands the held lock to a function that cannot unwind).
+#[repr(transparent)]
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
 }
@@ -127,6 +141,16 @@ mod tests {
             }
         });
         assert_eq!(lock.into_inner(), 40_000);
+    }
+
+    #[test]
+    fn try_lock_fails_while_held_and_succeeds_after() {
+        let lock = SpinLock::new(1u8);
+        let g = lock.lock();
+        assert!(lock.try_lock().is_none());
+        drop(g);
+        let g = lock.try_lock().expect("free after the guard dropped");
+        assert_eq!(*g, 1);
     }
 
     #[test]

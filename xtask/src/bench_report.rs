@@ -58,6 +58,13 @@ impl KernelRun {
         Some(Profile::parse(&f.join("\n")))
     }
 
+    /// The n = 5000 profile of a perftest client on `i`'s library.
+    fn capi_profile(&self, prog: &str, i: Impl) -> Option<Profile> {
+        let tag = tags::capi_cg(prog, i, CAPI_CG_ITERS[1]);
+        let f = self.files.get(&format!("{tag}.out"))?;
+        (self.exit(&tag) == Some(0)).then(|| Profile::parse(&f.join("\n")))
+    }
+
     /// The profile of the client built without tracing's callsites.
     fn notrace_profile(&self) -> Option<Profile> {
         let f = self.files.get(&format!("{}.out", tags::NOTRACE))?;
@@ -285,6 +292,46 @@ pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
             Some(c)
         }
     }
+}
+
+/// The data-path verbs of a perftest client, per call (issue #12 §5): what
+/// the instructions per operation are made of, free of the timing that
+/// decides how often a busy-polling client polls.
+pub const CAPI_VERBS: &[&str] = &["post_send", "post_recv", "poll_cq"];
+
+/// A perftest client's cost of `verb` on one library (n = 5000 profile):
+/// rverbs' by its exported function (`ibverbs::qp::post_send`, ...);
+/// rdma-core's librxe is stripped, so its entry points (functions called
+/// from outside librxe, at least once per ten operations: `ib_write_bw`
+/// polls once per several) are told apart by
+/// what they do: the one that calls `write` (the doorbell) posts sends, the
+/// most called of the others polls, and the remaining one posts receives.
+pub fn capi_call(p: &Profile, i: Impl, verb: &str, iters: u64) -> Option<PerCall> {
+    if i == Impl::Rverbs {
+        let name = match verb {
+            "post_send" => "ibverbs::qp::post_send",
+            "post_recv" => "ibverbs::qp::post_recv",
+            _ => "ibverbs::cq::poll_cq",
+        };
+        return p.named(name).and_then(per_call);
+    }
+    let in_rxe = |f: &FnCost| f.object.contains("librxe");
+    let mut entries: Vec<&FnCost> = p
+        .funcs
+        .iter()
+        .filter(|f| in_rxe(f) && f.calls >= iters / 10)
+        .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
+        .collect();
+    let post_send = entries.iter().position(|f| p.calls_any(f, &["write"])).map(|i| entries.remove(i));
+    entries.sort_by_key(|f| std::cmp::Reverse(f.calls));
+    let f = match verb {
+        "post_send" => post_send,
+        "poll_cq" => entries.first().copied(),
+        _ => entries.get(1).copied(),
+    }?;
+    let mut c = per_call(f)?;
+    c.function = format!("librxe {} ({})", f.name.trim_start_matches("0x").trim_start_matches('0'), name_of(verb));
+    Some(c)
 }
 
 /// Completion events per iteration in the n=1000 profile.
@@ -612,6 +659,8 @@ impl<'a> Report<'a> {
             s.push_str(&self.functions());
             s.push('\n');
             s.push_str(&self.tracing_table());
+            s.push('\n');
+            s.push_str(&self.capi_calls_table());
         }
         if let Some(m) = self.mock {
             s.push('\n');
@@ -685,6 +734,62 @@ impl<'a> Report<'a> {
 }
 
 impl Report<'_> {
+    /// The C library's per-call costs in the perftest clients, and how many
+    /// polls an operation took (a busy-polling client's instructions per
+    /// operation follow its polls, which the wait for the peer decides).
+    fn capi_calls_table(&self) -> String {
+        let iters = u64::from(CAPI_CG_ITERS[1]);
+        let mut s = format!(
+            "The C library per call: callgrind's inclusive instructions of each verb divided by its calls, perftest \
+             client, 64 B, `-n {iters}`, both sides on each libibverbs (an empty poll is most polls of a \
+             busy-polling client; how many it makes per operation is the wait for the peer, not the \
+             library):\n\n| client, verb |"
+        );
+        let mut sep = String::from("| --- |");
+        for k in self.runs {
+            s.push_str(&format!(" {0} rdma-core | {0} rverbs | {0} ratio |", k.series));
+            sep.push_str(" ---: | ---: | ---: |");
+        }
+        s.push('\n');
+        s.push_str(&sep);
+        s.push('\n');
+        for prog in CAPI_PERFTEST {
+            let profiles: Vec<(Option<Profile>, Option<Profile>)> = self
+                .runs
+                .iter()
+                .map(|k| (k.capi_profile(prog, Impl::RdmaCore), k.capi_profile(prog, Impl::Rverbs)))
+                .collect();
+            let call = |p: &Option<Profile>, i, verb| p.as_ref().and_then(|p| capi_call(p, i, verb, iters));
+            for verb in CAPI_VERBS {
+                let cells: Vec<(Option<f64>, Option<f64>)> = profiles
+                    .iter()
+                    .map(|(a, b)| {
+                        (
+                            call(a, Impl::RdmaCore, verb).map(|c| c.per_call),
+                            call(b, Impl::Rverbs, verb).map(|c| c.per_call),
+                        )
+                    })
+                    .collect();
+                if cells.iter().all(|(a, b)| a.is_none() && b.is_none()) {
+                    continue;
+                }
+                s.push_str(&format!("| `{prog}` {verb} |"));
+                for (a, b) in &cells {
+                    s.push_str(&format!(" {} | {} | {} |", fmt(*a, 1), fmt(*b, 1), fmt(ratio(*a, *b), 2)));
+                }
+                s.push('\n');
+            }
+            s.push_str(&format!("| `{prog}` polls per operation |"));
+            for (a, b) in &profiles {
+                let per_op = |p: &Option<Profile>, i| call(p, i, "poll_cq").map(|c| c.calls as f64 / iters as f64);
+                let (a, b) = (per_op(a, Impl::RdmaCore), per_op(b, Impl::Rverbs));
+                s.push_str(&format!(" {} | {} | {} |", fmt(a, 2), fmt(b, 2), fmt(ratio(a, b), 2)));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
     /// rverbs' per-call costs with its `tracing` callsites (disabled at run
     /// time, as in every other run) and with them compiled out.
     fn tracing_table(&self) -> String {
@@ -949,6 +1054,70 @@ fn=(2)
         assert_eq!((call("post_recv").per_call, call("post_recv").calls), (122.0, 1500));
         assert!(call("post_recv").function.contains("4550"));
         assert_eq!(call("get_cq_event + ack").per_call, 40.0);
+    }
+
+    /// The shape of a perftest `ib_send_lat` client: its loop calls librxe's
+    /// poll (most often), post_send (which calls `write`) and post_recv;
+    /// rverbs' library by its exported names. A function called once (set-up)
+    /// is no entry point.
+    #[test]
+    fn capi_calls_by_shape_and_name() {
+        let text = "events: Ir
+ob=(1) /usr/bin/ib_send_lat
+fn=(1) 0x0000000000023100
+0 100
+cob=(3) /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cfn=(3) 0x0000000000002ca0
+calls=20000 0
+0 840000
+cob=(3)
+cfn=(4) 0x0000000000004550
+calls=900 0
+0 109800
+cob=(3)
+cfn=(7) 0x0000000000003cc0
+calls=1000 0
+0 199000
+cob=(3)
+cfn=(9) 0x0000000000001000
+calls=1 0
+0 5000
+ob=(3)
+fn=(7)
+0 175000
+cob=(4) /usr/lib/x86_64-linux-gnu/libc.so.6
+cfn=(8) write
+calls=1000 0
+0 24000
+fn=(4)
+0 109800
+fn=(3)
+0 840000
+fn=(9)
+0 5000
+";
+        let p = Profile::parse(text);
+        let rdma = |verb| capi_call(&p, Impl::RdmaCore, verb, 1000).unwrap();
+        assert_eq!((rdma("post_send").per_call, rdma("post_send").calls), (199.0, 1000));
+        assert_eq!((rdma("poll_cq").per_call, rdma("poll_cq").calls), (42.0, 20000));
+        assert!(rdma("poll_cq").function.contains("2ca0 (rxe_poll_cq)"));
+        assert_eq!((rdma("post_recv").per_call, rdma("post_recv").calls), (122.0, 900));
+        let text = "events: Ir
+ob=(1) /usr/bin/ib_send_lat
+fn=(1) 0x0000000000023100
+0 100
+cob=(2) /opt/rverbs/lib/libibverbs.so.1
+cfn=(2) ibverbs::cq::poll_cq
+calls=40000 0
+0 1200000
+ob=(2)
+fn=(2)
+0 1200000
+";
+        let p = Profile::parse(text);
+        let c = capi_call(&p, Impl::Rverbs, "poll_cq", 1000).unwrap();
+        assert_eq!((c.per_call, c.calls), (30.0, 40000));
+        assert!(capi_call(&p, Impl::Rverbs, "post_send", 1000).is_none());
     }
 
     #[test]

@@ -379,6 +379,14 @@ impl<M: Mmio> Cq<M> {
         unsafe { self.entry(i).add(OP_OWN).read_volatile() }
     }
 
+    /// True when no completion is ready: the entry at the consumer index is
+    /// still the hardware's (a [`poll`](Self::poll) now would return 0).
+    /// One load of its owner byte, nothing consumed.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        !sw_owned(self.op_own(self.ci), self.ci, self.ncqe)
+    }
+
     /// Moves up to `out.len()` completions into `out`; returns how many.
     /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
     #[inline]

@@ -74,7 +74,10 @@ fn poll_n(cq: &mut Cq<HcaMmio>, n: usize) -> Vec<Wc> {
     let mut out = Vec::new();
     let mut buf = [Wc::default(); 3];
     for _ in 0..n + 8 {
+        // The peek agrees with the poll (the owner bit of the next entry).
+        let empty = cq.is_empty();
         let k = cq.poll(&mut buf);
+        assert_eq!(empty, k == 0, "is_empty() before a poll that returned {k}");
         out.extend_from_slice(&buf[..k]);
         if out.len() >= n || k == 0 {
             break;
@@ -486,6 +489,7 @@ fn rnr_wait_completes_when_a_receive_arrives() {
     post_send(&mut a, &[SendWr { wr_id: 1, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge, ud: None }])
         .unwrap();
     hca.run();
+    assert!(cq.is_empty());
     assert_eq!(cq.poll(&mut [Wc::default(); 4]), 0);
     b.rq.as_mut().unwrap().post(&[RecvWr { wr_id: 9, sgl: &[dst.sge(0, 64)] }]).unwrap();
     hca.run();

@@ -279,6 +279,20 @@ impl CqDriver {
         }
     }
 
+    /// True when no completion is ready: a [`poll`](Self::poll) now would
+    /// return 0 (rxe: its producer index is our consumer index; mlx5: the
+    /// next entry is the hardware's; a dead or moved-out CQ: always).
+    /// Nothing is consumed and nothing is called: a busy loop's empty poll
+    /// costs a few loads.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        match &self.0 {
+            Drv::Rxe { ring, .. } => ring.is_empty(),
+            Drv::Mlx5 { cq, .. } => cq.is_empty(),
+            Drv::Dead | Drv::Gone => true,
+        }
+    }
+
     /// Arms the CQ for one event (`ibv_req_notify_cq`). rxe:
     /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`, one ioctl of a command built at
     /// create ([`cmd::ReqNotifyCq`]). mlx5: no syscall, the

@@ -271,6 +271,17 @@ impl CqRing {
         &self.q
     }
 
+    /// True when no completion is ready: a [`poll`](Self::poll) now would
+    /// return 0. Two loads, nothing consumed (an empty poll in a busy loop,
+    /// `ibv_poll_cq` finding nothing, costs just this).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        // Acquire, as in `poll`: a poll after a `false` reads CQEs the
+        // kernel finished. Relaxed on our own consumer.
+        let prod = self.q.producer_acquire();
+        prod.wrapping_sub(self.q.consumer_own()) & self.q.index_mask() == 0
+    }
+
     /// Moves up to `out.len()` completions into `out`; returns how many.
     /// No syscall: one Acquire load of the producer, copies, one Release
     /// store of the consumer.

@@ -593,6 +593,7 @@ fn rq_and_cq_empty() {
     assert_eq!(r.post(&[]), Ok(()));
     assert!(k.consume_recv(r.queue(), usize::MAX).is_empty());
     let mut out = [Wc::default(); 16];
+    assert!(c.is_empty());
     assert_eq!(c.poll(&mut out), 0);
     assert_eq!(c.poll(&mut out[..1]), 0);
     assert_eq!(c.poll(&mut []), 0);
@@ -637,8 +638,10 @@ fn cq_full() {
         assert!(k.produce_cqe(c.queue(), &recv_cqe(i, 1, 10, None)));
     }
     assert!(!k.produce_cqe(c.queue(), &recv_cqe(99, 1, 10, None)), "a 4-slot CQ holds 3");
+    assert!(!c.is_empty(), "a full CQ is not empty (its indices differ by the mask)");
     let mut out = [Wc::default(); 16];
     assert_eq!(c.poll(&mut out), 3);
+    assert!(c.is_empty());
     assert_eq!(out[..3].iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(k.cq_free(c.queue()), 3);
 }
@@ -795,7 +798,10 @@ fn cq_wraparound() {
         // Alternate batches of 16 and of 1.
         let batch = if round % 2 == 0 { 16 } else { 1 };
         loop {
+            // The peek agrees with the poll at every index, across the wrap.
+            let empty = c.is_empty();
             let got = c.poll(&mut out[..batch]);
+            assert_eq!(empty, got == 0);
             if got == 0 {
                 break;
             }
