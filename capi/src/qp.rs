@@ -409,6 +409,12 @@ const _: () = {
     assert!(offset_of!(Sge<'static>, lkey) == offset_of!(ibv_sge, lkey));
 };
 
+/// [`send_op`] for the opcodes [`translate`] does not take itself.
+#[inline(never)]
+fn other_send_op(w: &ibv_send_wr) -> Option<SendOp> {
+    send_op(w)
+}
+
 fn send_op(w: &ibv_send_wr) -> Option<SendOp> {
     let remote = RemoteAddr { addr: w.wr[0], rkey: w.wr[1] as u32 };
     let atomic = RemoteAddr { addr: w.wr[0], rkey: w.wr[3] as u32 };
@@ -451,9 +457,19 @@ pub(crate) const CHUNK: usize = 16;
 /// UD QP, `wr.ud.ah` a live AH of ours), untouched for `'a`.
 #[inline]
 unsafe fn translate<'a>(w: &'a ibv_send_wr, ud_qp: bool) -> Result<SendWr<'a>, c_int> {
+    let op = send_op(w).ok_or(EINVAL)?;
+    // SAFETY: the caller's contract.
+    unsafe { translate_with(w, ud_qp, op) }
+}
+
+/// [`translate`] with the operation already decoded.
+///
+/// # Safety
+/// As for [`translate`].
+#[inline(always)]
+unsafe fn translate_with<'a>(w: &'a ibv_send_wr, ud_qp: bool, op: SendOp) -> Result<SendWr<'a>, c_int> {
     // SAFETY: the caller's contract.
     let sgl = unsafe { sgl(w.sg_list, w.num_sge) }.ok_or(EINVAL)?;
-    let op = send_op(w).ok_or(EINVAL)?;
     let flags = SendFlags::from_bits_truncate(w.send_flags);
     let ud = if ud_qp {
         // SAFETY: the caller's contract.
@@ -465,11 +481,26 @@ unsafe fn translate<'a>(w: &'a ibv_send_wr, ud_qp: bool) -> Result<SendWr<'a>, c
     Ok(SendWr { wr_id: w.wr_id, op, flags, sgl, ud })
 }
 
+/// Posts the one request `w` as `op`: the errno when it is malformed or
+/// refused. Inlined once per opcode arm of [`post_send`], so that each arm
+/// stores only its own operands.
+///
+/// # Safety
+/// As for [`translate`].
+#[inline(always)]
+unsafe fn post_one(g: &mut rverbs::QueuePair, w: &ibv_send_wr, ud_qp: bool, op: SendOp) -> Result<(), c_int> {
+    // SAFETY: forwarded.
+    let one = unsafe { translate_with(w, ud_qp, op) }?;
+    // SAFETY: for an INLINE request the caller's SGEs name memory it may
+    // read now (the C contract of `ibv_post_send`); the others are checked
+    // against registrations by the device.
+    unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) }.map_err(|e| post_errno(&e.kind))
+}
+
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
 /// the first request not posted (those before it are posted, as rdma-core's
-/// rxe). One request, the common case, is translated and posted here, the
-/// provider's ring code inlined (the request never leaves registers); a
-/// list goes to [`post_send_list`] in chunks of [`CHUNK`] requests, one
+/// rxe). One request, the common case, is translated and posted here,
+/// SEND and RDMA WRITE without the opcode table; a list goes to [`post_send_list`] in chunks of [`CHUNK`] requests, one
 /// doorbell each (rdma-core rings once per list).
 pub(crate) unsafe extern "C" fn post_send(
     p: *mut ibv_qp,
@@ -487,15 +518,26 @@ pub(crate) unsafe extern "C" fn post_send(
         // SAFETY: the C contract of the list.
         return unsafe { post_send_slow(q, wr, bad_wr) };
     };
-    // SAFETY: the C contract of the request.
-    let one = match unsafe { translate(w, q.c.qp_base.qp_type == 4) } {
-        Ok(s) => s,
-        Err(e) => return fail_at(bad_wr, wr, e),
+    let ud_qp = q.c.qp_base.qp_type == 4;
+    // SEND and RDMA WRITE, perftest's and most programs' requests, each with
+    // its operands alone; the other opcodes through the table (out of line).
+    let posted = match w.opcode {
+        // SAFETY: the C contract of the request.
+        2 => unsafe { post_one(&mut g, w, ud_qp, SendOp::Send) },
+        0 => {
+            let remote = RemoteAddr { addr: w.wr[0], rkey: w.wr[1] as u32 };
+            // SAFETY: the C contract of the request.
+            unsafe { post_one(&mut g, w, ud_qp, SendOp::RdmaWrite(remote)) }
+        }
+        _ => match other_send_op(w) {
+            // SAFETY: the C contract of the request.
+            Some(op) => unsafe { post_one(&mut g, w, ud_qp, op) },
+            None => Err(EINVAL),
+        },
     };
-    // SAFETY: as for the chunks of `post_send_list`.
-    match unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) } {
+    match posted {
         Ok(()) => 0,
-        Err(e) => fail_at(bad_wr, wr, post_errno(&e.kind)),
+        Err(e) => fail_at(bad_wr, wr, e),
     }
 }
 
