@@ -16,7 +16,7 @@ use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc};
 use crate::Errno;
 
 /// What makes the kernel look at the send ring. For rxe that is a `write()`
-/// of `POST_SEND` with no work requests ([`crate::sys::UverbsFd::post_send_doorbell`]);
+/// of `POST_SEND` with no work requests ([`crate::sys::UverbsFd::ring_send_doorbell`]);
 /// tests and benchmarks count instead. Static dispatch: posting is generic over it.
 pub trait Doorbell {
     /// Rings once.

@@ -52,7 +52,7 @@ pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
 pub(crate) use queue::Queue;
 pub use wqe::{SendLimits, Transport};
 
-use crate::sys::UverbsFd;
+use crate::sys::{SendDoorbellFrame, UverbsFd};
 use crate::{Errno, Error, Result};
 
 fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
@@ -101,17 +101,17 @@ pub(crate) fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
 }
 
 /// The doorbell of one rxe QP: `POST_SEND` with no work requests on the
-/// uverbs fd.
-#[derive(Debug, Clone)]
+/// uverbs fd, its frame built once ([`SendDoorbellFrame`]).
+#[derive(Debug)]
 pub struct UverbsDoorbell {
     fd: Arc<UverbsFd>,
-    qp_handle: u32,
+    frame: SendDoorbellFrame,
 }
 
 impl Doorbell for UverbsDoorbell {
     #[inline]
     fn ring(&self) -> Result<(), Errno> {
-        self.fd.post_send_doorbell(self.qp_handle)
+        self.fd.ring_send_doorbell(&self.frame)
     }
 }
 
@@ -153,7 +153,7 @@ pub(crate) fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: 
         let q = map(VERB, fd, &resp.rq_mi, "receive queue")?;
         Some(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "receive queue")?, info.max_recv_sge))
     };
-    let doorbell = UverbsDoorbell { fd: fd.clone(), qp_handle: info.handle };
+    let doorbell = UverbsDoorbell { fd: fd.clone(), frame: SendDoorbellFrame::new(info.handle) };
     Ok(Qp { sq: SendRing::new(sq, info.send, doorbell).with_av_table(avs.clone()), rq })
 }
 

@@ -30,6 +30,7 @@ use rverbs_uapi::ib_user_ioctl_cmds::{
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_CMD_FLAG_EXTENDED;
 
 pub use ioctl::{AttrSlot, IoctlCmd};
+pub use prepared::SendDoorbellFrame;
 pub(crate) use prepared::SmallWrite;
 
 /// Which kernel interface carried a command; recorded in tracing events.
@@ -342,21 +343,22 @@ impl UverbsFd {
     }
 
     /// rxe's send doorbell: a legacy `write()` of `IB_USER_VERBS_CMD_POST_SEND`
-    /// with `wr_count = 0` for QP `qp_handle`, which makes the kernel run the
-    /// QP's requester over the WQEs already in the shared send queue
-    /// (`uverbs-abi.md` §8, providers.md §A.4). Data path: no allocation, one
-    /// syscall; `wqe_size` is 128, what rdma-core sends
+    /// with `wr_count = 0` for the QP `frame` was built for, which makes the
+    /// kernel run the QP's requester over the WQEs already in the shared
+    /// send queue (`uverbs-abi.md` §8, providers.md §A.4). Data path: no
+    /// allocation, one syscall of a frame built once per QP
+    /// ([`SendDoorbellFrame`]); `wqe_size` is 128, what rdma-core sends
     /// (`sizeof(struct ibv_send_wr)`; the kernel needs at least 56).
     /// The `write()` is the raw syscall (`sys/raw.rs`), not libc's wrapper.
     #[inline]
-    pub fn post_send_doorbell(&self, qp_handle: u32) -> Result<(), Errno> {
-        let mut resp = 0u32; // ib_uverbs_post_send_resp.bad_wr
-        let frame = write::post_send_doorbell_frame(qp_handle, &mut resp as *mut u32 as u64);
-        // With `wr_count` 0 the kernel reads only `frame` and writes `resp`.
-        // SAFETY: `frame` is 32 readable bytes; its one address is `resp`, 4
-        // writable bytes outliving the call (`ib_uverbs_post_send_resp`).
-        let n = unsafe { raw::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
-        if n == frame.len() as isize {
+    pub fn ring_send_doorbell(&self, frame: &SendDoorbellFrame) -> Result<(), Errno> {
+        let bytes = frame.bytes();
+        // With `wr_count` 0 the kernel reads only the frame and writes the
+        // 4-byte response it names.
+        // SAFETY: `bytes` is 32 readable bytes; its one address is the
+        // frame's response word, writable and alive as long as `frame`.
+        let n = unsafe { raw::write(self.fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        if n == bytes.len() as isize {
             return Ok(());
         }
         Err(syscall_error(n))

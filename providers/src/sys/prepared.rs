@@ -1,5 +1,6 @@
 //! Write commands built once and sent many times: the rxe CQ arm
-//! (`REQ_NOTIFY_CQ`), issued once per completion event in event mode.
+//! (`REQ_NOTIFY_CQ`), issued once per completion event in event mode, and
+//! the rxe send doorbell ([`SendDoorbellFrame`]), once per post.
 //!
 //! A command whose core request is 8 bytes and that has no response fits
 //! entirely in an `INVOKE_WRITE` ioctl of two attributes: the write
@@ -12,6 +13,7 @@
 //! would build for the same command is byte for byte the same (a test
 //! checks).
 
+use std::cell::UnsafeCell;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::Ordering;
 
@@ -25,6 +27,47 @@ use rverbs_uapi::rdma_user_ioctl_cmds::{ib_uverbs_attr, ib_uverbs_ioctl_hdr, UVE
 use zerocopy::{FromZeros, Immutable, IntoBytes};
 
 use super::{CmdPath, UverbsFd};
+
+/// rxe's `POST_SEND` doorbell frame for one QP, built when the QP is: the
+/// 32 bytes of [`super::write::post_send_doorbell_frame`] and the 4-byte
+/// response they name (`ib_uverbs_post_send_resp.bad_wr`, which the kernel
+/// writes on every doorbell and nobody reads), in one allocation that never
+/// moves. Ringing is then one `write()` of a ready buffer
+/// ([`UverbsFd::ring_send_doorbell`]) instead of a frame rebuilt on the
+/// stack per post.
+#[derive(Debug)]
+pub struct SendDoorbellFrame(Box<DoorbellBytes>);
+
+#[repr(C)]
+#[derive(Debug)]
+struct DoorbellBytes {
+    frame: [u8; 32],
+    /// Written by the kernel (during the doorbell's `write()`), never read
+    /// or referenced here: an `UnsafeCell`, reached only by its raw pointer.
+    resp: UnsafeCell<u32>,
+}
+
+// SAFETY: `frame` is not written after `new`; `resp` is written only by the
+// kernel and never read, so threads sharing the frame race on nothing they
+// can observe (two doorbells at once each get their own syscall).
+unsafe impl Sync for DoorbellBytes {}
+
+impl SendDoorbellFrame {
+    /// The doorbell of the QP with kernel handle `qp_handle`.
+    pub fn new(qp_handle: u32) -> SendDoorbellFrame {
+        let mut b = Box::new(DoorbellBytes { frame: [0; 32], resp: UnsafeCell::new(0) });
+        // The box's contents stay where they are while it lives, however
+        // the box itself moves: the response address stays valid.
+        b.frame = super::write::post_send_doorbell_frame(qp_handle, b.resp.get() as u64);
+        SendDoorbellFrame(b)
+    }
+
+    /// The 32 bytes the doorbell writes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0.frame
+    }
+}
 
 /// `INVOKE_WRITE` with the command id and an inlined 8-byte request.
 #[repr(C)]
@@ -179,6 +222,22 @@ mod tests {
 
     fn dev_null() -> UverbsFd {
         UverbsFd::open(std::path::Path::new("/dev/null"), 14, None).expect("/dev/null is a char device")
+    }
+
+    /// The prepared doorbell is `write::post_send_doorbell_frame`'s, with
+    /// the response address inside the frame's own allocation, which stays
+    /// put when the frame moves.
+    #[test]
+    fn send_doorbell_frame_names_its_own_response_word() {
+        let d = SendDoorbellFrame::new(7);
+        let resp = d.0.resp.get() as u64;
+        assert_eq!(d.bytes(), &crate::sys::write::post_send_doorbell_frame(7, resp));
+        let moved = std::hint::black_box(Some(d)).expect("just put there");
+        assert_eq!(moved.0.resp.get() as u64, resp);
+        assert_eq!(u64::from_ne_bytes(moved.bytes()[8..16].try_into().unwrap()), resp);
+        // `/dev/null` takes any write whole: the doorbell's result path.
+        let fd = dev_null();
+        assert_eq!(fd.ring_send_doorbell(&moved), Ok(()));
     }
 
     /// `/dev/null` answers the ioctl with `ENOTTY`: the command goes out as
