@@ -740,8 +740,8 @@ mod tests {
         assert!(Parts::parse("instr,bogus").is_err());
         // The C library part: the same perftest command on each library,
         // rverbs' selected by LD_LIBRARY_PATH on both sides, and callgrind
-        // of the client (the small run's profile is not sent back, the
-        // large one's is, for annotation).
+        // of the client (both runs' profiles are sent back, for
+        // annotation and for the per-call table).
         let capi = script(&Parts::parse("capi").unwrap(), 1);
         assert!(capi.contains(
             "\"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 1000 -p"
