@@ -679,15 +679,9 @@ impl Report {
         self.row("rverbs' ELF NEEDED (host, like readelf -d)", &value, v);
         // What the guest's loader resolves.
         let ldd = files.get("ldd.txt").cloned().unwrap_or_default();
-        let libs: Vec<String> = ldd
-            .iter()
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|l| l.contains(".so"))
-            .map(|l| l.rsplit('/').next().unwrap_or(l).to_owned())
-            .collect();
-        let ok = !libs.is_empty() && libs.iter().all(|l| RUNTIME.contains(&l.as_str()) && !bad(l));
+        let (ok, shown) = loader_verdict(&ldd);
         let v = self.check(ok, "the guest's loader maps more than the C runtime for rverbs");
-        self.row("what the guest's ld.so loads for it", &libs.join(" "), v);
+        self.row("what the guest's ld.so loads for it", &shown, v);
         // The running server's mappings.
         let (paths, uverbs) = mapped(files.get("t-server.maps"));
         let ok = !paths.is_empty() && !paths.iter().any(|p| bad(p)) && uverbs > 0;
@@ -965,8 +959,39 @@ fn mapped(maps: Option<&Vec<String>>) -> (Vec<String>, usize) {
     (paths, uverbs)
 }
 
+/// What `ld.so --list` printed for rverbs: whether it loads only the C
+/// runtime (or nothing: a static CLI, `project::STATIC_CLI`, for which the
+/// loader says "statically linked"), and the libraries to show.
+fn loader_verdict(ldd: &[String]) -> (bool, String) {
+    let bad = |s: &str| FORBIDDEN.iter().any(|f| s.contains(f));
+    let libs: Vec<String> = ldd
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|l| l.contains(".so"))
+        .map(|l| l.rsplit('/').next().unwrap_or(l).to_owned())
+        .collect();
+    if libs.is_empty() && ldd.iter().any(|l| l.trim() == "statically linked") {
+        return (true, "nothing (statically linked)".into());
+    }
+    let ok = !libs.is_empty() && libs.iter().all(|l| RUNTIME.contains(&l.as_str()) && !bad(l));
+    (ok, libs.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::loader_verdict;
+
+    #[test]
+    fn loader_verdicts() {
+        let lines = |t: &str| t.lines().map(String::from).collect::<Vec<_>>();
+        assert_eq!(loader_verdict(&lines("\tstatically linked\n")), (true, "nothing (statically linked)".into()));
+        let dynamic = "\tlinux-vdso.so.1 (0x1)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\n";
+        assert!(loader_verdict(&lines(dynamic)).0);
+        let ibv = "\tlibibverbs.so.1 => /usr/lib/x86_64-linux-gnu/libibverbs.so.1 (0x3)\n\tlibc.so.6 => x (0x2)\n";
+        assert!(!loader_verdict(&lines(ibv)).0);
+        assert!(!loader_verdict(&lines("ld.so: cannot open\n")).0, "nothing read is no pass");
+    }
+
     use super::*;
 
     fn names() -> Names {
