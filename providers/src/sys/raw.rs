@@ -90,6 +90,69 @@ pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
     unsafe { syscall5(nix::libc::SYS_read, fd as usize, buf as usize, len, 0, 0) }
 }
 
+/// `read(fd, buf, 8)` into a register: the byte count or `-errno`, and the
+/// 8 bytes read (meaningful only when the count is 8). The buffer is a stack
+/// slot the `asm!` block pushes and pops itself, so the caller has no local
+/// whose address reaches the kernel: LLVM can then make the caller's calls
+/// tail calls (`CompletionChannel::wait_event`'s hit path is a `read` and a
+/// `ret`, its miss a jump to the out-of-line rest).
+#[inline(always)]
+pub(crate) fn read_u64(fd: c_int) -> (isize, u64) {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    {
+        let (ret, value): (isize, u64);
+        // SAFETY: the Linux x86_64 convention as in `syscall5`; the 8-byte
+        // buffer is the slot pushed here (the stack pointer is 8-aligned,
+        // all a u64 needs, and no red zone is live: no `nostack`), which
+        // the kernel writes at most 8 bytes of, popped into `value` before
+        // the block ends. The pushed register's old value is junk to us.
+        unsafe {
+            core::arch::asm!(
+                "push rsi",
+                "mov rsi, rsp",
+                "syscall",
+                "pop rsi",
+                inlateout("rax") nix::libc::SYS_read as isize => ret,
+                in("rdi") fd as isize,
+                out("rsi") value,
+                in("rdx") 8usize,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        (ret, value)
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
+    {
+        let (ret, value): (isize, u64);
+        // SAFETY: the Linux aarch64 convention as in `syscall5`; the buffer
+        // is 16 bytes (sp stays 16-aligned) below the stack pointer,
+        // reserved and released here, of which the kernel writes at most
+        // the first 8, loaded into `value` before the block ends.
+        unsafe {
+            core::arch::asm!(
+                "sub sp, sp, #16",
+                "mov x1, sp",
+                "svc 0",
+                "ldr x1, [sp]",
+                "add sp, sp, #16",
+                in("x8") nix::libc::SYS_read,
+                inlateout("x0") fd as isize => ret,
+                out("x1") value,
+                in("x2") 8usize,
+            );
+        }
+        (ret, value)
+    }
+    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), target_os = "linux", not(miri))))]
+    {
+        let mut value = 0u64;
+        // SAFETY: `value` is 8 writable bytes.
+        let ret = unsafe { read(fd, std::ptr::from_mut(&mut value).cast(), 8) };
+        (ret, value)
+    }
+}
+
 /// `write(fd, buf, len)`: the byte count, or `-errno`.
 ///
 /// # Safety
