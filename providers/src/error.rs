@@ -17,11 +17,10 @@ use crate::qp_state::TransitionError;
 /// or rverbs itself before the kernel was asked ([`ErrorKind::Check`],
 /// [`ErrorKind::Transition`]).
 ///
-/// One pointer wide (the details are boxed), so that a `Result` of the
-/// data path comes back in registers: `Result<()>` in one,
-/// `Result<Option<CqEvent>>` in two, where the unboxed 64 bytes went
-/// through memory and kept the event read's out-of-line rest from being a
-/// tail call. Making an error allocates, as its message mostly did anyway.
+/// One pointer wide (the details are boxed), so that a `Result<()>` of the
+/// data path (a CQ arm) comes back in a register, where the unboxed 64
+/// bytes went through memory and the caller compared them there. Making
+/// an error allocates, as its message mostly did anyway.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error(Box<Details>);
 

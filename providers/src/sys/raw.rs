@@ -1,12 +1,12 @@
 //! The data path's syscalls made directly (`syscall` on x86_64, `svc 0` on
 //! aarch64) instead of through libc's wrappers: rxe's doorbell `write()`,
 //! the CQ arm's `ioctl()`, and a completion channel's `ppoll()` and
-//! `read()`. Each is issued once per post or per completion event, and
-//! libc's wrappers cost more than the call: `ioctl` and `syscall` are
-//! variadic (about 20 and 11 instructions), and every wrapper reaches the
-//! error through `errno` (`__errno_location`). Here a call is the
-//! registers and the trap, and a failure comes back as `-errno` in the
-//! result, as the kernel returns it.
+//! `read()` (an 8-byte read into a register: `read_u64`). Each is issued
+//! once per post or per completion event, and libc's wrappers cost more
+//! than the call: `ioctl` and `syscall` are variadic (about 20 and 11
+//! instructions), and every wrapper reaches the error through `errno`
+//! (`__errno_location`). Here a call is the registers and the trap, and a
+//! failure comes back as `-errno` in the result, as the kernel returns it.
 //!
 //! Other architectures and Miri (which cannot run `asm!`) go through
 //! `libc::syscall` with the same contract.
@@ -91,11 +91,12 @@ pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
 }
 
 /// `read(fd, buf, 8)` into a register: the byte count or `-errno`, and the
-/// 8 bytes read (meaningful only when the count is 8). The buffer is a stack
-/// slot the `asm!` block pushes and pops itself, so the caller has no local
-/// whose address reaches the kernel: LLVM can then make the caller's calls
-/// tail calls (`CompletionChannel::wait_event`'s hit path is a `read` and a
-/// `ret`, its miss a jump to the out-of-line rest).
+/// 8 bytes read (meaningful only when the count is 8). A completion
+/// channel's event read (`sys::event::wait_comp_event`). The buffer is a
+/// stack slot the `asm!` block pushes and pops itself: the caller keeps no
+/// local for it (no store of a zero, no load after), and has no local
+/// whose address reaches the kernel, which would keep LLVM from making
+/// its calls tail calls.
 #[inline(always)]
 pub(crate) fn read_u64(fd: c_int) -> (isize, u64) {
     #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
