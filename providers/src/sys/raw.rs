@@ -231,4 +231,28 @@ mod tests {
         let rc = unsafe { ioctl(r.as_raw_fd(), nix::libc::TCGETS as c_ulong, tio.as_mut_ptr().cast()) };
         assert_eq!(rc, -(nix::libc::ENOTTY as isize));
     }
+
+    #[test]
+    fn reads_eight_bytes_into_a_register() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let fl = nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        let nb = nix::fcntl::OFlag::from_bits_retain(fl) | nix::fcntl::OFlag::O_NONBLOCK;
+        nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nb)).unwrap();
+        // Two records back to back: each read takes one, in order.
+        let recs = [0x0102_0304_0506_0708u64, u64::MAX];
+        for v in recs {
+            assert_eq!(nix::unistd::write(&w, &v.to_ne_bytes()), Ok(8));
+        }
+        for v in recs {
+            assert_eq!(read_u64(r.as_raw_fd()), (8, v));
+        }
+        // Empty and non-blocking: -EAGAIN; a short record: its length.
+        assert_eq!(read_u64(r.as_raw_fd()).0, -(nix::libc::EAGAIN as isize));
+        assert_eq!(nix::unistd::write(&w, &[9, 9, 9]), Ok(3));
+        assert_eq!(read_u64(r.as_raw_fd()).0, 3);
+        // A closed writer: end of file; a bad fd: -EBADF.
+        drop(w);
+        assert_eq!(read_u64(r.as_raw_fd()).0, 0);
+        assert_eq!(read_u64(c_int::MAX).0, -(nix::libc::EBADF as isize));
+    }
 }
