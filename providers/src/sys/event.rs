@@ -79,8 +79,8 @@ fn read_desc(fd: nix::libc::c_int, handle: &mut u64) -> Read {
 /// queued or not. (The wait used to start with a `read()` after a wait
 /// that had found its event queued, one syscall then, three when it found
 /// nothing. In a ping-pong client on a 6.12 guest 62 to 81% of the waits
-/// found nothing, a guess from the last wait was right no more often than
-/// reading first always, and the guess and the miss cost more instructions
+/// found nothing, a read the guess chose hit hardly more often than one
+/// made always (41% against 38%), and the misses cost more instructions
 /// and syscalls than the hits saved.) The deadline is kept by the kernel
 /// (the raw `ppoll` writes the time left back): no clock is read.
 ///
