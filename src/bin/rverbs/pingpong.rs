@@ -1030,12 +1030,15 @@ impl DataPath<'_, '_> {
         let mut routs = self.routs;
         while rcnt < iters || scnt < iters {
             let ne = if let (true, Some(ch)) = (EVENTS, channel) {
-                let ev = hot::get_cq_event(ch, timeout)
-                    .map_err(lib_err("Failed to get cq_event"))?
-                    .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
+                // One test for an event; a failure and a stall sorted out
+                // of line.
+                let ev = match hot::get_cq_event(ch, timeout) {
+                    Ok(Some(ev)) => ev,
+                    other => return Err(no_event(other, o, rcnt, scnt)),
+                };
                 num_events += 1;
                 if ev.cq_user_handle != cq_handle {
-                    return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
+                    return Err(unknown_cq(ev));
                 }
                 hot::req_notify(self.cq).map_err(lib_err("Couldn't request CQ notification"))?;
                 hot::poll(self.cq, wcs)
@@ -1108,6 +1111,21 @@ impl DataPath<'_, '_> {
         self.routs = routs;
         Ok(num_events)
     }
+}
+
+/// The error for a wait on the channel that gave no event: a failure, or
+/// the time up.
+#[cold]
+fn no_event(got: rverbs::Result<Option<rverbs::CqEvent>>, o: &Opts, rcnt: u64, scnt: u64) -> String {
+    match got {
+        Err(e) => lib_err("Failed to get cq_event")(e),
+        _ => stalled(o, rcnt, scnt, "completion event"),
+    }
+}
+
+#[cold]
+fn unknown_cq(ev: rverbs::CqEvent) -> String {
+    format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle)
 }
 
 /// The error for a completion that failed, with a hint where the cause is usual.
