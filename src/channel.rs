@@ -2,7 +2,7 @@
 //! when an armed CQ gets a completion.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -54,9 +54,6 @@ struct ChannelInner {
     fd: OwnedFd,
     /// The event counts of the CQs whose provider needs them.
     counts: EventCounts,
-    /// The last [`CompletionChannel::wait_event`] had to sleep: the next
-    /// one polls before it reads.
-    slept: AtomicBool,
 }
 
 /// One completion event: the CQ it is for.
@@ -74,8 +71,7 @@ impl Context {
         let fd = cmd::create_comp_channel(self.fd())?;
         make_nonblocking(fd.as_fd()).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        let inner =
-            ChannelInner { ctx: self.clone(), fd, counts: EventCounts::default(), slept: AtomicBool::new(false) };
+        let inner = ChannelInner { ctx: self.clone(), fd, counts: EventCounts::default() };
         Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
@@ -113,16 +109,18 @@ impl CompletionChannel {
     /// a deadline: losing a race for an event to another reader does not
     /// start it over.
     ///
-    /// Syscalls: the channel remembers whether the last wait found its
-    /// event already queued. If it did, this one starts with a `read()`
-    /// (one syscall when the event is there); if it had to sleep, this one
-    /// starts with `ppoll()` and then reads (two syscalls, where starting
-    /// with a `read()` that finds nothing would take three). No clock is
-    /// read: the kernel counts down the time left.
+    /// Syscalls: `ppoll()` until the fd is readable, and a `read()`: two,
+    /// whether the event was already queued or not (most waits of a
+    /// ping-pong are not: starting with a `read()` cost more than it
+    /// saved, `sys::event::wait_comp_event`). No clock is read: the kernel
+    /// counts down the time left.
+    ///
+    /// Inlined are the two syscalls of a wait that gets its event; a
+    /// timeout, a retry or a failure goes on out of line.
     #[inline]
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>> {
         let inner = &*self.inner;
-        match wait_comp_event(inner.fd.as_fd(), &inner.slept, timeout) {
+        match wait_comp_event(inner.fd.as_fd(), timeout) {
             Ok(Some(cq_user_handle)) => {
                 inner.counts.count(cq_user_handle);
                 Ok(Some(CqEvent { cq_user_handle }))

@@ -16,12 +16,35 @@ use crate::qp_state::TransitionError;
 /// [`kind`](Self::kind) tells who refused: the kernel ([`ErrorKind::Os`]),
 /// or rverbs itself before the kernel was asked ([`ErrorKind::Check`],
 /// [`ErrorKind::Transition`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+///
+/// One pointer wide (the details are boxed), so that a `Result<()>` of the
+/// data path (a CQ arm) comes back in a register, where the unboxed 64
+/// bytes went through memory and the caller compared them there. Making
+/// an error allocates, as its message mostly did anyway.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<Details>);
+
+#[derive(Clone, PartialEq, Eq)]
+struct Details {
     verb: Cow<'static, str>,
     errno: Option<Errno>,
     kind: ErrorKind,
     message: String,
+}
+
+const _: () = assert!(size_of::<Error>() == size_of::<usize>());
+const _: () = assert!(size_of::<Result<()>>() == size_of::<usize>());
+
+impl fmt::Debug for Error {
+    /// As the unboxed struct printed itself.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("verb", &self.0.verb)
+            .field("errno", &self.0.errno)
+            .field("kind", &self.0.kind)
+            .field("message", &self.0.message)
+            .finish()
+    }
 }
 
 /// Who refused a verb, and with what detail.
@@ -49,62 +72,70 @@ impl Error {
     /// An error with an errno from the kernel. The message defaults to a
     /// sentence explaining what that errno means for a uverbs command.
     pub fn os(verb: impl Into<Cow<'static, str>>, errno: Errno) -> Self {
-        Error {
+        Error(Box::new(Details {
             verb: verb.into(),
             errno: Some(errno),
             kind: ErrorKind::Os,
             message: default_explanation(errno).to_owned(),
-        }
+        }))
     }
 
     /// A refusal by rverbs' own checks, with the errno the kernel (or
     /// libibverbs) would have given; say why with [`with_message`](Self::with_message).
     pub fn check(verb: impl Into<Cow<'static, str>>, errno: Errno) -> Self {
-        Error { kind: ErrorKind::Check, ..Error::os(verb, errno) }
+        let mut e = Error::os(verb, errno);
+        e.0.kind = ErrorKind::Check;
+        e
     }
 
     /// An error found by rverbs itself, before or without the kernel, that
     /// has no errno.
     pub fn invalid(verb: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
-        Error { verb: verb.into(), errno: None, kind: ErrorKind::Check, message: message.into() }
+        Error(Box::new(Details { verb: verb.into(), errno: None, kind: ErrorKind::Check, message: message.into() }))
     }
 
     /// A QP transition the state table refuses (errno `EINVAL`; the message
     /// names the states and the bits).
     pub fn transition(verb: impl Into<Cow<'static, str>>, e: TransitionError) -> Self {
-        Error { verb: verb.into(), errno: Some(Errno::EINVAL), message: e.to_string(), kind: ErrorKind::Transition(e) }
+        let message = e.to_string();
+        Error(Box::new(Details {
+            verb: verb.into(),
+            errno: Some(Errno::EINVAL),
+            message,
+            kind: ErrorKind::Transition(e),
+        }))
     }
 
     /// Same error with its explanation replaced.
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
-        self.message = message.into();
+        self.0.message = message.into();
         self
     }
 
     /// The verb that failed, in libibverbs terms where one exists (`ibv_open_device`).
     pub fn verb(&self) -> &str {
-        &self.verb
+        &self.0.verb
     }
 
     /// The errno the kernel returned, if the failure came from it.
     pub fn errno(&self) -> Option<Errno> {
-        self.errno
+        self.0.errno
     }
 
     /// Who refused: the kernel, or rverbs' own checks (and which).
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     /// True when the kernel refused (a syscall failed), false when rverbs
     /// refused before asking it.
     pub fn is_os(&self) -> bool {
-        self.kind == ErrorKind::Os
+        self.0.kind == ErrorKind::Os
     }
 
     /// The refused QP transition, when [`kind`](Self::kind) is [`ErrorKind::Transition`].
     pub fn transition_error(&self) -> Option<&TransitionError> {
-        match &self.kind {
+        match &self.0.kind {
             ErrorKind::Transition(t) => Some(t),
             _ => None,
         }
@@ -112,20 +143,20 @@ impl Error {
 
     /// The explanation.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// True when this verb (or the whole ioctl interface) is not supported by
     /// the kernel or the device: `EOPNOTSUPP`, `EPROTONOSUPPORT`, `ENOTTY`, `ENOSYS`.
     pub fn is_unsupported(&self) -> bool {
-        matches!(self.errno, Some(Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT | Errno::ENOTTY | Errno::ENOSYS))
+        matches!(self.0.errno, Some(Errno::EOPNOTSUPP | Errno::EPROTONOSUPPORT | Errno::ENOTTY | Errno::ENOSYS))
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.verb, self.message)?;
-        if let Some(e) = self.errno {
+        write!(f, "{}: {}", self.0.verb, self.0.message)?;
+        if let Some(e) = self.0.errno {
             write!(f, " ({e:?}: {})", e.desc())?;
         }
         Ok(())
@@ -136,7 +167,7 @@ impl std::error::Error for Error {}
 
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
-        let kind = e.errno.map(|n| std::io::Error::from_raw_os_error(n as i32).kind());
+        let kind = e.0.errno.map(|n| std::io::Error::from_raw_os_error(n as i32).kind());
         std::io::Error::new(kind.unwrap_or(std::io::ErrorKind::InvalidInput), e)
     }
 }

@@ -309,7 +309,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
                     let args = format!("-e -s {size} -n {iters}");
                     s.push_str(&format!(
                         "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
-                         --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
+                         --dump-instr=yes --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
                         srv = pp(i, false, &args, p),
                         cli = pp(i, false, &args, p),
                     ));
@@ -324,7 +324,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
         let cli = format!("{} -g {GID} {args} -p {p}", Impl::Rverbs.pingpong(false)).replacen("rverbs", NOTRACE_BIN, 1);
         s.push_str(&format!(
             "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
-             --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
+             --dump-instr=yes --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli} 127.0.0.1\"\n",
             tag = tags::NOTRACE,
             srv = pp(Impl::Rverbs, false, &args, p),
         ));
@@ -727,8 +727,8 @@ mod tests {
         let s = script(&Parts::all(), 2);
         assert!(s.contains(
             "pair cg-rdma-64-100 19001 \"timeout 900 ibv_rc_pingpong -g 1 -e -s 64 -n 100 -p 19001\" \
-             \"timeout 900 valgrind --tool=callgrind --dump-line=no --callgrind-out-file=$D/cg-rdma-64-100.out \
-             --log-file=$D/cg-rdma-64-100.vg ibv_rc_pingpong -g 1 -e -s 64 -n 100 -p 19001 127.0.0.1\""
+             \"timeout 900 valgrind --tool=callgrind --dump-line=no --dump-instr=yes \
+             --callgrind-out-file=$D/cg-rdma-64-100.out --log-file=$D/cg-rdma-64-100.vg ibv_rc_pingpong -g 1 -e -s 64 -n 100 -p 19001 127.0.0.1\""
         ));
         assert!(s.contains("-o $D/st-rverbs-poll.st rverbs pingpong -g 1 -s 64 -n 100 -p"));
         assert!(s.contains("strace -f -y -o $D/dv-rdma.st ibv_devinfo -v"));

@@ -1,12 +1,12 @@
 //! The data path's syscalls made directly (`syscall` on x86_64, `svc 0` on
 //! aarch64) instead of through libc's wrappers: rxe's doorbell `write()`,
 //! the CQ arm's `ioctl()`, and a completion channel's `ppoll()` and
-//! `read()`. Each is issued once per post or per completion event, and
-//! libc's wrappers cost more than the call: `ioctl` and `syscall` are
-//! variadic (about 20 and 11 instructions), and every wrapper reaches the
-//! error through `errno` (`__errno_location`). Here a call is the
-//! registers and the trap, and a failure comes back as `-errno` in the
-//! result, as the kernel returns it.
+//! `read()` (an 8-byte read into a register: `read_u64`). Each is issued
+//! once per post or per completion event, and libc's wrappers cost more
+//! than the call: `ioctl` and `syscall` are variadic (about 20 and 11
+//! instructions), and every wrapper reaches the error through `errno`
+//! (`__errno_location`). Here a call is the registers and the trap, and a
+//! failure comes back as `-errno` in the result, as the kernel returns it.
 //!
 //! Other architectures and Miri (which cannot run `asm!`) go through
 //! `libc::syscall` with the same contract.
@@ -90,6 +90,70 @@ pub(crate) unsafe fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
     unsafe { syscall5(nix::libc::SYS_read, fd as usize, buf as usize, len, 0, 0) }
 }
 
+/// `read(fd, buf, 8)` into a register: the byte count or `-errno`, and the
+/// 8 bytes read (meaningful only when the count is 8). A completion
+/// channel's event read (`sys::event::wait_comp_event`). The buffer is a
+/// stack slot the `asm!` block pushes and pops itself: the caller keeps no
+/// local for it (no store of a zero, no load after), and has no local
+/// whose address reaches the kernel, which would keep LLVM from making
+/// its calls tail calls.
+#[inline(always)]
+pub(crate) fn read_u64(fd: c_int) -> (isize, u64) {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    {
+        let (ret, value): (isize, u64);
+        // SAFETY: the Linux x86_64 convention as in `syscall5`; the 8-byte
+        // buffer is the slot pushed here (the stack pointer is 8-aligned,
+        // all a u64 needs, and no red zone is live: no `nostack`), which
+        // the kernel writes at most 8 bytes of, popped into `value` before
+        // the block ends. The pushed register's old value is junk to us.
+        unsafe {
+            core::arch::asm!(
+                "push rsi",
+                "mov rsi, rsp",
+                "syscall",
+                "pop rsi",
+                inlateout("rax") nix::libc::SYS_read as isize => ret,
+                in("rdi") fd as isize,
+                out("rsi") value,
+                in("rdx") 8usize,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        (ret, value)
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
+    {
+        let (ret, value): (isize, u64);
+        // SAFETY: the Linux aarch64 convention as in `syscall5`; the buffer
+        // is 16 bytes (sp stays 16-aligned) below the stack pointer,
+        // reserved and released here, of which the kernel writes at most
+        // the first 8, loaded into `value` before the block ends.
+        unsafe {
+            core::arch::asm!(
+                "sub sp, sp, #16",
+                "mov x1, sp",
+                "svc 0",
+                "ldr x1, [sp]",
+                "add sp, sp, #16",
+                in("x8") nix::libc::SYS_read,
+                inlateout("x0") fd as isize => ret,
+                out("x1") value,
+                in("x2") 8usize,
+            );
+        }
+        (ret, value)
+    }
+    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), target_os = "linux", not(miri))))]
+    {
+        let mut value = 0u64;
+        // SAFETY: `value` is 8 writable bytes.
+        let ret = unsafe { read(fd, std::ptr::from_mut(&mut value).cast(), 8) };
+        (ret, value)
+    }
+}
+
 /// `write(fd, buf, len)`: the byte count, or `-errno`.
 ///
 /// # Safety
@@ -166,5 +230,29 @@ mod tests {
         // (on a pipe it fails and writes nothing).
         let rc = unsafe { ioctl(r.as_raw_fd(), nix::libc::TCGETS as c_ulong, tio.as_mut_ptr().cast()) };
         assert_eq!(rc, -(nix::libc::ENOTTY as isize));
+    }
+
+    #[test]
+    fn reads_eight_bytes_into_a_register() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let fl = nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        let nb = nix::fcntl::OFlag::from_bits_retain(fl) | nix::fcntl::OFlag::O_NONBLOCK;
+        nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nb)).unwrap();
+        // Two records back to back: each read takes one, in order.
+        let recs = [0x0102_0304_0506_0708u64, u64::MAX];
+        for v in recs {
+            assert_eq!(nix::unistd::write(&w, &v.to_ne_bytes()), Ok(8));
+        }
+        for v in recs {
+            assert_eq!(read_u64(r.as_raw_fd()), (8, v));
+        }
+        // Empty and non-blocking: -EAGAIN; a short record: its length.
+        assert_eq!(read_u64(r.as_raw_fd()).0, -(nix::libc::EAGAIN as isize));
+        assert_eq!(nix::unistd::write(&w, &[9, 9, 9]), Ok(3));
+        assert_eq!(read_u64(r.as_raw_fd()).0, 3);
+        // A closed writer: end of file; a bad fd: -EBADF.
+        drop(w);
+        assert_eq!(read_u64(r.as_raw_fd()).0, 0);
+        assert_eq!(read_u64(c_int::MAX).0, -(nix::libc::EBADF as isize));
     }
 }

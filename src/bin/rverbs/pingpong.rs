@@ -418,6 +418,18 @@ fn post_recvs(qps: &mut [QueuePair], srq: &mut Option<SharedReceiveQueue>, wr: &
     n
 }
 
+/// [`post_recvs`] without an SRQ: `n` receives on `qp`, without testing
+/// for the SRQ at every post.
+#[inline(always)]
+fn post_recvs_rq(qp: &mut QueuePair, wr: &RecvWr<'_>, n: u32) -> u32 {
+    for i in 0..n {
+        if hot::post_recv(qp, wr).is_err() {
+            return i;
+        }
+    }
+    n
+}
+
 /// The data path, one never-inlined function per verb: each is the
 /// library call and nothing else, so a profile shows what each verb costs
 /// per call as this program makes it (`cargo xtask bench`, docs/PERFORMANCE.md).
@@ -1007,19 +1019,26 @@ impl DataPath<'_, '_> {
         let refill_at = if SRQ { nqp as i64 } else { 1 };
         let rx_depth = i64::from(self.rx_depth);
         let cq_handle = self.cq.user_handle();
+        let timeout = o.timeout;
         let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
         // The loop's state in locals, not behind `self`: LLVM reloaded the
         // slices' lengths and stored `routs` through the pointer per CQE.
         let (qps, pending, wcs) = (&mut *self.qps, &mut *self.pending, &mut *self.wcs);
+        // Without an SRQ there is one QP: its pending bits in a local, not
+        // loaded and stored through the slice per completion.
+        let mut pending0 = pending[0];
         let mut routs = self.routs;
         while rcnt < iters || scnt < iters {
             let ne = if let (true, Some(ch)) = (EVENTS, channel) {
-                let ev = hot::get_cq_event(ch, o.timeout)
-                    .map_err(lib_err("Failed to get cq_event"))?
-                    .ok_or_else(|| stalled(o, rcnt, scnt, "completion event"))?;
+                // One test for an event; a failure and a stall sorted out
+                // of line.
+                let ev = match hot::get_cq_event(ch, timeout) {
+                    Ok(Some(ev)) => ev,
+                    other => return Err(no_event(other, o, rcnt, scnt)),
+                };
                 num_events += 1;
                 if ev.cq_user_handle != cq_handle {
-                    return Err(format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle));
+                    return Err(unknown_cq(ev));
                 }
                 hot::req_notify(self.cq).map_err(lib_err("Couldn't request CQ notification"))?;
                 hot::poll(self.cq, wcs)
@@ -1063,7 +1082,12 @@ impl DataPath<'_, '_> {
                     RECV_WRID => {
                         routs -= 1;
                         if routs <= refill_at {
-                            let posted = post_recvs(qps, self.srq, self.recv_wr, (rx_depth - routs) as u32);
+                            let n = (rx_depth - routs) as u32;
+                            let posted = if SRQ {
+                                post_recvs(qps, self.srq, self.recv_wr, n)
+                            } else {
+                                post_recvs_rq(&mut qps[0], self.recv_wr, n)
+                            };
                             routs += i64::from(posted);
                             if routs < rx_depth {
                                 return Err(format!("Couldn't post receive ({routs})"));
@@ -1073,7 +1097,7 @@ impl DataPath<'_, '_> {
                     }
                     other => return Err(format!("Completion for unknown wr_id {other}")),
                 }
-                let p = &mut pending[q];
+                let p = if SRQ { &mut pending[q] } else { &mut pending0 };
                 *p &= !wr_id;
                 if scnt < iters && *p == 0 {
                     *p = RECV_WRID | SEND_WRID;
@@ -1081,9 +1105,27 @@ impl DataPath<'_, '_> {
                 }
             }
         }
+        if !SRQ {
+            pending[0] = pending0;
+        }
         self.routs = routs;
         Ok(num_events)
     }
+}
+
+/// The error for a wait on the channel that gave no event: a failure, or
+/// the time up.
+#[cold]
+fn no_event(got: rverbs::Result<Option<rverbs::CqEvent>>, o: &Opts, rcnt: u64, scnt: u64) -> String {
+    match got {
+        Err(e) => lib_err("Failed to get cq_event")(e),
+        _ => stalled(o, rcnt, scnt, "completion event"),
+    }
+}
+
+#[cold]
+fn unknown_cq(ev: rverbs::CqEvent) -> String {
+    format!("CQ event for unknown CQ {:#x}", ev.cq_user_handle)
 }
 
 /// The error for a completion that failed, with a hint where the cause is usual.
