@@ -190,6 +190,18 @@ impl CompletionQueue {
     /// kernel's producer index against ours; mlx5: the owner bit of the next
     /// entry). For busy loops whose empty polls should cost next to nothing;
     /// a `false` is followed by a `poll` that finds at least one.
+    ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let mut cq = ctx.create_cq(16)?;
+    /// let mut wcs = [rverbs::Wc::default(); 4];
+    /// while cq.is_empty() {
+    ///     std::hint::spin_loop(); // each empty turn: a few loads
+    /// }
+    /// let n = cq.poll(&mut wcs);
+    /// assert!(n >= 1);
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.driver.is_empty()

@@ -264,13 +264,7 @@ pub fn rdma_core_call(p: &Profile, verb: &Verb, iters: u64) -> Option<PerCall> {
             Some(c)
         }
         name => {
-            let in_rxe = |f: &FnCost| f.object.contains("librxe");
-            let entries: Vec<&FnCost> = p
-                .funcs
-                .iter()
-                .filter(|f| in_rxe(f) && f.calls >= iters / 2)
-                .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
-                .collect();
+            let entries = librxe_entries(p, iters / 2);
             let post_send = entries.iter().copied().find(|f| p.calls_any(f, &["write"]));
             let event_callers: Vec<(usize, u64)> =
                 p.named("ibv_get_cq_event").map_or(Vec::new(), |g| g.callers.clone());
@@ -315,13 +309,7 @@ pub fn capi_call(p: &Profile, i: Impl, verb: &str, iters: u64) -> Option<PerCall
         };
         return p.named(name).and_then(per_call);
     }
-    let in_rxe = |f: &FnCost| f.object.contains("librxe");
-    let mut entries: Vec<&FnCost> = p
-        .funcs
-        .iter()
-        .filter(|f| in_rxe(f) && f.calls >= iters / 10)
-        .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
-        .collect();
+    let mut entries = librxe_entries(p, iters / 10);
     let post_send = entries.iter().position(|f| p.calls_any(f, &["write"])).map(|i| entries.remove(i));
     entries.sort_by_key(|f| std::cmp::Reverse(f.calls));
     let f = match verb {
@@ -332,6 +320,17 @@ pub fn capi_call(p: &Profile, i: Impl, verb: &str, iters: u64) -> Option<PerCall
     let mut c = per_call(f)?;
     c.function = format!("librxe {} ({})", f.name.trim_start_matches("0x").trim_start_matches('0'), name_of(verb));
     Some(c)
+}
+
+/// librxe's entry points in `p`: its functions called only from outside
+/// librxe, at least `min_calls` times (stripped, so named by address).
+fn librxe_entries(p: &Profile, min_calls: u64) -> Vec<&FnCost> {
+    let in_rxe = |f: &FnCost| f.object.contains("librxe");
+    p.funcs
+        .iter()
+        .filter(|f| in_rxe(f) && f.calls >= min_calls)
+        .filter(|f| f.callers.iter().all(|(c, _)| !in_rxe(&p.funcs[*c])))
+        .collect()
 }
 
 /// Completion events per iteration in the n=1000 profile.
