@@ -104,6 +104,24 @@ impl SendQueue {
         // SAFETY: forwarded from this function's contract.
         unsafe { self.ring.post(wrs) }
     }
+
+    /// [`post_send_unchecked`](Self::post_send_unchecked) of the one
+    /// request `wr`, always inlined into the caller: on rxe a SEND or RDMA
+    /// WRITE of one SGE takes a short path whose checks fold away for an
+    /// opcode the caller fixed, with the request's fields in registers (any
+    /// other request, and every error, goes through the general post). For
+    /// callers that post one request per call (the C library's
+    /// `ibv_post_send`).
+    ///
+    /// # Safety
+    /// As for [`post_send_unchecked`](Self::post_send_unchecked).
+    #[doc(alias = "ibv_post_send")]
+    #[inline(always)]
+    pub unsafe fn post_send_one_unchecked(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+        self.check_state()?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.ring.post_one(wr) }
+    }
 }
 
 impl RecvQueue {
@@ -158,6 +176,17 @@ impl QueuePair {
     pub unsafe fn post_send_unchecked(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         // SAFETY: forwarded.
         unsafe { self.sq.post_send_unchecked(wrs) }
+    }
+
+    /// See [`SendQueue::post_send_one_unchecked`].
+    ///
+    /// # Safety
+    /// As for [`SendQueue::post_send_unchecked`].
+    #[doc(alias = "ibv_post_send")]
+    #[inline(always)]
+    pub unsafe fn post_send_one_unchecked(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+        // SAFETY: forwarded.
+        unsafe { self.sq.post_send_one_unchecked(wr) }
     }
 
     /// See [`RecvQueue::post_recv`]. A QP that receives from an SRQ has no

@@ -494,7 +494,7 @@ unsafe fn post_one(g: &mut rverbs::QueuePair, w: &ibv_send_wr, ud_qp: bool, op: 
     // SAFETY: for an INLINE request the caller's SGEs name memory it may
     // read now (the C contract of `ibv_post_send`); the others are checked
     // against registrations by the device.
-    unsafe { g.post_send_unchecked(core::slice::from_ref(&one)) }.map_err(|e| post_errno(&e.kind))
+    unsafe { g.post_send_one_unchecked(&one) }.map_err(|e| post_errno(&e.kind))
 }
 
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at

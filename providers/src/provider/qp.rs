@@ -353,6 +353,35 @@ impl SendDriver {
             SendDrv::Mlx5(q) => unsafe { q.post(wrs) },
         }
     }
+
+    /// [`post`](Self::post) of the one request `wr`, inlined into the
+    /// caller on rxe (the ring's short path for one usual request, see
+    /// `SendRing::post_one`); mlx5's post stays one call. For callers that
+    /// post one request per call, such as the C library's `ibv_post_send`.
+    ///
+    /// # Safety
+    /// As for [`post`](Self::post).
+    #[doc(alias = "ibv_post_send")]
+    #[inline(always)]
+    pub unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+        match &mut self.0 {
+            // SAFETY: forwarded from this function's contract.
+            SendDrv::Rxe(r) => unsafe { r.post_one(wr) },
+            // SAFETY: forwarded (mlx5's `post` has the same contract).
+            SendDrv::Mlx5(q) => unsafe { mlx5_post_one(q, wr) },
+        }
+    }
+}
+
+/// mlx5's post of one request, kept out of line so that an inlined
+/// [`SendDriver::post_one`] carries only rxe's ring code.
+///
+/// # Safety
+/// As for [`SendDriver::post`].
+#[inline(never)]
+unsafe fn mlx5_post_one(q: &mut mlx5::SendQueue<mlx5::UarMmio>, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+    // SAFETY: forwarded.
+    unsafe { q.post(core::slice::from_ref(wr)) }
 }
 
 impl RecvDriver {

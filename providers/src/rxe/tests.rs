@@ -618,6 +618,74 @@ fn sq_full() {
     assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![1, 2, 3]);
 }
 
+/// `post_one` (the C library's one-request path) leaves the same bytes,
+/// indices, doorbells and errors as `post` of a one-element list, for the
+/// requests of its short path and for those it hands to the general one.
+#[test]
+fn post_one_matches_post() {
+    let two = [SGE_A, SGE_B];
+    let ud_ok = UdDest::new(3, 0x00ab_cdef, 0x1111_1111);
+    let cases: Vec<(SendLimits, SendWr<'_>)> = vec![
+        (RC, send(1)),
+        (RC, SendWr { wr_id: 2, op: SendOp::RdmaWrite(REMOTE), flags: SendFlags::empty(), sgl: &ONE_SGE, ud: None }),
+        (UC, SendWr { wr_id: 3, op: SendOp::RdmaWrite(REMOTE), flags: SendFlags::SIGNALED, sgl: &ONE_SGE, ud: None }),
+        (RC, SendWr { wr_id: 4, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &two, ud: None }),
+        (RC, SendWr { wr_id: 5, op: SendOp::SendWithImm(7), flags: SendFlags::SIGNALED, sgl: &ONE_SGE, ud: None }),
+        (RC, SendWr { wr_id: 6, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &[], ud: None }),
+        (UD, SendWr { wr_id: 7, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &ONE_SGE, ud: Some(ud_ok) }),
+        // Refused: a WRITE on UD, a SEND without a destination on UD, a
+        // destination on RC, AH number 0, too many SGEs.
+        (
+            UD,
+            SendWr {
+                wr_id: 8,
+                op: SendOp::RdmaWrite(REMOTE),
+                flags: SendFlags::empty(),
+                sgl: &ONE_SGE,
+                ud: Some(ud_ok),
+            },
+        ),
+        (UD, send(9)),
+        (RC, SendWr { wr_id: 10, op: SendOp::Send, flags: SendFlags::empty(), sgl: &ONE_SGE, ud: Some(ud_ok) }),
+        (
+            UD,
+            SendWr {
+                wr_id: 11,
+                op: SendOp::Send,
+                flags: SendFlags::empty(),
+                sgl: &ONE_SGE,
+                ud: Some(UdDest::new(0, 1, 2)),
+            },
+        ),
+        (SendLimits { max_sge: 0, ..RC }, send(12)),
+    ];
+    for (lim, wr) in &cases {
+        let (mut a, mut b) = (sq(4, *lim), sq(4, *lim));
+        fill_slots(a.queue(), 0x5a);
+        fill_slots(b.queue(), 0x5a);
+        // Four posts each: a 4-slot ring holds three, so the fourth also
+        // compares the full ring.
+        for _ in 0..4 {
+            let want = post(&mut a, core::slice::from_ref(wr));
+            // SAFETY: no request here is INLINE.
+            let got = unsafe { b.post_one(wr) };
+            assert_eq!(got, want, "request {}", wr.wr_id);
+            assert_eq!(b.queue().producer_own(), a.queue().producer_own(), "request {}", wr.wr_id);
+            assert_eq!(rings(&b), rings(&a), "request {}", wr.wr_id);
+        }
+        for i in 0..4 {
+            assert_eq!(slot(b.queue(), i), slot(a.queue(), i), "request {}, slot {i}", wr.wr_id);
+        }
+    }
+    // A failing doorbell: the same error, the request counted as posted.
+    let (mut a, mut b) = (sq(4, RC), sq(4, RC));
+    a.doorbell().fail.set(Some(Errno::EIO));
+    b.doorbell().fail.set(Some(Errno::EIO));
+    // SAFETY: not INLINE.
+    assert_eq!(unsafe { b.post_one(&send(1)) }, post(&mut a, &[send(1)]));
+    assert_eq!(b.queue().producer_own(), 1);
+}
+
 #[test]
 fn rq_full() {
     let mut r = rq(4);

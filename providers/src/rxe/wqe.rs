@@ -74,16 +74,28 @@ pub struct SendLimits {
 /// Checks one send work request against the QP; returns its payload length.
 #[inline]
 pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
-    // The usual request first: a SEND of one SGE, not inlined, with a
-    // destination exactly when the QP is UD. The general checks below
-    // accept it with the same length; this skips their tests.
+    if let Some(total) = check_send_usual(wr, lim) {
+        return Ok(total);
+    }
+    check_send_general(wr, lim)
+}
+
+/// The usual requests' share of [`check_send`]: a SEND or RDMA WRITE of one
+/// SGE, not inlined, with a destination exactly when the QP is UD (WRITE:
+/// RC or UC only); its payload length, or `None` for "not one of those,
+/// ask [`check_send`]". The general checks accept these with the same
+/// length; this skips their tests. Always inlined, so that a caller that
+/// fixed the opcode (the C library's `ibv_post_send`) keeps one branch.
+#[inline(always)]
+pub fn check_send_usual(wr: &SendWr<'_>, lim: &SendLimits) -> Option<u32> {
+    // The usual request first: a SEND of one SGE.
     if let (SendOp::Send, [s]) = (wr.op, wr.sgl) {
         let dest_ok = match wr.ud {
             None => lim.transport != Transport::Ud,
             Some(u) => lim.transport == Transport::Ud && u.ah_num != 0,
         };
         if dest_ok && !wr.flags.contains(crate::wr::SendFlags::INLINE) && lim.max_sge != 0 {
-            return Ok(s.length);
+            return Some(s.length);
         }
     }
     // The next one (perftest's `ib_write_bw`): an RDMA WRITE of one SGE,
@@ -91,9 +103,15 @@ pub fn check_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKin
     // that the SEND above pays nothing for it.
     if let (SendOp::RdmaWrite(_), [s], None) = (wr.op, wr.sgl, wr.ud) {
         if lim.transport != Transport::Ud && !wr.flags.contains(crate::wr::SendFlags::INLINE) && lim.max_sge != 0 {
-            return Ok(s.length);
+            return Some(s.length);
         }
     }
+    None
+}
+
+/// [`check_send`] past its usual requests: every rule, for any request.
+#[inline]
+fn check_send_general(wr: &SendWr<'_>, lim: &SendLimits) -> Result<u32, PostErrorKind> {
     let allowed = match lim.transport {
         Transport::Rc => true,
         Transport::Uc => matches!(
