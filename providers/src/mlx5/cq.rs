@@ -99,6 +99,9 @@ pub struct Cq<M: Mmio = UarMmio> {
     arm_sn: u32,
     cqn: u32,
     cqe_v1: bool,
+    /// Where a requester CQE names its QP: 32 (`srqn_uidx`, CQE version 1)
+    /// or 56 (`sop_drop_qpn`, version 0).
+    rsn_off: usize,
     /// log2(ncqe): the owner bit expected at `ci` is `ci >> log_ncqe & 1`.
     log_ncqe: u32,
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
@@ -318,6 +321,7 @@ impl Context {
             arm_sn: 0,
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
+            rsn_off: if self.device().cqe_version >= 1 { 32 } else { 56 },
             log_ncqe: ncqe.trailing_zeros(),
             cur_rsn_key: u32::MAX,
             cur_qpn_word: 0,
@@ -391,18 +395,38 @@ impl<M: Mmio> Cq<M> {
     /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        // Acquire: see `Registry::generation`.
         let generation = self.registry.generation();
         if generation != self.cache.generation {
-            self.forget(generation);
+            return self.poll_stale(out, generation);
         }
-        if let [one] = out {
-            // One at a time (a common way to poll): a shorter frame.
-            let single = if self.cqe_v1 { self.poll_single::<32>(one) } else { self.poll_single::<56>(one) };
-            return match single {
-                Some(n) => n,
-                None => self.poll_more(out, 0),
-            };
+        // One at a time (a common way to poll) is decoded here, with no
+        // frame of its own: every other way out is a tail call.
+        let [one] = out else { return self.poll_batch(out) };
+        match self.poll_single(one) {
+            Some(n) => n,
+            None => self.poll_more(out, 0),
         }
+    }
+
+    /// [`poll`](Self::poll) after the registry's generation moved: drops
+    /// the cache (and runs the cleans requested), then polls.
+    #[cold]
+    #[inline(never)]
+    fn poll_stale(&mut self, out: &mut [Wc], generation: u64) -> usize {
+        self.forget(generation);
+        let [one] = out else { return self.poll_batch(out) };
+        match self.poll_single(one) {
+            Some(n) => n,
+            None => self.poll_more(out, 0),
+        }
+    }
+
+    /// [`poll`](Self::poll) into any number of `Wc`s but one: the first
+    /// run of fast-path entries here, the rest in
+    /// [`poll_more`](Self::poll_more).
+    #[inline(never)]
+    fn poll_batch(&mut self, out: &mut [Wc]) -> usize {
         let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
         match first {
             Ok(n) => n,
@@ -410,14 +434,14 @@ impl<M: Mmio> Cq<M> {
         }
     }
 
-    /// The common case of [`poll`](Self::poll), in a frame of its own:
+    /// The common case of [`poll_batch`](Self::poll_batch):
     /// successful requester CQEs of the cached QP, from the consumer index
     /// to `out`'s end, the ring's end or the first other entry. `Ok(n)`:
     /// done (`out` is full or the next entry is the hardware's; the consumer
     /// index is published); `Err(n)`: `n` done, the rest is for
     /// [`poll_more`](Self::poll_more) (the ring wrapped, or another kind of
     /// entry came next).
-    #[inline(never)]
+    #[inline(always)]
     fn poll_first<const RSN_OFF: usize>(&mut self, out: &mut [Wc]) -> Result<usize, usize> {
         let ci = self.ci;
         let idx = ci & self.mask;
@@ -434,23 +458,66 @@ impl<M: Mmio> Cq<M> {
         Err(k)
     }
 
-    /// [`poll_first`](Self::poll_first) for a single `Wc`: `Some(n)`: done
-    /// (`n` is 1, or 0 when the entry at the consumer index is the
-    /// hardware's); `None`: another kind of entry, for
-    /// [`poll_more`](Self::poll_more).
+    /// One successful requester CQE of the cached QP at the consumer index
+    /// into `w` (the checks and stores of [`poll_req`](Self::poll_req) for a
+    /// run of one, the cached fields read where they are used): `Some(1)`;
+    /// `Some(0)` when the entry is the hardware's; `None`: another kind of
+    /// entry, for [`poll_more`](Self::poll_more).
     #[inline(always)]
-    fn poll_single<const RSN_OFF: usize>(&mut self, out: &mut Wc) -> Option<usize> {
+    fn poll_single(&mut self, w: &mut Wc) -> Option<usize> {
         let ci = self.ci;
-        // SAFETY: one entry at a masked index; `out` is one writable `Wc`.
-        let k = unsafe { self.poll_req::<RSN_OFF>(ci & self.mask, (ci >> self.log_ncqe) & 1, out, 1) };
-        if k == 1 {
-            self.set_ci(ci.wrapping_add(1));
-            return Some(1);
+        let p = self.entry(ci);
+        // SAFETY: the owner byte of an entry in our buffer; volatile
+        // because the HCA writes it.
+        let op_own = unsafe { p.add(OP_OWN).read_volatile() };
+        // Opcode REQ (0) and the owner bit of this pass (`sw_owned`:
+        // `ci >> log2(ncqe) & 1`, here `ci & ncqe`) in one masked compare.
+        if u32::from(op_own & 0xf1) != u32::from(ci & self.ncqe != 0) {
+            // Another opcode of ours goes to `poll_more`, which loads the
+            // owner byte again (as this does: fewer live registers above).
+            return if sw_owned(self.op_own(ci), ci, self.ncqe) { None } else { Some(0) };
         }
-        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
-            return Some(0);
+        // The rest of the entry is read after its owner byte.
+        barrier::from_device();
+        // The reads of `p` below: fields of a whole 64-byte entry the HCA
+        // handed to software (owner bit checked, barrier passed), read as
+        // plain bytes, never referenced.
+        // SAFETY: see above; `rsn_off` is 32 or 56, 4-aligned (entries are
+        // 64-aligned).
+        let rsn = unsafe { p.add(self.rsn_off).cast::<u32>().read() };
+        if rsn_key(rsn) != self.cur_rsn_key {
+            return None;
         }
-        None
+        // SAFETY: see above.
+        let counter = u16::from_be_bytes(unsafe { p.add(60).cast::<[u8; 2]>().read() });
+        // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
+        // `forget`), so the matched key means it is set.
+        // SAFETY: it points into the `QpShared` of `cache.qp`, an `Arc` this
+        // value holds; the slot index is masked to the array's length.
+        let slot = unsafe { &*self.cur_slots.add((u32::from(counter) & self.cur_sq_mask) as usize) };
+        let q = ptr::from_mut(w).cast::<u64>();
+        // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
+        // asserted above), any bytes are valid. Written in this order (the
+        // slot's `wr_id` first) so that fewer values are live at once.
+        unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
+        let head = slot.head.load(Ordering::Relaxed);
+        // `sop_drop_qpn`'s top byte: the send opcode.
+        // SAFETY: see above.
+        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
+        // SAFETY: as for `wr_id`; the CQE read is as above.
+        unsafe {
+            q.add(1).cast::<[u64; 2]>().write(k.mid);
+            q.add(3).write(self.cur_qpn_word);
+            q.add(4).cast::<[u64; 2]>().write(k.tail);
+            if k.len_from_cqe() {
+                w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
+            }
+        }
+        // Release: the slot's wr_id was read before the poster reuses it.
+        // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
+        unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
+        self.set_ci(ci.wrapping_add(1));
+        Some(1)
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
