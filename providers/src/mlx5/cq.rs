@@ -96,6 +96,11 @@ pub struct Cq<M: Mmio = UarMmio> {
     mask: u32,
     /// Consumer index, free running.
     ci: u32,
+    /// The entry at `ci` and the owner bit it has when it is software's
+    /// (`ci >> log_ncqe & 1`): set with `ci` (`set_ci`, `clean_qp`), so
+    /// the single-entry poll neither masks nor shifts.
+    cur_cqe: *mut u8,
+    cur_owner: u32,
     arm_sn: u32,
     cqn: u32,
     cqe_v1: bool,
@@ -123,7 +128,7 @@ pub struct Cq<M: Mmio = UarMmio> {
     buf: DmaBuf,
 }
 
-// SAFETY: `base` points into `buf`, `db_ci` into `db`, `cur_slots` and
+// SAFETY: `base` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
 // `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
@@ -149,6 +154,12 @@ const fn rsn_key(raw: u32) -> u32 {
         raw & 0x00ff_ffff
     }
 }
+
+/// Marks the branch that calls it unlikely (block placement: the other
+/// one falls through). Does nothing.
+#[cold]
+#[inline(always)]
+fn cold() {}
 
 /// The `u64` whose bytes in memory are `lo`'s, then `hi`'s: two adjacent
 /// 32-bit fields of a `Wc` written with one store.
@@ -318,6 +329,8 @@ impl Context {
             ncqe,
             mask: ncqe - 1,
             ci: 0,
+            cur_cqe: buf.ptr(),
+            cur_owner: 0,
             arm_sn: 0,
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
@@ -446,12 +459,16 @@ impl<M: Mmio> Cq<M> {
         let ci = self.ci;
         let idx = ci & self.mask;
         let run = out.len().min((self.mask - idx) as usize + 1);
-        // SAFETY: `run <= out.len()` and `idx + run <= ncqe`.
-        let k = unsafe { self.poll_req::<RSN_OFF>(idx, (ci >> self.log_ncqe) & 1, out.as_mut_ptr(), run) };
+        // SAFETY: `cur_cqe` is entry `idx`, `run <= out.len()` and
+        // `idx + run <= ncqe`.
+        let (k, end) = unsafe { self.poll_req::<RSN_OFF>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
         let next = ci.wrapping_add(k as u32);
         if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
             if k != 0 {
-                self.set_ci(next);
+                self.ci = next;
+                // `end` is entry `idx + k`, at most the ring's end.
+                self.step_cursor(next, end);
+                self.publish_ci(next);
             }
             return Ok(k);
         }
@@ -465,16 +482,16 @@ impl<M: Mmio> Cq<M> {
     /// entry, for [`poll_more`](Self::poll_more).
     #[inline(always)]
     fn poll_single(&mut self, w: &mut Wc) -> Option<usize> {
-        let ci = self.ci;
-        let p = self.entry(ci);
-        // SAFETY: the owner byte of an entry in our buffer; volatile
-        // because the HCA writes it.
+        let p = self.cur_cqe;
+        // SAFETY: the owner byte of the entry at `ci` (`cur_cqe`, in our
+        // buffer); volatile because the HCA writes it.
         let op_own = unsafe { p.add(OP_OWN).read_volatile() };
-        // Opcode REQ (0) and the owner bit of this pass (`sw_owned`:
-        // `ci >> log2(ncqe) & 1`, here `ci & ncqe`) in one masked compare.
-        if u32::from(op_own & 0xf1) != u32::from(ci & self.ncqe != 0) {
+        // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
+        // masked compare.
+        if u32::from(op_own & 0xf1) != self.cur_owner {
             // Another opcode of ours goes to `poll_more`, which loads the
             // owner byte again (as this does: fewer live registers above).
+            let ci = self.ci;
             return if sw_owned(self.op_own(ci), ci, self.ncqe) { None } else { Some(0) };
         }
         // The rest of the entry is read after its owner byte.
@@ -516,7 +533,12 @@ impl<M: Mmio> Cq<M> {
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
         unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
-        self.set_ci(ci.wrapping_add(1));
+        let ci = self.ci.wrapping_add(1);
+        self.ci = ci;
+        // One past `p`: at most the ring's end.
+        // SAFETY: `p` is an entry of the buffer.
+        self.step_cursor(ci, unsafe { p.add(CQE_SIZE) });
+        self.publish_ci(ci);
         Some(1)
     }
 
@@ -541,7 +563,7 @@ impl<M: Mmio> Cq<M> {
             let idx = ci & self.mask;
             let run = (out.len() - n).min((self.mask - idx) as usize + 1);
             // SAFETY: `n + run <= out.len()` and `idx + run <= ncqe`.
-            let k = unsafe { self.poll_run(idx, (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) };
+            let k = unsafe { self.poll_run(self.entry(ci), (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) };
             ci = ci.wrapping_add(k as u32);
             n += k;
             if n == out.len() {
@@ -554,10 +576,42 @@ impl<M: Mmio> Cq<M> {
         n
     }
 
-    /// Publishes consumer index `ci` (`CQ_SET_CI`).
+    /// Moves the consumer index to `ci` and publishes it (`CQ_SET_CI`).
     #[inline(always)]
     fn set_ci(&mut self, ci: u32) {
         self.ci = ci;
+        self.sync_cursor();
+        self.publish_ci(ci);
+    }
+
+    /// `cur_cqe` and `cur_owner` for the consumer index `ci` just moved
+    /// forward to, with `next` the entry after the last one consumed (an
+    /// entry, or one past the ring's end when `ci` wrapped to index 0): the
+    /// cursor without [`sync_cursor`](Self::sync_cursor)'s mask and shift.
+    /// Only for moves that crossed no ring end before reaching `ci`.
+    #[inline(always)]
+    fn step_cursor(&mut self, ci: u32, next: *mut u8) {
+        if ci & self.mask == 0 {
+            // The ring's end (once a pass): the first entry, with the other
+            // owner bit. Laid out off the straight line.
+            cold();
+            self.cur_cqe = self.base;
+            self.cur_owner ^= 1;
+        } else {
+            self.cur_cqe = next;
+        }
+    }
+
+    /// `cur_cqe` and `cur_owner` for the consumer index.
+    #[inline(always)]
+    fn sync_cursor(&mut self) {
+        self.cur_cqe = self.entry(self.ci);
+        self.cur_owner = (self.ci >> self.log_ncqe) & 1;
+    }
+
+    /// Publishes consumer index `ci` (`CQ_SET_CI`).
+    #[inline(always)]
+    fn publish_ci(&mut self, ci: u32) {
         // Our copies are done before the HCA may reuse the entries.
         barrier::cqe_reads_done();
         // SAFETY: consumer-index word of our doorbell record (cached
@@ -571,33 +625,41 @@ impl<M: Mmio> Cq<M> {
     /// # Safety
     /// As for `poll_req`.
     #[inline(always)]
-    unsafe fn poll_run(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+    unsafe fn poll_run(&self, at: *mut u8, owner: u32, out: *mut Wc, run: usize) -> usize {
         // SAFETY: forwarded.
         unsafe {
             if self.cqe_v1 {
-                self.poll_req::<32>(idx, owner, out, run)
+                self.poll_req::<32>(at, owner, out, run).0
             } else {
-                self.poll_req::<56>(idx, owner, out, run)
+                self.poll_req::<56>(at, owner, out, run).0
             }
         }
     }
 
     /// The fast path of [`poll`](Self::poll): decodes consecutive entries
-    /// from index `idx` while they are software-owned (`owner` is this
+    /// from entry `at` while they are software-owned (`owner` is this
     /// pass's owner bit) requester CQEs of the cached QP, at most `run` of
     /// them, into `out..out + run`; retires their send requests. Returns how
-    /// many; the entry after them is left for the general path. `RSN_OFF`:
+    /// many, and the entry after them (at most one past the ring's end),
+    /// which is left for the general path. `RSN_OFF`:
     /// where a requester CQE names its QP, `srqn_uidx` (32, CQE version 1)
     /// or `sop_drop_qpn` (56, version 0).
     ///
     /// # Safety
-    /// `idx + run <= ncqe`; `out` is valid for `run` writes of `Wc`.
+    /// `at` is entry `idx` of the buffer with `idx + run <= ncqe`; `out` is
+    /// valid for `run` writes of `Wc`.
     #[inline(always)]
-    unsafe fn poll_req<const RSN_OFF: usize>(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+    unsafe fn poll_req<const RSN_OFF: usize>(
+        &self,
+        at: *mut u8,
+        owner: u32,
+        out: *mut Wc,
+        run: usize,
+    ) -> (usize, *mut u8) {
         let (rsn_key_cur, qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
         let (slots, sq_mask) = (self.cur_slots, self.cur_sq_mask);
-        // SAFETY: entries `idx..idx + run` are inside the buffer.
-        let (mut p, mut w) = (unsafe { self.base.add(idx as usize * CQE_SIZE) }, out);
+        // Entries `at..at + run` are inside the buffer.
+        let (mut p, mut w) = (at, out);
         let mut head = 0;
         let mut n = 0;
         while n != run {
@@ -654,7 +716,7 @@ impl<M: Mmio> Cq<M> {
             // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
             unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
         }
-        n
+        (n, p)
     }
 
     /// The entry at `ci` when it is not for the fast path: not ours yet, or
@@ -931,6 +993,7 @@ impl<M: Mmio> Cq<M> {
         }
         if freed > 0 {
             self.ci = self.ci.wrapping_add(freed);
+            self.sync_cursor();
             barrier::to_device();
             self.db.store(0, self.ci & 0x00ff_ffff);
         }
