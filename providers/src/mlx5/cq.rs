@@ -112,11 +112,12 @@ pub struct Cq<M: Mmio = UarMmio> {
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
     /// (`u32::MAX`, which no key equals, when nothing is cached), its number
     /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots, their
-    /// mask and its retire counter (pointers into `cache.qp`).
+    /// mask as a byte offset (`sq.mask << 4`, see [`slot_offset`]) and its
+    /// retire counter (pointers into `cache.qp`).
     cur_rsn_key: u32,
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
-    cur_sq_mask: u32,
+    cur_slot_mask: u32,
     cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
@@ -160,6 +161,28 @@ const fn rsn_key(raw: u32) -> u32 {
 #[cold]
 #[inline(always)]
 fn cold() {}
+
+/// The byte offset in the send slot array of the slot a requester CQE at
+/// `p` names: its `wqe_counter` (bytes 60..62, big-endian) masked and
+/// times 16, with `slot_mask` the queue's mask times 16 (`sq.mask << 4`).
+/// One 32-bit load of bytes 60..64 (`wqe_counter`, `signature`, `op_own`)
+/// taken big-endian puts the counter in the top half; shifted right by 12 it
+/// is the counter times 16, with four bits of `signature` below, which the
+/// mask clears. No 16-bit swap, no separate shift.
+///
+/// # Safety
+/// `p` is a software-owned entry whose body may be read (owner byte
+/// checked, `barrier::from_device` passed).
+#[inline(always)]
+unsafe fn slot_offset(p: *const u8, slot_mask: u32) -> usize {
+    // SAFETY: bytes 60..64 of the entry, 4-aligned; plain bytes, read
+    // without a reference (the caller's contract).
+    let word = u32::from_be_bytes(unsafe { p.add(60).cast::<[u8; 4]>().read() });
+    ((word >> 12) & slot_mask) as usize
+}
+
+// `slot_offset` counts in 16-byte slots.
+const _: () = assert!(core::mem::size_of::<SqSlot>() == 16);
 
 /// The `u64` whose bytes in memory are `lo`'s, then `hi`'s: two adjacent
 /// 32-bit fields of a `Wc` written with one store.
@@ -210,12 +233,17 @@ impl ReqFast {
     }
 }
 
-/// [`req_kind`] as a table over the low 6 bits of the send opcode (every
-/// mlx5 send opcode is below 0x40); unknown ones keep their raw value in `WcOpcode`.
-const REQ_FAST: [ReqFast; 64] = {
-    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 64];
+/// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
+/// top byte, all of it: no mask, so the fast path decodes every byte as
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
+/// of read-only data, of which a poll touches the 32-byte entries of the
+/// opcodes it sees. A `const`, not a `static`: the compiler then knows the
+/// contents (the READ test is a compare of the opcode byte, and the table's
+/// address is PC-relative, not loaded through the GOT).
+const REQ_FAST: [ReqFast; 256] = {
+    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 256];
     let mut i = 0;
-    while i < 64 {
+    while i < 256 {
         let k = req_kind(i as u8);
         let len = match k.len {
             ReqLen::Zero => 0,
@@ -339,7 +367,7 @@ impl Context {
             cur_rsn_key: u32::MAX,
             cur_qpn_word: 0,
             cur_slots: ptr::null(),
-            cur_sq_mask: 0,
+            cur_slot_mask: 0,
             cur_tail: ptr::null(),
             db_ci: db.word_ptr(0),
             cache: Cache { generation: self.registry().generation(), ..Default::default() },
@@ -505,13 +533,12 @@ impl<M: Mmio> Cq<M> {
         if rsn_key(rsn) != self.cur_rsn_key {
             return None;
         }
-        // SAFETY: see above.
-        let counter = u16::from_be_bytes(unsafe { p.add(60).cast::<[u8; 2]>().read() });
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
         // `forget`), so the matched key means it is set.
-        // SAFETY: it points into the `QpShared` of `cache.qp`, an `Arc` this
-        // value holds; the slot index is masked to the array's length.
-        let slot = unsafe { &*self.cur_slots.add((u32::from(counter) & self.cur_sq_mask) as usize) };
+        // SAFETY: the CQE read is as above. `cur_slots` points into the
+        // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset is
+        // a slot's, masked to the array's length.
+        let slot = unsafe { &*self.cur_slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
         let q = ptr::from_mut(w).cast::<u64>();
         // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
         // asserted above), any bytes are valid. Written in this order (the
@@ -520,7 +547,7 @@ impl<M: Mmio> Cq<M> {
         let head = slot.head.load(Ordering::Relaxed);
         // `sop_drop_qpn`'s top byte: the send opcode.
         // SAFETY: see above.
-        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
+        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
         // SAFETY: as for `wr_id`; the CQE read is as above.
         unsafe {
             q.add(1).cast::<[u64; 2]>().write(k.mid);
@@ -657,7 +684,7 @@ impl<M: Mmio> Cq<M> {
         run: usize,
     ) -> (usize, *mut u8) {
         let (rsn_key_cur, qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
-        let (slots, sq_mask) = (self.cur_slots, self.cur_sq_mask);
+        let (slots, slot_mask) = (self.cur_slots, self.cur_slot_mask);
         // Entries `at..at + run` are inside the buffer.
         let (mut p, mut w) = (at, out);
         let mut head = 0;
@@ -680,16 +707,15 @@ impl<M: Mmio> Cq<M> {
             if rsn_key(rsn) != rsn_key_cur {
                 break;
             }
-            // SAFETY: see above.
-            let counter = u16::from_be_bytes(unsafe { p.add(60).cast::<[u8; 2]>().read() });
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
-            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
+            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
             // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
             // `forget`), so the matched key means it is set.
-            // SAFETY: it points into the `QpShared` of `cache.qp`, an `Arc` this
-            // value holds; the slot index is masked to the array's length.
-            let slot = unsafe { &*slots.add((u32::from(counter) & sq_mask) as usize) };
+            // SAFETY: the CQE read is as above. `slots` points into the
+            // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset
+            // is a slot's, masked to the array's length.
+            let slot = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
             head = slot.head.load(Ordering::Relaxed);
             // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
@@ -791,7 +817,7 @@ impl<M: Mmio> Cq<M> {
             self.cur_rsn_key = rsn_key(rsn.to_be());
             self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slots_ptr();
-            self.cur_sq_mask = q.sq.mask;
+            self.cur_slot_mask = q.sq.mask << 4;
             self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);
         }
