@@ -544,7 +544,7 @@ impl<M: Mmio> Cq<M> {
         // asserted above), any bytes are valid. Written in this order (the
         // slot's `wr_id` first) so that fewer values are live at once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
-        let head = slot.head.load(Ordering::Relaxed);
+        let end = slot.end.load(Ordering::Relaxed);
         // `sop_drop_qpn`'s top byte: the send opcode.
         // SAFETY: see above.
         let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
@@ -559,7 +559,7 @@ impl<M: Mmio> Cq<M> {
         }
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-        unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
+        unsafe { &*self.cur_tail }.store(end, Ordering::Release);
         let ci = self.ci.wrapping_add(1);
         self.ci = ci;
         // One past `p`: at most the ring's end.
@@ -687,7 +687,6 @@ impl<M: Mmio> Cq<M> {
         let (slots, slot_mask) = (self.cur_slots, self.cur_slot_mask);
         // Entries `at..at + run` are inside the buffer.
         let (mut p, mut w) = (at, out);
-        let mut head = 0;
         let mut n = 0;
         while n != run {
             // SAFETY: the owner byte of an entry of our buffer; volatile
@@ -717,7 +716,6 @@ impl<M: Mmio> Cq<M> {
             // is a slot's, masked to the array's length.
             let slot = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
-            head = slot.head.load(Ordering::Relaxed);
             // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
             // integers (offsets asserted above), any bytes are valid. The
             // CQE read is as above.
@@ -737,10 +735,15 @@ impl<M: Mmio> Cq<M> {
             n += 1;
         }
         if n != 0 {
+            // The last entry's slot again, for its `end` (not carried through
+            // the loop, which then keeps one register more for itself).
+            // SAFETY: `p - 1` is the run's last entry, decoded above (its
+            // body may be read, as there); the slot as above.
+            let end = unsafe { &*slots.byte_add(slot_offset(p.sub(CQE_SIZE), slot_mask)) }.end.load(Ordering::Relaxed);
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
             // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
+            unsafe { &*self.cur_tail }.store(end, Ordering::Release);
         }
         (n, p)
     }
@@ -834,9 +837,9 @@ impl<M: Mmio> Cq<M> {
             let Some(qp) = self.qp(rsn) else { return Decoded::Skip };
             let idx = u32::from(c.wqe_counter());
             let slot = qp.sq.slot(idx);
-            let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+            let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(head + 1, Ordering::Release);
+            qp.sq.tail.store(end, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -897,8 +900,8 @@ impl<M: Mmio> Cq<M> {
                 let Some(qp) = self.qp(rsn) else { return Decoded::Skip };
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
-                let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
-                qp.sq.tail.store(head + 1, Ordering::Release);
+                let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
+                qp.sq.tail.store(end, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {
@@ -946,9 +949,9 @@ impl<M: Mmio> Cq<M> {
             return Some(wr_id);
         }
         let slot = qp.rq.slot(ctr);
-        let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+        let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
         // Release: the slot was read before the poster reuses it.
-        qp.rq.tail.store(head + 1, Ordering::Release);
+        qp.rq.tail.store(end, Ordering::Release);
         Some(wr_id)
     }
 
