@@ -96,19 +96,28 @@ pub struct Cq<M: Mmio = UarMmio> {
     mask: u32,
     /// Consumer index, free running.
     ci: u32,
+    /// The entry at `ci` and the owner bit it has when it is software's
+    /// (`ci >> log_ncqe & 1`): set with `ci` (`set_ci`, `clean_qp`), so
+    /// the single-entry poll neither masks nor shifts.
+    cur_cqe: *mut u8,
+    cur_owner: u32,
     arm_sn: u32,
     cqn: u32,
     cqe_v1: bool,
+    /// Where a requester CQE names its QP: 32 (`srqn_uidx`, CQE version 1)
+    /// or 56 (`sop_drop_qpn`, version 0).
+    rsn_off: usize,
     /// log2(ncqe): the owner bit expected at `ci` is `ci >> log_ncqe & 1`.
     log_ncqe: u32,
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
     /// (`u32::MAX`, which no key equals, when nothing is cached), its number
     /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots, their
-    /// mask and its retire counter (pointers into `cache.qp`).
+    /// mask as a byte offset (`sq.mask << 4`, see [`slot_offset`]) and its
+    /// retire counter (pointers into `cache.qp`).
     cur_rsn_key: u32,
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
-    cur_sq_mask: u32,
+    cur_slot_mask: u32,
     cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
@@ -120,7 +129,7 @@ pub struct Cq<M: Mmio = UarMmio> {
     buf: DmaBuf,
 }
 
-// SAFETY: `base` points into `buf`, `db_ci` into `db`, `cur_slots` and
+// SAFETY: `base` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
 // `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
@@ -146,6 +155,34 @@ const fn rsn_key(raw: u32) -> u32 {
         raw & 0x00ff_ffff
     }
 }
+
+/// Marks the branch that calls it unlikely (block placement: the other
+/// one falls through). Does nothing.
+#[cold]
+#[inline(always)]
+fn cold() {}
+
+/// The byte offset in the send slot array of the slot a requester CQE at
+/// `p` names: its `wqe_counter` (bytes 60..62, big-endian) masked and
+/// times 16, with `slot_mask` the queue's mask times 16 (`sq.mask << 4`).
+/// One 32-bit load of bytes 60..64 (`wqe_counter`, `signature`, `op_own`)
+/// taken big-endian puts the counter in the top half; shifted right by 12 it
+/// is the counter times 16, with four bits of `signature` below, which the
+/// mask clears. No 16-bit swap, no separate shift.
+///
+/// # Safety
+/// `p` is a software-owned entry whose body may be read (owner byte
+/// checked, `barrier::from_device` passed).
+#[inline(always)]
+unsafe fn slot_offset(p: *const u8, slot_mask: u32) -> usize {
+    // SAFETY: bytes 60..64 of the entry, 4-aligned; plain bytes, read
+    // without a reference (the caller's contract).
+    let word = u32::from_be_bytes(unsafe { p.add(60).cast::<[u8; 4]>().read() });
+    ((word >> 12) & slot_mask) as usize
+}
+
+// `slot_offset` counts in 16-byte slots.
+const _: () = assert!(core::mem::size_of::<SqSlot>() == 16);
 
 /// The `u64` whose bytes in memory are `lo`'s, then `hi`'s: two adjacent
 /// 32-bit fields of a `Wc` written with one store.
@@ -196,12 +233,17 @@ impl ReqFast {
     }
 }
 
-/// [`req_kind`] as a table over the low 6 bits of the send opcode (every
-/// mlx5 send opcode is below 0x40); unknown ones keep their raw value in `WcOpcode`.
-const REQ_FAST: [ReqFast; 64] = {
-    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 64];
+/// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
+/// top byte, all of it: no mask, so the fast path decodes every byte as
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
+/// of read-only data, of which a poll touches the 32-byte entries of the
+/// opcodes it sees. A `const`, not a `static`: the compiler then knows the
+/// contents (the READ test is a compare of the opcode byte, and the table's
+/// address is PC-relative, not loaded through the GOT).
+const REQ_FAST: [ReqFast; 256] = {
+    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 256];
     let mut i = 0;
-    while i < 64 {
+    while i < 256 {
         let k = req_kind(i as u8);
         let len = match k.len {
             ReqLen::Zero => 0,
@@ -315,14 +357,17 @@ impl Context {
             ncqe,
             mask: ncqe - 1,
             ci: 0,
+            cur_cqe: buf.ptr(),
+            cur_owner: 0,
             arm_sn: 0,
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
+            rsn_off: if self.device().cqe_version >= 1 { 32 } else { 56 },
             log_ncqe: ncqe.trailing_zeros(),
             cur_rsn_key: u32::MAX,
             cur_qpn_word: 0,
             cur_slots: ptr::null(),
-            cur_sq_mask: 0,
+            cur_slot_mask: 0,
             cur_tail: ptr::null(),
             db_ci: db.word_ptr(0),
             cache: Cache { generation: self.registry().generation(), ..Default::default() },
@@ -391,18 +436,38 @@ impl<M: Mmio> Cq<M> {
     /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        // Acquire: see `Registry::generation`.
         let generation = self.registry.generation();
         if generation != self.cache.generation {
-            self.forget(generation);
+            return self.poll_stale(out, generation);
         }
-        if let [one] = out {
-            // One at a time (a common way to poll): a shorter frame.
-            let single = if self.cqe_v1 { self.poll_single::<32>(one) } else { self.poll_single::<56>(one) };
-            return match single {
-                Some(n) => n,
-                None => self.poll_more(out, 0),
-            };
+        // One at a time (a common way to poll) is decoded here, with no
+        // frame of its own: every other way out is a tail call.
+        let [one] = out else { return self.poll_batch(out) };
+        match self.poll_single(one) {
+            Some(n) => n,
+            None => self.poll_more(out, 0),
         }
+    }
+
+    /// [`poll`](Self::poll) after the registry's generation moved: drops
+    /// the cache (and runs the cleans requested), then polls.
+    #[cold]
+    #[inline(never)]
+    fn poll_stale(&mut self, out: &mut [Wc], generation: u64) -> usize {
+        self.forget(generation);
+        let [one] = out else { return self.poll_batch(out) };
+        match self.poll_single(one) {
+            Some(n) => n,
+            None => self.poll_more(out, 0),
+        }
+    }
+
+    /// [`poll`](Self::poll) into any number of `Wc`s but one: the first
+    /// run of fast-path entries here, the rest in
+    /// [`poll_more`](Self::poll_more).
+    #[inline(never)]
+    fn poll_batch(&mut self, out: &mut [Wc]) -> usize {
         let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
         match first {
             Ok(n) => n,
@@ -410,47 +475,98 @@ impl<M: Mmio> Cq<M> {
         }
     }
 
-    /// The common case of [`poll`](Self::poll), in a frame of its own:
+    /// The common case of [`poll_batch`](Self::poll_batch):
     /// successful requester CQEs of the cached QP, from the consumer index
     /// to `out`'s end, the ring's end or the first other entry. `Ok(n)`:
     /// done (`out` is full or the next entry is the hardware's; the consumer
     /// index is published); `Err(n)`: `n` done, the rest is for
     /// [`poll_more`](Self::poll_more) (the ring wrapped, or another kind of
     /// entry came next).
-    #[inline(never)]
+    #[inline(always)]
     fn poll_first<const RSN_OFF: usize>(&mut self, out: &mut [Wc]) -> Result<usize, usize> {
         let ci = self.ci;
         let idx = ci & self.mask;
         let run = out.len().min((self.mask - idx) as usize + 1);
-        // SAFETY: `run <= out.len()` and `idx + run <= ncqe`.
-        let k = unsafe { self.poll_req::<RSN_OFF>(idx, (ci >> self.log_ncqe) & 1, out.as_mut_ptr(), run) };
+        // SAFETY: `cur_cqe` is entry `idx`, `run <= out.len()` and
+        // `idx + run <= ncqe`.
+        let (k, end) = unsafe { self.poll_req::<RSN_OFF>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
         let next = ci.wrapping_add(k as u32);
         if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
             if k != 0 {
-                self.set_ci(next);
+                self.ci = next;
+                // `end` is entry `idx + k`, at most the ring's end.
+                self.step_cursor(next, end);
+                self.publish_ci(next);
             }
             return Ok(k);
         }
         Err(k)
     }
 
-    /// [`poll_first`](Self::poll_first) for a single `Wc`: `Some(n)`: done
-    /// (`n` is 1, or 0 when the entry at the consumer index is the
-    /// hardware's); `None`: another kind of entry, for
-    /// [`poll_more`](Self::poll_more).
+    /// One successful requester CQE of the cached QP at the consumer index
+    /// into `w` (the checks and stores of [`poll_req`](Self::poll_req) for a
+    /// run of one, the cached fields read where they are used): `Some(1)`;
+    /// `Some(0)` when the entry is the hardware's; `None`: another kind of
+    /// entry, for [`poll_more`](Self::poll_more).
     #[inline(always)]
-    fn poll_single<const RSN_OFF: usize>(&mut self, out: &mut Wc) -> Option<usize> {
-        let ci = self.ci;
-        // SAFETY: one entry at a masked index; `out` is one writable `Wc`.
-        let k = unsafe { self.poll_req::<RSN_OFF>(ci & self.mask, (ci >> self.log_ncqe) & 1, out, 1) };
-        if k == 1 {
-            self.set_ci(ci.wrapping_add(1));
-            return Some(1);
+    fn poll_single(&mut self, w: &mut Wc) -> Option<usize> {
+        let p = self.cur_cqe;
+        // SAFETY: the owner byte of the entry at `ci` (`cur_cqe`, in our
+        // buffer); volatile because the HCA writes it.
+        let op_own = unsafe { p.add(OP_OWN).read_volatile() };
+        // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
+        // masked compare.
+        if u32::from(op_own & 0xf1) != self.cur_owner {
+            // Another opcode of ours goes to `poll_more`, which loads the
+            // owner byte again (as this does: fewer live registers above).
+            let ci = self.ci;
+            return if sw_owned(self.op_own(ci), ci, self.ncqe) { None } else { Some(0) };
         }
-        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
-            return Some(0);
+        // The rest of the entry is read after its owner byte.
+        barrier::from_device();
+        // The reads of `p` below: fields of a whole 64-byte entry the HCA
+        // handed to software (owner bit checked, barrier passed), read as
+        // plain bytes, never referenced.
+        // SAFETY: see above; `rsn_off` is 32 or 56, 4-aligned (entries are
+        // 64-aligned).
+        let rsn = unsafe { p.add(self.rsn_off).cast::<u32>().read() };
+        if rsn_key(rsn) != self.cur_rsn_key {
+            return None;
         }
-        None
+        // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
+        // `forget`), so the matched key means it is set.
+        // SAFETY: the CQE read is as above. `cur_slots` points into the
+        // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset is
+        // a slot's, masked to the array's length.
+        let slot = unsafe { &*self.cur_slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
+        let q = ptr::from_mut(w).cast::<u64>();
+        // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
+        // asserted above), any bytes are valid. Written in this order (the
+        // slot's `wr_id` first) so that fewer values are live at once.
+        unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
+        let end = slot.end.load(Ordering::Relaxed);
+        // `sop_drop_qpn`'s top byte: the send opcode.
+        // SAFETY: see above.
+        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
+        // SAFETY: as for `wr_id`; the CQE read is as above.
+        unsafe {
+            q.add(1).cast::<[u64; 2]>().write(k.mid);
+            q.add(3).write(self.cur_qpn_word);
+            q.add(4).cast::<[u64; 2]>().write(k.tail);
+            if k.len_from_cqe() {
+                w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
+            }
+        }
+        // Release: the slot's wr_id was read before the poster reuses it.
+        // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
+        unsafe { &*self.cur_tail }.store(end, Ordering::Release);
+        let ci = self.ci.wrapping_add(1);
+        self.ci = ci;
+        // One past `p`: at most the ring's end.
+        // SAFETY: `p` is an entry of the buffer.
+        self.step_cursor(ci, unsafe { p.add(CQE_SIZE) });
+        self.publish_ci(ci);
+        Some(1)
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
@@ -474,7 +590,7 @@ impl<M: Mmio> Cq<M> {
             let idx = ci & self.mask;
             let run = (out.len() - n).min((self.mask - idx) as usize + 1);
             // SAFETY: `n + run <= out.len()` and `idx + run <= ncqe`.
-            let k = unsafe { self.poll_run(idx, (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) };
+            let k = unsafe { self.poll_run(self.entry(ci), (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) };
             ci = ci.wrapping_add(k as u32);
             n += k;
             if n == out.len() {
@@ -487,10 +603,42 @@ impl<M: Mmio> Cq<M> {
         n
     }
 
-    /// Publishes consumer index `ci` (`CQ_SET_CI`).
+    /// Moves the consumer index to `ci` and publishes it (`CQ_SET_CI`).
     #[inline(always)]
     fn set_ci(&mut self, ci: u32) {
         self.ci = ci;
+        self.sync_cursor();
+        self.publish_ci(ci);
+    }
+
+    /// `cur_cqe` and `cur_owner` for the consumer index `ci` just moved
+    /// forward to, with `next` the entry after the last one consumed (an
+    /// entry, or one past the ring's end when `ci` wrapped to index 0): the
+    /// cursor without [`sync_cursor`](Self::sync_cursor)'s mask and shift.
+    /// Only for moves that crossed no ring end before reaching `ci`.
+    #[inline(always)]
+    fn step_cursor(&mut self, ci: u32, next: *mut u8) {
+        if ci & self.mask == 0 {
+            // The ring's end (once a pass): the first entry, with the other
+            // owner bit. Laid out off the straight line.
+            cold();
+            self.cur_cqe = self.base;
+            self.cur_owner ^= 1;
+        } else {
+            self.cur_cqe = next;
+        }
+    }
+
+    /// `cur_cqe` and `cur_owner` for the consumer index.
+    #[inline(always)]
+    fn sync_cursor(&mut self) {
+        self.cur_cqe = self.entry(self.ci);
+        self.cur_owner = (self.ci >> self.log_ncqe) & 1;
+    }
+
+    /// Publishes consumer index `ci` (`CQ_SET_CI`).
+    #[inline(always)]
+    fn publish_ci(&mut self, ci: u32) {
         // Our copies are done before the HCA may reuse the entries.
         barrier::cqe_reads_done();
         // SAFETY: consumer-index word of our doorbell record (cached
@@ -504,34 +652,41 @@ impl<M: Mmio> Cq<M> {
     /// # Safety
     /// As for `poll_req`.
     #[inline(always)]
-    unsafe fn poll_run(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+    unsafe fn poll_run(&self, at: *mut u8, owner: u32, out: *mut Wc, run: usize) -> usize {
         // SAFETY: forwarded.
         unsafe {
             if self.cqe_v1 {
-                self.poll_req::<32>(idx, owner, out, run)
+                self.poll_req::<32>(at, owner, out, run).0
             } else {
-                self.poll_req::<56>(idx, owner, out, run)
+                self.poll_req::<56>(at, owner, out, run).0
             }
         }
     }
 
     /// The fast path of [`poll`](Self::poll): decodes consecutive entries
-    /// from index `idx` while they are software-owned (`owner` is this
+    /// from entry `at` while they are software-owned (`owner` is this
     /// pass's owner bit) requester CQEs of the cached QP, at most `run` of
     /// them, into `out..out + run`; retires their send requests. Returns how
-    /// many; the entry after them is left for the general path. `RSN_OFF`:
+    /// many, and the entry after them (at most one past the ring's end),
+    /// which is left for the general path. `RSN_OFF`:
     /// where a requester CQE names its QP, `srqn_uidx` (32, CQE version 1)
     /// or `sop_drop_qpn` (56, version 0).
     ///
     /// # Safety
-    /// `idx + run <= ncqe`; `out` is valid for `run` writes of `Wc`.
+    /// `at` is entry `idx` of the buffer with `idx + run <= ncqe`; `out` is
+    /// valid for `run` writes of `Wc`.
     #[inline(always)]
-    unsafe fn poll_req<const RSN_OFF: usize>(&self, idx: u32, owner: u32, out: *mut Wc, run: usize) -> usize {
+    unsafe fn poll_req<const RSN_OFF: usize>(
+        &self,
+        at: *mut u8,
+        owner: u32,
+        out: *mut Wc,
+        run: usize,
+    ) -> (usize, *mut u8) {
         let (rsn_key_cur, qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
-        let (slots, sq_mask) = (self.cur_slots, self.cur_sq_mask);
-        // SAFETY: entries `idx..idx + run` are inside the buffer.
-        let (mut p, mut w) = (unsafe { self.base.add(idx as usize * CQE_SIZE) }, out);
-        let mut head = 0;
+        let (slots, slot_mask) = (self.cur_slots, self.cur_slot_mask);
+        // Entries `at..at + run` are inside the buffer.
+        let (mut p, mut w) = (at, out);
         let mut n = 0;
         while n != run {
             // SAFETY: the owner byte of an entry of our buffer; volatile
@@ -551,18 +706,16 @@ impl<M: Mmio> Cq<M> {
             if rsn_key(rsn) != rsn_key_cur {
                 break;
             }
-            // SAFETY: see above.
-            let counter = u16::from_be_bytes(unsafe { p.add(60).cast::<[u8; 2]>().read() });
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
-            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() } & 0x3f)];
+            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
             // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
             // `forget`), so the matched key means it is set.
-            // SAFETY: it points into the `QpShared` of `cache.qp`, an `Arc` this
-            // value holds; the slot index is masked to the array's length.
-            let slot = unsafe { &*slots.add((u32::from(counter) & sq_mask) as usize) };
+            // SAFETY: the CQE read is as above. `slots` points into the
+            // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset
+            // is a slot's, masked to the array's length.
+            let slot = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
-            head = slot.head.load(Ordering::Relaxed);
             // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
             // integers (offsets asserted above), any bytes are valid. The
             // CQE read is as above.
@@ -582,12 +735,17 @@ impl<M: Mmio> Cq<M> {
             n += 1;
         }
         if n != 0 {
+            // The last entry's slot again, for its `end` (not carried through
+            // the loop, which then keeps one register more for itself).
+            // SAFETY: `p - 1` is the run's last entry, decoded above (its
+            // body may be read, as there); the slot as above.
+            let end = unsafe { &*slots.byte_add(slot_offset(p.sub(CQE_SIZE), slot_mask)) }.end.load(Ordering::Relaxed);
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
             // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(head + 1, Ordering::Release);
+            unsafe { &*self.cur_tail }.store(end, Ordering::Release);
         }
-        n
+        (n, p)
     }
 
     /// The entry at `ci` when it is not for the fast path: not ours yet, or
@@ -662,7 +820,7 @@ impl<M: Mmio> Cq<M> {
             self.cur_rsn_key = rsn_key(rsn.to_be());
             self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slots_ptr();
-            self.cur_sq_mask = q.sq.mask;
+            self.cur_slot_mask = q.sq.mask << 4;
             self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);
         }
@@ -679,9 +837,9 @@ impl<M: Mmio> Cq<M> {
             let Some(qp) = self.qp(rsn) else { return Decoded::Skip };
             let idx = u32::from(c.wqe_counter());
             let slot = qp.sq.slot(idx);
-            let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+            let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(head + 1, Ordering::Release);
+            qp.sq.tail.store(end, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -742,8 +900,8 @@ impl<M: Mmio> Cq<M> {
                 let Some(qp) = self.qp(rsn) else { return Decoded::Skip };
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
-                let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
-                qp.sq.tail.store(head + 1, Ordering::Release);
+                let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
+                qp.sq.tail.store(end, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {
@@ -791,9 +949,9 @@ impl<M: Mmio> Cq<M> {
             return Some(wr_id);
         }
         let slot = qp.rq.slot(ctr);
-        let (wr_id, head) = (slot.wrid.load(Ordering::Relaxed), slot.head.load(Ordering::Relaxed));
+        let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
         // Release: the slot was read before the poster reuses it.
-        qp.rq.tail.store(head + 1, Ordering::Release);
+        qp.rq.tail.store(end, Ordering::Release);
         Some(wr_id)
     }
 
@@ -864,6 +1022,7 @@ impl<M: Mmio> Cq<M> {
         }
         if freed > 0 {
             self.ci = self.ci.wrapping_add(freed);
+            self.sync_cursor();
             barrier::to_device();
             self.db.store(0, self.ci & 0x00ff_ffff);
         }

@@ -190,12 +190,13 @@ pub fn qp_sizes(dev: &DeviceInfo, qp_type: QpType, caps: &QpCaps, has_srq: bool)
 }
 
 /// The send-queue bookkeeping the CQ needs: per WQEBB slot, the wr_id and
-/// the request counter (`head`) of the request that starts there; and
+/// the request counter just past the request that starts there (`end`,
+/// its `head + 1`); and
 /// `tail`, the request counter up to which send requests have retired.
 ///
 /// The request counters are 64-bit and never start over, not even when
 /// the QP goes through RESET (only the WQEBB counter the device sees does):
-/// a poller that read a slot of the old epoch and stores its `head + 1`
+/// a poller that read a slot of the old epoch and stores its `end`
 /// after the reset stores a value no greater than the count at the reset,
 /// which can only make a poster see less room than it has, never more
 /// (docs/MEMORY_ORDERING.md, audit M2).
@@ -222,12 +223,14 @@ pub struct RqShared {
     pub(crate) tail: AtomicU64,
 }
 
-/// Per slot of a work queue: the wr_id and the request counter of the
-/// request starting there (one 16-byte entry: one cache line holds four).
+/// Per slot of a work queue: the wr_id and, as `end`, the request counter
+/// just past the request starting there (its `head + 1`: what the queue's
+/// `tail` becomes when it retires, stored as is with no add on the poll
+/// path). One 16-byte entry: one cache line holds four.
 #[derive(Debug, Default)]
 pub struct SqSlot {
     pub(crate) wrid: AtomicU64,
-    pub(crate) head: AtomicU64,
+    pub(crate) end: AtomicU64,
 }
 
 fn slots<T: Default>(n: u32) -> Box<[T]> {

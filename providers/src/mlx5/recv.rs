@@ -147,7 +147,7 @@ impl RecvQueue {
             }
             let slot = self.shared.rq.slot(ind);
             slot.wrid.store(wr.wr_id, Ordering::Relaxed);
-            slot.head.store(self.posted + u64::from(n), Ordering::Relaxed);
+            slot.end.store(self.posted + u64::from(n) + 1, Ordering::Relaxed);
             n += 1;
         }
         if n > 0 {

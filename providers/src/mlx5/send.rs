@@ -355,7 +355,7 @@ impl<M: Mmio> SendQueue<M> {
         unsafe {
             let slot = &*self.slots.add(idx as usize);
             slot.wrid.store(wr_id, Ordering::Relaxed);
-            slot.head.store(self.head + nreq, Ordering::Relaxed);
+            slot.end.store(self.head + nreq + 1, Ordering::Relaxed);
         }
         let off = (idx as usize) << 6;
         // SAFETY: the block at `off` is free (overflow check), inside the
@@ -526,7 +526,7 @@ impl<M: Mmio> SendQueue<M> {
             ptr::write(self.base.add(off).cast::<CtrlSeg>(), ctrl);
             let slot = self.shared.sq.slot(idx);
             slot.wrid.store(wr.wr_id, Ordering::Relaxed);
-            slot.head.store(self.head + nreq, Ordering::Relaxed);
+            slot.end.store(self.head + nreq + 1, Ordering::Relaxed);
             self.cur_post = self.cur_post.wrapping_add(ds.div_ceil(4));
             Ok(Last { off, doorbell: ctrl.doorbell_word(), ds, inline })
         }

@@ -984,3 +984,73 @@ fn concurrent_poster_and_poller_threads() {
     let _ = &mut b;
     hca.assert_clean();
 }
+
+#[test]
+fn single_entry_polls_across_many_wraps() {
+    // `poll` into one `Wc` takes its own path (a cursor at the consumer
+    // index instead of index math): one at a time, mixed with batches, over
+    // a 16-entry CQ many times round, both CQE versions; requester entries
+    // on A's CQ (WRITE and READ, the READ's length from the CQE), responder
+    // entries on B's (the single poll hands them to the general path).
+    for cqe_version in [1, 0] {
+        let mut t = Rc::new(ModelCfg { cqe_version, ..Default::default() }, 15);
+        assert_eq!(t.cq_a.ncqe(), 16);
+        let r = RemoteAddr { addr: t.remote.addr(0), rkey: t.remote.rkey };
+        let (mut posted, mut done, mut recvs) = (0u64, 0u64, 0u64);
+        let (write, read, send) = ([t.src.sge(0, 8)], [t.local.sge(0, 12)], [t.src.sge(0, 4)]);
+        let mut one = [Wc::default(); 1];
+        assert_eq!(t.cq_a.poll(&mut one), 0, "empty");
+        for round in 0..400u64 {
+            let k = 1 + round % 7;
+            let wrs: Vec<SendWr<'_>> = (0..k)
+                .map(|i| {
+                    let id = posted + i;
+                    let (op, sgl) = match id % 3 {
+                        0 => (SendOp::RdmaWrite(r), &write[..]),
+                        1 => (SendOp::RdmaRead(r), &read[..]),
+                        _ => (SendOp::Send, &send[..]),
+                    };
+                    SendWr { wr_id: id, op, flags: SendFlags::SIGNALED, sgl, ud: None }
+                })
+                .collect();
+            post_send(&mut t.a, &wrs).unwrap();
+            posted += k;
+            t.hca.run();
+            while done < posted {
+                let got = if round % 5 == 4 {
+                    let mut three = [Wc::default(); 3];
+                    let n = t.cq_a.poll(&mut three);
+                    three[..n].to_vec()
+                } else {
+                    let empty = t.cq_a.is_empty();
+                    let n = t.cq_a.poll(&mut one);
+                    assert_eq!(empty, n == 0);
+                    one[..n].to_vec()
+                };
+                assert!(!got.is_empty(), "round {round}: {done} of {posted}");
+                for w in got {
+                    assert_eq!((w.wr_id, w.status, w.qp_num), (done, WcStatus::SUCCESS, t.a.qpn()));
+                    let (opcode, len) = match done % 3 {
+                        0 => (WcOpcode::RDMA_WRITE, 0),
+                        1 => (WcOpcode::RDMA_READ, 12),
+                        _ => (WcOpcode::SEND, 0),
+                    };
+                    assert_eq!((w.opcode, w.byte_len), (opcode, len), "wr {done}");
+                    done += 1;
+                }
+            }
+            assert_eq!(t.cq_a.poll(&mut one), 0);
+            // B's receives, one at a time.
+            while t.cq_b.poll(&mut one) == 1 {
+                assert_eq!((one[0].wr_id, one[0].opcode), (0x1_0000_0000 + recvs, WcOpcode::RECV));
+                recvs += 1;
+                t.recv_done += 1;
+            }
+            t.refill();
+        }
+        assert_eq!(recvs, (posted + 1) / 3);
+        assert_eq!(u64::from(t.cq_a.cons_index()), posted);
+        assert!(posted > 16 * 50);
+        t.hca.assert_clean();
+    }
+}
