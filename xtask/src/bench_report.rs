@@ -128,6 +128,24 @@ impl KernelRun {
         Some((hi as f64 - lo as f64) / f64::from(b - a))
     }
 
+    /// What a perftest client spent inside the C library per operation:
+    /// the program's calls into `libibverbs.so.1` and its provider, with
+    /// what they called (the doorbell's `write`, rdma-core's spin lock),
+    /// (X(5000) − X(500)) / 4500 like [`capi_per_op`](Self::capi_per_op),
+    /// but without perftest's own loop, whose count of turns (empty polls)
+    /// follows the wait for the peer.
+    fn capi_library_per_op(&self, prog: &str, i: Impl) -> Option<f64> {
+        let [a, b] = CAPI_CG_ITERS;
+        let spent = |n| {
+            let tag = tags::capi_cg(prog, i, n);
+            let f = self.files.get(&format!("{tag}.out"))?;
+            let p = (self.exit(&tag) == Some(0)).then(|| Profile::parse(&f.join("\n")))?;
+            Some(p.spent_in(|o| o.contains("/libibverbs.so") || o.contains("/libibverbs/")))
+        };
+        let (lo, hi) = (spent(a)?, spent(b)?);
+        Some((hi as f64 - lo as f64) / f64::from(b - a))
+    }
+
     /// perftest's result line of the client: (typical or average latency
     /// µs, or average bandwidth MB/s).
     fn perftest(&self, prog: &str, size: u32) -> Option<f64> {
@@ -615,6 +633,18 @@ impl<'a> Report<'a> {
                 cells: per_kernel(&|k| (k.capi_per_op(prog, Impl::RdmaCore), k.capi_per_op(prog, Impl::Rverbs))),
                 digits: 0,
                 goal: Goal::RatioAtMost(1.0),
+                ratio: true,
+            });
+            rows.push(Row {
+                what: format!(
+                    "C library: instructions per operation inside the library (libibverbs + provider), {prog} \
+                     client, 64 B (callgrind)"
+                ),
+                cells: per_kernel(&|k| {
+                    (k.capi_library_per_op(prog, Impl::RdmaCore), k.capi_library_per_op(prog, Impl::Rverbs))
+                }),
+                digits: 0,
+                goal: Goal::None,
                 ratio: true,
             });
         }

@@ -141,6 +141,19 @@ impl Profile {
         self.funcs.iter().filter(|f| f.name.contains(part)).max_by_key(|f| f.calls)
     }
 
+    /// Inclusive instructions of the calls made from functions outside the
+    /// objects `inside` selects (by path) into functions inside them: what
+    /// a program spent in a library, with what the library called in turn.
+    pub fn spent_in(&self, inside: impl Fn(&str) -> bool) -> u64 {
+        self.funcs
+            .iter()
+            .filter(|f| !inside(&f.object))
+            .flat_map(|f| f.callees.iter())
+            .filter(|(c, _, _)| inside(&self.funcs[*c].object))
+            .map(|&(_, _, ir)| ir)
+            .sum()
+    }
+
     /// True when `f` (directly) calls a function whose name contains one of `parts`.
     pub fn calls_any(&self, f: &FnCost, parts: &[&str]) -> bool {
         f.callees.iter().any(|(c, _, _)| parts.iter().any(|p| self.funcs[*c].name.contains(p)))
@@ -202,5 +215,14 @@ fn=(3)
         assert_eq!((h.object.as_str(), h.calls, h.self_ir), ("/bin/app", 2, 40));
         let w = p.containing("wri").unwrap();
         assert_eq!((w.object.as_str(), w.calls), ("/lib/libx.so", 3));
+    }
+
+    #[test]
+    fn spent_in_a_library_counts_calls_into_it_once() {
+        let p = Profile::parse(SAMPLE);
+        // main's call into libx (300, with libx's own call to write), not
+        // libx's calls inside itself again, nor main's call to helper.
+        assert_eq!(p.spent_in(|o| o == "/lib/libx.so"), 300);
+        assert_eq!(p.spent_in(|o| o == "/lib/none.so"), 0);
     }
 }
