@@ -185,6 +185,28 @@ impl CompletionQueue {
         self.driver.poll(out)
     }
 
+    /// [`poll`](Self::poll) into memory that need not be initialised (a
+    /// caller-owned array of `MaybeUninit<Wc>`, or a C caller's `ibv_wc`
+    /// array, which has `Wc`'s layout but for `imm_data`'s byte order):
+    /// returns the completions written, the first entries of `out`; the
+    /// rest of `out` is left as it was. rxe decodes straight into `out`
+    /// (no zeroing, no copy); mlx5 initialises `out` first.
+    ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let mut cq = ctx.create_cq(16)?;
+    /// let mut buf = [std::mem::MaybeUninit::<rverbs::Wc>::uninit(); 16];
+    /// for wc in cq.poll_uninit(&mut buf) {
+    ///     println!("{} {:?}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_uninit<'a>(&mut self, out: &'a mut [std::mem::MaybeUninit<Wc>]) -> &'a mut [Wc] {
+        self.driver.poll_uninit(out)
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0. A few loads, nothing consumed, nothing called (rxe: the
     /// kernel's producer index against ours; mlx5: the owner bit of the next

@@ -9,6 +9,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
+use core::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -324,16 +325,53 @@ unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_in
 /// # Safety
 /// `wc` holds `num >= 1` entries.
 #[inline(never)]
+///
+/// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
+/// in `ibv_wc`'s tail padding) but for `imm_data`'s byte order, so the
+/// provider decodes straight into the caller's array and only `imm_data`
+/// is swapped afterwards ([`wc_to_c`]'s conversion, in place): no local
+/// copy, no zeroing.
 unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: usize, wc: *mut ibv_wc) -> c_int {
-    let mut one = [rverbs::Wc::default()];
-    let mut n = 0;
-    while n < num && cq.poll(&mut one) == 1 {
-        // SAFETY: `n < num`, within the caller's array.
-        unsafe { wc.add(n).write(wc_to_c(&one[0])) };
-        n += 1;
+    // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
+    // contract), as many `Wc`s of the same size and alignment; seen as
+    // `MaybeUninit`, nothing is assumed of what they hold, and no other
+    // reference to them exists while the C caller waits for this call.
+    let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num) };
+    let got = cq.poll_uninit(out);
+    let n = got.len();
+    // The first on its own: a poll mostly finds one, and the loop's set-up
+    // (unrolled by eight) would cost more than its swap.
+    if let Some((first, rest)) = got.split_first_mut() {
+        first.imm_data = first.imm_data.to_be();
+        for w in rest {
+            w.imm_data = w.imm_data.to_be();
+        }
     }
     n as c_int
 }
+
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    use rverbs::Wc;
+    assert!(size_of::<Wc>() == size_of::<ibv_wc>());
+    assert!(align_of::<Wc>() == align_of::<ibv_wc>());
+    assert!(offset_of!(Wc, wr_id) == offset_of!(ibv_wc, wr_id));
+    assert!(offset_of!(Wc, status) == offset_of!(ibv_wc, status));
+    assert!(offset_of!(Wc, opcode) == offset_of!(ibv_wc, opcode));
+    assert!(offset_of!(Wc, vendor_err) == offset_of!(ibv_wc, vendor_err));
+    assert!(offset_of!(Wc, byte_len) == offset_of!(ibv_wc, byte_len));
+    assert!(offset_of!(Wc, imm_data) == offset_of!(ibv_wc, imm_data));
+    assert!(offset_of!(Wc, qp_num) == offset_of!(ibv_wc, qp_num));
+    assert!(offset_of!(Wc, src_qp) == offset_of!(ibv_wc, src_qp));
+    assert!(offset_of!(Wc, wc_flags) == offset_of!(ibv_wc, wc_flags));
+    assert!(offset_of!(Wc, pkey_index) == offset_of!(ibv_wc, pkey_index));
+    assert!(offset_of!(Wc, slid) == offset_of!(ibv_wc, slid));
+    assert!(offset_of!(Wc, sl) == offset_of!(ibv_wc, sl));
+    assert!(offset_of!(Wc, dlid_path_bits) == offset_of!(ibv_wc, dlid_path_bits));
+    // `port_num`, which `ibv_wc` lacks, falls in its tail padding.
+    assert!(offset_of!(Wc, port_num) > offset_of!(ibv_wc, dlid_path_bits));
+    assert!(offset_of!(Wc, port_num) < size_of::<ibv_wc>());
+};
 
 /// The `req_notify_cq` op (`ibv_req_notify_cq`): 0 or an errno.
 pub(crate) unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, solicited_only: c_int) -> c_int {

@@ -1,6 +1,7 @@
 //! Completion queues: create (prepare → `CQ_CREATE` → finish → rollback),
 //! the poll/arm/resize dispatch, and the kernel object's destroy.
 
+use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -279,6 +280,25 @@ impl CqDriver {
         }
     }
 
+    /// [`poll`](Self::poll) into memory that need not be initialised:
+    /// returns the completions written, the first entries of `out` (the
+    /// rest is left as it was). rxe decodes straight into `out`; mlx5
+    /// initialises `out` first and polls it as usual.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_uninit<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
+        let n = match &mut self.0 {
+            Drv::Rxe { ring, .. } => rxe_poll_uninit(ring, out),
+            Drv::Mlx5 { cq, .. } => mlx5_poll_uninit(cq, out),
+            Drv::Dead | Drv::Gone => 0,
+        };
+        let done = &mut out[..n];
+        // SAFETY: both polls wrote the first `n` entries whole (rxe's
+        // `poll_uninit` contract; mlx5's were all initialised), and
+        // `MaybeUninit<Wc>` has `Wc`'s layout.
+        unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0 (rxe: its producer index is our consumer index; mlx5: the
     /// next entry is the hardware's; a dead or moved-out CQ: always).
@@ -386,6 +406,22 @@ fn rxe_poll(ring: &mut rxe::CqRing, out: &mut [Wc]) -> usize {
 
 #[inline(never)]
 fn mlx5_poll(cq: &mut mlx5::Cq, out: &mut [Wc]) -> usize {
+    cq.poll(out)
+}
+
+#[inline(never)]
+fn rxe_poll_uninit(ring: &mut rxe::CqRing, out: &mut [MaybeUninit<Wc>]) -> usize {
+    ring.poll_uninit(out)
+}
+
+#[inline(never)]
+fn mlx5_poll_uninit(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
+    for w in out.iter_mut() {
+        w.write(Wc::default());
+    }
+    // SAFETY: every entry was initialised just above, and `MaybeUninit<Wc>`
+    // has `Wc`'s layout.
+    let out = unsafe { &mut *(out as *mut [MaybeUninit<Wc>] as *mut [Wc]) };
     cq.poll(out)
 }
 

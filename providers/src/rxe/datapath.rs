@@ -345,6 +345,19 @@ impl CqRing {
     /// store of the consumer.
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        // SAFETY: `MaybeUninit<Wc>` has `Wc`'s layout, and `poll_uninit`
+        // writes only whole, initialised `Wc`s through it, so `out` holds
+        // valid values whatever it returns.
+        let out = unsafe { &mut *(out as *mut [Wc] as *mut [core::mem::MaybeUninit<Wc>]) };
+        self.poll_uninit(out)
+    }
+
+    /// [`poll`](Self::poll) into memory that need not be initialised (the
+    /// C library's caller-owned `ibv_wc` array): the first `n` entries of
+    /// `out` are written, whole, and `n` is returned; the rest are left as
+    /// they were.
+    #[inline]
+    pub fn poll_uninit(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
         let mask = self.q.index_mask();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
@@ -360,7 +373,7 @@ impl CqRing {
             // loaded with Acquire, so the kernel finished writing it; it is a
             // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
-            *w = wqe::decode_cqe(raw);
+            w.write(wqe::decode_cqe(raw));
             cons = (cons + 1) & mask;
         }
         // Release: our copies are done before the kernel may reuse the slots.

@@ -714,6 +714,33 @@ fn cq_full() {
     assert_eq!(k.cq_free(c.queue()), 3);
 }
 
+/// `poll_uninit` writes exactly the completions it returns, whole, the
+/// same as `poll` decodes, and leaves the rest of the buffer untouched.
+#[test]
+fn poll_uninit_matches_poll() {
+    let (mut a, mut b) = (cq(8), cq(8));
+    let mut k = MockKernel::new(Transport::Rc);
+    for i in 0..5 {
+        let cqe = recv_cqe(i, 1, 10 + i as u32, Some(0x0102_0304 + i as u32));
+        assert!(k.produce_cqe(a.queue(), &cqe));
+        assert!(k.produce_cqe(b.queue(), &cqe));
+    }
+    let mut want = [Wc::default(); 3];
+    let mut buf = [core::mem::MaybeUninit::new(Wc { wr_id: 0xdead, ..Wc::default() }); 4];
+    for round in 0..2 {
+        let n = a.poll(&mut want);
+        assert_eq!(b.poll_uninit(&mut buf[..3]), n, "round {round}");
+        for (i, w) in want[..n].iter().enumerate() {
+            // SAFETY: every entry of `buf` is initialised (above, or by the poll).
+            assert_eq!(unsafe { buf[i].assume_init() }, *w, "round {round}, entry {i}");
+        }
+    }
+    // SAFETY: the fourth entry was initialised above and never polled into.
+    assert_eq!(unsafe { buf[3].assume_init() }.wr_id, 0xdead);
+    assert_eq!(b.poll_uninit(&mut buf), 0);
+    assert_eq!(b.queue().consumer_own(), a.queue().consumer_own());
+}
+
 #[test]
 fn one_slot_always_empty() {
     let mut s = sq(8, RC);
