@@ -432,6 +432,19 @@ impl<M: Mmio> Cq<M> {
         !sw_owned(self.op_own(self.ci), self.ci, self.ncqe)
     }
 
+    /// [`poll`](Self::poll) into memory that need not be initialised: `out`
+    /// is initialised first (to `Wc::default()`), then polled as usual; the
+    /// first `n` entries hold the completions, `n` is returned.
+    pub fn poll_uninit(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
+        for w in out.iter_mut() {
+            w.write(Wc::default());
+        }
+        // SAFETY: every entry was initialised just above, and
+        // `MaybeUninit<Wc>` has `Wc`'s layout.
+        let out = unsafe { &mut *(out as *mut [core::mem::MaybeUninit<Wc>] as *mut [Wc]) };
+        self.poll(out)
+    }
+
     /// Moves up to `out.len()` completions into `out`; returns how many.
     /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
     #[inline]

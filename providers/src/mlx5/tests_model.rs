@@ -985,6 +985,33 @@ fn concurrent_poster_and_poller_threads() {
     hca.assert_clean();
 }
 
+/// `poll_uninit` hands over the same completions as `poll` and leaves the
+/// entries past them as `poll` leaves them (initialised, unwritten).
+#[test]
+fn poll_uninit_matches_poll() {
+    let mut t = Rc::new(ModelCfg::default(), 15);
+    let r = RemoteAddr { addr: t.remote.addr(0), rkey: t.remote.rkey };
+    let write = [t.src.sge(0, 8)];
+    let wrs: Vec<SendWr<'_>> = (0..5)
+        .map(|id| SendWr { wr_id: id, op: SendOp::RdmaWrite(r), flags: SendFlags::SIGNALED, sgl: &write, ud: None })
+        .collect();
+    post_send(&mut t.a, &wrs).unwrap();
+    t.hca.run();
+    let mut buf = [core::mem::MaybeUninit::<Wc>::uninit(); 3];
+    let mut ids = Vec::new();
+    for want in [3, 2, 0] {
+        let n = t.cq_a.poll_uninit(&mut buf);
+        assert_eq!(n, want);
+        for w in &buf[..n] {
+            // SAFETY: `poll_uninit` initialised every entry of `buf`.
+            let w = unsafe { w.assume_init() };
+            assert_eq!((w.status, w.opcode, w.qp_num), (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE, t.a.qpn()));
+            ids.push(w.wr_id);
+        }
+    }
+    assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+}
+
 #[test]
 fn single_entry_polls_across_many_wraps() {
     // `poll` into one `Wc` takes its own path (a cursor at the consumer

@@ -416,13 +416,7 @@ fn rxe_poll_uninit(ring: &mut rxe::CqRing, out: &mut [MaybeUninit<Wc>]) -> usize
 
 #[inline(never)]
 fn mlx5_poll_uninit(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
-    for w in out.iter_mut() {
-        w.write(Wc::default());
-    }
-    // SAFETY: every entry was initialised just above, and `MaybeUninit<Wc>`
-    // has `Wc`'s layout.
-    let out = unsafe { &mut *(out as *mut [MaybeUninit<Wc>] as *mut [Wc]) };
-    cq.poll(out)
+    cq.poll_uninit(out)
 }
 
 fn gone(verb: &'static str) -> Error {
