@@ -180,6 +180,21 @@ impl QueuePair {
 
     /// See [`SendQueue::post_send_one_unchecked`].
     ///
+    /// ```no_run
+    /// # use rverbs::{AccessFlags, QpInitAttr, QpType, SendFlags, SendOp, SendWr};
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
+    /// let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE)?;
+    /// // ... connect `qp` (INIT, RTR, RTS) ...
+    /// let sgl = [mr.sge(0, 64)?];
+    /// let wr = SendWr { flags: SendFlags::SIGNALED, ..SendWr::new(7, SendOp::Send, &sgl) };
+    /// // SAFETY: not INLINE, so nothing is read through the SGE here.
+    /// unsafe { qp.post_send_one_unchecked(&wr) }.map_err(|e| format!("post: {:?}", e.kind))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Safety
     /// As for [`SendQueue::post_send_unchecked`].
     #[doc(alias = "ibv_post_send")]

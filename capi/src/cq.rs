@@ -322,15 +322,15 @@ unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_in
 /// A poll that may find completions: up to `num` of them written into
 /// `wc`; returns how many. Takes the held lock and releases it on return.
 ///
-/// # Safety
-/// `wc` holds `num >= 1` entries.
-#[inline(never)]
-///
 /// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
 /// in `ibv_wc`'s tail padding) but for `imm_data`'s byte order, so the
 /// provider decodes straight into the caller's array and only `imm_data`
 /// is swapped afterwards ([`wc_to_c`]'s conversion, in place): no local
 /// copy, no zeroing.
+///
+/// # Safety
+/// `wc` holds `num >= 1` entries.
+#[inline(never)]
 unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: usize, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
     // contract), as many `Wc`s of the same size and alignment; seen as

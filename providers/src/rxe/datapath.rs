@@ -82,64 +82,6 @@ impl<D: Doorbell> SendRing<D> {
     /// device checks the lkeys.
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
-        // SAFETY: forwarded.
-        unsafe { self.post_inlined(wrs) }
-    }
-
-    /// [`post`](Self::post) of the one request `wr`, always inlined: a
-    /// caller that posts one request per call (the C library's
-    /// `ibv_post_send`) gets a straight line for the usual requests
-    /// ([`wqe::check_send_usual`]: a SEND or RDMA WRITE of one SGE, not
-    /// inline, no AV to copy) into a ring with room, with the request's
-    /// fields in registers and the opcode it built folded into the checks
-    /// and the WQE writer. Any other request, and every refusal, goes to
-    /// the general [`post`](Self::post) out of line, which checks it again
-    /// in full: the same bytes, indices, doorbells and errors
-    /// (`tests::post_one_matches_post`).
-    ///
-    /// # Safety
-    /// As for [`post`](Self::post).
-    #[inline(always)]
-    pub unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
-        // The usual request (SEND or RDMA WRITE of one SGE, not inline, no
-        // AV to copy) into a ring with room; anything else, including every
-        // error, takes the general path, which checks it again in full.
-        let usual = match wqe::check_send_usual(wr, &self.lim) {
-            Some(total) if !wr.ud.is_some_and(|u| u.ah_num & AV_NUM_FLAG != 0) => Some(total),
-            _ => None,
-        };
-        // Relaxed: the SQ producer is ours; Acquire (in free_slots) on the
-        // kernel's consumer: it has finished with the slots it released.
-        let prod = self.q.producer_own();
-        let Some(total) = usual.filter(|_| self.q.free_slots(prod) != 0) else {
-            // SAFETY: forwarded.
-            return unsafe { self.post_one_general(wr) };
-        };
-        // SAFETY: slot `prod` is free (counted against the consumer loaded
-        // with Acquire), whole and 8-aligned, with SEND_DATA bytes plus the
-        // SGE room (`max_sge` != 0, checked above); not INLINE, so nothing
-        // is read through the SGE.
-        unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, None) };
-        self.ring_for(prod.wrapping_add(1), 1)
-    }
-
-    /// [`post_one`](Self::post_one) of a request off its short path: the
-    /// general [`post`](Self::post), out of line.
-    ///
-    /// # Safety
-    /// As for [`post`](Self::post).
-    #[inline(never)]
-    unsafe fn post_one_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
-        // SAFETY: forwarded.
-        unsafe { self.post_inlined(core::slice::from_ref(wr)) }
-    }
-
-    /// The body of [`post`](Self::post) and [`post_one`](Self::post_one).
-    ///
-    /// # Safety
-    /// As for [`post`](Self::post).
-    #[inline(always)]
-    unsafe fn post_inlined(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mask = self.q.index_mask();
         // Relaxed: the SQ producer is ours; Acquire (in free_slots) on the
         // kernel's consumer: it has finished with the slots it released.
@@ -173,6 +115,51 @@ impl<D: Doorbell> SendRing<D> {
             return Ok(());
         }
         self.ring_for(prod, wrs.len())
+    }
+
+    /// [`post`](Self::post) of the one request `wr`, always inlined: a
+    /// caller that posts one request per call (the C library's
+    /// `ibv_post_send`) gets a straight line for the usual requests
+    /// ([`wqe::check_send_usual`]: a SEND or RDMA WRITE of one SGE, not
+    /// inline, no AV to copy) into a ring with room, with the request's
+    /// fields in registers and the opcode it built folded into the checks
+    /// and the WQE writer. Any other request, and every refusal, goes to
+    /// the general [`post`](Self::post) out of line, which checks it again
+    /// in full: the same bytes, indices, doorbells and errors
+    /// (`tests::post_one_matches_post`).
+    ///
+    /// # Safety
+    /// As for [`post`](Self::post).
+    #[inline(always)]
+    pub unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+        let usual = match wqe::check_send_usual(wr, &self.lim) {
+            Some(total) if !wr.ud.is_some_and(|u| u.ah_num & AV_NUM_FLAG != 0) => Some(total),
+            _ => None,
+        };
+        // Relaxed: the SQ producer is ours; Acquire (in free_slots) on the
+        // kernel's consumer: it has finished with the slots it released.
+        let prod = self.q.producer_own();
+        let Some(total) = usual.filter(|_| self.q.free_slots(prod) != 0) else {
+            // SAFETY: forwarded.
+            return unsafe { self.post_one_general(wr) };
+        };
+        // SAFETY: slot `prod` is free (counted against the consumer loaded
+        // with Acquire), whole and 8-aligned, with SEND_DATA bytes plus the
+        // SGE room (`max_sge` != 0, checked above); not INLINE, so nothing
+        // is read through the SGE.
+        unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, None) };
+        self.ring_for(prod.wrapping_add(1), 1)
+    }
+
+    /// [`post_one`](Self::post_one) of a request off its short path: the
+    /// general [`post`](Self::post), out of line.
+    ///
+    /// # Safety
+    /// As for [`post`](Self::post).
+    #[inline(never)]
+    unsafe fn post_one_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+        // SAFETY: forwarded.
+        unsafe { self.post(core::slice::from_ref(wr)) }
     }
 
     /// Publishes `prod` (the WQEs before it are written) and rings the
