@@ -207,6 +207,29 @@ impl CompletionQueue {
         self.driver.poll_uninit(out)
     }
 
+    /// [`poll_uninit`](Self::poll_uninit) that leaves each `imm_data` in
+    /// network byte order, as libibverbs' `ibv_wc` holds it: for code that
+    /// hands the completions to C (rverbs' `libibverbs.so.1` polls into the
+    /// caller's `ibv_wc` array with it and swaps nothing). Every other field
+    /// is as [`poll`](Self::poll) gives it, `invalidated_rkey` included.
+    ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let mut cq = ctx.create_cq(16)?;
+    /// let mut buf = [std::mem::MaybeUninit::<rverbs::Wc>::uninit(); 16];
+    /// for wc in cq.poll_uninit_net_imm(&mut buf) {
+    ///     if wc.wc_flags.contains(rverbs::WcFlags::WITH_IMM) {
+    ///         println!("immediate {:#x}", u32::from_be(wc.imm_data));
+    ///     }
+    /// }
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_uninit_net_imm<'a>(&mut self, out: &'a mut [std::mem::MaybeUninit<Wc>]) -> &'a mut [Wc] {
+        self.driver.poll_uninit_net_imm(out)
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0. A few loads, nothing consumed, nothing called (rxe: the
     /// kernel's producer index against ours; mlx5: the owner bit of the next

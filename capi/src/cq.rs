@@ -323,10 +323,12 @@ unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_in
 /// `wc`; returns how many. Takes the held lock and releases it on return.
 ///
 /// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
-/// in `ibv_wc`'s tail padding) but for `imm_data`'s byte order, so the
-/// provider decodes straight into the caller's array and only `imm_data`
-/// is swapped afterwards ([`wc_to_c`]'s conversion, in place): no local
-/// copy, no zeroing.
+/// in `ibv_wc`'s tail padding), and [`poll_uninit_net_imm`] leaves
+/// `imm_data` in network order as `ibv_wc` holds it, so the provider
+/// decodes straight into the caller's array: no local copy, no zeroing, no
+/// swap. rxe's ring copy is inlined here: one frame.
+///
+/// [`poll_uninit_net_imm`]: rverbs::CompletionQueue::poll_uninit_net_imm
 ///
 /// # Safety
 /// `wc` holds `num >= 1` entries.
@@ -337,17 +339,7 @@ unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>,
     // `MaybeUninit`, nothing is assumed of what they hold, and no other
     // reference to them exists while the C caller waits for this call.
     let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num) };
-    let got = cq.poll_uninit(out);
-    let n = got.len();
-    // The first on its own: a poll mostly finds one, and the loop's set-up
-    // (unrolled by eight) would cost more than its swap.
-    if let Some((first, rest)) = got.split_first_mut() {
-        first.imm_data = first.imm_data.to_be();
-        for w in rest {
-            w.imm_data = w.imm_data.to_be();
-        }
-    }
-    n as c_int
+    cq.poll_uninit_net_imm(out).len() as c_int
 }
 
 const _: () = {

@@ -299,6 +299,31 @@ impl CqDriver {
         unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
     }
 
+    /// [`poll_uninit`](Self::poll_uninit) that leaves `imm_data` in network
+    /// byte order, as libibverbs' `ibv_wc` holds it (the C library's
+    /// `ibv_poll_cq` writes the caller's array with it and swaps nothing).
+    /// rxe's ring copy is inlined here, so the C poll is one frame; mlx5
+    /// polls out of line and swaps `imm_data` back where `WITH_IMM` says
+    /// there is one (the union's other member, an invalidated rkey, stays
+    /// in host order, as in `ibv_wc`).
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_uninit_net_imm<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
+        let n = match &mut self.0 {
+            Drv::Rxe { ring, .. } => ring.poll_uninit_net_imm(out),
+            Drv::Mlx5 { cq, .. } => mlx5_poll_uninit_net_imm(cq, out),
+            Drv::Dead | Drv::Gone => 0,
+        };
+        // Both polls return at most `out.len()`; `min` lets the compiler
+        // see it (no bounds check, no panic path).
+        let len = out.len();
+        let done = &mut out[..n.min(len)];
+        // SAFETY: both polls wrote the first `n` entries whole (rxe's
+        // `poll_uninit_net_imm` contract; mlx5's were all initialised), and
+        // `MaybeUninit<Wc>` has `Wc`'s layout.
+        unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0 (rxe: its producer index is our consumer index; mlx5: the
     /// next entry is the hardware's; a dead or moved-out CQ: always).
@@ -419,6 +444,29 @@ fn mlx5_poll_uninit(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
     cq.poll_uninit(out)
 }
 
+/// mlx5's [`CqDriver::poll_uninit_net_imm`]: decoded as usual, then each
+/// immediate back to network order.
+#[inline(never)]
+fn mlx5_poll_uninit_net_imm(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
+    let len = out.len();
+    let n = cq.poll_uninit(out).min(len);
+    let done = &mut out[..n];
+    // SAFETY: `poll_uninit` initialised the first `n` entries, and
+    // `MaybeUninit<Wc>` has `Wc`'s layout.
+    imm_to_net(unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) });
+    n
+}
+
+/// Puts the immediate of each completion that has one (`WITH_IMM`) in
+/// network byte order; an invalidated rkey stays as it is.
+fn imm_to_net(done: &mut [Wc]) {
+    for w in done {
+        if w.wc_flags.contains(crate::wr::WcFlags::WITH_IMM) {
+            w.imm_data = w.imm_data.to_be();
+        }
+    }
+}
+
 fn gone(verb: &'static str) -> Error {
     Error::check(verb, Errno::EINVAL).with_message("the CQ was destroyed")
 }
@@ -426,4 +474,21 @@ fn gone(verb: &'static str) -> Error {
 fn dead(verb: &'static str) -> Error {
     Error::check(verb, Errno::EIO)
         .with_message("a failed resize left this CQ without a ring: destroy it and create a new one")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wr::WcFlags;
+
+    #[test]
+    fn only_immediates_go_to_network_order() {
+        let mut w = [
+            Wc { imm_data: 0x0102_0304, wc_flags: WcFlags::WITH_IMM, ..Wc::default() },
+            Wc { imm_data: 0x0a0b_0c0d, wc_flags: WcFlags::WITH_INV, ..Wc::default() },
+            Wc { imm_data: 7, ..Wc::default() },
+        ];
+        imm_to_net(&mut w);
+        assert_eq!(w.map(|w| w.imm_data), [u32::from_ne_bytes([1, 2, 3, 4]), 0x0a0b_0c0d, 7]);
+    }
 }

@@ -345,6 +345,22 @@ impl CqRing {
     /// they were.
     #[inline]
     pub fn poll_uninit(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
+        self.poll_into::<true>(out)
+    }
+
+    /// [`poll_uninit`](Self::poll_uninit) that leaves `imm_data` in network
+    /// byte order, as the kernel wrote it and as libibverbs' `ibv_wc` holds
+    /// it (the C library's `ibv_poll_cq`: no swap here and none back there);
+    /// every other field as [`poll`](Self::poll). Inlined whole, so that
+    /// the C poll is one frame.
+    #[inline(always)]
+    pub fn poll_uninit_net_imm(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
+        self.poll_into::<false>(out)
+    }
+
+    /// The polls above: `HOST_IMM` swaps `imm_data` to host order.
+    #[inline(always)]
+    fn poll_into<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
         let mask = self.q.index_mask();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
@@ -355,13 +371,25 @@ impl CqRing {
         if n == 0 {
             return 0;
         }
-        for w in &mut out[..n] {
+        let take = |w: &mut core::mem::MaybeUninit<Wc>, cons: u32| {
             // SAFETY: slot `cons` lies between our consumer and the producer we
             // loaded with Acquire, so the kernel finished writing it; it is a
             // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
-            w.write(wqe::decode_cqe(raw));
-            cons = (cons + 1) & mask;
+            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
+            (cons + 1) & mask
+        };
+        if HOST_IMM {
+            for w in &mut out[..n] {
+                cons = take(w, cons);
+            }
+        } else if let Some((first, rest)) = out[..n].split_first_mut() {
+            // The C poll mostly finds one: that one before the loop, whose
+            // set-up (unrolled by two) would cost more than the entry.
+            cons = take(first, cons);
+            for w in rest {
+                cons = take(w, cons);
+            }
         }
         // Release: our copies are done before the kernel may reuse the slots.
         self.q.publish_consumer(cons);

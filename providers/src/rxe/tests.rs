@@ -741,6 +741,50 @@ fn poll_uninit_matches_poll() {
     assert_eq!(b.queue().consumer_own(), a.queue().consumer_own());
 }
 
+/// `poll_uninit_net_imm` gives what `poll` gives but for `imm_data`, left
+/// in network order where the CQE has one; an invalidated rkey (the
+/// union's other member, kernel flag bit 2, libibverbs' bit 3) stays in
+/// host order; batches of one and of several, across the ring's end.
+#[test]
+fn poll_uninit_net_imm_keeps_the_immediate_big_endian() {
+    let (mut a, mut b) = (cq(4), cq(4));
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut want = [Wc::default(); 3];
+    let mut buf = [core::mem::MaybeUninit::new(Wc { wr_id: 0xdead, ..Wc::default() }); 4];
+    let mut next = 0u64;
+    for round in 0..12 {
+        let batch = round % 3 + 1;
+        for i in next..next + batch as u64 {
+            let mut cqe = recv_cqe(i, 1, 10 + i as u32, (i % 2 == 0).then_some(0x0102_0304 + i as u32));
+            if i % 3 == 1 {
+                cqe.wc_flags |= 4; // IB_WC_WITH_INVALIDATE
+                cqe.ex = 0x00c0_ffee + i as u32;
+            }
+            assert!(k.produce_cqe(a.queue(), &cqe));
+            assert!(k.produce_cqe(b.queue(), &cqe));
+        }
+        next += batch as u64;
+        let n = a.poll(&mut want);
+        assert_eq!(n, batch, "round {round}");
+        let got = b.poll_uninit_net_imm(&mut buf[..3]);
+        assert_eq!(got, n, "round {round}");
+        for (i, w) in want[..n].iter().enumerate() {
+            let mut w = *w;
+            if w.wc_flags.contains(WcFlags::WITH_IMM) {
+                w.imm_data = w.imm_data.to_be();
+            } else if w.wc_flags.contains(WcFlags::WITH_INV) {
+                assert_eq!(w.imm_data, 0x00c0_ffee + w.wr_id as u32, "an invalidated rkey, host order");
+            }
+            // SAFETY: every entry of `buf` is initialised (above, or by the poll).
+            assert_eq!(unsafe { buf[i].assume_init() }, w, "round {round}, entry {i}");
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { buf[3].assume_init() }.wr_id, 0xdead, "past the returned count: untouched");
+        assert_eq!(b.queue().consumer_own(), a.queue().consumer_own());
+    }
+    assert_eq!(b.poll_uninit_net_imm(&mut buf), 0);
+}
+
 #[test]
 fn one_slot_always_empty() {
     let mut s = sq(8, RC);

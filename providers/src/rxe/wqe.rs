@@ -481,6 +481,14 @@ pub fn decode_cqe(mut w: Wc) -> Wc {
     w
 }
 
+/// [`decode_cqe`] but for the immediate, which stays in network byte
+/// order (libibverbs' `ibv_wc.imm_data` is a `__be32`): the flags only.
+#[inline(always)]
+pub fn decode_cqe_flags(mut w: Wc) -> Wc {
+    w.wc_flags = map_wc_flags(w.wc_flags.bits());
+    w
+}
+
 /// Copies the CQE at `src` out of the ring, as it is: a
 /// `struct ib_uverbs_wc`, which [`Wc`] mirrors field for field (asserted in
 /// `wr.rs`); [`decode_cqe`] then fixes the flags and the immediate.
