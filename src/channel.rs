@@ -2,12 +2,14 @@
 //! when an armed CQ gets a completion.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rverbs_providers::cmd::cq as cmd;
-use rverbs_providers::sys::event::{make_nonblocking, read_comp_event, wait_comp_event};
+use rverbs_providers::sys::event::{
+    make_nonblocking, read_comp_event, read_comp_event_once, set_blocking, wait_comp_event,
+};
 use rverbs_providers::{Errno, Error, Result};
 
 use crate::Context;
@@ -16,7 +18,8 @@ use crate::Context;
 /// by its [`user_handle`](crate::CompletionQueue::user_handle). Cheap to
 /// clone; CQs created on it keep it alive.
 ///
-/// The fd is non-blocking and can go into `poll`/`epoll` through [`AsFd`]
+/// The fd is non-blocking (unless [`set_blocking`](CompletionChannel::set_blocking)
+/// makes it blocking, as libibverbs creates it) and can go into `poll`/`epoll` through [`AsFd`]
 /// **for readiness only**: read events with [`try_get_cq_event`](Self::try_get_cq_event)
 /// (or the other `get_cq_event*` methods), never with `read(2)` on the fd.
 /// Reading an event also counts it for its CQ, and mlx5's next arm must
@@ -52,6 +55,8 @@ pub struct CompletionChannel {
 struct ChannelInner {
     ctx: Context,
     fd: OwnedFd,
+    /// Set by [`CompletionChannel::set_blocking`]: the fd is blocking.
+    blocking: AtomicBool,
     /// The event counts of the CQs whose provider needs them.
     counts: EventCounts,
 }
@@ -71,7 +76,8 @@ impl Context {
         let fd = cmd::create_comp_channel(self.fd())?;
         make_nonblocking(fd.as_fd()).map_err(|e| Error::os("ibv_create_comp_channel", e))?;
         tracing::debug!("completion channel created");
-        let inner = ChannelInner { ctx: self.clone(), fd, counts: EventCounts::default() };
+        let inner =
+            ChannelInner { ctx: self.clone(), fd, blocking: AtomicBool::new(false), counts: EventCounts::default() };
         Ok(CompletionChannel { inner: Arc::new(inner) })
     }
 }
@@ -85,12 +91,73 @@ impl CompletionChannel {
     /// Blocks until a completion event arrives (`ibv_get_cq_event`). On
     /// mlx5 reading an event also advances the CQ's arm sequence number
     /// (used by its next [`req_notify`](crate::CompletionQueue::req_notify)).
+    ///
+    /// On a non-blocking channel (the default) a wait is a `ppoll()` and a
+    /// `read()`; on a blocking one ([`set_blocking`](Self::set_blocking)),
+    /// a `read()` that sleeps, as libibverbs' call. A signal that
+    /// interrupts the wait does not end it.
     #[doc(alias = "ibv_get_cq_event")]
     pub fn get_cq_event(&self) -> Result<CqEvent> {
         loop {
-            if let Some(e) = self.wait_event(None)? {
+            let got = if self.inner.blocking.load(Ordering::Relaxed) {
+                self.read_cq_event()?
+            } else {
+                self.wait_event(None)?
+            };
+            if let Some(e) = got {
                 return Ok(e);
             }
+        }
+    }
+
+    /// Makes the channel's fd blocking (`true`: what libibverbs creates) or
+    /// non-blocking (`false`: what rverbs creates), with `fcntl(F_SETFL)`.
+    /// On a blocking channel [`read_cq_event`](Self::read_cq_event) waits
+    /// for an event in one syscall; keep it non-blocking for
+    /// [`try_get_cq_event`](Self::try_get_cq_event), for the timeouts of
+    /// the other waits (their `read()` after a `ppoll()` would sleep if
+    /// another reader took the event) and for [`crate::asynch`].
+    pub fn set_blocking(&self, blocking: bool) -> Result<()> {
+        set_blocking(self.inner.fd.as_fd(), blocking)
+            .map_err(|e| Error::os("fcntl(F_SETFL) on a completion channel", e))?;
+        self.inner.blocking.store(blocking, Ordering::Relaxed);
+        tracing::debug!(blocking, "completion channel mode set");
+        Ok(())
+    }
+
+    /// One `read()` of the channel, all that `ibv_get_cq_event` does: on a
+    /// blocking channel ([`set_blocking`](Self::set_blocking)) it sleeps in
+    /// the kernel until an event is queued, so a wait costs one syscall
+    /// (the timed waits take a `ppoll()` and a `read()`). `None` when the
+    /// read came back without an event: the channel is non-blocking and
+    /// none is queued, or a signal interrupted the sleep (`EINTR`: a
+    /// handler installed without `SA_RESTART`, a periodic alarm, is how a
+    /// caller bounds such waits at no cost per wait).
+    ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// let ch = ctx.create_comp_channel()?;
+    /// ch.set_blocking(true)?;
+    /// let mut cq = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), ..Default::default() })?;
+    /// cq.req_notify(false)?;
+    /// // ... post work ...
+    /// if let Some(ev) = ch.read_cq_event()? {
+    ///     assert_eq!(ev.cq_user_handle, cq.user_handle());
+    ///     cq.ack_events(1);
+    /// }
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    #[doc(alias = "ibv_get_cq_event")]
+    #[inline]
+    pub fn read_cq_event(&self) -> Result<Option<CqEvent>> {
+        let inner = &*self.inner;
+        match read_comp_event_once(inner.fd.as_fd()) {
+            Ok(Some(cq_user_handle)) => {
+                inner.counts.count(cq_user_handle);
+                Ok(Some(CqEvent { cq_user_handle }))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(read_error(e)),
         }
     }
 

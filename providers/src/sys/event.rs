@@ -212,6 +212,86 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool, Errno>
     }
 }
 
+/// One `read()` of a completion channel fd and nothing else, which is all
+/// `ibv_get_cq_event` does: on a blocking fd ([`set_blocking`]) it sleeps
+/// in the kernel until an event is queued, so a wait is one syscall, not
+/// the `ppoll()` and `read()` of [`wait_comp_event`]. `Ok(None)` when the
+/// read came back without an event: the fd is non-blocking and none is
+/// queued (`EAGAIN`), or a signal interrupted the sleep (`EINTR`: see
+/// [`start_wait_interrupts`]). A short read is `EIO`.
+#[inline(always)]
+pub fn read_comp_event_once(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
+    let (n, handle) = super::raw::read_u64(fd.as_raw_fd());
+    if n == COMP_EVENT_LEN as isize {
+        return Ok(Some(handle));
+    }
+    read_once_failed(n)
+}
+
+/// [`read_comp_event_once`] without its event, out of line.
+#[cold]
+#[inline(never)]
+fn read_once_failed(n: isize) -> Result<Option<u64>, Errno> {
+    if n == -(nix::libc::EAGAIN as isize) || n == -(nix::libc::EINTR as isize) {
+        return Ok(None);
+    }
+    Err(super::syscall_error(n))
+}
+
+/// Makes an event fd blocking (`true`, libibverbs' default for a
+/// completion channel) or non-blocking (`false`): `F_GETFL` and `F_SETFL`,
+/// keeping the other status flags. The flag belongs to the open file, so
+/// it holds for every reader of the fd.
+pub fn set_blocking(fd: BorrowedFd<'_>, blocking: bool) -> Result<(), Errno> {
+    let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+    let flags = if blocking { flags - OFlag::O_NONBLOCK } else { flags | OFlag::O_NONBLOCK };
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags))?;
+    Ok(())
+}
+
+/// The handler of [`start_wait_interrupts`]' `SIGALRM`: it only has to
+/// exist (a signal with a handler ends a blocked `read()` with `EINTR`).
+extern "C" fn on_wait_alarm(_: nix::libc::c_int) {}
+
+/// Makes `SIGALRM` come every `period` and end any blocked `read()` of the
+/// process with `EINTR` (a handler that does nothing, installed without
+/// `SA_RESTART`): a deadline for waits made with [`read_comp_event_once`]
+/// on a blocking channel, at no cost per wait. One `rt_sigaction` and one
+/// `setitimer(ITIMER_REAL)`; [`stop_wait_interrupts`] stops the timer.
+///
+/// Process-wide: for programs that own `SIGALRM` and whose other blocking
+/// syscalls in that time retry on `EINTR` (the CLI's event loop).
+pub fn start_wait_interrupts(period: Duration) -> Result<(), Errno> {
+    // SAFETY: a zeroed `sigaction` is valid (empty mask, no flags); the
+    // handler is an `extern "C" fn(c_int)` that touches nothing, so it is
+    // async-signal-safe; the old action is not asked for.
+    let rc = unsafe {
+        let mut act: nix::libc::sigaction = core::mem::zeroed();
+        act.sa_sigaction = on_wait_alarm as extern "C" fn(nix::libc::c_int) as usize;
+        nix::libc::sigaction(nix::libc::SIGALRM, &act, core::ptr::null_mut())
+    };
+    Errno::result(rc)?;
+    set_timer(period)
+}
+
+/// Stops the timer of [`start_wait_interrupts`] (one `setitimer`); the
+/// handler stays, harmless without its signal.
+pub fn stop_wait_interrupts() -> Result<(), Errno> {
+    set_timer(Duration::ZERO)
+}
+
+/// `setitimer(ITIMER_REAL)` every `period` (zero: off).
+fn set_timer(period: Duration) -> Result<(), Errno> {
+    let tv = nix::libc::timeval {
+        tv_sec: period.as_secs().min(i32::MAX as u64) as nix::libc::time_t,
+        tv_usec: period.subsec_micros().into(),
+    };
+    let it = nix::libc::itimerval { it_interval: tv, it_value: tv };
+    // SAFETY: `it` is a valid itimerval; the old value is not asked for.
+    Errno::result(unsafe { nix::libc::setitimer(nix::libc::ITIMER_REAL, &it, core::ptr::null_mut()) })?;
+    Ok(())
+}
+
 /// Makes an event fd the kernel just created non-blocking: one `F_SETFL`,
 /// as such an fd has no other status flag to keep (the uverbs event files
 /// are opened `O_RDONLY` and nothing else).
@@ -361,6 +441,80 @@ mod tests {
         // bytes: a short read, not a loop.
         drop(w);
         assert_eq!(wait_comp_event(r.as_fd(), Some(Duration::from_secs(5))), Err(Errno::EIO));
+    }
+
+    /// One read: an event when one is queued, `None` on an empty
+    /// non-blocking fd; `set_blocking` flips the flag both ways.
+    #[test]
+    fn reads_once_and_switches_blocking() {
+        let (r, w) = channel();
+        assert_eq!(read_comp_event_once(r.as_fd()), Ok(None), "non-blocking and empty: EAGAIN");
+        post(&w, 0x77);
+        assert_eq!(read_comp_event_once(r.as_fd()), Ok(Some(0x77)));
+        let nonblock = |fd: &OwnedFd| {
+            OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).unwrap()).contains(OFlag::O_NONBLOCK)
+        };
+        set_blocking(r.as_fd(), true).unwrap();
+        assert!(!nonblock(&r));
+        // Blocking: the read sleeps until the event comes.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            post(&w, 0x78);
+            w
+        });
+        assert_eq!(read_comp_event_once(r.as_fd()), Ok(Some(0x78)));
+        let w = writer.join().unwrap();
+        set_blocking(r.as_fd(), false).unwrap();
+        assert!(nonblock(&r));
+        // A short read is EIO.
+        assert_eq!(nix::unistd::write(&w, &[1u8, 2, 3]), Ok(3));
+        assert_eq!(read_comp_event_once(r.as_fd()), Err(Errno::EIO));
+    }
+
+    /// The wait alarm ends a blocked read with `None` (`EINTR`), in a
+    /// forked child: it has one thread, so the process's `SIGALRM` can only
+    /// land on the reader (in the test harness another thread might take it).
+    #[test]
+    fn wait_alarm_interrupts_a_blocked_read() {
+        let (r, w) = channel();
+        set_blocking(r.as_fd(), true).unwrap();
+        // SAFETY: the child only makes syscalls (no allocation, no lock)
+        // and leaves with `_exit`.
+        let pid = unsafe { nix::libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let code = match start_wait_interrupts(Duration::from_millis(20)) {
+                Ok(()) => match read_comp_event_once(r.as_fd()) {
+                    Ok(None) => 0,
+                    Ok(Some(_)) => 2,
+                    Err(_) => 3,
+                },
+                Err(_) => 4,
+            };
+            let code = if code == 0 && stop_wait_interrupts().is_err() { 5 } else { code };
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { nix::libc::_exit(code) };
+        }
+        // The child's read would sleep forever without the alarm; after
+        // 60 s an event wakes it (it then exits 2: the test fails, no hang).
+        let mut status = 0;
+        for i in 0.. {
+            // SAFETY: our child; `status` is ours.
+            let rc = unsafe { nix::libc::waitpid(pid, &mut status, nix::libc::WNOHANG) };
+            if rc == pid {
+                break;
+            }
+            if i == 6000 {
+                post(&w, 1);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(nix::libc::WIFEXITED(status), "{status:#x}");
+        assert_eq!(
+            nix::libc::WEXITSTATUS(status),
+            0,
+            "0: interrupted; 2: only the event woke it; 3-5: a syscall failed"
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ use rverbs::{
     SendWr, SharedReceiveQueue, UdDest, Wc, WcStatus,
 };
 
+use rverbs_providers::sys::event::{start_wait_interrupts, stop_wait_interrupts};
+
 use super::getopt::{Getopt, Opt, Parsed};
 use super::{parse_c_int, CliResult, Fail};
 
@@ -435,7 +437,6 @@ fn post_recvs_rq(qp: &mut QueuePair, wr: &RecvWr<'_>, n: u32) -> u32 {
 /// per call as this program makes it (`cargo xtask bench`, docs/PERFORMANCE.md).
 /// The work requests are built once, before the loop.
 mod hot {
-    use std::time::Duration;
 
     use rverbs::{
         CompletionChannel, CompletionQueue, CqEvent, PostError, QueuePair, RecvWr, SendWr, SharedReceiveQueue, Wc,
@@ -471,11 +472,12 @@ mod hot {
         cq.req_notify(false)
     }
 
-    /// `ibv_get_cq_event` with a limit (the acknowledgement is one call at
-    /// the end, as in rdma-core's examples).
+    /// `ibv_get_cq_event`: one `read()` of the blocking channel, `None`
+    /// when the stall alarm interrupted it (the acknowledgement is one call
+    /// at the end, as in rdma-core's examples).
     #[inline(never)]
-    pub fn get_cq_event(ch: &CompletionChannel, timeout: Duration) -> rverbs::Result<Option<CqEvent>> {
-        ch.wait_event(Some(timeout))
+    pub fn get_cq_event(ch: &CompletionChannel) -> rverbs::Result<Option<CqEvent>> {
+        ch.read_cq_event()
     }
 }
 
@@ -910,6 +912,13 @@ fn run(o: &Opts) -> Result<(), String> {
     let recv_sgl = [pp.mr.sge(0, pp.recv_len).map_err(lib_err("Couldn't post receive"))?];
     let recv_wr = RecvWr { wr_id: RECV_WRID, sgl: &recv_sgl };
     let mut scratch = vec![0; if pp.inline { o.size as usize } else { 0 }];
+    if let Some(ch) = &channel {
+        // A wait is then one read() that sleeps, as in rdma-core's loop
+        // (not a ppoll() and a read()), and the stall limit an alarm every
+        // quarter of --timeout that interrupts it: no syscall per wait.
+        ch.set_blocking(true).map_err(lib_err("Couldn't make the completion channel blocking"))?;
+        start_wait_interrupts(o.timeout / STALL_ALARMS).map_err(|e| format!("Couldn't set the stall alarm: {e}"))?;
+    }
     // RVERBS_PINGPONG_MARK=DIR: a failing stat of DIR/data-path-begin and
     // DIR/data-path-end brackets the exchange, for `strace` (`cargo xtask demo`).
     let mark =
@@ -951,16 +960,20 @@ fn run(o: &Opts) -> Result<(), String> {
     };
     let start = Instant::now();
     // One copy of the loop per mode, each without the other modes' tests.
-    let num_events = match (&channel, o.mode == Mode::Srq) {
-        (Some(ch), false) => dp.run::<true, false>(Some(ch))?,
-        (Some(ch), true) => dp.run::<true, true>(Some(ch))?,
-        (None, false) => dp.run::<false, false>(None)?,
-        (None, true) => dp.run::<false, true>(None)?,
+    let ran = match (&channel, o.mode == Mode::Srq) {
+        (Some(ch), false) => dp.run::<true, false>(Some(ch)),
+        (Some(ch), true) => dp.run::<true, true>(Some(ch)),
+        (None, false) => dp.run::<false, false>(None),
+        (None, true) => dp.run::<false, true>(None),
     };
     let elapsed = start.elapsed();
     if let Some(m) = &mark {
         let _ = std::fs::metadata(&m[1]);
     }
+    if channel.is_some() {
+        stop_wait_interrupts().map_err(|e| format!("Couldn't stop the stall alarm: {e}"))?;
+    }
+    let num_events = ran?;
     say(&summary(o.size, o.iters, elapsed));
 
     let mut bad_pages = 0;
@@ -1019,7 +1032,9 @@ impl DataPath<'_, '_> {
         let refill_at = if SRQ { nqp as i64 } else { 1 };
         let rx_depth = i64::from(self.rx_depth);
         let cq_handle = self.cq.user_handle();
-        let timeout = o.timeout;
+        // Event mode: the stall alarm's last look at the counts, and how
+        // many alarms in a row found them unchanged.
+        let (mut seen, mut quiet) = (0u64, 0u32);
         let (mut rcnt, mut scnt, mut num_events) = (0u64, 0u64, 0u32);
         // The loop's state in locals, not behind `self`: LLVM reloaded the
         // slices' lengths and stored `routs` through the pointer per CQE.
@@ -1032,9 +1047,16 @@ impl DataPath<'_, '_> {
             let ne = if let (true, Some(ch)) = (EVENTS, channel) {
                 // One test for an event; a failure and a stall sorted out
                 // of line.
-                let ev = match hot::get_cq_event(ch, timeout) {
+                let ev = match hot::get_cq_event(ch) {
                     Ok(Some(ev)) => ev,
-                    other => return Err(no_event(other, o, rcnt, scnt)),
+                    Ok(None) => {
+                        // The stall alarm (every quarter of --timeout) cut
+                        // the wait short: four in a row with no completion
+                        // in between are a stall.
+                        (seen, quiet) = stall_check(o, (seen, quiet), rcnt + scnt, rcnt, scnt)?;
+                        continue;
+                    }
+                    Err(e) => return Err(lib_err("Failed to get cq_event")(e)),
                 };
                 num_events += 1;
                 if ev.cq_user_handle != cq_handle {
@@ -1113,14 +1135,23 @@ impl DataPath<'_, '_> {
     }
 }
 
-/// The error for a wait on the channel that gave no event: a failure, or
-/// the time up.
+/// How many stall alarms in event mode, with no completion in between,
+/// make `--timeout`: the alarm comes every quarter of it.
+const STALL_ALARMS: u32 = 4;
+
+/// Event mode's stall alarm interrupted a wait: `(seen, quiet)`, the count
+/// of completions at the last alarm and the alarms in a row that found it
+/// unchanged, become the next pair, or the stall's error once `--timeout`
+/// has passed with none (reported at most a quarter of it late).
 #[cold]
-fn no_event(got: rverbs::Result<Option<rverbs::CqEvent>>, o: &Opts, rcnt: u64, scnt: u64) -> String {
-    match got {
-        Err(e) => lib_err("Failed to get cq_event")(e),
-        _ => stalled(o, rcnt, scnt, "completion event"),
+fn stall_check(o: &Opts, (seen, quiet): (u64, u32), done: u64, rcnt: u64, scnt: u64) -> Result<(u64, u32), String> {
+    if done != seen {
+        return Ok((done, 0));
     }
+    if quiet + 1 >= STALL_ALARMS {
+        return Err(stalled(o, rcnt, scnt, "completion event"));
+    }
+    Ok((seen, quiet + 1))
 }
 
 #[cold]
@@ -1159,6 +1190,28 @@ mod tests {
 
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// Event mode's stall alarm: four alarms in a row with no completion
+    /// in between are a stall; any completion starts the count over.
+    #[test]
+    fn stall_alarms_count_quiet_quarters() {
+        let o = parse_args(&args(&["--timeout", "8"])).unwrap();
+        let mut st = (0, 0);
+        for _ in 0..3 {
+            st = stall_check(&o, st, 0, 0, 0).unwrap();
+        }
+        assert_eq!(st, (0, 3));
+        let e = stall_check(&o, st, 0, 0, 0).unwrap_err();
+        assert!(e.contains("no completion event for 8 s after 0 of 1000 sends"), "{e}");
+        // Progress at the fourth alarm: not a stall, and three more quiet
+        // ones are not either.
+        st = stall_check(&o, st, 5, 3, 2).unwrap();
+        assert_eq!(st, (5, 0));
+        for _ in 0..3 {
+            st = stall_check(&o, st, 5, 3, 2).unwrap();
+        }
+        assert!(stall_check(&o, st, 5, 3, 2).is_err());
     }
 
     #[test]
