@@ -100,7 +100,10 @@ impl CompletionChannel {
     pub fn get_cq_event(&self) -> Result<CqEvent> {
         loop {
             let got = if self.inner.blocking.load(Ordering::Relaxed) {
-                self.read_cq_event()?
+                match self.read_cq_event() {
+                    Err(e) if e.errno() == Some(Errno::EINTR) => None,
+                    other => other?,
+                }
             } else {
                 self.wait_event(None)?
             };
@@ -129,10 +132,10 @@ impl CompletionChannel {
     /// blocking channel ([`set_blocking`](Self::set_blocking)) it sleeps in
     /// the kernel until an event is queued, so a wait costs one syscall
     /// (the timed waits take a `ppoll()` and a `read()`). `None` when the
-    /// read came back without an event: the channel is non-blocking and
-    /// none is queued, or a signal interrupted the sleep (`EINTR`: a
-    /// handler installed without `SA_RESTART`, a periodic alarm, is how a
-    /// caller bounds such waits at no cost per wait).
+    /// channel is non-blocking and no event is queued; an error with errno
+    /// `EINTR` when a signal interrupted the sleep, as `ibv_get_cq_event`
+    /// reports it (a handler installed without `SA_RESTART`, a periodic
+    /// alarm, is how a caller bounds such waits at no cost per wait).
     ///
     /// ```no_run
     /// # let ctx = rverbs::devices()?[0].open()?;

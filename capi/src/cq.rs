@@ -64,7 +64,9 @@ unsafe extern "C" fn create_comp_channel(context: *mut ibv_context) -> *mut ibv_
         set_errno(EINVAL);
         return core::ptr::null_mut();
     };
-    match c.inner.create_comp_channel() {
+    // Blocking, as libibverbs creates it: `ibv_get_cq_event` is one read()
+    // that sleeps, and a caller's fcntl(O_NONBLOCK) gets EAGAIN from it.
+    match c.inner.create_comp_channel().and_then(|ch| ch.set_blocking(true).map(|()| ch)) {
         Ok(inner) => {
             let c = ibv_comp_channel { context, fd: inner.as_fd().as_raw_fd(), refcnt: 0 };
             Box::into_raw(Box::new(Channel { c, inner })).cast()
@@ -214,7 +216,8 @@ unsafe extern "C" fn resize_cq(p: *mut ibv_cq, cqe: c_int) -> c_int {
 symver!(resize_cq, ibv_resize_cq, "IBVERBS_1.1");
 
 /// `int ibv_get_cq_event(struct ibv_comp_channel *, struct ibv_cq **, void
-/// **cq_context)`: 0, or -1 with errno.
+/// **cq_context)`: 0, or -1 with errno (`EAGAIN` on a non-blocking fd with
+/// no event queued, `EINTR` when a signal cut the sleep short).
 unsafe extern "C" fn get_cq_event(
     chan: *mut ibv_comp_channel,
     out_cq: *mut *mut ibv_cq,
@@ -230,8 +233,15 @@ unsafe extern "C" fn get_cq_event(
         set_errno(EINVAL);
         return -1;
     };
-    let ev = match ch.inner.get_cq_event() {
-        Ok(ev) => ev,
+    // One read(), as rdma-core's: it sleeps on the channel's fd, which is
+    // blocking unless the caller made it non-blocking (then EAGAIN when
+    // no event is queued); a signal's EINTR is returned, not retried.
+    let ev = match ch.inner.read_cq_event() {
+        Ok(Some(ev)) => ev,
+        Ok(None) => {
+            set_errno(nix::libc::EAGAIN);
+            return -1;
+        }
         Err(e) => {
             set_errno(errno::of(&e));
             return -1;

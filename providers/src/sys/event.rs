@@ -216,9 +216,9 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool, Errno>
 /// `ibv_get_cq_event` does: on a blocking fd ([`set_blocking`]) it sleeps
 /// in the kernel until an event is queued, so a wait is one syscall, not
 /// the `ppoll()` and `read()` of [`wait_comp_event`]. `Ok(None)` when the
-/// read came back without an event: the fd is non-blocking and none is
-/// queued (`EAGAIN`), or a signal interrupted the sleep (`EINTR`: see
-/// [`start_wait_interrupts`]). A short read is `EIO`.
+/// fd is non-blocking and no event is queued (`EAGAIN`); `Err(EINTR)` when
+/// a signal interrupted the sleep (see [`start_wait_interrupts`]), as
+/// `read(2)` and `ibv_get_cq_event` report it. A short read is `EIO`.
 #[inline(always)]
 pub fn read_comp_event_once(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
     let (n, handle) = super::raw::read_u64(fd.as_raw_fd());
@@ -232,7 +232,7 @@ pub fn read_comp_event_once(fd: BorrowedFd<'_>) -> Result<Option<u64>, Errno> {
 #[cold]
 #[inline(never)]
 fn read_once_failed(n: isize) -> Result<Option<u64>, Errno> {
-    if n == -(nix::libc::EAGAIN as isize) || n == -(nix::libc::EINTR as isize) {
+    if n == -(nix::libc::EAGAIN as isize) {
         return Ok(None);
     }
     Err(super::syscall_error(n))
@@ -471,7 +471,7 @@ mod tests {
         assert_eq!(read_comp_event_once(r.as_fd()), Err(Errno::EIO));
     }
 
-    /// The wait alarm ends a blocked read with `None` (`EINTR`), in a
+    /// The wait alarm ends a blocked read with `EINTR`, in a
     /// forked child: it has one thread, so the process's `SIGALRM` can only
     /// land on the reader (in the test harness another thread might take it).
     #[test]
@@ -485,9 +485,9 @@ mod tests {
         if pid == 0 {
             let code = match start_wait_interrupts(Duration::from_millis(20)) {
                 Ok(()) => match read_comp_event_once(r.as_fd()) {
-                    Ok(None) => 0,
+                    Err(Errno::EINTR) => 0,
                     Ok(Some(_)) => 2,
-                    Err(_) => 3,
+                    _ => 3,
                 },
                 Err(_) => 4,
             };

@@ -472,7 +472,7 @@ mod hot {
         cq.req_notify(false)
     }
 
-    /// `ibv_get_cq_event`: one `read()` of the blocking channel, `None`
+    /// `ibv_get_cq_event`: one `read()` of the blocking channel, `EINTR`
     /// when the stall alarm interrupted it (the acknowledgement is one call
     /// at the end, as in rdma-core's examples).
     #[inline(never)]
@@ -1049,14 +1049,14 @@ impl DataPath<'_, '_> {
                 // of line.
                 let ev = match hot::get_cq_event(ch) {
                     Ok(Some(ev)) => ev,
-                    Ok(None) => {
+                    Err(e) if e.errno() == Some(rverbs::Errno::EINTR) => {
                         // The stall alarm (every quarter of --timeout) cut
                         // the wait short: four in a row with no completion
                         // in between are a stall.
                         (seen, quiet) = stall_check(o, (seen, quiet), rcnt + scnt, rcnt, scnt)?;
                         continue;
                     }
-                    Err(e) => return Err(lib_err("Failed to get cq_event")(e)),
+                    other => return Err(no_event(other)),
                 };
                 num_events += 1;
                 if ev.cq_user_handle != cq_handle {
@@ -1132,6 +1132,16 @@ impl DataPath<'_, '_> {
         }
         self.routs = routs;
         Ok(num_events)
+    }
+}
+
+/// The error for a wait on the (blocking) channel that gave no event and
+/// was not the stall alarm's.
+#[cold]
+fn no_event(got: rverbs::Result<Option<rverbs::CqEvent>>) -> String {
+    match got {
+        Err(e) => lib_err("Failed to get cq_event")(e),
+        _ => "Failed to get cq_event: the channel is non-blocking".into(),
     }
 }
 
