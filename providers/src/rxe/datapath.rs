@@ -358,6 +358,29 @@ impl CqRing {
         self.poll_into::<false>(out)
     }
 
+    /// Decodes the CQEs from slot `cons` on into `out`, one per entry
+    /// (`HOST_IMM`: `imm_data` to host order); returns the slot after.
+    /// The caller has counted that many published CQEs from `cons`.
+    #[inline(always)]
+    fn take<const HOST_IMM: bool>(&self, out: &mut [core::mem::MaybeUninit<Wc>], mut cons: u32) -> u32 {
+        let mask = self.q.index_mask();
+        for w in out {
+            // SAFETY: slot `cons` lies between our consumer and the producer we
+            // loaded with Acquire, so the kernel finished writing it; it is a
+            // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
+            let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
+            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
+            cons = (cons + 1) & mask;
+        }
+        cons
+    }
+
+    /// [`take`](Self::take) for the C poll's entries after its first.
+    #[inline(never)]
+    fn take_rest(&self, out: &mut [core::mem::MaybeUninit<Wc>], cons: u32) -> u32 {
+        self.take::<false>(out, cons)
+    }
+
     /// The polls above: `HOST_IMM` swaps `imm_data` to host order.
     #[inline(always)]
     fn poll_into<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
@@ -371,24 +394,15 @@ impl CqRing {
         if n == 0 {
             return 0;
         }
-        let take = |w: &mut core::mem::MaybeUninit<Wc>, cons: u32| {
-            // SAFETY: slot `cons` lies between our consumer and the producer we
-            // loaded with Acquire, so the kernel finished writing it; it is a
-            // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
-            let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
-            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
-            (cons + 1) & mask
-        };
         if HOST_IMM {
-            for w in &mut out[..n] {
-                cons = take(w, cons);
-            }
+            cons = self.take::<true>(&mut out[..n], cons);
         } else if let Some((first, rest)) = out[..n].split_first_mut() {
-            // The C poll mostly finds one: that one before the loop, whose
-            // set-up (unrolled by two) would cost more than the entry.
-            cons = take(first, cons);
-            for w in rest {
-                cons = take(w, cons);
+            // The C poll mostly finds one: that one here, the rest out of
+            // line, so that this path saves no register and sets up no
+            // loop (unrolled by two, it cost more than the entry).
+            cons = self.take::<false>(core::slice::from_mut(first), cons);
+            if !rest.is_empty() {
+                cons = self.take_rest(rest, cons);
             }
         }
         // Release: our copies are done before the kernel may reuse the slots.
