@@ -714,6 +714,49 @@ fn event_mode_wakes_for_every_armed_completion() {
     });
 }
 
+/// A blocking channel (libibverbs' kind): `read_cq_event` is one `read()`
+/// that sleeps until the armed CQ's completion raises the event; on a
+/// non-blocking one it answers `None` at once when nothing is queued.
+#[test]
+fn blocking_channel_waits_in_one_read() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let ch = ctx.create_comp_channel().unwrap();
+    let mut cq_a = ctx.create_cq(16).unwrap();
+    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
+    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
+    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let ma = pd.alloc_mr(4096, ALL).unwrap();
+    let mb = pd.alloc_mr(4096, ALL).unwrap();
+    assert_eq!(ch.read_cq_event().unwrap(), None, "non-blocking, nothing queued");
+    ch.set_blocking(true).unwrap();
+    let mut buf = [rverbs::Wc::default(); 4];
+    for round in 0..3u64 {
+        b.post_recv(&[RecvWr { wr_id: round, sgl: &[mb.sge(0, 64).unwrap()] }]).unwrap();
+        cq_b.req_notify(false).unwrap();
+        std::thread::scope(|sc| {
+            let sender = sc.spawn(|| {
+                // Most likely after the read below went to sleep.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let s = [ma.sge(0, 16).unwrap()];
+                a.post_send(&[send_wr(round, SendOp::Send, &s)]).unwrap();
+                assert_eq!(poll_n(&mut cq_a, 1).len(), 1);
+            });
+            let ev =
+                if round == 2 { ch.get_cq_event().unwrap() } else { ch.read_cq_event().unwrap().expect("an event") };
+            assert_eq!(ev.cq_user_handle, cq_b.user_handle(), "round {round}");
+            sender.join().unwrap();
+        });
+        cq_b.ack_events(1);
+        assert_eq!(cq_b.poll(&mut buf), 1, "round {round}");
+        assert_eq!((buf[0].wr_id, buf[0].status), (round, WcStatus::SUCCESS));
+    }
+    ch.set_blocking(false).unwrap();
+    assert_eq!(ch.read_cq_event().unwrap(), None, "non-blocking again");
+}
+
 /// strace of a 1,000-message run: exactly one `write()` per post call on
 /// the data path, and no other syscall at all while posting and polling.
 #[test]
