@@ -13,14 +13,14 @@
 #![allow(unsafe_code)]
 
 use core::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::mlx5_abi::{mlx5_ib_create_cq, mlx5_ib_create_cq_resp, MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX};
 
 use crate::mlx5::barrier;
 use crate::mlx5::cqe::{opcode, req_kind, status_of, sw_owned, Cqe64, ReqLen, CQE_SIZE, OP_OWN, OP_OWN_INIT};
-use crate::mlx5::mem::{DbRec, DmaBuf};
+use crate::mlx5::mem::{DbRec, DmaBuf, Gate, GATE_WORD};
 use crate::mlx5::mmio::{Mmio, UarMmio};
 use crate::mlx5::qp::{FinishError, QpShared, SqSlot};
 use crate::mlx5::srq::SrqShared;
@@ -94,11 +94,18 @@ pub struct Cq<M: Mmio = UarMmio> {
     base: *mut u8,
     ncqe: u32,
     mask: u32,
+    /// One past the ring's last entry: the sentinel entry, never the
+    /// HCA's, whose owner byte stays `OP_OWN_INIT` (no gate value matches).
+    end: *mut u8,
     /// Consumer index, free running.
     ci: u32,
     /// The entry at `ci` and the owner bit it has when it is software's
     /// (`ci >> log_ncqe & 1`): set with `ci` (`set_ci`, `clean_qp`), so
-    /// the single-entry poll neither masks nor shifts.
+    /// the single-entry poll neither masks nor shifts. The one-entry fast
+    /// path steps `cur_cqe` without looking for the ring's end, so it may be
+    /// `end` (then `ci` is at index 0 and `cur_owner` is still the last
+    /// pass's): whoever finds it there wraps it ([`wrap_cursor`](Self::wrap_cursor)).
+    /// The gate word of `db` mirrors `cur_owner` while open (see [`Gate`]).
     cur_cqe: *mut u8,
     cur_owner: u32,
     arm_sn: u32,
@@ -129,7 +136,7 @@ pub struct Cq<M: Mmio = UarMmio> {
     buf: DmaBuf,
 }
 
-// SAFETY: `base` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
+// SAFETY: `base`, `end` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
 // `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
@@ -156,11 +163,32 @@ const fn rsn_key(raw: u32) -> u32 {
     }
 }
 
-/// Marks the branch that calls it unlikely (block placement: the other
-/// one falls through). Does nothing.
-#[cold]
+/// The gate word ([`Gate`]) of the CQ whose consumer-index word is `db_ci`.
+///
+/// # Safety
+/// `db_ci` is a CQ's `db_ci` (word 0 of its live doorbell record); the
+/// reference lives no longer than that record.
 #[inline(always)]
-fn cold() {}
+unsafe fn gate_at<'a>(db_ci: *mut u32) -> &'a AtomicU32 {
+    // SAFETY: word `GATE_WORD` of the record's slot (slots are at least 16
+    // bytes: `DbRecPool::new`), 4-aligned, alive as long as the record, and
+    // only ever accessed atomically (here and in `Gate`).
+    unsafe { AtomicU32::from_ptr(db_ci.add(GATE_WORD)) }
+}
+
+/// Publishes consumer index `ci` (`CQ_SET_CI`) into the CQ doorbell-record
+/// word `db_ci`.
+///
+/// # Safety
+/// `db_ci` is a CQ's `db_ci` (word 0 of its live doorbell record).
+#[inline(always)]
+unsafe fn publish_ci_at(db_ci: *mut u32, ci: u32) {
+    // Our copies are done before the HCA may reuse the entries.
+    barrier::cqe_reads_done();
+    // SAFETY: consumer-index word of a live doorbell record (the caller's
+    // contract); one atomic big-endian store, read by the HCA.
+    unsafe { crate::mlx5::mem::store_word(db_ci, ci & 0x00ff_ffff) };
+}
 
 /// The byte offset in the send slot array of the slot a requester CQE at
 /// `p` names: its `wqe_counter` (bytes 60..62, big-endian) masked and
@@ -290,10 +318,12 @@ impl Context {
             );
         }
         let ncqe = (cqe + 1).next_power_of_two();
-        let buf = DmaBuf::new(VERB, ncqe as usize * CQE_SIZE)?;
-        for i in 0..ncqe as usize {
-            // SAFETY: entry `i` lies in the fresh buffer; the HCA does not
-            // know it yet.
+        // One entry more than the kernel is told of: the sentinel after the
+        // ring (`Cq::end`), where the one-entry fast path stops.
+        let buf = DmaBuf::new(VERB, (ncqe as usize + 1) * CQE_SIZE)?;
+        for i in 0..=ncqe as usize {
+            // SAFETY: entry `i` (or the sentinel) lies in the fresh buffer;
+            // the HCA does not know it yet.
             unsafe { buf.ptr().add(i * CQE_SIZE + OP_OWN).write(OP_OWN_INIT) };
         }
         let db = self.dbrecs().alloc(VERB)?;
@@ -352,8 +382,14 @@ impl Context {
         let info = RegInfo { uar_index, offset: 0, bf_half: 0 };
         let m = mmio(&info, &arm_page);
         tracing::debug!(cqn = resp.cqn, ncqe, uar = uar_index, "mlx5 CQ ready");
-        Ok(Cq {
+        // The gate is registered (so every later bump closes it) before the
+        // generation the cache starts from is read; it opens below.
+        self.registry().add_gate(db.gate());
+        let generation = self.registry().generation();
+        let cq = Cq {
             base: buf.ptr(),
+            // SAFETY: the sentinel entry, inside the buffer (`cq_prepare`).
+            end: unsafe { buf.ptr().add(ncqe as usize * CQE_SIZE) },
             ncqe,
             mask: ncqe - 1,
             ci: 0,
@@ -370,13 +406,21 @@ impl Context {
             cur_slot_mask: 0,
             cur_tail: ptr::null(),
             db_ci: db.word_ptr(0),
-            cache: Cache { generation: self.registry().generation(), ..Default::default() },
+            cache: Cache { generation, ..Default::default() },
             registry: self.registry().clone(),
             mmio: m,
             skipped: 0,
             db,
             buf,
-        })
+        };
+        cq.set_gate(0);
+        Ok(cq)
+    }
+}
+
+impl<M: Mmio> Drop for Cq<M> {
+    fn drop(&mut self) {
+        self.registry.remove_gate(self.db_ci.wrapping_add(GATE_WORD) as usize);
     }
 }
 
@@ -445,42 +489,49 @@ impl<M: Mmio> Cq<M> {
         self.poll(out)
     }
 
-    /// Moves up to `out.len()` completions into `out`; returns how many.
-    /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
+    /// Moves up to `out.len()` completions into `out`; returns how many
+    /// (`ibv_poll_cq`; rdma-core `mlx5_poll_cq`). No syscall. Publishes
+    /// the consumer index (`CQ_SET_CI`) once at the end. A one-entry
+    /// slice takes the path of [`poll_one`](Self::poll_one).
+    #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
-        // Acquire: see `Registry::generation`.
-        let generation = self.registry.generation();
-        if generation != self.cache.generation {
-            return self.poll_stale(out, generation);
-        }
         // One at a time (a common way to poll) is decoded here, with no
         // frame of its own: every other way out is a tail call.
         let [one] = out else { return self.poll_batch(out) };
-        match self.poll_single(one) {
-            Some(n) => n,
-            None => self.poll_more(out, 0),
+        if self.poll_single(one) {
+            1
+        } else {
+            self.poll_single_slow(one)
         }
     }
 
-    /// [`poll`](Self::poll) after the registry's generation moved: drops
-    /// the cache (and runs the cleans requested), then polls.
-    #[cold]
-    #[inline(never)]
-    fn poll_stale(&mut self, out: &mut [Wc], generation: u64) -> usize {
-        self.forget(generation);
-        let [one] = out else { return self.poll_batch(out) };
-        match self.poll_single(one) {
-            Some(n) => n,
-            None => self.poll_more(out, 0),
-        }
+    /// Moves one completion into `w` and returns true, or returns false
+    /// (and leaves `w` as it was) when none is ready: `ibv_poll_cq` with
+    /// one entry, the same as [`poll`](Self::poll) with a one-entry slice
+    /// (the same checks, completions and counters) without the slice.
+    /// No syscall. Publishes the consumer index (`CQ_SET_CI`) when it
+    /// consumed anything.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_one(&mut self, w: &mut Wc) -> bool {
+        self.poll_single(w) || self.poll_one_slow(w)
     }
 
-    /// [`poll`](Self::poll) into any number of `Wc`s but one: the first
-    /// run of fast-path entries here, the rest in
-    /// [`poll_more`](Self::poll_more).
+    /// [`poll`](Self::poll) into any number of `Wc`s but one: after the
+    /// generation check (dropping the cache and running the cleans
+    /// requested when it moved), the first run of fast-path entries here,
+    /// the rest in [`poll_more`](Self::poll_more).
     #[inline(never)]
     fn poll_batch(&mut self, out: &mut [Wc]) -> usize {
+        // Acquire: see `Registry::generation`.
+        let generation = self.registry.generation();
+        if generation != self.cache.generation {
+            self.forget(generation);
+        }
+        if self.cur_cqe == self.end {
+            self.wrap_cursor();
+        }
         let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
         match first {
             Ok(n) => n,
@@ -500,15 +551,16 @@ impl<M: Mmio> Cq<M> {
         let ci = self.ci;
         let idx = ci & self.mask;
         let run = out.len().min((self.mask - idx) as usize + 1);
-        // SAFETY: `cur_cqe` is entry `idx`, `run <= out.len()` and
-        // `idx + run <= ncqe`.
+        // SAFETY: `cur_cqe` is entry `idx` (not `end`: wrapped by the
+        // caller), `run <= out.len()` and `idx + run <= ncqe`.
         let (k, end) = unsafe { self.poll_req::<RSN_OFF>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
         let next = ci.wrapping_add(k as u32);
         if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
             if k != 0 {
                 self.ci = next;
-                // `end` is entry `idx + k`, at most the ring's end.
-                self.step_cursor(next, end);
+                // `end` is entry `idx + k`, or `self.end` when `next` is at
+                // index 0: the cursor as the fast path leaves it.
+                self.cur_cqe = end;
                 self.publish_ci(next);
             }
             return Ok(k);
@@ -518,33 +570,43 @@ impl<M: Mmio> Cq<M> {
 
     /// One successful requester CQE of the cached QP at the consumer index
     /// into `w` (the checks and stores of [`poll_req`](Self::poll_req) for a
-    /// run of one, the cached fields read where they are used): `Some(1)`;
-    /// `Some(0)` when the entry is the hardware's; `None`: another kind of
-    /// entry, for [`poll_more`](Self::poll_more).
+    /// run of one, the cached fields read where they are used): true; false
+    /// for anything else (the entry is the hardware's or of another kind,
+    /// the gate is closed, the cursor is at the ring's end), which
+    /// [`single_slow`](Self::single_slow) sorts out.
+    ///
+    /// The registry's generation is not loaded here: every bump closes the
+    /// gate this compares the owner byte with (see [`Gate`]), so a poll
+    /// that starts after a bump (after a destroy or a clean request that
+    /// happens before it) comes out here with false and the slow path
+    /// drops the cache and runs the cleans, as the generation check did.
     #[inline(always)]
-    fn poll_single(&mut self, w: &mut Wc) -> Option<usize> {
+    fn poll_single(&mut self, w: &mut Wc) -> bool {
         let p = self.cur_cqe;
+        // Loaded once: the gate lies in its slot, the consumer index goes
+        // into it at the end.
+        let db_ci = self.db_ci;
         // SAFETY: the owner byte of the entry at `ci` (`cur_cqe`, in our
-        // buffer); volatile because the HCA writes it.
+        // buffer, or the sentinel after it); volatile because the HCA
+        // writes it.
         let op_own = unsafe { p.add(OP_OWN).read_volatile() };
         // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
-        // masked compare.
-        if u32::from(op_own & 0xf1) != self.cur_owner {
-            // Another opcode of ours goes to `poll_more`, which loads the
-            // owner byte again (as this does: fewer live registers above).
-            let ci = self.ci;
-            return if sw_owned(self.op_own(ci), ci, self.ncqe) { None } else { Some(0) };
+        // masked compare, against the gate (the owner bit, or CLOSED).
+        // SAFETY: `db_ci` is `self.db_ci` (see `gate_word`).
+        if u32::from(op_own & 0xf1) != unsafe { gate_at(db_ci) }.load(Ordering::Relaxed) {
+            return false;
         }
         // The rest of the entry is read after its owner byte.
         barrier::from_device();
         // The reads of `p` below: fields of a whole 64-byte entry the HCA
         // handed to software (owner bit checked, barrier passed), read as
-        // plain bytes, never referenced.
+        // plain bytes, never referenced. It is not the sentinel (whose
+        // owner byte no gate value matches).
         // SAFETY: see above; `rsn_off` is 32 or 56, 4-aligned (entries are
         // 64-aligned).
         let rsn = unsafe { p.add(self.rsn_off).cast::<u32>().read() };
         if rsn_key(rsn) != self.cur_rsn_key {
-            return None;
+            return false;
         }
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
         // `forget`), so the matched key means it is set.
@@ -575,11 +637,58 @@ impl<M: Mmio> Cq<M> {
         unsafe { &*self.cur_tail }.store(end, Ordering::Release);
         let ci = self.ci.wrapping_add(1);
         self.ci = ci;
-        // One past `p`: at most the ring's end.
-        // SAFETY: `p` is an entry of the buffer.
-        self.step_cursor(ci, unsafe { p.add(CQE_SIZE) });
-        self.publish_ci(ci);
-        Some(1)
+        // The next entry, or the sentinel after the ring's last one (no
+        // test here: the next call stops at the sentinel and wraps).
+        // SAFETY: `p` is an entry of the ring, so `p + 1` is at most `end`.
+        self.cur_cqe = unsafe { p.add(CQE_SIZE) };
+        // SAFETY: `db_ci` is `self.db_ci`.
+        unsafe { publish_ci_at(db_ci, ci) };
+        true
+    }
+
+    /// [`poll`](Self::poll) of one entry after [`poll_single`](Self::poll_single) declined.
+    #[inline(never)]
+    fn poll_single_slow(&mut self, w: &mut Wc) -> usize {
+        usize::from(self.single_slow(w))
+    }
+
+    /// [`poll_one`](Self::poll_one) after [`poll_single`](Self::poll_single) declined.
+    #[inline(never)]
+    fn poll_one_slow(&mut self, w: &mut Wc) -> bool {
+        self.single_slow(w)
+    }
+
+    /// A one-entry poll the fast path declined: drops the cache (and runs
+    /// the cleans requested) when the generation moved, wraps the cursor at
+    /// the sentinel, opens the gate; tries the fast path again if any of
+    /// that changed something; else (or if it declines again) takes the
+    /// entry at `ci` through [`poll_more`](Self::poll_more), or returns
+    /// false when it is the hardware's.
+    #[inline(always)]
+    fn single_slow(&mut self, w: &mut Wc) -> bool {
+        // Acquire: see `Registry::generation`.
+        let generation = self.registry.generation();
+        let mut again = false;
+        if generation != self.cache.generation {
+            self.forget(generation);
+            again = true;
+        }
+        if self.cur_cqe == self.end {
+            self.wrap_cursor();
+            again = true;
+        }
+        if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
+            self.set_gate(self.cur_owner);
+            again = true;
+        }
+        if again && self.poll_single(w) {
+            return true;
+        }
+        let ci = self.ci;
+        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
+            return false;
+        }
+        self.poll_more(core::slice::from_mut(w), 0) == 1
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
@@ -624,40 +733,60 @@ impl<M: Mmio> Cq<M> {
         self.publish_ci(ci);
     }
 
-    /// `cur_cqe` and `cur_owner` for the consumer index `ci` just moved
-    /// forward to, with `next` the entry after the last one consumed (an
-    /// entry, or one past the ring's end when `ci` wrapped to index 0): the
-    /// cursor without [`sync_cursor`](Self::sync_cursor)'s mask and shift.
-    /// Only for moves that crossed no ring end before reaching `ci`.
-    #[inline(always)]
-    fn step_cursor(&mut self, ci: u32, next: *mut u8) {
-        if ci & self.mask == 0 {
-            // The ring's end (once a pass): the first entry, with the other
-            // owner bit. Laid out off the straight line.
-            cold();
-            self.cur_cqe = self.base;
-            self.cur_owner ^= 1;
-        } else {
-            self.cur_cqe = next;
-        }
+    /// The cursor at the sentinel (`ci` at index 0, once a pass): the
+    /// first entry, with the other owner bit.
+    #[cold]
+    #[inline(never)]
+    fn wrap_cursor(&mut self) {
+        self.cur_cqe = self.base;
+        self.set_owner(self.cur_owner ^ 1);
     }
 
     /// `cur_cqe` and `cur_owner` for the consumer index.
     #[inline(always)]
     fn sync_cursor(&mut self) {
         self.cur_cqe = self.entry(self.ci);
-        self.cur_owner = (self.ci >> self.log_ncqe) & 1;
+        let owner = (self.ci >> self.log_ncqe) & 1;
+        if owner != self.cur_owner {
+            self.set_owner(owner);
+        }
+    }
+
+    /// A new `cur_owner`, mirrored into the gate.
+    #[cold]
+    fn set_owner(&mut self, owner: u32) {
+        self.cur_owner = owner;
+        self.set_gate(owner);
+    }
+
+    /// The gate word in `db`'s slot ([`Gate`]).
+    #[inline(always)]
+    fn gate_word(&self) -> &AtomicU32 {
+        // SAFETY: `db_ci` is `self.db_ci`.
+        unsafe { gate_at(self.db_ci) }
+    }
+
+    /// Opens the gate with owner bit `owner` (`cur_owner`), unless the
+    /// generation moved since the cache was last dropped: then it closes it
+    /// again. The store and the generation load are SeqCst, as are the
+    /// bump and the close in `Registry::bump`: if a bump's close comes
+    /// before this store in the gate word's order, the load here sees the
+    /// bump; if after, the gate is closed. So an open gate means the cache
+    /// is as new as the last bump a poll could be ordered after.
+    #[cold]
+    fn set_gate(&self, owner: u32) {
+        let gate = self.gate_word();
+        gate.store(owner, Ordering::SeqCst);
+        if self.registry.generation() != self.cache.generation {
+            gate.store(Gate::CLOSED, Ordering::SeqCst);
+        }
     }
 
     /// Publishes consumer index `ci` (`CQ_SET_CI`).
     #[inline(always)]
     fn publish_ci(&mut self, ci: u32) {
-        // Our copies are done before the HCA may reuse the entries.
-        barrier::cqe_reads_done();
-        // SAFETY: consumer-index word of our doorbell record (cached
-        // pointer into `self.db`, alive as long as `self`); one atomic
-        // big-endian store, read by the HCA.
-        unsafe { crate::mlx5::mem::store_word(self.db_ci, ci & 0x00ff_ffff) };
+        // SAFETY: `self.db_ci`.
+        unsafe { publish_ci_at(self.db_ci, ci) }
     }
 
     /// [`poll_req`](Self::poll_req) for this CQ's CQE version.
