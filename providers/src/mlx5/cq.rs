@@ -635,14 +635,24 @@ impl<M: Mmio> Cq<M> {
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
         unsafe { &*self.cur_tail }.store(end, Ordering::Release);
-        let ci = self.ci.wrapping_add(1);
-        self.ci = ci;
+        // `publish_ci_at` written out, so that both fields are stepped in
+        // place (one add to memory each, as no register keeps them): `ci`,
+        // then loaded again for the doorbell record (a volatile read of our
+        // own field: the compiler would otherwise keep the sum in a register
+        // and store it, one instruction more); `cur_cqe` last.
+        self.ci = self.ci.wrapping_add(1);
+        // Our copies are done before the HCA may reuse the entry.
+        barrier::cqe_reads_done();
+        // SAFETY: a plain read of a field of `self`.
+        let ci = unsafe { ptr::read_volatile(&self.ci) };
+        // SAFETY: `db_ci` is `self.db_ci`, the consumer-index word of our
+        // doorbell record; one atomic big-endian store, read by the HCA.
+        unsafe { crate::mlx5::mem::store_word(db_ci, ci & 0x00ff_ffff) };
         // The next entry, or the sentinel after the ring's last one (no
         // test here: the next call stops at the sentinel and wraps).
-        // SAFETY: `p` is an entry of the ring, so `p + 1` is at most `end`.
-        self.cur_cqe = unsafe { p.add(CQE_SIZE) };
-        // SAFETY: `db_ci` is `self.db_ci`.
-        unsafe { publish_ci_at(db_ci, ci) };
+        // SAFETY: `cur_cqe` is `p`, an entry of the ring, so `p + 1` is at
+        // most `end`.
+        self.cur_cqe = unsafe { self.cur_cqe.add(CQE_SIZE) };
         true
     }
 
