@@ -22,7 +22,7 @@ use crate::mlx5::barrier;
 use crate::mlx5::cqe::{opcode, req_kind, status_of, sw_owned, Cqe64, ReqLen, CQE_SIZE, OP_OWN, OP_OWN_INIT};
 use crate::mlx5::mem::{DbRec, DmaBuf, Gate, GATE_WORD};
 use crate::mlx5::mmio::{Mmio, UarMmio};
-use crate::mlx5::qp::{FinishError, QpShared, SqSlot};
+use crate::mlx5::qp::{FinishError, QpShared, SqSlot, TAIL_OFFSET};
 use crate::mlx5::srq::SrqShared;
 use crate::mlx5::table::Registry;
 use crate::mlx5::uar::{RegInfo, UarPage, CQ_DOORBELL, UAR_SIZE};
@@ -118,14 +118,14 @@ pub struct Cq<M: Mmio = UarMmio> {
     log_ncqe: u32,
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
     /// (`u32::MAX`, which no key equals, when nothing is cached), its number
-    /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots, their
-    /// mask as a byte offset (`sq.mask << 4`, see [`slot_offset`]) and its
-    /// retire counter (pointers into `cache.qp`).
+    /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots (a
+    /// pointer into `cache.qp`; the retire counter lies [`TAIL_OFFSET`]
+    /// bytes before them, see [`tail_of`]) and their mask as a byte offset
+    /// (`sq.mask << 4`, see [`slot_offset`]).
     cur_rsn_key: u32,
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
     cur_slot_mask: u32,
-    cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
     cache: Cache,
@@ -136,8 +136,8 @@ pub struct Cq<M: Mmio = UarMmio> {
     buf: DmaBuf,
 }
 
-// SAFETY: `base`, `end` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
-// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
+// SAFETY: `base`, `end` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots`
+// into the `Arc` in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
 // `QpShared` words are accessed atomically (`QpShared` is `Sync`).
@@ -161,6 +161,23 @@ const fn rsn_key(raw: u32) -> u32 {
     } else {
         raw & 0x00ff_ffff
     }
+}
+
+/// The send queue's retire counter ([`SqShared::tail`]) of the QP whose
+/// slot array is `slots` ([`SqShared::slots_ptr`]): [`TAIL_OFFSET`] bytes
+/// before it, in the same allocation.
+///
+/// # Safety
+/// `slots` is a live QP's `sq.slots_ptr()`; the reference lives no longer
+/// than that QP's `QpShared`.
+///
+/// [`SqShared::tail`]: crate::mlx5::qp::SqShared::tail
+/// [`SqShared::slots_ptr`]: crate::mlx5::qp::SqShared::slots_ptr
+#[inline(always)]
+unsafe fn tail_of<'a>(slots: *const SqSlot) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract; `slots_ptr` is derived from the whole
+    // array, whose entry 0 holds the counter.
+    unsafe { &*slots.byte_sub(TAIL_OFFSET).cast::<AtomicU64>() }
 }
 
 /// The gate word ([`Gate`]) of the CQ whose consumer-index word is `db_ci`.
@@ -404,7 +421,6 @@ impl Context {
             cur_qpn_word: 0,
             cur_slots: ptr::null(),
             cur_slot_mask: 0,
-            cur_tail: ptr::null(),
             db_ci: db.word_ptr(0),
             cache: Cache { generation, ..Default::default() },
             registry: self.registry().clone(),
@@ -613,13 +629,18 @@ impl<M: Mmio> Cq<M> {
         // SAFETY: the CQE read is as above. `cur_slots` points into the
         // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset is
         // a slot's, masked to the array's length.
-        let slot = unsafe { &*self.cur_slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
+        let slots = self.cur_slots;
+        // SAFETY: as above.
+        let slot = unsafe { &*slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
         let q = ptr::from_mut(w).cast::<u64>();
         // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
         // asserted above), any bytes are valid. Written in this order (the
-        // slot's `wr_id` first) so that fewer values are live at once.
+        // slot first, and retired at once) so that fewer values are live at
+        // once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
-        let end = slot.end.load(Ordering::Relaxed);
+        // Release: the slot's wr_id was read before the poster reuses it.
+        // SAFETY: `slots` is the slot array of `cache.qp` (see above).
+        unsafe { tail_of(slots) }.store(slot.end.load(Ordering::Relaxed), Ordering::Release);
         // `sop_drop_qpn`'s top byte: the send opcode.
         // SAFETY: see above.
         let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
@@ -632,9 +653,6 @@ impl<M: Mmio> Cq<M> {
                 w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
             }
         }
-        // Release: the slot's wr_id was read before the poster reuses it.
-        // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-        unsafe { &*self.cur_tail }.store(end, Ordering::Release);
         // `publish_ci_at` written out, so that both fields are stepped in
         // place (one add to memory each, as no register keeps them): `ci`,
         // then loaded again for the doorbell record (a volatile read of our
@@ -894,8 +912,8 @@ impl<M: Mmio> Cq<M> {
             let end = unsafe { &*slots.byte_add(slot_offset(p.sub(CQE_SIZE), slot_mask)) }.end.load(Ordering::Relaxed);
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
-            // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(end, Ordering::Release);
+            // SAFETY: `slots` is the slot array of `cache.qp` (see above).
+            unsafe { tail_of(slots) }.store(end, Ordering::Release);
         }
         (n, p)
     }
@@ -922,7 +940,6 @@ impl<M: Mmio> Cq<M> {
         self.cur_rsn_key = u32::MAX;
         self.cur_qpn_word = 0;
         self.cur_slots = ptr::null();
-        self.cur_tail = ptr::null();
         // Requests are pushed before the generation moves, so they are seen here.
         self.apply_cleans();
     }
@@ -973,7 +990,6 @@ impl<M: Mmio> Cq<M> {
             self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slots_ptr();
             self.cur_slot_mask = q.sq.mask << 4;
-            self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);
         }
         self.cache.qp.as_deref()
@@ -991,7 +1007,7 @@ impl<M: Mmio> Cq<M> {
             let slot = qp.sq.slot(idx);
             let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(end, Ordering::Release);
+            qp.sq.tail().store(end, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -1053,7 +1069,7 @@ impl<M: Mmio> Cq<M> {
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
                 let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
-                qp.sq.tail.store(end, Ordering::Release);
+                qp.sq.tail().store(end, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {
