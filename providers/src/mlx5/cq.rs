@@ -110,10 +110,12 @@ pub struct Cq<M: Mmio = UarMmio> {
     cur_owner: u32,
     arm_sn: u32,
     cqn: u32,
+    /// CQE version 1 (the default): requester CQEs name their QP in
+    /// `srqn_uidx` (byte 32), version 0 in `sop_drop_qpn` (byte 56). The
+    /// one-entry fast path is written for version 1 only (the offset a
+    /// constant); a version-0 CQ's gate stays closed, and its one-entry
+    /// polls take the same decode from [`single_slow`](Self::single_slow).
     cqe_v1: bool,
-    /// Where a requester CQE names its QP: 32 (`srqn_uidx`, CQE version 1)
-    /// or 56 (`sop_drop_qpn`, version 0).
-    rsn_off: usize,
     /// log2(ncqe): the owner bit expected at `ci` is `ci >> log_ncqe & 1`.
     log_ncqe: u32,
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
@@ -415,7 +417,6 @@ impl Context {
             arm_sn: 0,
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
-            rsn_off: if self.device().cqe_version >= 1 { 32 } else { 56 },
             log_ncqe: ncqe.trailing_zeros(),
             cur_rsn_key: u32::MAX,
             cur_qpn_word: 0,
@@ -515,7 +516,7 @@ impl<M: Mmio> Cq<M> {
         // One at a time (a common way to poll) is decoded here, with no
         // frame of its own: every other way out is a tail call.
         let [one] = out else { return self.poll_batch(out) };
-        if self.poll_single(one) {
+        if self.poll_single::<32, true>(one) {
             1
         } else {
             self.poll_single_slow(one)
@@ -531,7 +532,7 @@ impl<M: Mmio> Cq<M> {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_one(&mut self, w: &mut Wc) -> bool {
-        self.poll_single(w) || self.poll_one_slow(w)
+        self.poll_single::<32, true>(w) || self.poll_one_slow(w)
     }
 
     /// [`poll`](Self::poll) into any number of `Wc`s but one: after the
@@ -596,8 +597,13 @@ impl<M: Mmio> Cq<M> {
     /// that starts after a bump (after a destroy or a clean request that
     /// happens before it) comes out here with false and the slow path
     /// drops the cache and runs the cleans, as the generation check did.
+    ///
+    /// `RSN_OFF`: where the CQE names its QP (32 with CQE version 1, 56
+    /// with 0). `GATED`: the owner bit comes from the gate; else (a
+    /// version-0 CQ, whose gate stays closed, from `single_slow` after its
+    /// generation check) from `cur_owner`.
     #[inline(always)]
-    fn poll_single(&mut self, w: &mut Wc) -> bool {
+    fn poll_single<const RSN_OFF: usize, const GATED: bool>(&mut self, w: &mut Wc) -> bool {
         let p = self.cur_cqe;
         // Loaded once: the gate lies in its slot, the consumer index goes
         // into it at the end.
@@ -608,8 +614,13 @@ impl<M: Mmio> Cq<M> {
         let op_own = unsafe { p.add(OP_OWN).read_volatile() };
         // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
         // masked compare, against the gate (the owner bit, or CLOSED).
-        // SAFETY: `db_ci` is `self.db_ci` (see `gate_word`).
-        if u32::from(op_own & 0xf1) != unsafe { gate_at(db_ci) }.load(Ordering::Relaxed) {
+        let owner = if GATED {
+            // SAFETY: `db_ci` is `self.db_ci` (see `gate_word`).
+            unsafe { gate_at(db_ci) }.load(Ordering::Relaxed)
+        } else {
+            self.cur_owner
+        };
+        if u32::from(op_own & 0xf1) != owner {
             return false;
         }
         // The rest of the entry is read after its owner byte.
@@ -618,9 +629,9 @@ impl<M: Mmio> Cq<M> {
         // handed to software (owner bit checked, barrier passed), read as
         // plain bytes, never referenced. It is not the sentinel (whose
         // owner byte no gate value matches).
-        // SAFETY: see above; `rsn_off` is 32 or 56, 4-aligned (entries are
+        // SAFETY: see above; `RSN_OFF` is 32 or 56, 4-aligned (entries are
         // 64-aligned).
-        let rsn = unsafe { p.add(self.rsn_off).cast::<u32>().read() };
+        let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
         if rsn_key(rsn) != self.cur_rsn_key {
             return false;
         }
@@ -705,12 +716,20 @@ impl<M: Mmio> Cq<M> {
             self.wrap_cursor();
             again = true;
         }
-        if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
-            self.set_gate(self.cur_owner);
-            again = true;
-        }
-        if again && self.poll_single(w) {
-            return true;
+        if !self.cqe_v1 {
+            // Version 0: the gate stays closed; the generation was checked
+            // above.
+            if self.poll_single::<56, false>(w) {
+                return true;
+            }
+        } else {
+            if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
+                self.set_gate(self.cur_owner);
+                again = true;
+            }
+            if again && self.poll_single::<32, true>(w) {
+                return true;
+            }
         }
         let ci = self.ci;
         if !sw_owned(self.op_own(ci), ci, self.ncqe) {
@@ -803,6 +822,10 @@ impl<M: Mmio> Cq<M> {
     /// is as new as the last bump a poll could be ordered after.
     #[cold]
     fn set_gate(&self, owner: u32) {
+        if !self.cqe_v1 {
+            // A version-0 CQ's gate stays closed (see `cqe_v1`).
+            return;
+        }
         let gate = self.gate_word();
         gate.store(owner, Ordering::SeqCst);
         if self.registry.generation() != self.cache.generation {
