@@ -257,7 +257,7 @@ const _: () = {
 
 /// A successful requester completion of one send opcode, as the `Wc`
 /// bytes that do not depend on the CQE or the QP: two 16-byte copies.
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 #[derive(Clone, Copy)]
 struct ReqFast {
     /// `Wc` bytes 8..24: `status` SUCCESS, `opcode`, `vendor_err` 0,
@@ -265,6 +265,11 @@ struct ReqFast {
     mid: [u64; 2],
     /// `Wc` bytes 32..48: `src_qp` 0, `wc_flags`, and the rest 0.
     tail: [u64; 2],
+    /// 0, or (RDMA READ, whose `byte_len` comes from the CQE) a bit above
+    /// the 24 of a resource-number key: the one-entry fast path XORs it into
+    /// the key it compares, so that one compare also declines READ, which
+    /// the slow path's decode (the same, with the length test) then takes.
+    decline: u32,
 }
 
 /// [`ReqFast::mid`]'s `byte_len` for RDMA READ: `byte_len` is the CQE's
@@ -282,13 +287,13 @@ impl ReqFast {
 
 /// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
 /// top byte, all of it: no mask, so the fast path decodes every byte as
-/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
-/// of read-only data, of which a poll touches the 32-byte entries of the
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 16 KiB
+/// of read-only data, of which a poll touches the 64-byte entries of the
 /// opcodes it sees. A `const`, not a `static`: the compiler then knows the
 /// contents (the READ test is a compare of the opcode byte, and the table's
 /// address is PC-relative, not loaded through the GOT).
 const REQ_FAST: [ReqFast; 256] = {
-    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 256];
+    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2], decline: 0 }; 256];
     let mut i = 0;
     while i < 256 {
         let k = req_kind(i as u8);
@@ -298,7 +303,8 @@ const REQ_FAST: [ReqFast; 256] = {
             ReqLen::Eight => 8,
         };
         let flags = if k.with_imm { WcFlags::WITH_IMM.bits() } else { 0 };
-        t[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0] };
+        let decline = if len == LEN_FROM_CQE { 1 << 24 } else { 0 };
+        t[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0], decline };
         i += 1;
     }
     t
@@ -516,7 +522,7 @@ impl<M: Mmio> Cq<M> {
         // One at a time (a common way to poll) is decoded here, with no
         // frame of its own: every other way out is a tail call.
         let [one] = out else { return self.poll_batch(out) };
-        if self.poll_single::<32, true>(one) {
+        if self.poll_single::<32, true, false>(one) {
             1
         } else {
             self.poll_single_slow(one)
@@ -532,7 +538,7 @@ impl<M: Mmio> Cq<M> {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_one(&mut self, w: &mut Wc) -> bool {
-        self.poll_single::<32, true>(w) || self.poll_one_slow(w)
+        self.poll_single::<32, true, false>(w) || self.poll_one_slow(w)
     }
 
     /// [`poll`](Self::poll) into any number of `Wc`s but one: after the
@@ -601,9 +607,12 @@ impl<M: Mmio> Cq<M> {
     /// `RSN_OFF`: where the CQE names its QP (32 with CQE version 1, 56
     /// with 0). `GATED`: the owner bit comes from the gate; else (a
     /// version-0 CQ, whose gate stays closed, from `single_slow` after its
-    /// generation check) from `cur_owner`.
+    /// generation check) from `cur_owner`. `ALL_OPS`: every send opcode;
+    /// else RDMA READ (the one whose `byte_len` is the CQE's) is declined
+    /// by the resource-number compare ([`ReqFast::decline`]), which saves
+    /// the length test on the inlined path; `single_slow` takes it.
     #[inline(always)]
-    fn poll_single<const RSN_OFF: usize, const GATED: bool>(&mut self, w: &mut Wc) -> bool {
+    fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool>(&mut self, w: &mut Wc) -> bool {
         let p = self.cur_cqe;
         // Loaded once: the gate lies in its slot, the consumer index goes
         // into it at the end.
@@ -632,7 +641,12 @@ impl<M: Mmio> Cq<M> {
         // SAFETY: see above; `RSN_OFF` is 32 or 56, 4-aligned (entries are
         // 64-aligned).
         let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
-        if rsn_key(rsn) != self.cur_rsn_key {
+        // `sop_drop_qpn`'s top byte: the send opcode.
+        // SAFETY: see above.
+        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
+        // Without `ALL_OPS`, RDMA READ's `decline` bit makes the key differ.
+        let key = if ALL_OPS { rsn_key(rsn) } else { rsn_key(rsn) ^ k.decline };
+        if key != self.cur_rsn_key {
             return false;
         }
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
@@ -652,15 +666,12 @@ impl<M: Mmio> Cq<M> {
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `slots` is the slot array of `cache.qp` (see above).
         unsafe { tail_of(slots) }.store(slot.end.load(Ordering::Relaxed), Ordering::Release);
-        // `sop_drop_qpn`'s top byte: the send opcode.
-        // SAFETY: see above.
-        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
         // SAFETY: as for `wr_id`; the CQE read is as above.
         unsafe {
             q.add(1).cast::<[u64; 2]>().write(k.mid);
             q.add(3).write(self.cur_qpn_word);
             q.add(4).cast::<[u64; 2]>().write(k.tail);
-            if k.len_from_cqe() {
+            if ALL_OPS && k.len_from_cqe() {
                 w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
             }
         }
@@ -699,35 +710,32 @@ impl<M: Mmio> Cq<M> {
 
     /// A one-entry poll the fast path declined: drops the cache (and runs
     /// the cleans requested) when the generation moved, wraps the cursor at
-    /// the sentinel, opens the gate; tries the fast path again if any of
-    /// that changed something; else (or if it declines again) takes the
-    /// entry at `ci` through [`poll_more`](Self::poll_more), or returns
-    /// false when it is the hardware's.
+    /// the sentinel, opens the gate; tries the fast path again (now for
+    /// every send opcode); if it declines again, takes the entry at `ci`
+    /// through [`poll_more`](Self::poll_more), or returns false when it is
+    /// the hardware's.
     #[inline(always)]
     fn single_slow(&mut self, w: &mut Wc) -> bool {
         // Acquire: see `Registry::generation`.
         let generation = self.registry.generation();
-        let mut again = false;
         if generation != self.cache.generation {
             self.forget(generation);
-            again = true;
         }
         if self.cur_cqe == self.end {
             self.wrap_cursor();
-            again = true;
         }
         if !self.cqe_v1 {
             // Version 0: the gate stays closed; the generation was checked
             // above.
-            if self.poll_single::<56, false>(w) {
+            if self.poll_single::<56, false, true>(w) {
                 return true;
             }
         } else {
             if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
                 self.set_gate(self.cur_owner);
-                again = true;
             }
-            if again && self.poll_single::<32, true>(w) {
+            // Also RDMA READ, which the inlined fast path declines.
+            if self.poll_single::<32, true, true>(w) {
                 return true;
             }
         }
