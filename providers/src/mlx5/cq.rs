@@ -257,7 +257,7 @@ const _: () = {
 
 /// A successful requester completion of one send opcode, as the `Wc`
 /// bytes that do not depend on the CQE or the QP: two 16-byte copies.
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 #[derive(Clone, Copy)]
 struct ReqFast {
     /// `Wc` bytes 8..24: `status` SUCCESS, `opcode`, `vendor_err` 0,
@@ -265,11 +265,20 @@ struct ReqFast {
     mid: [u64; 2],
     /// `Wc` bytes 32..48: `src_qp` 0, `wc_flags`, and the rest 0.
     tail: [u64; 2],
-    /// 0, or (RDMA READ, whose `byte_len` comes from the CQE) a bit above
-    /// the 24 of a resource-number key: the one-entry fast path XORs it into
-    /// the key it compares, so that one compare also declines READ, which
-    /// the slow path's decode (the same, with the length test) then takes.
-    decline: u32,
+}
+
+/// [`REQ_FAST`] and, after it in the same constant (so that one address
+/// serves both), per send opcode byte the bit the one-entry fast path XORs
+/// into the resource-number key it compares: 0, or for RDMA READ (whose
+/// `byte_len` comes from the CQE) a bit above the key's 24, so that the one
+/// compare also declines READ, which `single_slow` then takes (with the
+/// length test). Indexed by the byte itself (times 4), not by the entry
+/// offset (times 32): the byte is then the register the entry offset is
+/// shifted in, with no copy.
+#[repr(C)]
+struct ReqTables {
+    fast: [ReqFast; 256],
+    decline: [u32; 256],
 }
 
 /// [`ReqFast::mid`]'s `byte_len` for RDMA READ: `byte_len` is the CQE's
@@ -287,13 +296,16 @@ impl ReqFast {
 
 /// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
 /// top byte, all of it: no mask, so the fast path decodes every byte as
-/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 16 KiB
-/// of read-only data, of which a poll touches the 64-byte entries of the
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
+/// of read-only data, of which a poll touches the 32-byte entries of the
 /// opcodes it sees. A `const`, not a `static`: the compiler then knows the
 /// contents (the READ test is a compare of the opcode byte, and the table's
 /// address is PC-relative, not loaded through the GOT).
-const REQ_FAST: [ReqFast; 256] = {
-    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2], decline: 0 }; 256];
+const REQ_FAST: [ReqFast; 256] = REQ.fast;
+
+/// See [`ReqTables`].
+const REQ: ReqTables = {
+    let mut t = ReqTables { fast: [ReqFast { mid: [0; 2], tail: [0; 2] }; 256], decline: [0; 256] };
     let mut i = 0;
     while i < 256 {
         let k = req_kind(i as u8);
@@ -303,8 +315,8 @@ const REQ_FAST: [ReqFast; 256] = {
             ReqLen::Eight => 8,
         };
         let flags = if k.with_imm { WcFlags::WITH_IMM.bits() } else { 0 };
-        let decline = if len == LEN_FROM_CQE { 1 << 24 } else { 0 };
-        t[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0], decline };
+        t.fast[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0] };
+        t.decline[i] = if len == LEN_FROM_CQE { 1 << 24 } else { 0 };
         i += 1;
     }
     t
@@ -609,7 +621,7 @@ impl<M: Mmio> Cq<M> {
     /// version-0 CQ, whose gate stays closed, from `single_slow` after its
     /// generation check) from `cur_owner`. `ALL_OPS`: every send opcode;
     /// else RDMA READ (the one whose `byte_len` is the CQE's) is declined
-    /// by the resource-number compare ([`ReqFast::decline`]), which saves
+    /// by the resource-number compare ([`ReqTables::decline`]), which saves
     /// the length test on the inlined path; `single_slow` takes it.
     #[inline(always)]
     fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool>(&mut self, w: &mut Wc) -> bool {
@@ -643,9 +655,10 @@ impl<M: Mmio> Cq<M> {
         let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
         // `sop_drop_qpn`'s top byte: the send opcode.
         // SAFETY: see above.
-        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
-        // Without `ALL_OPS`, RDMA READ's `decline` bit makes the key differ.
-        let key = if ALL_OPS { rsn_key(rsn) } else { rsn_key(rsn) ^ k.decline };
+        let op = usize::from(unsafe { p.add(56).read() });
+        let tables = &REQ;
+        // Without `ALL_OPS`, RDMA READ's decline bit makes the key differ.
+        let key = if ALL_OPS { rsn_key(rsn) } else { rsn_key(rsn) ^ tables.decline[op] };
         if key != self.cur_rsn_key {
             return false;
         }
@@ -666,6 +679,7 @@ impl<M: Mmio> Cq<M> {
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `slots` is the slot array of `cache.qp` (see above).
         unsafe { tail_of(slots) }.store(slot.end.load(Ordering::Relaxed), Ordering::Release);
+        let k = &tables.fast[op];
         // SAFETY: as for `wr_id`; the CQE read is as above.
         unsafe {
             q.add(1).cast::<[u64; 2]>().write(k.mid);
