@@ -280,11 +280,6 @@ impl Gate {
     pub(crate) fn close(&self) {
         self.word().store(Self::CLOSED, Ordering::SeqCst);
     }
-    /// The value (tests).
-    #[cfg(test)]
-    pub(crate) fn load(&self) -> u32 {
-        self.word().load(Ordering::SeqCst)
-    }
     /// The word's address, which identifies the record.
     pub(crate) fn id(&self) -> usize {
         self.ptr as usize
