@@ -9,7 +9,11 @@
 //! `barrier::from_device()`) plain reads of the fields the fast path needs
 //! or a copy of the whole 64-byte entry, never through a reference. The
 //! fast path writes `Wc`s as whole 8- and 16-byte words. `clean_qp` moves software-owned entries with raw
-//! copies.
+//! copies. The buffer has a sentinel entry after the ring, never the HCA's.
+//! The poll gate (`Gate`, a word of the doorbell record's slot that the
+//! registry closes on every generation bump) and the send queue's retire
+//! counter (reached from the cached slot pointer) are only accessed
+//! atomically.
 #![allow(unsafe_code)]
 
 use core::ptr;
@@ -145,11 +149,13 @@ pub struct Cq<M: Mmio = UarMmio> {
 // `QpShared` words are accessed atomically (`QpShared` is `Sync`).
 unsafe impl<M: Mmio + Send> Send for Cq<M> {}
 // SAFETY: the public `&self` methods only read plain fields of this value
-// (numbers, the buffer's and doorbell record's addresses). The private
-// `&self` helpers that dereference the raw pointers (`entry`, `op_own`,
-// `poll_req`, `poll_run`: CQE reads, slot loads, the retire-counter store)
-// are only called from `&mut self` methods (`poll`, `clean_qp`), so two
-// threads never run them on one CQ at once.
+// (numbers, the buffer's and doorbell record's addresses) or, `is_empty`,
+// one owner byte (volatile). The private `&self` helpers that dereference
+// the raw pointers (`entry`, `op_own`, `poll_req`, `poll_run`: CQE reads,
+// slot loads, the retire-counter store; `set_gate`, `gate_word`: atomic
+// accesses to the gate) are only called from `&mut self` methods (`poll`,
+// `poll_one`, `clean_qp`) or while the value is built, so two threads never
+// run them on one CQ at once.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,

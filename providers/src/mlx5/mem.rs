@@ -111,7 +111,7 @@ struct DbPage {
 /// lives as long as any record of it).
 ///
 /// The HCA reads the first 8 bytes of a slot (the record's two words). A CQ
-/// keeps its poll gate ([`Gate`]) in bytes 8..12 of its own slot, which the
+/// keeps its poll gate (`Gate`) in bytes 8..12 of its own slot, which the
 /// HCA never reads: slots are therefore at least 16 bytes apart.
 #[derive(Debug)]
 pub struct DbRecPool {

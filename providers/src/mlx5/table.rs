@@ -6,7 +6,7 @@
 //! (`cur_rsc`). Here the registry holds `Arc`s; a CQ caches the last one
 //! and drops its cache whenever the registry's generation moves (every
 //! removal bumps it), so a stale entry is never used. Every bump also
-//! closes the poll gate of every CQ of the context ([`Gate`]), which is
+//! closes the poll gate of every CQ of the context (`mem::Gate`), which is
 //! how the CQs' one-entry fast path learns of it without loading the
 //! generation.
 
@@ -142,8 +142,9 @@ impl Registry {
     /// Asks CQ `cqn` to clean `qp` out of its ring ([`Cq::clean_qp`]) the
     /// next time its poller runs: for a safe layer whose CQ poller cannot be
     /// reached when a QP is destroyed or reset (the CQ is polled through
-    /// `&mut` without a lock). Bumps the generation, which `Cq::poll` already
-    /// checks on every call, so the clean costs the fast path nothing.
+    /// `&mut` without a lock). Bumps the generation, which `Cq::poll` of a
+    /// batch checks on every call and which closes the gate the one-entry
+    /// poll compares with anyway, so the clean costs the fast path nothing.
     /// A request already pending for the same CQ and QP is not repeated.
     ///
     /// [`Cq::clean_qp`]: crate::mlx5::Cq::clean_qp
