@@ -273,8 +273,9 @@ struct ReqFast {
     tail: [u64; 2],
 }
 
-/// [`REQ_FAST`] and, after it in the same constant (so that one address
-/// serves both), per send opcode byte the bit the one-entry fast path XORs
+/// The fast path's per-opcode tables, one `const` ([`REQ`]): `fast`, the
+/// `Wc` words, and after it (so that one address serves both), per send
+/// opcode byte the bit the one-entry fast path XORs
 /// into the resource-number key it compares: 0, or for RDMA READ (whose
 /// `byte_len` comes from the CQE) a bit above the key's 24, so that the one
 /// compare also declines READ, which `single_slow` then takes (with the
@@ -283,6 +284,7 @@ struct ReqFast {
 /// shifted in, with no copy.
 #[repr(C)]
 struct ReqTables {
+    /// Indexed by the send opcode byte: see [`REQ`].
     fast: [ReqFast; 256],
     decline: [u32; 256],
 }
@@ -302,14 +304,12 @@ impl ReqFast {
 
 /// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
 /// top byte, all of it: no mask, so the fast path decodes every byte as
-/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
-/// of read-only data, of which a poll touches the 32-byte entries of the
-/// opcodes it sees. A `const`, not a `static`: the compiler then knows the
-/// contents (the READ test is a compare of the opcode byte, and the table's
-/// address is PC-relative, not loaded through the GOT).
-const REQ_FAST: [ReqFast; 256] = REQ.fast;
-
-/// See [`ReqTables`].
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`), and
+/// the decline bits ([`ReqTables`]). 9 KiB of read-only data, of which a
+/// poll touches the 32-byte entries of the opcodes it sees. A `const`, not
+/// a `static`: the compiler then knows the contents (the batch path's READ
+/// test is a compare of the opcode byte, and the table's address is
+/// PC-relative, not loaded through the GOT).
 const REQ: ReqTables = {
     let mut t = ReqTables { fast: [ReqFast { mid: [0; 2], tail: [0; 2] }; 256], decline: [0; 256] };
     let mut i = 0;
@@ -929,7 +929,7 @@ impl<M: Mmio> Cq<M> {
             }
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
-            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
+            let k = &REQ.fast[usize::from(unsafe { p.add(56).read() })];
             // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
             // `forget`), so the matched key means it is set.
             // SAFETY: the CQE read is as above. `slots` points into the
