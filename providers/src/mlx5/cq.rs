@@ -328,6 +328,26 @@ const REQ: ReqTables = {
     t
 };
 
+/// What the one-entry slow path returns: `bool` for `poll_one`, a count
+/// for `poll` (so that each is a tail call of its caller).
+trait Got {
+    fn got(one: bool) -> Self;
+}
+
+impl Got for bool {
+    #[inline(always)]
+    fn got(one: bool) -> bool {
+        one
+    }
+}
+
+impl Got for usize {
+    #[inline(always)]
+    fn got(one: bool) -> usize {
+        usize::from(one)
+    }
+}
+
 /// What [`Cq::poll_other`] found.
 enum Other {
     /// Hardware-owned (or never written): polling stops.
@@ -719,51 +739,77 @@ impl<M: Mmio> Cq<M> {
     /// [`poll`](Self::poll) of one entry after [`poll_single`](Self::poll_single) declined.
     #[inline(never)]
     fn poll_single_slow(&mut self, w: &mut Wc) -> usize {
-        usize::from(self.single_slow(w))
+        self.single_slow::<usize>(w)
     }
 
     /// [`poll_one`](Self::poll_one) after [`poll_single`](Self::poll_single) declined.
     #[inline(never)]
     fn poll_one_slow(&mut self, w: &mut Wc) -> bool {
-        self.single_slow(w)
+        self.single_slow::<bool>(w)
     }
 
     /// A one-entry poll the fast path declined: drops the cache (and runs
-    /// the cleans requested) when the generation moved, wraps the cursor at
-    /// the sentinel, opens the gate; tries the fast path again (now for
-    /// every send opcode); if it declines again, takes the entry at `ci`
-    /// through [`poll_more`](Self::poll_more), or returns false when it is
-    /// the hardware's.
+    /// the cleans requested) when the generation moved; returns nothing
+    /// when the entry at `ci` is the hardware's (an empty CQ: this much,
+    /// with no call and no register saved, is all a busy poller's empty
+    /// polls cost), else takes it in [`single_taken`](Self::single_taken).
+    /// Every other way out is a tail call.
     #[inline(always)]
-    fn single_slow(&mut self, w: &mut Wc) -> bool {
+    fn single_slow<T: Got>(&mut self, w: &mut Wc) -> T {
         // Acquire: see `Registry::generation`.
         let generation = self.registry.generation();
         if generation != self.cache.generation {
-            self.forget(generation);
+            return self.single_stale(w, generation);
         }
+        self.single_entry(w)
+    }
+
+    /// [`single_slow`](Self::single_slow) after the generation moved.
+    #[cold]
+    #[inline(never)]
+    fn single_stale<T: Got>(&mut self, w: &mut Wc, generation: u64) -> T {
+        self.forget(generation);
+        self.single_entry(w)
+    }
+
+    /// The entry at `ci`: nothing when it is the hardware's, else
+    /// [`single_taken`](Self::single_taken).
+    #[inline(always)]
+    fn single_entry<T: Got>(&mut self, w: &mut Wc) -> T {
+        // The entry at `ci` from the cursor (at the sentinel: the ring's
+        // first entry, with the other owner bit), tested as `sw_owned` does.
+        let (p, owner) =
+            if self.cur_cqe == self.end { (self.base, self.cur_owner ^ 1) } else { (self.cur_cqe, self.cur_owner) };
+        // SAFETY: the owner byte of an entry of our buffer; volatile because
+        // the HCA writes it.
+        let op_own = unsafe { p.add(OP_OWN).read_volatile() };
+        if op_own >> 4 == opcode::INVALID || u32::from(op_own & 1) != owner {
+            return T::got(false);
+        }
+        self.single_taken(w)
+    }
+
+    /// A software-owned entry at `ci` the fast path declined: wraps the
+    /// cursor at the sentinel, opens the gate, tries the fast path again
+    /// (now for every send opcode: RDMA READ); if it declines again, takes
+    /// the entry through [`poll_more`](Self::poll_more).
+    #[inline(never)]
+    fn single_taken<T: Got>(&mut self, w: &mut Wc) -> T {
         if self.cur_cqe == self.end {
             self.wrap_cursor();
         }
-        if !self.cqe_v1 {
+        let got = if !self.cqe_v1 {
             // Version 0: the gate stays closed; the generation was checked
-            // above.
-            if self.poll_single::<56, false, true>(w) {
-                return true;
-            }
+            // by the caller.
+            self.poll_single::<56, false, true>(w)
         } else {
             if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
                 self.set_gate(self.cur_owner);
             }
             // Also RDMA READ, which the inlined fast path declines.
-            if self.poll_single::<32, true, true>(w) {
-                return true;
-            }
-        }
-        let ci = self.ci;
-        if !sw_owned(self.op_own(ci), ci, self.ncqe) {
-            return false;
-        }
-        self.poll_more(core::slice::from_mut(w), 0) == 1
+            self.poll_single::<32, true, true>(w)
+        };
+        T::got(got || self.poll_more(core::slice::from_mut(w), 0) == 1)
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
