@@ -3,10 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p rverbs-providers --example mlx5_bench --features mock
-//! mlx5_bench                  # ns/op for post, poll-16, poll-1
-//! mlx5_bench count post N     # N posts, untimed (for callgrind / perf)
-//! mlx5_bench count poll16 N   # N CQEs polled in batches of 16
-//! mlx5_bench count poll1 N    # N CQEs polled one at a time
+//! mlx5_bench                   # ns/op for post, poll-16, poll-1, poll_one
+//! mlx5_bench count post N      # N posts, untimed (for callgrind / perf)
+//! mlx5_bench count poll16 N    # N CQEs polled in batches of 16
+//! mlx5_bench count poll1 N     # N CQEs polled one at a time (`poll`, 1-entry slice)
+//! mlx5_bench count poll_one N  # N CQEs polled one at a time (`poll_one`)
 //! ```
 //!
 //! The measured functions are `bench_post` and `bench_poll` (never
@@ -22,6 +23,7 @@
 //!   outside the measured function.
 //! - `bench_poll`: one `Cq::poll` into a slice; the CQEs (RDMA WRITE
 //!   completions) are produced by the model outside the measured function.
+//! - `bench_poll_one`: one `Cq::poll_one` into one `Wc`, CQEs as above.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -44,6 +46,12 @@ fn bench_post(qp: &mut PostBench, wr: &SendWr<'_>) -> Result<(), PostError> {
 #[inline(never)]
 fn bench_poll(cq: &mut PollBench, out: &mut [Wc]) -> usize {
     cq.poll(out)
+}
+
+/// One `Cq::poll_one` into `w`: the measured unit.
+#[inline(never)]
+fn bench_poll_one(cq: &mut PollBench, w: &mut Wc) -> bool {
+    cq.poll_one(w)
 }
 
 /// Posts `n` one-SGE SENDs; retires them whenever the queue fills.
@@ -70,11 +78,11 @@ fn run_post(n: u64) -> Duration {
     spent
 }
 
-/// Polls `n` CQEs in calls of `batch`; the model produces them (RDMA WRITE
-/// completions) outside the timed region.
+/// Polls `n` CQEs in calls of `batch` (0: `poll_one`); the model produces
+/// them (RDMA WRITE completions) outside the timed region.
 fn run_poll(n: u64, batch: usize) -> Duration {
     let mut cq = PollBench::new(SQ_WR, CQ_DEPTH);
-    let mut out = vec![Wc::default(); batch];
+    let mut out = vec![Wc::default(); batch.max(1)];
     let fill_max = cq.fill_max();
     let mut spent = Duration::ZERO;
     let mut done = 0;
@@ -83,6 +91,12 @@ fn run_poll(n: u64, batch: usize) -> Duration {
         cq.fill(done, fill);
         let mut got = 0;
         let t = Instant::now();
+        if batch == 0 {
+            // `poll_one`.
+            while got < fill {
+                got += u64::from(black_box(bench_poll_one(&mut cq, black_box(&mut out[0]))));
+            }
+        }
         while got < fill {
             got += black_box(bench_poll(&mut cq, black_box(&mut out))) as u64;
         }
@@ -106,7 +120,8 @@ fn main() {
             Some("post") => drop(run_post(n)),
             Some("poll16") => drop(run_poll(n, 16)),
             Some("poll1") => drop(run_poll(n, 1)),
-            _ => eprintln!("usage: mlx5_bench count post|poll16|poll1 N"),
+            Some("poll_one") => drop(run_poll(n, 0)),
+            _ => eprintln!("usage: mlx5_bench count post|poll16|poll1|poll_one N"),
         }
         return;
     }
@@ -117,9 +132,11 @@ fn main() {
     let post = best(REPS, N, run_post);
     let poll16 = best(REPS, N / 4, |n| run_poll(n, 16));
     let poll1 = best(REPS, N / 4, |n| run_poll(n, 1));
+    let poll_one = best(REPS, N / 4, |n| run_poll(n, 0));
     println!("mlx5 fast path on the HCA model (best of {REPS})");
     println!("  post, 1 SGE SEND, no UAR store : {post:6.2} ns/op");
     println!("  poll, batches of 16            : {poll16:6.2} ns/CQE");
     println!("  poll, batches of 1             : {poll1:6.2} ns/CQE");
+    println!("  poll_one                       : {poll_one:6.2} ns/CQE");
     println!("instruction counts: valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*bench_post*' ...");
 }

@@ -694,6 +694,7 @@ fn mock_counts(ws: &Workspace) -> Result<MockCounts> {
         ("mlx5_bench", "post", "*bench_post*"),
         ("mlx5_bench", "poll16", "*bench_poll*"),
         ("mlx5_bench", "poll1", "*bench_poll*"),
+        ("mlx5_bench", "poll_one", "*bench_poll_one*"),
     ] {
         let mut ir = [0u64; 2];
         for (slot, n) in ir.iter_mut().zip([N, 2 * N]) {

@@ -879,6 +879,7 @@ fn mock_table(m: &MockCounts) -> String {
         let what = match case.as_str() {
             "post" => "post of one WR",
             "poll16" => "poll, batches of 16, per CQE",
+            "poll_one" => "poll_one call that returns one CQE",
             _ => "poll call that returns one CQE",
         };
         let goal = mock_goal(p, case);

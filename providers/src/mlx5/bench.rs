@@ -113,6 +113,12 @@ impl PollBench {
         self.cq.poll(out)
     }
 
+    /// [`Cq::poll_one`].
+    #[inline(always)]
+    pub fn poll_one(&mut self, w: &mut Wc) -> bool {
+        self.cq.poll_one(w)
+    }
+
     /// The most completions one [`fill`](Self::fill) may ask for.
     pub fn fill_max(&self) -> u64 {
         u64::from(self.cq.ncqe()).min(u64::from(self.a.sq.max_post()))

@@ -9,20 +9,24 @@
 //! `barrier::from_device()`) plain reads of the fields the fast path needs
 //! or a copy of the whole 64-byte entry, never through a reference. The
 //! fast path writes `Wc`s as whole 8- and 16-byte words. `clean_qp` moves software-owned entries with raw
-//! copies.
+//! copies. The buffer has a sentinel entry after the ring, never the HCA's.
+//! The poll gate (`Gate`, a word of the doorbell record's slot that the
+//! registry closes on every generation bump) and the send queue's retire
+//! counter (reached from the cached slot pointer) are only accessed
+//! atomically.
 #![allow(unsafe_code)]
 
 use core::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::mlx5_abi::{mlx5_ib_create_cq, mlx5_ib_create_cq_resp, MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX};
 
 use crate::mlx5::barrier;
 use crate::mlx5::cqe::{opcode, req_kind, status_of, sw_owned, Cqe64, ReqLen, CQE_SIZE, OP_OWN, OP_OWN_INIT};
-use crate::mlx5::mem::{DbRec, DmaBuf};
+use crate::mlx5::mem::{DbRec, DmaBuf, Gate, GATE_WORD};
 use crate::mlx5::mmio::{Mmio, UarMmio};
-use crate::mlx5::qp::{FinishError, QpShared, SqSlot};
+use crate::mlx5::qp::{FinishError, QpShared, SqSlot, TAIL_OFFSET};
 use crate::mlx5::srq::SrqShared;
 use crate::mlx5::table::Registry;
 use crate::mlx5::uar::{RegInfo, UarPage, CQ_DOORBELL, UAR_SIZE};
@@ -94,31 +98,40 @@ pub struct Cq<M: Mmio = UarMmio> {
     base: *mut u8,
     ncqe: u32,
     mask: u32,
+    /// One past the ring's last entry: the sentinel entry, never the
+    /// HCA's, whose owner byte stays `OP_OWN_INIT` (no gate value matches).
+    end: *mut u8,
     /// Consumer index, free running.
     ci: u32,
     /// The entry at `ci` and the owner bit it has when it is software's
     /// (`ci >> log_ncqe & 1`): set with `ci` (`set_ci`, `clean_qp`), so
-    /// the single-entry poll neither masks nor shifts.
+    /// the single-entry poll neither masks nor shifts. The one-entry fast
+    /// path steps `cur_cqe` without looking for the ring's end, so it may be
+    /// `end` (then `ci` is at index 0 and `cur_owner` is still the last
+    /// pass's): whoever finds it there wraps it ([`wrap_cursor`](Self::wrap_cursor)).
+    /// The gate word of `db` mirrors `cur_owner` while open (see [`Gate`]).
     cur_cqe: *mut u8,
     cur_owner: u32,
     arm_sn: u32,
     cqn: u32,
+    /// CQE version 1 (the default): requester CQEs name their QP in
+    /// `srqn_uidx` (byte 32), version 0 in `sop_drop_qpn` (byte 56). The
+    /// one-entry fast path is written for version 1 only (the offset a
+    /// constant); a version-0 CQ's gate stays closed, and its one-entry
+    /// polls take the same decode from [`single_slow`](Self::single_slow).
     cqe_v1: bool,
-    /// Where a requester CQE names its QP: 32 (`srqn_uidx`, CQE version 1)
-    /// or 56 (`sop_drop_qpn`, version 0).
-    rsn_off: usize,
     /// log2(ncqe): the owner bit expected at `ci` is `ci >> log_ncqe & 1`.
     log_ncqe: u32,
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
     /// (`u32::MAX`, which no key equals, when nothing is cached), its number
-    /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots, their
-    /// mask as a byte offset (`sq.mask << 4`, see [`slot_offset`]) and its
-    /// retire counter (pointers into `cache.qp`).
+    /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots (a
+    /// pointer into `cache.qp`; the retire counter lies [`TAIL_OFFSET`]
+    /// bytes before them, see [`tail_of`]) and their mask as a byte offset
+    /// (`sq.mask << 4`, see [`slot_offset`]).
     cur_rsn_key: u32,
     cur_qpn_word: u64,
     cur_slots: *const SqSlot,
     cur_slot_mask: u32,
-    cur_tail: *const AtomicU64,
     /// Consumer-index word of `db`.
     db_ci: *mut u32,
     cache: Cache,
@@ -129,18 +142,20 @@ pub struct Cq<M: Mmio = UarMmio> {
     buf: DmaBuf,
 }
 
-// SAFETY: `base` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots` and
-// `cur_tail` into the `Arc` in `cache`, all owned by this value; the buffer
+// SAFETY: `base`, `end` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots`
+// into the `Arc` in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
 // `QpShared` words are accessed atomically (`QpShared` is `Sync`).
 unsafe impl<M: Mmio + Send> Send for Cq<M> {}
 // SAFETY: the public `&self` methods only read plain fields of this value
-// (numbers, the buffer's and doorbell record's addresses). The private
-// `&self` helpers that dereference the raw pointers (`entry`, `op_own`,
-// `poll_req`, `poll_run`: CQE reads, slot loads, the retire-counter store)
-// are only called from `&mut self` methods (`poll`, `clean_qp`), so two
-// threads never run them on one CQ at once.
+// (numbers, the buffer's and doorbell record's addresses) or, `is_empty`,
+// one owner byte (volatile). The private `&self` helpers that dereference
+// the raw pointers (`entry`, `op_own`, `poll_req`, `poll_run`: CQE reads,
+// slot loads, the retire-counter store; `set_gate`, `gate_word`: atomic
+// accesses to the gate) are only called from `&mut self` methods (`poll`,
+// `poll_one`, `clean_qp`) or while the value is built, so two threads never
+// run them on one CQ at once.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,
@@ -156,11 +171,49 @@ const fn rsn_key(raw: u32) -> u32 {
     }
 }
 
-/// Marks the branch that calls it unlikely (block placement: the other
-/// one falls through). Does nothing.
-#[cold]
+/// The send queue's retire counter ([`SqShared::tail`]) of the QP whose
+/// slot array is `slots` ([`SqShared::slots_ptr`]): [`TAIL_OFFSET`] bytes
+/// before it, in the same allocation.
+///
+/// # Safety
+/// `slots` is a live QP's `sq.slots_ptr()`; the reference lives no longer
+/// than that QP's `QpShared`.
+///
+/// [`SqShared::tail`]: crate::mlx5::qp::SqShared::tail
+/// [`SqShared::slots_ptr`]: crate::mlx5::qp::SqShared::slots_ptr
 #[inline(always)]
-fn cold() {}
+unsafe fn tail_of<'a>(slots: *const SqSlot) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract; `slots_ptr` is derived from the whole
+    // array, whose entry 0 holds the counter.
+    unsafe { &*slots.byte_sub(TAIL_OFFSET).cast::<AtomicU64>() }
+}
+
+/// The gate word ([`Gate`]) of the CQ whose consumer-index word is `db_ci`.
+///
+/// # Safety
+/// `db_ci` is a CQ's `db_ci` (word 0 of its live doorbell record); the
+/// reference lives no longer than that record.
+#[inline(always)]
+unsafe fn gate_at<'a>(db_ci: *mut u32) -> &'a AtomicU32 {
+    // SAFETY: word `GATE_WORD` of the record's slot (slots are at least 16
+    // bytes: `DbRecPool::new`), 4-aligned, alive as long as the record, and
+    // only ever accessed atomically (here and in `Gate`).
+    unsafe { AtomicU32::from_ptr(db_ci.add(GATE_WORD)) }
+}
+
+/// Publishes consumer index `ci` (`CQ_SET_CI`) into the CQ doorbell-record
+/// word `db_ci`.
+///
+/// # Safety
+/// `db_ci` is a CQ's `db_ci` (word 0 of its live doorbell record).
+#[inline(always)]
+unsafe fn publish_ci_at(db_ci: *mut u32, ci: u32) {
+    // Our copies are done before the HCA may reuse the entries.
+    barrier::cqe_reads_done();
+    // SAFETY: consumer-index word of a live doorbell record (the caller's
+    // contract); one atomic big-endian store, read by the HCA.
+    unsafe { crate::mlx5::mem::store_word(db_ci, ci & 0x00ff_ffff) };
+}
 
 /// The byte offset in the send slot array of the slot a requester CQE at
 /// `p` names: its `wqe_counter` (bytes 60..62, big-endian) masked and
@@ -220,6 +273,22 @@ struct ReqFast {
     tail: [u64; 2],
 }
 
+/// The fast path's per-opcode tables, one `const` ([`REQ`]): `fast`, the
+/// `Wc` words, and after it (so that one address serves both), per send
+/// opcode byte the bit the one-entry fast path XORs
+/// into the resource-number key it compares: 0, or for RDMA READ (whose
+/// `byte_len` comes from the CQE) a bit above the key's 24, so that the one
+/// compare also declines READ, which `single_slow` then takes (with the
+/// length test). Indexed by the byte itself (times 4), not by the entry
+/// offset (times 32): the byte is then the register the entry offset is
+/// shifted in, with no copy.
+#[repr(C)]
+struct ReqTables {
+    /// Indexed by the send opcode byte: see [`REQ`].
+    fast: [ReqFast; 256],
+    decline: [u32; 256],
+}
+
 /// [`ReqFast::mid`]'s `byte_len` for RDMA READ: `byte_len` is the CQE's
 /// `byte_cnt`. No other opcode's length is this.
 const LEN_FROM_CQE: u32 = u32::MAX;
@@ -235,13 +304,14 @@ impl ReqFast {
 
 /// [`req_kind`] as a table over the send opcode byte (`sop_drop_qpn`'s
 /// top byte, all of it: no mask, so the fast path decodes every byte as
-/// `decode` does; unknown ones keep their raw value in `WcOpcode`). 8 KiB
-/// of read-only data, of which a poll touches the 32-byte entries of the
-/// opcodes it sees. A `const`, not a `static`: the compiler then knows the
-/// contents (the READ test is a compare of the opcode byte, and the table's
-/// address is PC-relative, not loaded through the GOT).
-const REQ_FAST: [ReqFast; 256] = {
-    let mut t = [ReqFast { mid: [0; 2], tail: [0; 2] }; 256];
+/// `decode` does; unknown ones keep their raw value in `WcOpcode`), and
+/// the decline bits ([`ReqTables`]). 9 KiB of read-only data, of which a
+/// poll touches the 32-byte entries of the opcodes it sees. A `const`, not
+/// a `static`: the compiler then knows the contents (the batch path's READ
+/// test is a compare of the opcode byte, and the table's address is
+/// PC-relative, not loaded through the GOT).
+const REQ: ReqTables = {
+    let mut t = ReqTables { fast: [ReqFast { mid: [0; 2], tail: [0; 2] }; 256], decline: [0; 256] };
     let mut i = 0;
     while i < 256 {
         let k = req_kind(i as u8);
@@ -251,11 +321,32 @@ const REQ_FAST: [ReqFast; 256] = {
             ReqLen::Eight => 8,
         };
         let flags = if k.with_imm { WcFlags::WITH_IMM.bits() } else { 0 };
-        t[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0] };
+        t.fast[i] = ReqFast { mid: [pair(WcStatus::SUCCESS.0, k.opcode.0), pair(0, len)], tail: [pair(0, flags), 0] };
+        t.decline[i] = if len == LEN_FROM_CQE { 1 << 24 } else { 0 };
         i += 1;
     }
     t
 };
+
+/// What the one-entry slow path returns: `bool` for `poll_one`, a count
+/// for `poll` (so that each is a tail call of its caller).
+trait Got {
+    fn got(one: bool) -> Self;
+}
+
+impl Got for bool {
+    #[inline(always)]
+    fn got(one: bool) -> bool {
+        one
+    }
+}
+
+impl Got for usize {
+    #[inline(always)]
+    fn got(one: bool) -> usize {
+        usize::from(one)
+    }
+}
 
 /// What [`Cq::poll_other`] found.
 enum Other {
@@ -290,10 +381,12 @@ impl Context {
             );
         }
         let ncqe = (cqe + 1).next_power_of_two();
-        let buf = DmaBuf::new(VERB, ncqe as usize * CQE_SIZE)?;
-        for i in 0..ncqe as usize {
-            // SAFETY: entry `i` lies in the fresh buffer; the HCA does not
-            // know it yet.
+        // One entry more than the kernel is told of: the sentinel after the
+        // ring (`Cq::end`), where the one-entry fast path stops.
+        let buf = DmaBuf::new(VERB, (ncqe as usize + 1) * CQE_SIZE)?;
+        for i in 0..=ncqe as usize {
+            // SAFETY: entry `i` (or the sentinel) lies in the fresh buffer;
+            // the HCA does not know it yet.
             unsafe { buf.ptr().add(i * CQE_SIZE + OP_OWN).write(OP_OWN_INIT) };
         }
         let db = self.dbrecs().alloc(VERB)?;
@@ -352,8 +445,14 @@ impl Context {
         let info = RegInfo { uar_index, offset: 0, bf_half: 0 };
         let m = mmio(&info, &arm_page);
         tracing::debug!(cqn = resp.cqn, ncqe, uar = uar_index, "mlx5 CQ ready");
-        Ok(Cq {
+        // The gate is registered (so every later bump closes it) before the
+        // generation the cache starts from is read; it opens below.
+        self.registry().add_gate(db.gate());
+        let generation = self.registry().generation();
+        let cq = Cq {
             base: buf.ptr(),
+            // SAFETY: the sentinel entry, inside the buffer (`cq_prepare`).
+            end: unsafe { buf.ptr().add(ncqe as usize * CQE_SIZE) },
             ncqe,
             mask: ncqe - 1,
             ci: 0,
@@ -362,21 +461,27 @@ impl Context {
             arm_sn: 0,
             cqn: resp.cqn,
             cqe_v1: self.device().cqe_version >= 1,
-            rsn_off: if self.device().cqe_version >= 1 { 32 } else { 56 },
             log_ncqe: ncqe.trailing_zeros(),
             cur_rsn_key: u32::MAX,
             cur_qpn_word: 0,
             cur_slots: ptr::null(),
             cur_slot_mask: 0,
-            cur_tail: ptr::null(),
             db_ci: db.word_ptr(0),
-            cache: Cache { generation: self.registry().generation(), ..Default::default() },
+            cache: Cache { generation, ..Default::default() },
             registry: self.registry().clone(),
             mmio: m,
             skipped: 0,
             db,
             buf,
-        })
+        };
+        cq.set_gate(0);
+        Ok(cq)
+    }
+}
+
+impl<M: Mmio> Drop for Cq<M> {
+    fn drop(&mut self) {
+        self.registry.remove_gate(self.db_ci.wrapping_add(GATE_WORD) as usize);
     }
 }
 
@@ -445,42 +550,49 @@ impl<M: Mmio> Cq<M> {
         self.poll(out)
     }
 
-    /// Moves up to `out.len()` completions into `out`; returns how many.
-    /// No syscall. Publishes the consumer index (`CQ_SET_CI`) once at the end.
+    /// Moves up to `out.len()` completions into `out`; returns how many
+    /// (`ibv_poll_cq`; rdma-core `mlx5_poll_cq`). No syscall. Publishes
+    /// the consumer index (`CQ_SET_CI`) once at the end. A one-entry
+    /// slice takes the path of [`poll_one`](Self::poll_one).
+    #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
-        // Acquire: see `Registry::generation`.
-        let generation = self.registry.generation();
-        if generation != self.cache.generation {
-            return self.poll_stale(out, generation);
-        }
         // One at a time (a common way to poll) is decoded here, with no
         // frame of its own: every other way out is a tail call.
         let [one] = out else { return self.poll_batch(out) };
-        match self.poll_single(one) {
-            Some(n) => n,
-            None => self.poll_more(out, 0),
+        if self.poll_single::<32, true, false>(one) {
+            1
+        } else {
+            self.poll_single_slow(one)
         }
     }
 
-    /// [`poll`](Self::poll) after the registry's generation moved: drops
-    /// the cache (and runs the cleans requested), then polls.
-    #[cold]
-    #[inline(never)]
-    fn poll_stale(&mut self, out: &mut [Wc], generation: u64) -> usize {
-        self.forget(generation);
-        let [one] = out else { return self.poll_batch(out) };
-        match self.poll_single(one) {
-            Some(n) => n,
-            None => self.poll_more(out, 0),
-        }
+    /// Moves one completion into `w` and returns true, or returns false
+    /// (and leaves `w` as it was) when none is ready: `ibv_poll_cq` with
+    /// one entry, the same as [`poll`](Self::poll) with a one-entry slice
+    /// (the same checks, completions and counters) without the slice.
+    /// No syscall. Publishes the consumer index (`CQ_SET_CI`) when it
+    /// consumed anything.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_one(&mut self, w: &mut Wc) -> bool {
+        self.poll_single::<32, true, false>(w) || self.poll_one_slow(w)
     }
 
-    /// [`poll`](Self::poll) into any number of `Wc`s but one: the first
-    /// run of fast-path entries here, the rest in
-    /// [`poll_more`](Self::poll_more).
+    /// [`poll`](Self::poll) into any number of `Wc`s but one: after the
+    /// generation check (dropping the cache and running the cleans
+    /// requested when it moved), the first run of fast-path entries here,
+    /// the rest in [`poll_more`](Self::poll_more).
     #[inline(never)]
     fn poll_batch(&mut self, out: &mut [Wc]) -> usize {
+        // Acquire: see `Registry::generation`.
+        let generation = self.registry.generation();
+        if generation != self.cache.generation {
+            self.forget(generation);
+        }
+        if self.cur_cqe == self.end {
+            self.wrap_cursor();
+        }
         let first = if self.cqe_v1 { self.poll_first::<32>(out) } else { self.poll_first::<56>(out) };
         match first {
             Ok(n) => n,
@@ -500,15 +612,16 @@ impl<M: Mmio> Cq<M> {
         let ci = self.ci;
         let idx = ci & self.mask;
         let run = out.len().min((self.mask - idx) as usize + 1);
-        // SAFETY: `cur_cqe` is entry `idx`, `run <= out.len()` and
-        // `idx + run <= ncqe`.
+        // SAFETY: `cur_cqe` is entry `idx` (not `end`: wrapped by the
+        // caller), `run <= out.len()` and `idx + run <= ncqe`.
         let (k, end) = unsafe { self.poll_req::<RSN_OFF>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
         let next = ci.wrapping_add(k as u32);
         if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
             if k != 0 {
                 self.ci = next;
-                // `end` is entry `idx + k`, at most the ring's end.
-                self.step_cursor(next, end);
+                // `end` is entry `idx + k`, or `self.end` when `next` is at
+                // index 0: the cursor as the fast path leaves it.
+                self.cur_cqe = end;
                 self.publish_ci(next);
             }
             return Ok(k);
@@ -518,68 +631,185 @@ impl<M: Mmio> Cq<M> {
 
     /// One successful requester CQE of the cached QP at the consumer index
     /// into `w` (the checks and stores of [`poll_req`](Self::poll_req) for a
-    /// run of one, the cached fields read where they are used): `Some(1)`;
-    /// `Some(0)` when the entry is the hardware's; `None`: another kind of
-    /// entry, for [`poll_more`](Self::poll_more).
+    /// run of one, the cached fields read where they are used): true; false
+    /// for anything else (the entry is the hardware's or of another kind,
+    /// the gate is closed, the cursor is at the ring's end), which
+    /// [`single_slow`](Self::single_slow) sorts out.
+    ///
+    /// The registry's generation is not loaded here: every bump closes the
+    /// gate this compares the owner byte with (see [`Gate`]), so a poll
+    /// that starts after a bump (after a destroy or a clean request that
+    /// happens before it) comes out here with false and the slow path
+    /// drops the cache and runs the cleans, as the generation check did.
+    ///
+    /// `RSN_OFF`: where the CQE names its QP (32 with CQE version 1, 56
+    /// with 0). `GATED`: the owner bit comes from the gate; else (a
+    /// version-0 CQ, whose gate stays closed, from `single_slow` after its
+    /// generation check) from `cur_owner`. `ALL_OPS`: every send opcode;
+    /// else RDMA READ (the one whose `byte_len` is the CQE's) is declined
+    /// by the resource-number compare ([`ReqTables::decline`]), which saves
+    /// the length test on the inlined path; `single_slow` takes it.
     #[inline(always)]
-    fn poll_single(&mut self, w: &mut Wc) -> Option<usize> {
+    fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool>(&mut self, w: &mut Wc) -> bool {
         let p = self.cur_cqe;
+        // Loaded once: the gate lies in its slot, the consumer index goes
+        // into it at the end.
+        let db_ci = self.db_ci;
         // SAFETY: the owner byte of the entry at `ci` (`cur_cqe`, in our
-        // buffer); volatile because the HCA writes it.
+        // buffer, or the sentinel after it); volatile because the HCA
+        // writes it.
         let op_own = unsafe { p.add(OP_OWN).read_volatile() };
         // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
-        // masked compare.
-        if u32::from(op_own & 0xf1) != self.cur_owner {
-            // Another opcode of ours goes to `poll_more`, which loads the
-            // owner byte again (as this does: fewer live registers above).
-            let ci = self.ci;
-            return if sw_owned(self.op_own(ci), ci, self.ncqe) { None } else { Some(0) };
+        // masked compare, against the gate (the owner bit, or CLOSED).
+        let owner = if GATED {
+            // SAFETY: `db_ci` is `self.db_ci` (see `gate_word`).
+            unsafe { gate_at(db_ci) }.load(Ordering::Relaxed)
+        } else {
+            self.cur_owner
+        };
+        if u32::from(op_own & 0xf1) != owner {
+            return false;
         }
         // The rest of the entry is read after its owner byte.
         barrier::from_device();
         // The reads of `p` below: fields of a whole 64-byte entry the HCA
         // handed to software (owner bit checked, barrier passed), read as
-        // plain bytes, never referenced.
-        // SAFETY: see above; `rsn_off` is 32 or 56, 4-aligned (entries are
+        // plain bytes, never referenced. It is not the sentinel (whose
+        // owner byte no gate value matches).
+        // SAFETY: see above; `RSN_OFF` is 32 or 56, 4-aligned (entries are
         // 64-aligned).
-        let rsn = unsafe { p.add(self.rsn_off).cast::<u32>().read() };
-        if rsn_key(rsn) != self.cur_rsn_key {
-            return None;
+        let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
+        // `sop_drop_qpn`'s top byte: the send opcode.
+        // SAFETY: see above.
+        let op = usize::from(unsafe { p.add(56).read() });
+        let tables = &REQ;
+        // Without `ALL_OPS`, RDMA READ's decline bit makes the key differ.
+        let key = if ALL_OPS { rsn_key(rsn) } else { rsn_key(rsn) ^ tables.decline[op] };
+        if key != self.cur_rsn_key {
+            return false;
         }
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
         // `forget`), so the matched key means it is set.
         // SAFETY: the CQE read is as above. `cur_slots` points into the
         // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset is
         // a slot's, masked to the array's length.
-        let slot = unsafe { &*self.cur_slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
+        let slots = self.cur_slots;
+        // SAFETY: as above.
+        let slot = unsafe { &*slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
         let q = ptr::from_mut(w).cast::<u64>();
         // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
         // asserted above), any bytes are valid. Written in this order (the
-        // slot's `wr_id` first) so that fewer values are live at once.
+        // slot first, and retired at once) so that fewer values are live at
+        // once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
-        let end = slot.end.load(Ordering::Relaxed);
-        // `sop_drop_qpn`'s top byte: the send opcode.
-        // SAFETY: see above.
-        let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
+        // Release: the slot's wr_id was read before the poster reuses it.
+        // SAFETY: `slots` is the slot array of `cache.qp` (see above).
+        unsafe { tail_of(slots) }.store(slot.end.load(Ordering::Relaxed), Ordering::Release);
+        let k = &tables.fast[op];
         // SAFETY: as for `wr_id`; the CQE read is as above.
         unsafe {
             q.add(1).cast::<[u64; 2]>().write(k.mid);
             q.add(3).write(self.cur_qpn_word);
             q.add(4).cast::<[u64; 2]>().write(k.tail);
-            if k.len_from_cqe() {
+            if ALL_OPS && k.len_from_cqe() {
                 w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
             }
         }
-        // Release: the slot's wr_id was read before the poster reuses it.
-        // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-        unsafe { &*self.cur_tail }.store(end, Ordering::Release);
-        let ci = self.ci.wrapping_add(1);
-        self.ci = ci;
-        // One past `p`: at most the ring's end.
-        // SAFETY: `p` is an entry of the buffer.
-        self.step_cursor(ci, unsafe { p.add(CQE_SIZE) });
-        self.publish_ci(ci);
-        Some(1)
+        // `publish_ci_at` written out, so that both fields are stepped in
+        // place (one add to memory each, as no register keeps them): `ci`,
+        // then loaded again for the doorbell record (a volatile read of our
+        // own field: the compiler would otherwise keep the sum in a register
+        // and store it, one instruction more); `cur_cqe` last.
+        self.ci = self.ci.wrapping_add(1);
+        // Our copies are done before the HCA may reuse the entry.
+        barrier::cqe_reads_done();
+        // SAFETY: a plain read of a field of `self`.
+        let ci = unsafe { ptr::read_volatile(&self.ci) };
+        // SAFETY: `db_ci` is `self.db_ci`, the consumer-index word of our
+        // doorbell record; one atomic big-endian store, read by the HCA.
+        unsafe { crate::mlx5::mem::store_word(db_ci, ci & 0x00ff_ffff) };
+        // The next entry, or the sentinel after the ring's last one (no
+        // test here: the next call stops at the sentinel and wraps).
+        // SAFETY: `cur_cqe` is `p`, an entry of the ring, so `p + 1` is at
+        // most `end`.
+        self.cur_cqe = unsafe { self.cur_cqe.add(CQE_SIZE) };
+        true
+    }
+
+    /// [`poll`](Self::poll) of one entry after [`poll_single`](Self::poll_single) declined.
+    #[inline(never)]
+    fn poll_single_slow(&mut self, w: &mut Wc) -> usize {
+        self.single_slow::<usize>(w)
+    }
+
+    /// [`poll_one`](Self::poll_one) after [`poll_single`](Self::poll_single) declined.
+    #[inline(never)]
+    fn poll_one_slow(&mut self, w: &mut Wc) -> bool {
+        self.single_slow::<bool>(w)
+    }
+
+    /// A one-entry poll the fast path declined: drops the cache (and runs
+    /// the cleans requested) when the generation moved; returns nothing
+    /// when the entry at `ci` is the hardware's (an empty CQ: this much,
+    /// with no call and no register saved, is all a busy poller's empty
+    /// polls cost), else takes it in [`single_taken`](Self::single_taken).
+    /// Every other way out is a tail call.
+    #[inline(always)]
+    fn single_slow<T: Got>(&mut self, w: &mut Wc) -> T {
+        // Acquire: see `Registry::generation`.
+        let generation = self.registry.generation();
+        if generation != self.cache.generation {
+            return self.single_stale(w, generation);
+        }
+        self.single_entry(w)
+    }
+
+    /// [`single_slow`](Self::single_slow) after the generation moved.
+    #[cold]
+    #[inline(never)]
+    fn single_stale<T: Got>(&mut self, w: &mut Wc, generation: u64) -> T {
+        self.forget(generation);
+        self.single_entry(w)
+    }
+
+    /// The entry at `ci`: nothing when it is the hardware's, else
+    /// [`single_taken`](Self::single_taken).
+    #[inline(always)]
+    fn single_entry<T: Got>(&mut self, w: &mut Wc) -> T {
+        // The entry at `ci` from the cursor (at the sentinel: the ring's
+        // first entry, with the other owner bit), tested as `sw_owned` does.
+        let (p, owner) =
+            if self.cur_cqe == self.end { (self.base, self.cur_owner ^ 1) } else { (self.cur_cqe, self.cur_owner) };
+        // SAFETY: the owner byte of an entry of our buffer; volatile because
+        // the HCA writes it.
+        let op_own = unsafe { p.add(OP_OWN).read_volatile() };
+        if op_own >> 4 == opcode::INVALID || u32::from(op_own & 1) != owner {
+            return T::got(false);
+        }
+        self.single_taken(w)
+    }
+
+    /// A software-owned entry at `ci` the fast path declined: wraps the
+    /// cursor at the sentinel, opens the gate, tries the fast path again
+    /// (now for every send opcode: RDMA READ); if it declines again, takes
+    /// the entry through [`poll_more`](Self::poll_more).
+    #[inline(never)]
+    fn single_taken<T: Got>(&mut self, w: &mut Wc) -> T {
+        if self.cur_cqe == self.end {
+            self.wrap_cursor();
+        }
+        let got = if !self.cqe_v1 {
+            // Version 0: the gate stays closed; the generation was checked
+            // by the caller.
+            self.poll_single::<56, false, true>(w)
+        } else {
+            if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
+                self.set_gate(self.cur_owner);
+            }
+            // Also RDMA READ, which the inlined fast path declines.
+            self.poll_single::<32, true, true>(w)
+        };
+        T::got(got || self.poll_more(core::slice::from_mut(w), 0) == 1)
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:
@@ -624,40 +854,64 @@ impl<M: Mmio> Cq<M> {
         self.publish_ci(ci);
     }
 
-    /// `cur_cqe` and `cur_owner` for the consumer index `ci` just moved
-    /// forward to, with `next` the entry after the last one consumed (an
-    /// entry, or one past the ring's end when `ci` wrapped to index 0): the
-    /// cursor without [`sync_cursor`](Self::sync_cursor)'s mask and shift.
-    /// Only for moves that crossed no ring end before reaching `ci`.
-    #[inline(always)]
-    fn step_cursor(&mut self, ci: u32, next: *mut u8) {
-        if ci & self.mask == 0 {
-            // The ring's end (once a pass): the first entry, with the other
-            // owner bit. Laid out off the straight line.
-            cold();
-            self.cur_cqe = self.base;
-            self.cur_owner ^= 1;
-        } else {
-            self.cur_cqe = next;
-        }
+    /// The cursor at the sentinel (`ci` at index 0, once a pass): the
+    /// first entry, with the other owner bit.
+    #[cold]
+    #[inline(never)]
+    fn wrap_cursor(&mut self) {
+        self.cur_cqe = self.base;
+        self.set_owner(self.cur_owner ^ 1);
     }
 
     /// `cur_cqe` and `cur_owner` for the consumer index.
     #[inline(always)]
     fn sync_cursor(&mut self) {
         self.cur_cqe = self.entry(self.ci);
-        self.cur_owner = (self.ci >> self.log_ncqe) & 1;
+        let owner = (self.ci >> self.log_ncqe) & 1;
+        if owner != self.cur_owner {
+            self.set_owner(owner);
+        }
+    }
+
+    /// A new `cur_owner`, mirrored into the gate.
+    #[cold]
+    fn set_owner(&mut self, owner: u32) {
+        self.cur_owner = owner;
+        self.set_gate(owner);
+    }
+
+    /// The gate word in `db`'s slot ([`Gate`]).
+    #[inline(always)]
+    fn gate_word(&self) -> &AtomicU32 {
+        // SAFETY: `db_ci` is `self.db_ci`.
+        unsafe { gate_at(self.db_ci) }
+    }
+
+    /// Opens the gate with owner bit `owner` (`cur_owner`), unless the
+    /// generation moved since the cache was last dropped: then it closes it
+    /// again. The store and the generation load are SeqCst, as are the
+    /// bump and the close in `Registry::bump`: if a bump's close comes
+    /// before this store in the gate word's order, the load here sees the
+    /// bump; if after, the gate is closed. So an open gate means the cache
+    /// is as new as the last bump a poll could be ordered after.
+    #[cold]
+    fn set_gate(&self, owner: u32) {
+        if !self.cqe_v1 {
+            // A version-0 CQ's gate stays closed (see `cqe_v1`).
+            return;
+        }
+        let gate = self.gate_word();
+        gate.store(owner, Ordering::SeqCst);
+        if self.registry.generation() != self.cache.generation {
+            gate.store(Gate::CLOSED, Ordering::SeqCst);
+        }
     }
 
     /// Publishes consumer index `ci` (`CQ_SET_CI`).
     #[inline(always)]
     fn publish_ci(&mut self, ci: u32) {
-        // Our copies are done before the HCA may reuse the entries.
-        barrier::cqe_reads_done();
-        // SAFETY: consumer-index word of our doorbell record (cached
-        // pointer into `self.db`, alive as long as `self`); one atomic
-        // big-endian store, read by the HCA.
-        unsafe { crate::mlx5::mem::store_word(self.db_ci, ci & 0x00ff_ffff) };
+        // SAFETY: `self.db_ci`.
+        unsafe { publish_ci_at(self.db_ci, ci) }
     }
 
     /// [`poll_req`](Self::poll_req) for this CQ's CQE version.
@@ -721,7 +975,7 @@ impl<M: Mmio> Cq<M> {
             }
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
-            let k = &REQ_FAST[usize::from(unsafe { p.add(56).read() })];
+            let k = &REQ.fast[usize::from(unsafe { p.add(56).read() })];
             // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
             // `forget`), so the matched key means it is set.
             // SAFETY: the CQE read is as above. `slots` points into the
@@ -755,8 +1009,8 @@ impl<M: Mmio> Cq<M> {
             let end = unsafe { &*slots.byte_add(slot_offset(p.sub(CQE_SIZE), slot_mask)) }.end.load(Ordering::Relaxed);
             // Release: the slots' wr_ids were read before the poster reuses
             // them. One store for the run: the last retirement covers the others.
-            // SAFETY: `cur_tail` points into `cache.qp`'s `QpShared` (see above).
-            unsafe { &*self.cur_tail }.store(end, Ordering::Release);
+            // SAFETY: `slots` is the slot array of `cache.qp` (see above).
+            unsafe { tail_of(slots) }.store(end, Ordering::Release);
         }
         (n, p)
     }
@@ -783,7 +1037,6 @@ impl<M: Mmio> Cq<M> {
         self.cur_rsn_key = u32::MAX;
         self.cur_qpn_word = 0;
         self.cur_slots = ptr::null();
-        self.cur_tail = ptr::null();
         // Requests are pushed before the generation moves, so they are seen here.
         self.apply_cleans();
     }
@@ -834,7 +1087,6 @@ impl<M: Mmio> Cq<M> {
             self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slots_ptr();
             self.cur_slot_mask = q.sq.mask << 4;
-            self.cur_tail = &q.sq.tail;
             self.cache.qp = Some(q);
         }
         self.cache.qp.as_deref()
@@ -852,7 +1104,7 @@ impl<M: Mmio> Cq<M> {
             let slot = qp.sq.slot(idx);
             let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
             // Release: the slots' wr_ids were read before the poster reuses them.
-            qp.sq.tail.store(end, Ordering::Release);
+            qp.sq.tail().store(end, Ordering::Release);
             let k = req_kind(c.send_opcode());
             let byte_len = match k.len {
                 ReqLen::Zero => 0,
@@ -914,7 +1166,7 @@ impl<M: Mmio> Cq<M> {
                 let idx = u32::from(c.wqe_counter());
                 let slot = qp.sq.slot(idx);
                 let (wr_id, end) = (slot.wrid.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed));
-                qp.sq.tail.store(end, Ordering::Release);
+                qp.sq.tail().store(end, Ordering::Release);
                 Decoded::Wc(self.error_wc(c, wr_id, req_kind(c.send_opcode()).opcode))
             }
             opcode::RESP_ERR => {

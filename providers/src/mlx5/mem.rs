@@ -109,6 +109,10 @@ struct DbPage {
 /// the whole page containing a record (once per page, refcounted), so a
 /// record never crosses a page. Pages stay until the pool goes (the pool
 /// lives as long as any record of it).
+///
+/// The HCA reads the first 8 bytes of a slot (the record's two words). A CQ
+/// keeps its poll gate (`Gate`) in bytes 8..12 of its own slot, which the
+/// HCA never reads: slots are therefore at least 16 bytes apart.
 #[derive(Debug)]
 pub struct DbRecPool {
     stride: usize,
@@ -117,9 +121,9 @@ pub struct DbRecPool {
 
 impl DbRecPool {
     /// A pool handing out records `stride` bytes apart (the context's
-    /// `cache_line_size`; at least 8, a power of two, at most a page).
+    /// `cache_line_size`; at least 16, a power of two, at most a page).
     pub fn new(stride: usize) -> Arc<DbRecPool> {
-        let stride = stride.clamp(8, page_size()).next_power_of_two();
+        let stride = stride.clamp(16, page_size()).next_power_of_two();
         Arc::new(DbRecPool { stride, pages: Mutex::new(Vec::new()) })
     }
 
@@ -138,13 +142,14 @@ impl DbRecPool {
         };
         let p = &mut pages[page];
         let slot = p.free.pop().expect("page with a free slot") as usize;
-        // SAFETY: `slot * stride + 8 <= page length` (slots were counted
-        // from the length, stride >= 8); the page lives as long as the pool,
+        // SAFETY: `slot * stride + 16 <= page length` (slots were counted
+        // from the length, stride >= 16); the page lives as long as the pool,
         // which the record keeps alive.
         let ptr = unsafe { p.buf.ptr().add(slot * self.stride) }.cast::<u32>();
         let rec = DbRec { pool: self.clone(), page, slot, ptr };
         rec.store(0, 0);
         rec.store(1, 0);
+        rec.gate().close();
         Ok(rec)
     }
 
@@ -197,6 +202,15 @@ impl DbRec {
         unsafe { store_word(self.word_ptr(i), v) }
     }
 
+    /// The poll gate in bytes 8..12 of this record's slot (not read by the
+    /// HCA): see [`Gate`].
+    #[inline(always)]
+    pub(crate) fn gate(&self) -> Gate {
+        // SAFETY: bytes 8..12 of the record's slot (`stride >= 16`), inside
+        // its page, 4-aligned.
+        Gate { _pool: self.pool.clone(), ptr: unsafe { self.ptr.add(GATE_WORD) } }
+    }
+
     /// Loads word `i` (host order) with one atomic load.
     #[cfg(test)]
     #[inline(always)]
@@ -220,6 +234,56 @@ pub(crate) unsafe fn store_word(p: *mut u32, v: u32) {
     // SAFETY: forwarded; `from_ptr` needs alignment and atomic-only access
     // for the reference's (this statement's) lifetime.
     unsafe { AtomicU32::from_ptr(p) }.store(v.to_be(), Ordering::Relaxed)
+}
+
+/// Where in a record's slot (in 32-bit words) its [`Gate`] lies.
+pub(crate) const GATE_WORD: usize = 2;
+
+/// A CQ's poll gate: one 32-bit word in its doorbell record's slot (bytes
+/// 8..12, which the HCA never reads), holding the owner bit the entry at
+/// the consumer index has when it is software's (0 or 1: open), or
+/// [`Gate::CLOSED`]. The CQ's one-entry fast path compares the owner byte
+/// with it (`op_own & 0xf1 == gate`), so a closed gate sends it to the path
+/// that checks the registry's generation: every generation bump closes
+/// every gate of the context ([`Registry`](crate::mlx5::table::Registry)),
+/// and only the CQ's poller opens its own, after checking the generation.
+///
+/// A handle keeps the pool (so the page) alive; the word is only ever
+/// accessed atomically. A handle that outlives its CQ (never, as the CQ
+/// removes it from the registry when it drops) could only close the gate
+/// word of a later record in the same slot, which costs that CQ one slow
+/// poll and nothing else.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    /// Keeps the page alive.
+    _pool: Arc<DbRecPool>,
+    ptr: *mut u32,
+}
+
+// SAFETY: `ptr` points into a page of `pool`, which this handle keeps
+// alive; the word is only accessed with atomic operations.
+unsafe impl Send for Gate {}
+// SAFETY: as above: `&self` gives only atomic accesses.
+unsafe impl Sync for Gate {}
+
+impl Gate {
+    /// No owner byte equals it once masked with 0xf1.
+    pub(crate) const CLOSED: u32 = 0x100;
+
+    #[inline(always)]
+    fn word(&self) -> &AtomicU32 {
+        // SAFETY: a 4-aligned word of a live page (the pool is held), only
+        // ever accessed atomically.
+        unsafe { AtomicU32::from_ptr(self.ptr) }
+    }
+    /// Closes the gate (SeqCst: see `Cq::set_gate`).
+    pub(crate) fn close(&self) {
+        self.word().store(Self::CLOSED, Ordering::SeqCst);
+    }
+    /// The word's address, which identifies the record.
+    pub(crate) fn id(&self) -> usize {
+        self.ptr as usize
+    }
 }
 
 impl Drop for DbRec {

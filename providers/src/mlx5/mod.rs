@@ -68,7 +68,8 @@
 //! - CQ: `Context::cq_prepare(cqe)` → `(PendingCq, mlx5_ib_create_cq)`;
 //!   core `cqe` = [`PendingCq::core_cqe`];
 //!   `Context::cq_finish(pending, drv_out, kernel_cqe)` → [`Cq`] with
-//!   `poll(&mut self, &mut [Wc]) -> usize`, `arm(&mut self, solicited)`,
+//!   `poll(&mut self, &mut [Wc]) -> usize`, `poll_one(&mut self, &mut Wc) -> bool`,
+//!   `arm(&mut self, solicited)`,
 //!   `on_event(&mut self)` (call it for every completion event read from
 //!   the channel for this CQ), `clean_qp`. Driver data out:
 //!   [`CQ_RESP_LEN`] bytes.
@@ -434,7 +435,9 @@ impl Context {
     /// before it looks at any entry: for callers that cannot reach the
     /// CQ's poller without a lock. Until then the request holds `qp`, so its
     /// user index is not reused and its memory stays. No cost on the fast
-    /// path: `poll` already checks the registry's generation.
+    /// path: the request bumps the registry's generation, which a batch
+    /// `poll` checks and which closes every CQ's poll gate, which the
+    /// one-entry poll compares the owner byte with anyway.
     ///
     /// Crate-internal in spirit: a QP of another context would have its
     /// SRQ's free list given WQEs that are not its own.

@@ -1466,5 +1466,5 @@ impl Hca {
 /// (benchmarks that post without a device behind the doorbell).
 #[cfg_attr(not(feature = "mock"), allow(dead_code))]
 pub fn retire_all_sends<M: Mmio>(qp: &Qp<M>) {
-    qp.shared().sq.tail.store(qp.sq.head(), std::sync::atomic::Ordering::Release);
+    qp.shared().sq.tail().store(qp.sq.head(), std::sync::atomic::Ordering::Release);
 }

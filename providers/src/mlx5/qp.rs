@@ -193,6 +193,8 @@ pub fn qp_sizes(dev: &DeviceInfo, qp_type: QpType, caps: &QpCaps, has_srq: bool)
 /// the request counter just past the request that starts there (`end`,
 /// its `head + 1`); and
 /// `tail`, the request counter up to which send requests have retired.
+/// `tail` is the `end` word of an extra slot in front of the array, so that
+/// a CQ reaches it at a fixed offset from the slot array it already holds.
 ///
 /// The request counters are 64-bit and never start over, not even when
 /// the QP goes through RESET (only the WQEBB counter the device sees does):
@@ -202,12 +204,11 @@ pub fn qp_sizes(dev: &DeviceInfo, qp_type: QpType, caps: &QpCaps, has_srq: bool)
 /// (docs/MEMORY_ORDERING.md, audit M2).
 #[derive(Debug)]
 pub struct SqShared {
+    /// `mask + 2` entries: `[0].end` is [`tail`](Self::tail) (`[0].wrid` is
+    /// unused), `[1..]` the slots.
     slots: Box<[SqSlot]>,
     /// Mask of the slot arrays (`sq_wqe_cnt - 1`; 0 with no send queue).
     pub(crate) mask: u32,
-    /// `head + 1` of the last send request retired (written by the polling
-    /// CQ, Release).
-    pub(crate) tail: AtomicU64,
 }
 
 /// The receive-queue bookkeeping: per slot the wr_id and request counter
@@ -222,6 +223,9 @@ pub struct RqShared {
     /// CQ, Release).
     pub(crate) tail: AtomicU64,
 }
+
+/// How far [`SqShared::tail`] lies before [`SqShared::slots_ptr`], in bytes.
+pub(crate) const TAIL_OFFSET: usize = core::mem::size_of::<SqSlot>() - core::mem::offset_of!(SqSlot, end);
 
 /// Per slot of a work queue: the wr_id and, as `end`, the request counter
 /// just past the request starting there (its `head + 1`: what the queue's
@@ -239,21 +243,32 @@ fn slots<T: Default>(n: u32) -> Box<[T]> {
 
 impl SqShared {
     fn new(cnt: u32) -> SqShared {
-        SqShared { slots: slots(cnt), mask: cnt.saturating_sub(1), tail: AtomicU64::new(0) }
+        let mask = cnt.saturating_sub(1);
+        SqShared { slots: (0..mask as usize + 2).map(|_| SqSlot::default()).collect(), mask }
+    }
+    /// `head + 1` of the last send request retired (written by the polling
+    /// CQ, Release): the `end` word just before the first slot
+    /// ([`TAIL_OFFSET`] bytes before [`slots_ptr`](Self::slots_ptr)).
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> &AtomicU64 {
+        // SAFETY: the array has `mask + 2 >= 2` entries.
+        &unsafe { self.slots.get_unchecked(0) }.end
     }
     /// Slot `idx` (masked).
     #[inline(always)]
     pub(crate) fn slot(&self, idx: u32) -> &SqSlot {
-        // SAFETY: the array has `mask + 1` entries (at least 1) and the
-        // index is masked.
-        unsafe { self.slots.get_unchecked((idx & self.mask) as usize) }
+        // SAFETY: the array has `mask + 2` entries, the slots from 1 on,
+        // and the index is masked.
+        unsafe { self.slots.get_unchecked(1 + (idx & self.mask) as usize) }
     }
-    /// The start of the slot array (`mask + 1` entries), for a data path
-    /// that indexes it itself. Derived from the whole array: a pointer
-    /// taken from `&slots[0]` may only reach that one entry.
+    /// The first slot (`mask + 1` of them), for a data path that indexes
+    /// them itself; [`tail`](Self::tail) is [`TAIL_OFFSET`] bytes before
+    /// it. Derived from the whole array: a pointer taken from `&slots[1]`
+    /// may only reach that one entry.
     #[inline(always)]
     pub(crate) fn slots_ptr(&self) -> *const SqSlot {
-        self.slots.as_ptr()
+        // SAFETY: entry 1 of an array of at least 2.
+        unsafe { self.slots.as_ptr().add(1) }
     }
     /// The wr_id of slot `idx` (masked).
     #[cfg(test)]

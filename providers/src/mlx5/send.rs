@@ -225,7 +225,7 @@ impl<M: Mmio> SendQueue<M> {
     fn refresh_free(&mut self) -> i64 {
         // Acquire: the CQ read a slot's wr_id before publishing its retirement.
         // SAFETY: `qp` points at `self.shared`, alive as long as `self`.
-        let tail = unsafe { &*self.qp }.sq.tail.load(Ordering::Acquire);
+        let tail = unsafe { &*self.qp }.sq.tail().load(Ordering::Acquire);
         self.limit = tail + self.max_post;
         self.room()
     }

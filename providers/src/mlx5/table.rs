@@ -5,12 +5,16 @@
 //! user index, version 1) and has the CQ cache its last lookup
 //! (`cur_rsc`). Here the registry holds `Arc`s; a CQ caches the last one
 //! and drops its cache whenever the registry's generation moves (every
-//! removal bumps it), so a stale entry is never used.
+//! removal bumps it), so a stale entry is never used. Every bump also
+//! closes the poll gate of every CQ of the context (`mem::Gate`), which is
+//! how the CQs' one-entry fast path learns of it without loading the
+//! generation.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::mlx5::mem::Gate;
 use crate::mlx5::qp::QpShared;
 use crate::mlx5::srq::SrqShared;
 use crate::{Errno, Error, Result};
@@ -24,6 +28,8 @@ pub struct Registry {
     generation: AtomicU64,
     /// Cleans CQs owe (see [`Registry::request_clean`]).
     cleans: Mutex<Vec<CleanReq>>,
+    /// The poll gates of the context's CQs, closed on every bump.
+    gates: Mutex<Vec<Gate>>,
 }
 
 /// CQ `cqn` must drop the completions of `qp` still in its ring. Holding
@@ -78,7 +84,7 @@ impl Registry {
     /// Removes an SRQ; bumps the generation.
     pub(crate) fn remove_srq(&self, srqn: u32) -> Option<Arc<SrqShared>> {
         let r = self.srqs.write().unwrap_or_else(|p| p.into_inner()).remove(&srqn);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.bump();
         r
     }
 
@@ -88,10 +94,36 @@ impl Registry {
         self.srqs.read().unwrap_or_else(|p| p.into_inner()).get(&srqn).cloned()
     }
 
-    /// Changes on every removal.
+    /// Changes on every removal (and clean request). SeqCst (a plain load
+    /// on x86_64, `ldar` on aarch64): it acquires what was published before
+    /// the bump, and it is the load after the gate store in `Cq::set_gate`.
     #[inline(always)]
     pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Moves the generation, then closes every CQ's poll gate. Both SeqCst:
+    /// a poller that opens its gate after this close (in the gate word's
+    /// order) then loads the generation and sees the move (`Cq::set_gate`),
+    /// and one that opened it before has it closed here; either way a
+    /// poll that starts after this returns finds the gate closed or the
+    /// cache already dropped.
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        for g in self.gates.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            g.close();
+        }
+    }
+
+    /// Registers a CQ's poll gate (before the CQ reads the generation it
+    /// starts from).
+    pub(crate) fn add_gate(&self, gate: Gate) {
+        self.gates.lock().unwrap_or_else(|p| p.into_inner()).push(gate);
+    }
+
+    /// Forgets the gate whose [`Gate::id`] is `id` (its CQ drops).
+    pub(crate) fn remove_gate(&self, id: usize) {
+        self.gates.lock().unwrap_or_else(|p| p.into_inner()).retain(|g| g.id() != id);
     }
 
     /// Removes QP `qp` if it is the one registered under its resource
@@ -103,15 +135,16 @@ impl Registry {
             m.remove(&qp.rsn());
         }
         drop(m);
-        self.generation.fetch_add(1, Ordering::Release);
+        self.bump();
         mine
     }
 
     /// Asks CQ `cqn` to clean `qp` out of its ring ([`Cq::clean_qp`]) the
     /// next time its poller runs: for a safe layer whose CQ poller cannot be
     /// reached when a QP is destroyed or reset (the CQ is polled through
-    /// `&mut` without a lock). Bumps the generation, which `Cq::poll` already
-    /// checks on every call, so the clean costs the fast path nothing.
+    /// `&mut` without a lock). Bumps the generation, which `Cq::poll` of a
+    /// batch checks on every call and which closes the gate the one-entry
+    /// poll compares with anyway, so the clean costs the fast path nothing.
     /// A request already pending for the same CQ and QP is not repeated.
     ///
     /// [`Cq::clean_qp`]: crate::mlx5::Cq::clean_qp
@@ -122,7 +155,7 @@ impl Registry {
         }
         drop(c);
         // After the push: a poller that sees the new generation finds it.
-        self.generation.fetch_add(1, Ordering::Release);
+        self.bump();
     }
 
     /// The QPs CQ `cqn` has to clean (left pending until [`cleans_done`](Self::cleans_done)).

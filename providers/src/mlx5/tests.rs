@@ -99,7 +99,7 @@ fn advance<M: Mmio>(qp: &mut Qp<M>, n: u32) {
     for i in 0..n {
         post(qp, &[send(1000 + u64::from(i), SendFlags::empty(), &sge)]);
         let head = qp.sq.head();
-        qp.shared().sq.tail.store(head, Ordering::Release);
+        qp.shared().sq.tail().store(head, Ordering::Release);
     }
 }
 
@@ -809,7 +809,7 @@ fn wqe_wraps_mid_wqe_ud_and_blueflame() {
     }
     assert_eq!(qp.sq.cur_post(), 7);
     let head = qp.sq.head();
-    qp.shared().sq.tail.store(head, Ordering::Release);
+    qp.shared().sq.tail().store(head, Ordering::Release);
     rec.take();
     let sge2 = [Sge::new(0x9000, 0x24, 0x34)];
     post(&mut qp, &[SendWr { wr_id: 9, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &sge2, ud: Some(dest) }]);
@@ -1059,7 +1059,7 @@ fn cqe_req_opcodes() {
     assert_eq!(f.cq.cons_index(), 8);
     assert_bytes(&peek(f.cq.db_addr(), 4), &[0, 0, 0, 8]);
     // Retiring slot 3 means 4 requests retired in all (wqe_head 3 + 1).
-    assert_eq!(f.qp.shared().sq.tail.load(Ordering::Relaxed), 4);
+    assert_eq!(f.qp.shared().sq.tail().load(Ordering::Relaxed), 4);
 }
 
 #[test]
@@ -1398,7 +1398,7 @@ fn doorbell_record_stores_from_two_threads() {
             match unsafe { qp.sq.post(&[send(i, SendFlags::empty(), &sge)]) } {
                 Ok(()) => {
                     let head = qp.sq.head();
-                    qp.shared().sq.tail.store(head, Ordering::Release);
+                    qp.shared().sq.tail().store(head, Ordering::Release);
                 }
                 Err(e) => assert_eq!(e.kind, crate::wr::PostErrorKind::BadState),
             }

@@ -1081,3 +1081,239 @@ fn single_entry_polls_across_many_wraps() {
         t.hca.assert_clean();
     }
 }
+
+/// Two QPs (A, C) on one CQ (X) for sends and receives, their peers (B, D)
+/// on another (Y): what `poll_one_matches_poll` runs twice.
+struct Shared {
+    hca: Hca,
+    ctx: Context,
+    x: Cq<HcaMmio>,
+    y: Cq<HcaMmio>,
+    a: Qp<HcaMmio>,
+    b: Qp<HcaMmio>,
+    c: Qp<HcaMmio>,
+    _d: Qp<HcaMmio>,
+    src: Region,
+    local: Region,
+    remote: Region,
+    rbuf: Region,
+    /// Receives posted / completed on A and B.
+    recv: [(u64, u64); 2],
+}
+
+impl Shared {
+    fn new(cqe_version: u8) -> Shared {
+        let hca = Hca::new(ModelCfg { cqe_version, ..Default::default() });
+        let ctx = hca.context();
+        let x = hca.new_cq(&ctx, 15);
+        let y = hca.new_cq(&ctx, 63);
+        let qa = args(QpType::Rc, rc_caps());
+        let a = hca.new_qp(&ctx, &qa, x.cqn(), x.cqn());
+        let b = hca.new_qp(&ctx, &qa, y.cqn(), y.cqn());
+        let c = hca.new_qp(&ctx, &qa, x.cqn(), x.cqn());
+        let d = hca.new_qp(&ctx, &qa, y.cqn(), y.cqn());
+        hca.connect(&a, &b);
+        hca.connect(&c, &d);
+        let src = Region::new(&hca, 4096, 0);
+        let local = Region::new(&hca, 4096, access::LOCAL_WRITE);
+        let remote = Region::new(&hca, 4096, access::ALL);
+        let rbuf = Region::new(&hca, 16 * RSLOT, access::LOCAL_WRITE);
+        let mut s = Shared { hca, ctx, x, y, a, b, c, _d: d, src, local, remote, rbuf, recv: [(0, 0); 2] };
+        s.refill();
+        s
+    }
+
+    /// Keeps 8 receives posted on A and on B.
+    fn refill(&mut self) {
+        for (i, qp) in [&mut self.a, &mut self.b].into_iter().enumerate() {
+            let (posted, done) = &mut self.recv[i];
+            while *posted - *done < 8 {
+                let sge = [self.rbuf.sge((i * 8 + (*posted % 8) as usize) * RSLOT, RSLOT as u32)];
+                qp.rq.as_mut().unwrap().post(&[RecvWr { wr_id: (i as u64 + 1) << 32 | *posted, sgl: &sge }]).unwrap();
+                *posted += 1;
+            }
+        }
+    }
+
+    /// Round `r` of the script: posts on A (WRITE, READ, SEND by wr_id),
+    /// on C (a WRITE every other round; at round 100 one with a bad rkey,
+    /// after which C is in error and every request is flushed), on B (a
+    /// SEND to A every third round), and every 50 rounds a destroy of a
+    /// spare QP (a registry generation bump that closes X's gate); then runs
+    /// the model and drains Y.
+    fn round(&mut self, r: u64, next_a: &mut u64) {
+        let rr = RemoteAddr { addr: self.remote.addr(0), rkey: self.remote.rkey };
+        let (write, read, send) = ([self.src.sge(0, 8)], [self.local.sge(0, 12)], [self.src.sge(0, 4)]);
+        let k = 1 + r % 5;
+        let wrs: Vec<SendWr<'_>> = (*next_a..*next_a + k)
+            .map(|id| {
+                let (op, sgl) = match id % 3 {
+                    0 => (SendOp::RdmaWrite(rr), &write[..]),
+                    1 => (SendOp::RdmaRead(rr), &read[..]),
+                    _ => (SendOp::Send, &send[..]),
+                };
+                SendWr { wr_id: id, op, flags: SendFlags::SIGNALED, sgl, ud: None }
+            })
+            .collect();
+        post_send(&mut self.a, &wrs).unwrap();
+        *next_a += k;
+        if r % 2 == 0 {
+            let bad = RemoteAddr { addr: self.remote.addr(64), rkey: self.remote.rkey ^ 0x100 };
+            let op = SendOp::RdmaWrite(if r == 100 { bad } else { rr });
+            let wr = SendWr { wr_id: 0xc000 + r, op, flags: SendFlags::SIGNALED, sgl: &write, ud: None };
+            post_send(&mut self.c, &[wr]).unwrap();
+        }
+        if r % 3 == 0 {
+            let wr = SendWr { wr_id: 0xb000 + r, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &send, ud: None };
+            post_send(&mut self.b, &[wr]).unwrap();
+        }
+        if r % 50 == 25 {
+            let e = self.hca.new_qp(&self.ctx, &args(QpType::Rc, rc_caps()), self.y.cqn(), self.y.cqn());
+            self.hca.destroy_qp(e.qpn());
+            assert!(self.ctx.qp_shared_destroyed(e.shared()));
+        }
+        self.hca.run();
+        let mut buf = [Wc::default(); 8];
+        loop {
+            let n = self.y.poll(&mut buf);
+            if n == 0 {
+                break;
+            }
+            for w in &buf[..n] {
+                if w.opcode == WcOpcode::RECV && w.qp_num == self.b.qpn() {
+                    self.recv[1].1 += 1;
+                }
+            }
+        }
+    }
+}
+
+/// `poll_one` hands over the same completions as `poll` with one-entry
+/// slices (and the same counters), over a 16-entry CQ many times round,
+/// both CQE versions: successful requester entries of two QPs interleaved
+/// (the cached QP changes), RDMA READs (which the inlined fast path leaves
+/// to the slow one), responder entries, error and flush entries of a QP in
+/// error, registry generation bumps (the gate closes) and a batch poll
+/// every seventh round; the completions are also checked against the
+/// script.
+#[test]
+fn poll_one_matches_poll() {
+    for cqe_version in [1, 0] {
+        let (mut p, mut o) = (Shared::new(cqe_version), Shared::new(cqe_version));
+        assert_eq!(p.x.ncqe(), 16);
+        let (mut next_p, mut next_o) = (0u64, 0u64);
+        let (mut a_done, mut c_seen, mut c_errors) = (0u64, 0u64, 0u64);
+        for r in 0..400u64 {
+            p.round(r, &mut next_p);
+            o.round(r, &mut next_o);
+            let (mut got_p, mut got_o) = (Vec::new(), Vec::new());
+            if r % 7 == 6 {
+                for (s, got) in [(&mut p, &mut got_p), (&mut o, &mut got_o)] {
+                    let mut three = [Wc::default(); 3];
+                    let n = s.x.poll(&mut three);
+                    got.extend_from_slice(&three[..n]);
+                }
+            }
+            loop {
+                let mut one = [Wc::default(); 1];
+                let empty = p.x.is_empty();
+                let n = p.x.poll(&mut one);
+                assert_eq!(empty, n == 0);
+                let mut w = Wc { wr_id: 0xdead, ..Wc::default() };
+                let empty = o.x.is_empty();
+                let got = o.x.poll_one(&mut w);
+                assert_eq!(empty, !got);
+                assert_eq!(n == 1, got, "round {r}: poll {n}, poll_one {got}");
+                if !got {
+                    assert_eq!(w.wr_id, 0xdead, "left as it was");
+                    break;
+                }
+                got_p.push(one[0]);
+                got_o.push(w);
+            }
+            assert_eq!(got_p, got_o, "round {r}");
+            for w in &got_o {
+                if w.qp_num == o.a.qpn() && w.opcode == WcOpcode::RECV {
+                    assert_eq!((w.wr_id, w.status), (1 << 32 | o.recv[0].1, WcStatus::SUCCESS));
+                    p.recv[0].1 += 1;
+                    o.recv[0].1 += 1;
+                } else if w.qp_num == o.a.qpn() {
+                    assert_eq!((w.wr_id, w.status), (a_done, WcStatus::SUCCESS), "round {r}");
+                    let (opcode, len) = match a_done % 3 {
+                        0 => (WcOpcode::RDMA_WRITE, 0),
+                        1 => (WcOpcode::RDMA_READ, 12),
+                        _ => (WcOpcode::SEND, 0),
+                    };
+                    assert_eq!((w.opcode, w.byte_len), (opcode, len), "wr {a_done}");
+                    a_done += 1;
+                } else {
+                    assert_eq!(w.qp_num, o.c.qpn(), "{w:?}");
+                    assert_eq!(w.wr_id, 0xc000 + 2 * c_seen, "C's in order");
+                    if w.wr_id < 0xc000 + 100 {
+                        assert_eq!(w.status, WcStatus::SUCCESS);
+                    } else {
+                        assert_ne!(w.status, WcStatus::SUCCESS, "C in error from round 100: {w:?}");
+                        c_errors += 1;
+                    }
+                    c_seen += 1;
+                }
+            }
+            p.refill();
+            o.refill();
+        }
+        assert_eq!(a_done, next_o);
+        assert_eq!(c_seen, 200);
+        assert_eq!(c_errors, 150);
+        assert!(o.recv[0].1 > 100);
+        for s in [&p, &o] {
+            assert!(s.x.cons_index() > 16 * 80, "many times round: {}", s.x.cons_index());
+        }
+        assert_eq!(p.x.cons_index(), o.x.cons_index());
+        assert_eq!(p.x.skipped(), o.x.skipped());
+        p.hca.assert_clean();
+        o.hca.assert_clean();
+    }
+}
+
+/// A clean requested for a CQ runs before `poll_one` (and a one-entry
+/// `poll`) hands over anything, also when the fast path had the QP cached
+/// and its gate open: the request closes the gate.
+#[test]
+fn poll_one_runs_a_requested_clean_first() {
+    for (cqe_version, use_poll) in [(1, false), (1, true), (0, false)] {
+        let mut t = Rc::new(ModelCfg { cqe_version, ..Default::default() }, 15);
+        let sge = [t.src.sge(0, 8)];
+        let r = RemoteAddr { addr: t.remote.addr(0), rkey: t.remote.rkey };
+        let wr = SendWr { wr_id: 7, op: SendOp::RdmaWrite(r), flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+        for _ in 0..4 {
+            post_send(&mut t.a, &[wr]).unwrap();
+        }
+        t.hca.run();
+        let one = |cq: &mut Cq<HcaMmio>| {
+            let mut w = Wc::default();
+            let got = if use_poll { cq.poll(std::slice::from_mut(&mut w)) == 1 } else { cq.poll_one(&mut w) };
+            got.then_some(w)
+        };
+        // The first completion: A is cached, the gate open.
+        assert_eq!(one(&mut t.cq_a).map(|w| w.wr_id), Some(7));
+        // A goes to RESET; its other 3 completions must not come out.
+        t.hca.set_state(&t.a, 0, None, None);
+        let sa = t.a.shared().clone();
+        t.ctx.request_clean(t.cq_a.cqn(), &sa);
+        assert!(t.ctx.clean_pending(&sa));
+        assert_eq!(one(&mut t.cq_a), None);
+        assert!(!t.ctx.clean_pending(&sa));
+        assert_eq!((t.cq_a.cons_index(), t.cq_a.skipped()), (4, 0));
+        // Back to work: the next completion comes out.
+        t.hca.set_state(&t.b, 0, None, None);
+        t.hca.connect(&t.a, &t.b);
+        t.recv_posted = 0;
+        t.recv_done = 0;
+        t.refill();
+        post_send(&mut t.a, &[SendWr { wr_id: 8, ..wr }]).unwrap();
+        t.hca.run();
+        assert_eq!(one(&mut t.cq_a).map(|w| (w.wr_id, w.status)), Some((8, WcStatus::SUCCESS)));
+        assert_eq!(one(&mut t.cq_a), None);
+        t.hca.assert_clean();
+    }
+}
