@@ -280,6 +280,20 @@ impl CqDriver {
         }
     }
 
+    /// One completion into `w`: true, or false (and `w` as it was) when
+    /// none is ready (`ibv_poll_cq` with one entry). rxe polls a one-entry
+    /// slice; mlx5 takes [`Cq::poll_one`](crate::mlx5::Cq::poll_one), its
+    /// one-entry path without the slice's length test.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_one(&mut self, w: &mut Wc) -> bool {
+        match &mut self.0 {
+            Drv::Rxe { ring, .. } => rxe_poll(ring, std::slice::from_mut(w)) == 1,
+            Drv::Mlx5 { cq, .. } => mlx5_poll_one(cq, w),
+            Drv::Dead | Drv::Gone => false,
+        }
+    }
+
     /// [`poll`](Self::poll) into memory that need not be initialised:
     /// returns the completions written, the first entries of `out` (the
     /// rest is left as it was). rxe decodes straight into `out`; mlx5
@@ -432,6 +446,11 @@ fn rxe_poll(ring: &mut rxe::CqRing, out: &mut [Wc]) -> usize {
 #[inline(never)]
 fn mlx5_poll(cq: &mut mlx5::Cq, out: &mut [Wc]) -> usize {
     cq.poll(out)
+}
+
+#[inline(never)]
+fn mlx5_poll_one(cq: &mut mlx5::Cq, w: &mut Wc) -> bool {
+    cq.poll_one(w)
 }
 
 #[inline(never)]
