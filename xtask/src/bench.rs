@@ -198,14 +198,37 @@ pub const CAPI_CG_ITERS: [u32; 2] = [500, 5000];
 /// What selects rverbs' `libibverbs.so.1` for a program in the guest.
 const ON_RVERBS: &str = "env LD_LIBRARY_PATH=/opt/rverbs/lib";
 
+/// The command prefix that runs a perftest program on `i`'s library.
+fn on_lib(i: Impl) -> String {
+    if i == Impl::Rverbs {
+        format!("{ON_RVERBS} ")
+    } else {
+        String::new()
+    }
+}
+
+/// The order of the two implementations in timed run `run` (1-based):
+/// rdma-core first in odd runs, rverbs first in even ones, so that neither
+/// always runs first after the other's run (a guest under TCG drifts over
+/// seconds; a fixed order would give one side the same neighbour every
+/// time).
+fn run_order(run: u32) -> [Impl; 2] {
+    let [a, b] = Impl::BOTH;
+    if run % 2 == 1 {
+        [a, b]
+    } else {
+        [b, a]
+    }
+}
+
 /// File-name tags of the guest's results (shared with [`bench_report`]).
 pub mod tags {
     use super::Impl;
 
-    /// A perftest run with both sides on `i`'s `libibverbs.so.1`:
-    /// `cp-PROGRAM-SIZE-IMPL`.
-    pub fn capi(program: &str, size: u32, i: Impl) -> String {
-        format!("cp-{program}-{size}-{}", i.tag())
+    /// A timed perftest run with both sides on `i`'s `libibverbs.so.1`:
+    /// `cp-PROGRAM-SIZE-IMPL-RUN`.
+    pub fn capi(program: &str, size: u32, i: Impl, run: u32) -> String {
+        format!("cp-{program}-{size}-{}-{run}", i.tag())
     }
 
     /// Callgrind of a perftest client on `i`'s library: `cc-PROGRAM-IMPL-ITERS`.
@@ -366,7 +389,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
                 for events in [false, true] {
                     let sizes = if ud { UD_SIZES } else { SIZES };
                     for size in sizes {
-                        for i in Impl::BOTH {
+                        for i in run_order(run) {
                             let p = next_port();
                             let tag = tags::lat(ud, events, size, i, run);
                             let args = format!("{}-s {size} -n {TIMED_ITERS}", if events { "-e " } else { "" });
@@ -394,15 +417,24 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
     }
     if parts.capi {
         s.push_str("step capi\n");
+        // The timed runs: `runs` of each, the two libraries one after the
+        // other per run, in alternating order (as the ping-pongs above).
+        for run in 1..=runs {
+            for prog in CAPI_PERFTEST {
+                for size in SIZES {
+                    for i in run_order(run) {
+                        let p = next_port();
+                        let tag = tags::capi(prog, size, i, run);
+                        let cmd =
+                            format!("{}{prog} -d rxe0 -x {GID} -F -s {size} -n {PERFTEST_ITERS} -p {p}", on_lib(i));
+                        s.push_str(&format!("pair {tag} {p} \"timeout 120 {cmd}\" \"timeout 120 {cmd} 127.0.0.1\"\n"));
+                    }
+                }
+            }
+        }
         for prog in CAPI_PERFTEST {
             for i in Impl::BOTH {
-                let on = if i == Impl::Rverbs { format!("{ON_RVERBS} ") } else { String::new() };
-                for size in SIZES {
-                    let p = next_port();
-                    let tag = tags::capi(prog, size, i);
-                    let cmd = format!("{on}{prog} -d rxe0 -x {GID} -F -s {size} -n {PERFTEST_ITERS} -p {p}");
-                    s.push_str(&format!("pair {tag} {p} \"timeout 120 {cmd}\" \"timeout 120 {cmd} 127.0.0.1\"\n"));
-                }
+                let on = on_lib(i);
                 for iters in CAPI_CG_ITERS {
                     let p = next_port();
                     let tag = tags::capi_cg(prog, i, iters);
@@ -747,7 +779,14 @@ mod tests {
         assert!(capi.contains(
             "\"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 1000 -p"
         ));
-        assert!(capi.contains("pair cp-ib_send_lat-64-rdma "));
+        assert!(capi.contains("pair cp-ib_send_lat-64-rdma-1 "));
+        // Timed runs alternate which library goes first.
+        let two = script(&Parts::parse("capi,latency").unwrap(), 2);
+        let at = |t: &str| two.find(&format!("pair {t} ")).unwrap();
+        assert!(at("cp-ib_write_bw-4096-rdma-1") < at("cp-ib_write_bw-4096-rverbs-1"));
+        assert!(at("cp-ib_write_bw-4096-rverbs-2") < at("cp-ib_write_bw-4096-rdma-2"));
+        assert!(at("lat-rc-poll-64-rdma-1") < at("lat-rc-poll-64-rverbs-1"));
+        assert!(at("lat-ud-ev-1024-rverbs-2") < at("lat-ud-ev-1024-rdma-2"));
         assert!(capi.contains(
             "\"timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib valgrind --tool=callgrind --dump-line=no \
              --dump-instr=yes --callgrind-out-file=$D/cc-ib_send_lat-rverbs-5000.out \
