@@ -62,7 +62,7 @@ impl Default for BenchArgs {
 }
 
 /// Default runs per latency configuration.
-pub const DEFAULT_RUNS: u32 = 5;
+pub const DEFAULT_RUNS: u32 = 9;
 
 /// The parts of the benchmark (`--only instr,syscalls,latency,perftest,capi,mock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
