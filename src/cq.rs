@@ -230,6 +230,27 @@ impl CompletionQueue {
         self.driver.poll_uninit_net_imm(out)
     }
 
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) of one entry,
+    /// without a slice: the next completion written into `w` (`imm_data` in
+    /// network byte order, as `ibv_wc` holds it), or `None` with `w`
+    /// untouched. For C callers that poll one at a time (perftest's latency
+    /// tests): on rxe it inlines into the caller with no call at all.
+    ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let mut cq = ctx.create_cq(16)?;
+    /// let mut slot = std::mem::MaybeUninit::<rverbs::Wc>::uninit();
+    /// if let Some(wc) = cq.poll_one_uninit_net_imm(&mut slot) {
+    ///     println!("{} {:?}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut std::mem::MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        self.driver.poll_one_uninit_net_imm(w)
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0. A few loads, nothing consumed, nothing called (rxe: the
     /// kernel's producer index against ours; mlx5: the owner bit of the next

@@ -338,6 +338,22 @@ impl CqDriver {
         unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
     }
 
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) of one entry,
+    /// without the slice: `Some` with the completion written into `w`, or
+    /// `None` (`w` untouched) when there is none. rxe's ring copy is
+    /// inlined here with no call (the C library's one-entry `ibv_poll_cq`
+    /// is a leaf); mlx5 polls out of line into a local `Wc` (the
+    /// provider's `poll_one`) and swaps an immediate to network order.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        match &mut self.0 {
+            Drv::Rxe { ring, .. } => ring.poll_one_uninit_net_imm(w),
+            Drv::Mlx5 { cq, .. } => mlx5_poll_one_net_imm(cq, w),
+            Drv::Dead | Drv::Gone => None,
+        }
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0 (rxe: its producer index is our consumer index; mlx5: the
     /// next entry is the hardware's; a dead or moved-out CQ: always).
@@ -451,6 +467,17 @@ fn mlx5_poll(cq: &mut mlx5::Cq, out: &mut [Wc]) -> usize {
 #[inline(never)]
 fn mlx5_poll_one(cq: &mut mlx5::Cq, w: &mut Wc) -> bool {
     cq.poll_one(w)
+}
+
+#[cold]
+#[inline(never)]
+fn mlx5_poll_one_net_imm<'a>(cq: &mut mlx5::Cq, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+    let mut got = Wc::default();
+    if !cq.poll_one(&mut got) {
+        return None;
+    }
+    imm_to_net(std::slice::from_mut(&mut got));
+    Some(w.write(got))
 }
 
 #[inline(never)]

@@ -358,6 +358,34 @@ impl CqRing {
         self.poll_into::<false>(out)
     }
 
+    /// One completion into `w`, `imm_data` in network byte order (as
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) with a one-entry
+    /// slice): `Some` with it written, or `None` (and `w` untouched) when
+    /// the ring is empty. Inlined whole, with no call: the C library's
+    /// `ibv_poll_cq` of one entry is then a leaf, with no frame.
+    #[inline(always)]
+    pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut core::mem::MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        let mask = self.q.index_mask();
+        // Relaxed: the CQ consumer is ours. The slot's address is computed
+        // before the Acquire load; nothing is read from it until after.
+        let cons = self.q.consumer_own();
+        let slot = self.q.elem_ptr(cons);
+        // Acquire: the CQE at our consumer is written before we read it.
+        let prod = self.q.producer_acquire();
+        if prod.wrapping_sub(cons) & mask == 0 {
+            return None;
+        }
+        // SAFETY: slot `cons` lies between our consumer and the producer we
+        // loaded with Acquire, so the kernel finished writing it; it is a
+        // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
+        let raw = unsafe { wqe::read_cqe(slot) };
+        let w = w.write(wqe::decode_cqe_flags(raw));
+        // Release: our copy is done before the kernel may reuse the slot
+        // (`publish_consumer` masks the index).
+        self.q.publish_consumer(cons.wrapping_add(1));
+        Some(w)
+    }
+
     /// Decodes the CQEs from slot `cons` on into `out`, one per entry
     /// (`HOST_IMM`: `imm_data` to host order); returns the slot after.
     /// The caller has counted that many published CQEs from `cons`.

@@ -785,6 +785,47 @@ fn poll_uninit_net_imm_keeps_the_immediate_big_endian() {
     assert_eq!(b.poll_uninit_net_imm(&mut buf), 0);
 }
 
+/// `poll_one_uninit_net_imm` takes the completions one at a time exactly
+/// as `poll_uninit_net_imm` with a one-entry slice does (same entries,
+/// same consumer index), across the ring's end, and leaves its slot
+/// untouched when the ring is empty.
+#[test]
+fn poll_one_uninit_net_imm_matches_a_one_entry_poll() {
+    let (mut a, mut b) = (cq(4), cq(4));
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut next = 0u64;
+    for round in 0..10u64 {
+        let batch = round % 3 + 1;
+        for i in next..next + batch {
+            let mut cqe = recv_cqe(i, 1, 10 + i as u32, (i % 2 == 0).then_some(0x0102_0304 + i as u32));
+            if i % 3 == 1 {
+                cqe.wc_flags |= 4; // IB_WC_WITH_INVALIDATE
+                cqe.ex = 0x00c0_ffee + i as u32;
+            }
+            assert!(k.produce_cqe(a.queue(), &cqe));
+            assert!(k.produce_cqe(b.queue(), &cqe));
+        }
+        next += batch;
+        for j in 0..=batch {
+            let mut want = [core::mem::MaybeUninit::new(Wc { wr_id: 0xdead, ..Wc::default() })];
+            let mut got = core::mem::MaybeUninit::new(Wc { wr_id: 0xdead, ..Wc::default() });
+            let n = a.poll_uninit_net_imm(&mut want);
+            let one = b.poll_one_uninit_net_imm(&mut got).map(|w| *w);
+            // SAFETY: both slots were initialised above.
+            let (want, got) = unsafe { (want[0].assume_init(), got.assume_init()) };
+            assert_eq!(one.is_some(), n == 1, "round {round}, entry {j}");
+            assert_eq!(n == 1, j < batch, "round {round}, entry {j}");
+            assert_eq!(got, want, "round {round}, entry {j}");
+            if let Some(w) = one {
+                assert_eq!(w, got);
+            } else {
+                assert_eq!(got.wr_id, 0xdead, "an empty ring leaves the slot as it was");
+            }
+            assert_eq!(b.queue().consumer_own(), a.queue().consumer_own());
+        }
+    }
+}
+
 #[test]
 fn one_slot_always_empty() {
     let mut s = sq(8, RC);
