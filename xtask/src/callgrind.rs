@@ -154,6 +154,30 @@ impl Profile {
             .sum()
     }
 
+    /// Inclusive instructions of a program's clock calibration: the
+    /// functions of the objects `program` selects that are called at most
+    /// twice and call one function of libc that calls nothing (a system
+    /// call stub) at least 1,000 times. In perftest that is
+    /// `sample_get_cpu_mhz` (its `get_clock.c`), called twice per run: 200
+    /// measurements, each a loop on `gettimeofday` until 10·i µs have
+    /// passed (valgrind hides the vDSO, so each turn is libc's syscall
+    /// stub). How many turns it makes follows how fast the guest runs, not
+    /// how many operations the program does, so it is taken out of a
+    /// per-operation slope.
+    pub fn clock_calibration(&self, program: impl Fn(&str) -> bool) -> u64 {
+        let spins = |f: &FnCost| {
+            f.callees.iter().any(|&(c, n, _)| {
+                let callee = &self.funcs[c];
+                n >= 1_000 && callee.object.contains("/libc.so") && callee.callees.is_empty()
+            })
+        };
+        self.funcs
+            .iter()
+            .filter(|f| program(&f.object) && (1..=2).contains(&f.calls) && spins(f))
+            .map(FnCost::inclusive)
+            .sum()
+    }
+
     /// True when `f` (directly) calls a function whose name contains one of `parts`.
     pub fn calls_any(&self, f: &FnCost, parts: &[&str]) -> bool {
         f.callees.iter().any(|(c, _, _)| parts.iter().any(|p| self.funcs[*c].name.contains(p)))
@@ -215,6 +239,69 @@ fn=(3)
         assert_eq!((h.object.as_str(), h.calls, h.self_ir), ("/bin/app", 2, 40));
         let w = p.containing("wri").unwrap();
         assert_eq!((w.object.as_str(), w.calls), ("/lib/libx.so", 3));
+    }
+
+    #[test]
+    fn clock_calibration_is_a_spin_on_a_libc_stub() {
+        // perftest's shape: main calls the calibration twice, which spins
+        // on libc's gettimeofday stub; the measured loop calls the library
+        // and libc's rand (which calls on) many times.
+        let text = "version: 1
+events: Ir
+summary: 100000
+
+ob=(1) /usr/bin/ib_send_lat
+fn=(1) main
+0 10
+cfn=(2) 0x28fc0
+calls=2 0
+0 40000
+cfn=(3) 0x23100
+calls=1 0
+0 50000
+cfn=(6) 0x1c200
+calls=1 0
+0 9000
+
+fn=(2)
+0 10000
+cob=(2) /usr/lib/x86_64-linux-gnu/libc.so.6
+cfn=(4) 0x00000000000c4150
+calls=3000 0
+0 30000
+
+fn=(3)
+0 20000
+cob=(3) /opt/rverbs/lib/libibverbs.so.1
+cfn=(5) ibverbs::cq::poll_cq
+calls=3000 0
+0 30000
+
+fn=(6)
+0 1000
+cob=(2)
+cfn=(7) rand
+calls=2000 0
+0 8000
+
+ob=(2)
+fn=(4)
+0 30000
+fn=(7)
+0 4000
+cfn=(8) random
+calls=2000 0
+0 4000
+fn=(8)
+0 4000
+
+ob=(3)
+fn=(5)
+0 30000
+";
+        let p = Profile::parse(text);
+        assert_eq!(p.clock_calibration(|o| o.ends_with("/ib_send_lat")), 40000);
+        assert_eq!(p.clock_calibration(|o| o.ends_with("/ib_write_bw")), 0);
     }
 
     #[test]
