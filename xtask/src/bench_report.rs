@@ -145,6 +145,18 @@ impl KernelRun {
         (self.exit(&tag) == Some(0)).then(|| Profile::parse(&f.join("\n")))
     }
 
+    /// What the profiled perftest client (`-n 5000`, under callgrind)
+    /// printed itself: `t_typical` or the average bandwidth. Its round
+    /// trip next to its polls per operation says how long each busy poll
+    /// took in the guest, which the instruction count cannot show.
+    fn capi_profiled_figure(&self, prog: &str, i: Impl) -> Option<f64> {
+        let tag = tags::capi_cg(prog, i, CAPI_CG_ITERS[1]);
+        if self.exit(&tag) != Some(0) {
+            return None;
+        }
+        perftest_figure(prog, self.files.get(&format!("{tag}.cli"))?)
+    }
+
     /// What a perftest client spent inside the C library per operation:
     /// the program's calls into `libibverbs.so.1` and its provider, with
     /// what they called (the doorbell's `write`, rdma-core's spin lock),
@@ -856,6 +868,13 @@ impl Report<'_> {
                 s.push_str(&format!(" {} | {} | {} |", fmt(a, 2), fmt(b, 2), fmt(ratio(a, b), 2)));
             }
             s.push('\n');
+            let unit = if prog.ends_with("_bw") { "MB/s average" } else { "usec typical" };
+            s.push_str(&format!("| `{prog}` {unit} of this profiled client (under callgrind) |"));
+            for k in self.runs {
+                let (a, b) = (k.capi_profiled_figure(prog, Impl::RdmaCore), k.capi_profiled_figure(prog, Impl::Rverbs));
+                s.push_str(&format!(" {} | {} | {} |", fmt(a, 2), fmt(b, 2), fmt(ratio(a, b), 2)));
+            }
+            s.push('\n');
         }
         s
     }
@@ -996,6 +1015,20 @@ mod tests {
         );
         assert_eq!(perftest_figure("ib_write_bw", &bw), Some(40.10));
         assert_eq!(perftest_figure("ib_write_bw", &lines("nothing")), None);
+    }
+
+    #[test]
+    fn the_profiled_client_reports_its_own_figure_when_it_exited_0() {
+        let hdr = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]\n";
+        let mut k = KernelRun::default();
+        k.files.insert(
+            "cc-ib_send_lat-rverbs-5000.cli".into(),
+            lines(&format!("{hdr} 64  5000  59.01  4572.51  136.91  225.52\n")),
+        );
+        assert_eq!(k.capi_profiled_figure("ib_send_lat", Impl::Rverbs), None);
+        k.files.insert("cc-ib_send_lat-rverbs-5000.rc".into(), lines("0"));
+        assert_eq!(k.capi_profiled_figure("ib_send_lat", Impl::Rverbs), Some(136.91));
+        assert_eq!(k.capi_profiled_figure("ib_send_lat", Impl::RdmaCore), None);
     }
 
     #[test]
