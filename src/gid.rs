@@ -72,6 +72,13 @@ impl Gid {
         Guid(b)
     }
 
+    /// True for a multicast group's GID: `ff00::/8`, or an IPv4-mapped
+    /// multicast address (`::ffff:224.0.0.0/100`), the kernel's
+    /// `rdma_is_multicast_addr`.
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] == 0xff || self.to_ipv4().is_some_and(|a| a.is_multicast())
+    }
+
     /// The IPv4 address if this is an IPv4-mapped GID (`::ffff:a.b.c.d`).
     pub fn to_ipv4(&self) -> Option<std::net::Ipv4Addr> {
         std::net::Ipv6Addr::from(self.0).to_ipv4_mapped()
@@ -208,6 +215,16 @@ mod tests {
         assert_eq!(g.to_string(), "5054:00ff:fe12:3456");
         assert_eq!(format!("{:016x}", g.as_u64()), "505400fffe123456");
         assert_eq!(Guid::parse_sysfs("zz"), None);
+    }
+
+    #[test]
+    fn multicast_gids_are_the_kernels() {
+        let g = |s: &str| Gid::parse(s).unwrap();
+        assert!(g("ff0e:0000:0000:0000:0000:0000:0000:0001").is_multicast());
+        assert!(g("0000:0000:0000:0000:0000:ffff:ef01:0101").is_multicast(), "::ffff:239.1.1.1");
+        assert!(!g("0000:0000:0000:0000:0000:ffff:c0a8:4d01").is_multicast(), "::ffff:192.168.77.1");
+        assert!(!g("fe80:0000:0000:0000:5054:00ff:fe12:3456").is_multicast());
+        assert!(!g("0000:0000:0000:0000:0000:0000:ef01:0101").is_multicast(), "IPv4-compatible is not mapped");
     }
 
     #[test]

@@ -208,6 +208,86 @@ fn ud_send_with_grh() {
     assert_eq!(e.kind, rverbs::PostErrorKind::BadDestination);
 }
 
+/// Multicast (`ibv_attach_mcast`/`ibv_detach_mcast`): a UD QP attached to
+/// an IPv4 group receives what another QP sends to the group (destination
+/// QPN 0xffffff, an AH whose GID is the group's). On RoCE the kernel's
+/// attach only programs the netdev's link-layer filter; the host joins the
+/// IP group itself (here a UDP socket on rxe0's address, as the RDMA CM's
+/// `rdma_join_multicast` does in the kernel), and the IP layer's multicast
+/// loopback brings the datagram back to rxe0. Then the commands' answers:
+/// a second attach is no error, a detach of what is not attached, a
+/// unicast GID and an RC QP are EINVAL with a message that says which;
+/// a QP still in two groups is destroyed (rverbs leaves them first).
+#[test]
+fn ud_multicast_group() {
+    use std::net::{Ipv4Addr, UdpSocket};
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(16), 64) else {
+        return;
+    };
+    let idx = ctx.default_sgid_index(1).unwrap();
+    let local = ctx.query_gid(1, idx.into()).unwrap().unwrap().gid;
+    let ip = local.to_ipv4().expect("rxe0's default GID is IPv4-mapped (RoCE v2)");
+    let group_ip = Ipv4Addr::new(239, 7, 7, 7);
+    let group = rverbs::Gid(group_ip.to_ipv6_mapped().octets());
+    assert!(group.is_multicast() && !local.is_multicast());
+    let member = UdpSocket::bind((ip, 0)).unwrap();
+    member.join_multicast_v4(&group_ip, &ip).unwrap();
+    b.attach_mcast(&group, 0).unwrap();
+    b.attach_mcast(&group, 0).expect("attaching to a group the QP is in already is no error");
+    assert_eq!(b.mcast_groups(), [(group, 0)]);
+
+    let ah = pd
+        .create_ah(&AhAttr {
+            port_num: 1,
+            grh: Some(GlobalRoute { dgid: group, sgid_index: idx, hop_limit: 1, ..Default::default() }),
+            ..Default::default()
+        })
+        .unwrap();
+    let ma = pd.alloc_mr(4096, ALL).unwrap();
+    let mb = pd.alloc_mr(4096, ALL).unwrap();
+    let p = pattern(17, 200);
+    ma.write_at(0, &p).unwrap();
+    b.post_recv(&[RecvWr { wr_id: 7, sgl: &[mb.sge(0, 40 + 1024).unwrap()] }]).unwrap();
+    let qkey = ConnectOptions::default().qkey;
+    let s = [ma.sge(0, 200).unwrap()];
+    let wr = SendWr {
+        wr_id: 3,
+        op: SendOp::Send,
+        flags: SendFlags::SIGNALED,
+        sgl: &s,
+        ud: Some(ah.ud_dest(0xff_ffff, qkey)),
+    };
+    a.post_send(&[wr]).unwrap();
+    ok_one(&mut cq_a, 3, WcOpcode::SEND);
+    let wc = ok_one(&mut cq_b, 7, WcOpcode::RECV);
+    assert_eq!((wc.byte_len, wc.src_qp), (40 + 200, a.qp_num()), "{wc:?}");
+    assert!(wc.wc_flags.contains(WcFlags::GRH), "{wc:?}");
+    assert_eq!(read(&mb, 40, 200), p);
+    // RoCE v2 over IPv4: the GRH's last 20 bytes are the IPv4 header,
+    // whose destination (its bytes 16..20) is the group.
+    assert_eq!(read(&mb, 36, 4), group_ip.octets(), "the datagram came to the group's address");
+
+    b.detach_mcast(&group, 0).unwrap();
+    assert!(b.mcast_groups().is_empty());
+    let e = b.detach_mcast(&group, 0).unwrap_err();
+    assert_eq!(e.errno(), Some(rverbs::Errno::EINVAL), "{e}");
+    assert!(e.to_string().contains("not attached"), "{e}");
+    let e = b.attach_mcast(&local, 0).unwrap_err();
+    assert_eq!(e.errno(), Some(rverbs::Errno::EINVAL), "{e}");
+    assert!(e.to_string().contains("not a multicast GID"), "{e}");
+    let rc = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    let e = rc.attach_mcast(&group, 0).unwrap_err();
+    assert_eq!(e.errno(), Some(rverbs::Errno::EINVAL), "{e}");
+    assert!(e.to_string().contains("only UD QPs"), "{e}");
+    // A QP still in a group is destroyed all the same: rverbs detaches it
+    // first (the kernel alone refuses, EBUSY).
+    b.attach_mcast(&group, 0).unwrap();
+    b.attach_mcast(&rverbs::Gid(Ipv4Addr::new(239, 7, 7, 8).to_ipv6_mapped().octets()), 0).unwrap();
+    assert_eq!(b.mcast_groups().len(), 2, "{:?}", b.mcast_groups());
+    b.destroy().expect("destroy a QP attached to two groups");
+    drop(member);
+}
+
 /// The address-vector path of rxe kernels before 5.16 (no AH numbers): the
 /// 88-byte `rxe_av` travels in every UD WQE with `ah_num` 0. Newer kernels
 /// read it too, so `create_ah_legacy_av` exercises it on the matrix.

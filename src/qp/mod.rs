@@ -8,7 +8,7 @@ mod connect;
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rverbs_providers::cmd::qp as cmd;
 use rverbs_providers::provider::{KernelQp, ModifyError, QpCreate};
@@ -24,7 +24,7 @@ use crate::cq::CqShared;
 use crate::event::EventObject;
 use crate::post::{RecvQueue, SendQueue};
 use crate::srq::SrqShared;
-use crate::{Context, ProtectionDomain, QpAttrMask, QpState, QpType};
+use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType};
 
 /// The kernel QP and what keeps it alive: PD, CQs, SRQ.
 #[derive(Debug)]
@@ -42,12 +42,33 @@ pub(crate) struct QpShared {
     pub(crate) state: AtomicU8,
     /// Port set at RESET→INIT (0 before).
     port: AtomicU8,
+    /// The multicast groups (GID, LID) the QP is attached to: the kernel
+    /// refuses to destroy a QP still in one (EBUSY), so destroy leaves them
+    /// first. Control path only.
+    mcast: Mutex<Vec<(Gid, u16)>>,
 }
 
 impl QpShared {
     fn destroy(&mut self) -> Result<()> {
+        self.leave_mcast_groups()?;
         self.kernel.destroy()?;
         self.pd.context().unregister(self.user_handle);
+        Ok(())
+    }
+
+    /// Detaches the QP from every group it is still in
+    /// (`IB_USER_VERBS_CMD_DETACH_MCAST` each), as a destroy needs; not in
+    /// a forked child, whose QP objects are the parent's.
+    fn leave_mcast_groups(&mut self) -> Result<()> {
+        let fd = self.pd.context().fd();
+        let groups = self.mcast.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if fd.in_forked_child() {
+            groups.clear();
+        }
+        while let Some(&(gid, lid)) = groups.last() {
+            cmd::detach_mcast(fd, self.kernel.handle(), gid.0, lid)?;
+            groups.pop();
+        }
         Ok(())
     }
 }
@@ -151,6 +172,7 @@ impl ProtectionDomain {
             user_handle,
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
+            mcast: Mutex::new(Vec::new()),
         }));
         Ok(QueuePair {
             sq: SendQueue::new(sq, control.clone()),
@@ -338,6 +360,76 @@ impl QpControl {
         let attr = QpAttr::from_kernel(&r);
         self.0.state.store(attr.qp_state as u8, Ordering::Relaxed);
         Ok(attr)
+    }
+
+    /// Attaches this UD QP to the multicast group `gid` with LID `mlid` (0
+    /// on RoCE): `IB_USER_VERBS_CMD_ATTACH_MCAST`, `ibv_attach_mcast`.
+    /// Datagrams sent to the group (an address handle whose destination is
+    /// `gid`) then land in this QP's receive queue as well. Attaching to a
+    /// group the QP is in already is no error. The QP leaves its groups when
+    /// it is destroyed ([`mcast_groups`](Self::mcast_groups)).
+    ///
+    /// On RoCE the kernel programs the netdev's link-layer filter only:
+    /// joining the IP group (IGMP), which routers and the receiving host's
+    /// IP layer want, is the RDMA CM's part (`rdma_join_multicast`), as
+    /// with rdma-core.
+    ///
+    /// # Errors
+    /// `EINVAL` when `gid` is not a multicast address (`ff00::/8`, or an
+    /// IPv4-mapped `224.0.0.0/4`), the QP is not UD, or `mlid` is not a
+    /// multicast LID of an InfiniBand port; the kernel's errno otherwise.
+    #[doc(alias = "ibv_attach_mcast")]
+    pub fn attach_mcast(&self, gid: &Gid, mlid: u16) -> Result<()> {
+        debug!(qpn = self.qp_num(), %gid, mlid, "ibv_attach_mcast");
+        let mut groups = self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner);
+        cmd::attach_mcast(self.context().fd(), self.handle(), gid.0, mlid)
+            .map_err(|e| self.mcast_error(e, gid, mlid))?;
+        if !groups.contains(&(*gid, mlid)) {
+            groups.push((*gid, mlid));
+        }
+        Ok(())
+    }
+
+    /// Detaches this QP from the multicast group `gid`/`mlid`:
+    /// `IB_USER_VERBS_CMD_DETACH_MCAST`, `ibv_detach_mcast`.
+    ///
+    /// # Errors
+    /// `EINVAL` when the QP is not attached to that group (or for the
+    /// reasons of [`attach_mcast`](Self::attach_mcast)).
+    #[doc(alias = "ibv_detach_mcast")]
+    pub fn detach_mcast(&self, gid: &Gid, mlid: u16) -> Result<()> {
+        debug!(qpn = self.qp_num(), %gid, mlid, "ibv_detach_mcast");
+        let mut groups = self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner);
+        cmd::detach_mcast(self.context().fd(), self.handle(), gid.0, mlid)
+            .map_err(|e| self.mcast_error(e, gid, mlid))?;
+        groups.retain(|g| *g != (*gid, mlid));
+        Ok(())
+    }
+
+    /// The multicast groups (GID, LID) this QP is attached to, in the order
+    /// they were joined. A destroy (or the drop of the last handle) detaches
+    /// the QP from them first: the kernel would refuse to destroy it
+    /// otherwise (EBUSY, which `ibv_destroy_qp` returns in rdma-core).
+    pub fn mcast_groups(&self) -> Vec<(Gid, u16)> {
+        self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn mcast_error(&self, e: Error, gid: &Gid, mlid: u16) -> Error {
+        if e.errno() != Some(Errno::EINVAL) {
+            return e;
+        }
+        let why = if self.qp_type() != QpType::Ud {
+            format!("only UD QPs join multicast groups, QP {:#x} is {}", self.qp_num(), self.qp_type())
+        } else if !gid.is_multicast() {
+            format!("{gid} is not a multicast GID (ff00::/8, or an IPv4-mapped 224.0.0.0/4 address)")
+        } else {
+            format!(
+                "the kernel refused QP {:#x} and group {gid} with LID {mlid:#x} (a detach: the QP is not attached \
+                 to it; on InfiniBand the LID must be a multicast LID, 0xc000..=0xfffe)",
+                self.qp_num()
+            )
+        };
+        e.with_message(why)
     }
 }
 

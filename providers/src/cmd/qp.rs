@@ -179,6 +179,35 @@ pub fn query_qp(fd: &UverbsFd, handle: u32, attr_mask: u32) -> Result<ib_uverbs_
     Ok(resp)
 }
 
+/// Attaches a UD QP to a multicast group: `IB_USER_VERBS_CMD_ATTACH_MCAST`
+/// (write-only; through `INVOKE_WRITE`), `ibv_attach_mcast`. `gid` is the
+/// group's GID in network order, `mlid` its LID (0 on RoCE). The kernel
+/// answers EINVAL for a GID that is not a multicast address, a QP that is
+/// not UD or a LID outside the multicast range, and 0 for a group the QP
+/// is already attached to.
+pub fn attach_mcast(fd: &UverbsFd, qp_handle: u32, gid: [u8; 16], mlid: u16) -> Result<()> {
+    const VERB: &str = "ibv_attach_mcast";
+    let req = ib_uverbs_attach_mcast { gid, qp_handle, mlid, reserved: 0, driver_data: [] };
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_ATTACH_MCAST, req.as_bytes(), &mut [], &[], &mut [])
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(())
+}
+
+/// Detaches a QP from a multicast group: `IB_USER_VERBS_CMD_DETACH_MCAST`
+/// (write-only; through `INVOKE_WRITE`), `ibv_detach_mcast`. EINVAL when
+/// the QP is not attached to that group (GID and LID).
+pub fn detach_mcast(fd: &UverbsFd, qp_handle: u32, gid: [u8; 16], mlid: u16) -> Result<()> {
+    const VERB: &str = "ibv_detach_mcast";
+    let req = ib_uverbs_detach_mcast { gid, qp_handle, mlid, reserved: 0, driver_data: [] };
+    let path = fd
+        .write_cmd(IB_USER_VERBS_CMD_DETACH_MCAST, req.as_bytes(), &mut [], &[], &mut [])
+        .map_err(|e| Error::os(VERB, e))?;
+    traced(VERB, path);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
