@@ -1,6 +1,7 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
-//! `ibv_destroy_qp`, and the `post_send`/`post_recv` ops the `verbs.h`
-//! inlines call. RC, UC and UD (raw-packet and XRC answer EOPNOTSUPP).
+//! `ibv_destroy_qp`, `ibv_attach_mcast`/`ibv_detach_mcast`, and the
+//! `post_send`/`post_recv` ops the `verbs.h` inlines call. RC, UC and UD
+//! (raw-packet and XRC answer EOPNOTSUPP).
 //!
 //! A send list is translated into rverbs' `SendWr`s in chunks of
 //! [`CHUNK`] requests, their SGEs read in place (`struct ibv_sge` is
@@ -170,10 +171,15 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     q.cast()
 }
 
-/// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno.
+/// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno; EBUSY, the QP
+/// kept, while it is in a multicast group.
 unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
-    if p.is_null() {
-        return EINVAL;
+    // SAFETY: the C contract: NULL or a live QP of ours.
+    let Some(q) = (unsafe { qp(p) }) else { return EINVAL };
+    // rdma-core 44 answers the kernel's EBUSY for a QP still in a multicast
+    // group, and the QP stays usable (rverbs' own destroy would detach it).
+    if !q.inner.lock().mcast_groups().is_empty() {
+        return nix::libc::EBUSY;
     }
     // SAFETY: boxed by `create_qp`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
@@ -371,6 +377,49 @@ unsafe extern "C" fn query_qp(
     }
 }
 symver!(query_qp, ibv_query_qp, "IBVERBS_1.1");
+
+/// The QP and the GID of a multicast call, or EINVAL.
+///
+/// # Safety
+/// As [`qp`]; `gid` is NULL or points at a 16-byte `union ibv_gid`.
+unsafe fn mcast_args<'a>(p: *mut ibv_qp, gid: *const [u8; 16]) -> Result<(&'a Qp, Gid), c_int> {
+    // SAFETY: the C contract: a live QP of ours.
+    let q = unsafe { qp(p) }.ok_or(EINVAL)?;
+    // SAFETY: `gid`, when not NULL, is the caller's 16-byte union (any
+    // bytes are a GID; read unaligned: a byte array has no alignment).
+    let g = unsafe { gid.as_ref() }.ok_or(EINVAL)?;
+    Ok((q, Gid(*g)))
+}
+
+/// `int ibv_attach_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t
+/// lid)`: 0 or an errno (rdma-core: the provider's `ibv_cmd_attach_mcast`).
+unsafe extern "C" fn attach_mcast(p: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> c_int {
+    // SAFETY: forwarded from the caller's contract.
+    let (q, g) = match unsafe { mcast_args(p, gid) } {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    match q.inner.lock().attach_mcast(&g, lid) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(attach_mcast, ibv_attach_mcast, "IBVERBS_1.1");
+
+/// `int ibv_detach_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t
+/// lid)`: 0 or an errno.
+unsafe extern "C" fn detach_mcast(p: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> c_int {
+    // SAFETY: forwarded from the caller's contract.
+    let (q, g) = match unsafe { mcast_args(p, gid) } {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    match q.inner.lock().detach_mcast(&g, lid) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+symver!(detach_mcast, ibv_detach_mcast, "IBVERBS_1.1");
 
 pub(crate) fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
     match k {

@@ -80,8 +80,6 @@ macro_rules! stubs {
 stubs! {
     // ---- IBVERBS_1.0 ----
     // ---- IBVERBS_1.1 ----
-    int ibv_attach_mcast @ "IBVERBS_1.1";
-    int ibv_detach_mcast @ "IBVERBS_1.1";
     int ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1";
     // ---- IBVERBS_1.6 … 1.14 ----
     null ibv_import_device @ "IBVERBS_1.10";

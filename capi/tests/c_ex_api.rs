@@ -8,7 +8,8 @@
 //! RC QPs of one device; and `ibv_resize_cq` and `ibv_rereg_mr` on them.
 //! Between two UD QPs: `wr_set_ud_addr`, then `ibv_init_ah_from_wc` and
 //! `ibv_create_ah_from_wc` from the received completion and GRH (the reply
-//! goes back through that AH), and their EINVAL/EPROTONOSUPPORT bad flows. rdma-core's tools do not reach most of these
+//! goes back through that AH), and their EINVAL/EPROTONOSUPPORT bad flows;
+//! then a datagram to a multicast group (`ibv_attach_mcast`, `ibv_detach_mcast`). rdma-core's tools do not reach most of these
 //! (`ibv_rc_pingpong -N` uses `wr_send`/`wr_set_sge` only: `c_pingpong.rs`).
 //!
 //! Without a uverbs device the test prints `skipped: ...` and passes, unless
@@ -58,6 +59,8 @@ struct Lib {
     create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
     destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
     init_ah_from_wc: unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_wc, *mut ibv_grh, *mut ibv_ah_attr) -> c_int,
+    attach_mcast: unsafe extern "C" fn(*mut ibv_qp, *const [u8; 16], u16) -> c_int,
+    detach_mcast: unsafe extern "C" fn(*mut ibv_qp, *const [u8; 16], u16) -> c_int,
     create_ah_from_wc: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_wc, *mut ibv_grh, u8) -> *mut ibv_ah,
 }
 
@@ -100,6 +103,8 @@ fn load(dir: &std::path::Path) -> Lib {
             destroy_ah: sym(h, "ibv_destroy_ah"),
             init_ah_from_wc: sym(h, "ibv_init_ah_from_wc"),
             create_ah_from_wc: sym(h, "ibv_create_ah_from_wc"),
+            attach_mcast: sym(h, "ibv_attach_mcast"),
+            detach_mcast: sym(h, "ibv_detach_mcast"),
         }
     }
 }
@@ -848,7 +853,40 @@ fn ud_reply_through_an_ah_from_the_received_completion() {
         assert_eq!((lib.init_ah_from_wc)(ctx, 1, wc, junk_grh, &mut back), 0);
         assert_eq!(back.is_global, 0);
 
-        for ah in [ah_ab, ah_ba] {
+        // Multicast: b joins an IPv4 group (the host's IP membership by a
+        // UDP socket, as on RoCE the kernel's attach programs only the
+        // link-layer filter; then `ibv_attach_mcast`), a sends to it.
+        let ip = std::net::Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]);
+        let group_ip = std::net::Ipv4Addr::new(239, 8, 8, 8);
+        let member = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        member.join_multicast_v4(&group_ip, &ip).unwrap();
+        let group = group_ip.to_ipv6_mapped().octets();
+        assert_eq!((lib.attach_mcast)(b, &group, 0), 0, "attach_mcast: errno {}", errno());
+        assert_eq!((lib.attach_mcast)(b, &group, 0), 0, "a second attach of the same group");
+        assert_eq!((lib.destroy_qp)(b), libc::EBUSY, "rdma-core 44: no destroy of a QP in a group");
+        attr.grh.dgid = group;
+        let ah_mc = (lib.create_ah)(pd, &mut attr);
+        assert!(!ah_mc.is_null(), "create_ah to the group: errno {}", errno());
+        buf_a[2048..2064].copy_from_slice(b"ud, a to group..");
+        post_recv(ctx, b, 70, pb + 2048, 128, lb);
+        let w = Wr { x: (lib.qp_to_qp_ex)(a) };
+        w.start();
+        w.next(4, SIGNALED);
+        w.send();
+        w.ud_addr(ah_mc, 0xff_ffff, QKEY);
+        w.sge(la, pa + 2048, 16);
+        assert_eq!(w.complete(), 0);
+        assert_eq!(poll_wc(ctx, cq_a.cast(), 1)[0].status, 0);
+        let r = poll_wc(ctx, cq_b.cast(), 1);
+        assert_eq!((r[0].wr_id, r[0].status, r[0].src_qp), (70, 0, (*a).qp_num));
+        assert_eq!(&buf_b[2048 + 40..2048 + 56], &buf_a[2048..2064], "the datagram sent to the group");
+        assert_eq!((lib.detach_mcast)(b, &group, 0), 0, "detach_mcast: errno {}", errno());
+        assert_eq!((lib.detach_mcast)(b, &group, 0), libc::EINVAL, "a detach of a group the QP left");
+        assert_eq!((lib.attach_mcast)(b, &gid, 0), libc::EINVAL, "a unicast GID");
+        assert_eq!((lib.attach_mcast)(b, core::ptr::null(), 0), libc::EINVAL, "no GID");
+        drop(member);
+
+        for ah in [ah_ab, ah_ba, ah_mc] {
             assert_eq!((lib.destroy_ah)(ah), 0);
         }
         for q in [a, b] {
