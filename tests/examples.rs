@@ -21,6 +21,9 @@ mod cm_connect;
 #[path = "../examples/memory_window.rs"]
 mod memory_window;
 #[allow(dead_code)]
+#[path = "../examples/multicast.rs"]
+mod multicast;
+#[allow(dead_code)]
 #[path = "../examples/rc_send_recv.rs"]
 mod rc_send_recv;
 #[allow(dead_code)]
@@ -69,6 +72,11 @@ fn memory_window_example() {
 #[test]
 fn ud_send_example() {
     loopback!(ud_send)
+}
+
+#[test]
+fn multicast_example() {
+    loopback!(multicast)
 }
 
 /// Built only with feature `tokio` (the VM tier builds with it:
