@@ -5,7 +5,7 @@
 //! busybox, kmod, iproute2; the other tools go into the guest when the host
 //! has them) and [`Profile::Project`] (the project's own tests and demo also
 //! need strace, rdma-core's tools (ibverbs-utils, and rdmacm-utils' rping,
-//! ucmatose and udaddy), perftest and rdma-core's pyverbs test suite
+//! ucmatose, udaddy and mckey), perftest and rdma-core's pyverbs test suite
 //! (python3-pyverbs, with python3) as oracles).
 
 use std::path::{Path, PathBuf};
@@ -94,6 +94,7 @@ const NEEDS: &[Need] = &[
     need("rping", &["/usr/bin/rping"], "rdmacm-utils"),
     need("ucmatose", &["/usr/bin/ucmatose"], "rdmacm-utils"),
     need("udaddy", &["/usr/bin/udaddy"], "rdmacm-utils"),
+    need("mckey", &["/usr/bin/mckey"], "rdmacm-utils"),
     need("pyverbs", PYVERBS_FILES, "python3-pyverbs"),
     need(
         "rxe provider",
@@ -265,6 +266,7 @@ fn locate() -> Result<HostTools> {
         "rping",
         "ucmatose",
         "udaddy",
+        "mckey",
     ] {
         guest_programs.extend(find(what).ok());
     }
