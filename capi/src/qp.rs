@@ -378,31 +378,35 @@ unsafe extern "C" fn query_qp(
 }
 symver!(query_qp, ibv_query_qp, "IBVERBS_1.1");
 
-/// The QP and the GID of a multicast call, or EINVAL.
+/// A multicast call on `p`'s control handle: EINVAL for a NULL QP or GID,
+/// else 0 or the errno of `op`. The post lock is held only to clone the
+/// handle, not across the command's syscall.
 ///
 /// # Safety
 /// As [`qp`]; `gid` is NULL or points at a 16-byte `union ibv_gid`.
-unsafe fn mcast_args<'a>(p: *mut ibv_qp, gid: *const [u8; 16]) -> Result<(&'a Qp, Gid), c_int> {
+unsafe fn mcast_call(
+    p: *mut ibv_qp,
+    gid: *const [u8; 16],
+    op: fn(&rverbs::QpControl, &Gid, u16) -> rverbs::Result<()>,
+    lid: u16,
+) -> c_int {
     // SAFETY: the C contract: a live QP of ours.
-    let q = unsafe { qp(p) }.ok_or(EINVAL)?;
+    let Some(q) = (unsafe { qp(p) }) else { return EINVAL };
     // SAFETY: `gid`, when not NULL, is the caller's 16-byte union (any
-    // bytes are a GID; read unaligned: a byte array has no alignment).
-    let g = unsafe { gid.as_ref() }.ok_or(EINVAL)?;
-    Ok((q, Gid(*g)))
+    // bytes are a GID; a byte array has no alignment).
+    let Some(g) = (unsafe { gid.as_ref() }) else { return EINVAL };
+    let control = q.inner.lock().control().clone();
+    match op(&control, &Gid(*g), lid) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
 }
 
 /// `int ibv_attach_mcast(struct ibv_qp *, const union ibv_gid *, uint16_t
 /// lid)`: 0 or an errno (rdma-core: the provider's `ibv_cmd_attach_mcast`).
 unsafe extern "C" fn attach_mcast(p: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> c_int {
     // SAFETY: forwarded from the caller's contract.
-    let (q, g) = match unsafe { mcast_args(p, gid) } {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
-    match q.inner.lock().attach_mcast(&g, lid) {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    unsafe { mcast_call(p, gid, rverbs::QpControl::attach_mcast, lid) }
 }
 symver!(attach_mcast, ibv_attach_mcast, "IBVERBS_1.1");
 
@@ -410,14 +414,7 @@ symver!(attach_mcast, ibv_attach_mcast, "IBVERBS_1.1");
 /// lid)`: 0 or an errno.
 unsafe extern "C" fn detach_mcast(p: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> c_int {
     // SAFETY: forwarded from the caller's contract.
-    let (q, g) = match unsafe { mcast_args(p, gid) } {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
-    match q.inner.lock().detach_mcast(&g, lid) {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    unsafe { mcast_call(p, gid, rverbs::QpControl::detach_mcast, lid) }
 }
 symver!(detach_mcast, ibv_detach_mcast, "IBVERBS_1.1");
 
