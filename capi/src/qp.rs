@@ -31,6 +31,10 @@ use crate::spin::SpinLock;
 pub(crate) struct Qp {
     pub c: ibv_qp_ex,
     pub inner: SpinLock<rverbs::QueuePair>,
+    /// The control side of `inner`, for the verbs that issue a command
+    /// (modify, query, multicast) without taking the post lock across
+    /// their syscall.
+    pub control: rverbs::QpControl,
     pub sq_sig_all: bool,
     /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
     pub extended: bool,
@@ -163,7 +167,8 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     };
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
-    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), sq_sig_all, extended, batch }));
+    let control = inner.control().clone();
+    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), control, sq_sig_all, extended, batch }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -183,19 +188,23 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     }
     // SAFETY: boxed by `create_qp`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
-    let inner = b.inner.into_inner();
+    let Qp { c, inner, control, .. } = *b;
+    // The stored control handle goes first: `destroy` answers EBUSY while
+    // a clone holds the QP.
+    drop(control);
+    let inner = inner.into_inner();
     // SAFETY: the QP's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(b.c.qp_base.context) } {
+    if let Some(cx) = unsafe { ctx(c.qp_base.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
     }
     let r = inner.destroy();
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
     let owners = unsafe {
         [
-            pd(b.c.qp_base.pd).map(|x| &x.users),
-            cq(b.c.qp_base.send_cq).map(|x| &x.users),
-            cq(b.c.qp_base.recv_cq).map(|x| &x.users),
-            crate::srq::srq(b.c.qp_base.srq.cast()).map(|x| &x.users),
+            pd(c.qp_base.pd).map(|x| &x.users),
+            cq(c.qp_base.send_cq).map(|x| &x.users),
+            cq(c.qp_base.recv_cq).map(|x| &x.users),
+            crate::srq::srq(c.qp_base.srq.cast()).map(|x| &x.users),
         ]
     };
     for u in owners.into_iter().flatten() {
@@ -324,8 +333,7 @@ unsafe extern "C" fn modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_i
     let (Some(q), Some(a)) = (unsafe { qp(p) }, unsafe { attr.as_ref() }) else { return EINVAL };
     let Some(m) = QpAttrMask::from_bits(mask as u32) else { return EINVAL };
     let Some(ra) = attr_from_c(a, m) else { return EINVAL };
-    let g = q.inner.lock();
-    match g.modify(&ra, m) {
+    match q.control.modify(&ra, m) {
         Ok(()) => {
             if m.contains(QpAttrMask::STATE) {
                 // SAFETY: `p` is live; C readers of `state` race with this
@@ -353,8 +361,7 @@ unsafe extern "C" fn query_qp(
         return EINVAL;
     }
     let m = QpAttrMask::from_bits_truncate(mask as u32);
-    let g = q.inner.lock();
-    match g.query(m) {
+    match q.control.query(m) {
         Ok(a) => {
             let ca = attr_to_c(&a);
             // SAFETY: `attr` and `init` are the caller's structs; `p` is live.
@@ -379,8 +386,7 @@ unsafe extern "C" fn query_qp(
 symver!(query_qp, ibv_query_qp, "IBVERBS_1.1");
 
 /// A multicast call on `p`'s control handle: EINVAL for a NULL QP or GID,
-/// else 0 or the errno of `op`. The post lock is held only to clone the
-/// handle, not across the command's syscall.
+/// else 0 or the errno of `op`.
 ///
 /// # Safety
 /// As [`qp`]; `gid` is NULL or points at a 16-byte `union ibv_gid`.
@@ -395,8 +401,7 @@ unsafe fn mcast_call(
     // SAFETY: `gid`, when not NULL, is the caller's 16-byte union (any
     // bytes are a GID; a byte array has no alignment).
     let Some(g) = (unsafe { gid.as_ref() }) else { return EINVAL };
-    let control = q.inner.lock().control().clone();
-    match op(&control, &Gid(*g), lid) {
+    match op(&q.control, &Gid(*g), lid) {
         Ok(()) => 0,
         Err(e) => errno::of(&e),
     }
