@@ -4,9 +4,10 @@
 //! Unsafe code: this file uses `core::arch::asm!` (allowed below) because
 //! Rust's `fence`s emit the inner-shareable `dmb ish*` forms on aarch64 and
 //! nothing at all for device memory ordering on x86_64, while the HCA needs
-//! rdma-core's exact instructions: `dmb oshst`, `dmb oshld`, `dsb st`,
-//! `lfence`, `sfence`. An `asm!` block without `nomem` is also a compiler
-//! barrier: no memory access moves across it.
+//! rdma-core's instructions: `dmb oshst`, `dmb oshld`, `dsb st`,
+//! `sfence` (not its x86_64 `lfence`: see [`from_device`]). An `asm!`
+//! block without `nomem` is also a compiler barrier: no memory access
+//! moves across it.
 //!
 //! Providers call these and never `fence`/`asm!` directly, so a grep for
 //! `barrier::` finds every DMA ordering point of the mlx5 provider.
@@ -14,7 +15,7 @@
 //! | function | rdma-core | x86_64 | aarch64 | orders |
 //! |---|---|---|---|---|
 //! | [`to_device`] | `udma_to_device_barrier` | compiler barrier | `dmb oshst` | WQE / dbrec stores before the next store the device may act on |
-//! | [`from_device`] | `udma_from_device_barrier` | `lfence` | `dmb oshld` | the CQE owner byte load before the loads of the rest of the CQE |
+//! | [`from_device`] | `udma_from_device_barrier` | compiler barrier (rdma-core: `lfence`) | `dmb oshld` | the CQE owner byte load before the loads of the rest of the CQE |
 //! | [`wc_start`] | `mmio_wc_start` | `sfence` | `dsb st` | the dbrec store before the UAR / BlueFlame store |
 //! | [`mmio_flush_writes`] | `mmio_flush_writes` | `sfence` | `dsb st` | pushes write-combined UAR stores out of the CPU |
 //! | [`cqe_reads_done`] | (none; see its docs) | compiler barrier | `dmb oshld` | CQE loads before the consumer-index store that frees the slots |
@@ -45,13 +46,21 @@ pub fn to_device() {
 /// `udma_from_device_barrier()`: loads after this point see device writes
 /// at least as new as what the loads before it saw. Used between the CQE
 /// ownership check and reading the CQE body.
+///
+/// x86_64: a compiler barrier, as the kernel's `dma_rmb()` (and DPDK's
+/// `rte_io_rmb()`, which its mlx5 driver uses at the same point). The CQ
+/// buffer is ordinary write-back memory the HCA writes by coherent DMA,
+/// and x86 never lets a load pass an earlier load to write-back memory
+/// (Intel SDM vol. 3, 8.2.2); the HCA writes the CQE body no later than
+/// its owner byte (one ordered PCIe write). So once the owner load saw the
+/// new entry, the body loads after it see it too; only the compiler must
+/// not hoist them. rdma-core's `lfence` orders nothing more here (it
+/// matters for weakly ordered, write-combining loads, which the CQ is not)
+/// and was the costliest instruction of a one-entry poll.
 #[inline(always)]
 pub fn from_device() {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a barrier instruction; no operands.
-    unsafe {
-        core::arch::asm!("lfence", options(nostack, preserves_flags))
-    };
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
     #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no operands.
     unsafe {
