@@ -541,7 +541,8 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         for s in series {
             let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
             note(format!("kernel {}: {}", s.name, k.describe()));
-            let built = Built { cli: cli.clone(), notrace: notrace.clone(), capi: capi.clone() };
+            let built =
+                Built { cli: cli.clone(), notrace: notrace.clone(), capi: capi.clone(), commit: commit.clone() };
             runs.push(one_kernel(&k, &tools, &dirs, &knobs, &built, args)?);
         }
     }
@@ -564,6 +565,8 @@ struct Built {
     notrace: Option<PathBuf>,
     /// rverbs' release `libibverbs.so` (`capi`).
     capi: Option<PathBuf>,
+    /// `git describe` of the tree built.
+    commit: String,
 }
 
 /// `git describe --always --dirty` of the tree measured.
@@ -642,7 +645,7 @@ fn one_kernel(
     let files = crate::console_files::collect(&lines, MARK);
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let accel = out.accel.describe();
-    let meta = vec![release.clone(), accel.clone(), cpus.to_string()];
+    let meta = vec![release.clone(), accel.clone(), cpus.to_string(), built.commit.clone()];
     let keep_dir = save_files(dirs, &k.series, &files, &meta)?;
     note(format!(
         "kernel {}: guest {}, {} result files (in {})",
@@ -651,7 +654,7 @@ fn one_kernel(
         files.len(),
         keep_dir.display()
     ));
-    Ok(KernelRun { series: k.series.clone(), release, accel, cpus, files })
+    Ok(KernelRun { series: k.series.clone(), release, accel, cpus, commit: built.commit.clone(), files })
 }
 
 /// Writes the guest's files into `target/vm/bench/<series>/` (replacing
@@ -693,6 +696,7 @@ fn load_run(dirs: &Dirs, series: &str) -> Result<KernelRun> {
         release: m.first().unwrap_or(&"?").to_string(),
         accel: m.get(1).unwrap_or(&"?").to_string(),
         cpus: m.get(2).and_then(|c| c.parse().ok()).unwrap_or(0),
+        commit: m.get(3).unwrap_or(&"unknown").to_string(),
         files,
     })
 }

@@ -18,6 +18,9 @@ pub struct KernelRun {
     pub release: String,
     pub accel: String,
     pub cpus: u32,
+    /// The commit the guest measured (`git describe`; kept with the run,
+    /// so a `--reuse` report says which library its guest figures are of).
+    pub commit: String,
     pub files: BTreeMap<String, Vec<String>>,
 }
 
@@ -714,6 +717,12 @@ impl<'a> Report<'a> {
     pub fn render(&self) -> String {
         let mut s = String::new();
         s.push_str(&format!("Measured {} at commit `{}` by `cargo xtask bench`", self.date, self.commit));
+        let kept: Vec<&str> = self.runs.iter().map(|k| k.commit.as_str()).filter(|c| *c != self.commit).collect();
+        if let Some(first) = kept.first() {
+            s.push_str(&format!(
+                " (the host's provider benches; the guest figures are a kept run (`--reuse`) of commit `{first}`)"
+            ));
+        }
         if !self.runs.is_empty() {
             let k: Vec<String> = self
                 .runs
