@@ -69,7 +69,7 @@ pub use rverbs_providers::wr::{
     WcError, WcFlags, WcOpcode, WcStatus,
 };
 pub use rverbs_providers::{Errno, Error, ErrorKind, Result};
-pub use srq::{SharedReceiveQueue, SrqAttr};
+pub use srq::{SharedReceiveQueue, SrqAttr, SrqControl};
 
 /// The lifetime contracts, as compile-fail tests (`tests/ui/`): an SGE
 /// cannot outlive its memory region, a borrowed half cannot outlive its QP,

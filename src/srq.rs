@@ -61,7 +61,69 @@ impl Drop for SrqShared {
 #[derive(Debug)]
 pub struct SharedReceiveQueue {
     driver: SrqDriver,
-    pub(crate) shared: Arc<SrqShared>,
+    pub(crate) control: SrqControl,
+}
+
+/// The control side of an SRQ, as a handle of its own (cheap to clone):
+/// the verbs that issue a kernel command (arm the limit, query) without the
+/// `&mut` that posting takes, so a thread that handles the
+/// `SrqLimitReached` event can re-arm it while another posts.
+///
+/// The SRQ is destroyed after the last of these and of its QPs
+/// ([`SharedReceiveQueue::destroy`] answers `EBUSY` while one lives).
+///
+/// ```no_run
+/// # let pd = rverbs::devices()?[0].open()?.alloc_pd()?;
+/// let srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 128, max_sge: 1, srq_limit: 0 })?;
+/// let control = srq.control().clone();
+/// std::thread::spawn(move || control.modify_limit(16));
+/// # Ok::<(), rverbs::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SrqControl(pub(crate) Arc<SrqShared>);
+
+impl SrqControl {
+    /// The PD it lives in.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.0.pd
+    }
+    /// The kernel handle.
+    pub fn handle(&self) -> u32 {
+        self.0.kernel.handle()
+    }
+    /// The value async events carry for this SRQ.
+    pub fn user_handle(&self) -> u64 {
+        self.0.user_handle
+    }
+    /// Capacity granted.
+    pub fn max_wr(&self) -> u32 {
+        self.0.kernel.max_wr()
+    }
+    /// SGEs per receive granted.
+    pub fn max_sge(&self) -> u32 {
+        self.0.kernel.max_sge()
+    }
+
+    /// Sets the limit that arms the `SrqLimitReached` event
+    /// (`IB_USER_VERBS_CMD_MODIFY_SRQ` with `IBV_SRQ_LIMIT`, `ibv_modify_srq`).
+    ///
+    /// # Errors
+    /// `EINVAL` for a limit at or above the SRQ's size (checked here).
+    #[doc(alias = "ibv_modify_srq")]
+    pub fn modify_limit(&self, limit: u32) -> Result<()> {
+        if limit >= self.max_wr() {
+            return Err(Error::check("ibv_modify_srq", Errno::EINVAL)
+                .with_message(format!("SRQ limit {limit} must be below the SRQ's size {}", self.max_wr())));
+        }
+        self.0.kernel.modify_limit(limit)
+    }
+
+    /// Queries the SRQ (`IB_USER_VERBS_CMD_QUERY_SRQ`, `ibv_query_srq`).
+    #[doc(alias = "ibv_query_srq")]
+    pub fn query(&self) -> Result<SrqAttr> {
+        let r = cmd::query_srq(self.pd().context().fd(), self.handle())?;
+        Ok(SrqAttr { max_wr: r.max_wr, max_sge: r.max_sge, srq_limit: r.srq_limit })
+    }
 }
 
 impl ProtectionDomain {
@@ -89,30 +151,31 @@ impl ProtectionDomain {
         let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
         let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args).inspect_err(|_| ctx.unregister(user_handle))?;
-        Ok(SharedReceiveQueue { driver, shared: Arc::new(SrqShared { pd: self.clone(), user_handle, kernel }) })
+        let shared = Arc::new(SrqShared { pd: self.clone(), user_handle, kernel });
+        Ok(SharedReceiveQueue { driver, control: SrqControl(shared) })
     }
 }
 
 impl SharedReceiveQueue {
     /// The PD it lives in.
     pub fn pd(&self) -> &ProtectionDomain {
-        &self.shared.pd
+        &self.control.0.pd
     }
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
-        self.shared.kernel.handle()
+        self.control.0.kernel.handle()
     }
     /// The value async events carry for this SRQ.
     pub fn user_handle(&self) -> u64 {
-        self.shared.user_handle
+        self.control.0.user_handle
     }
     /// Capacity granted.
     pub fn max_wr(&self) -> u32 {
-        self.shared.kernel.max_wr()
+        self.control.0.kernel.max_wr()
     }
     /// SGEs per receive granted.
     pub fn max_sge(&self) -> u32 {
-        self.shared.kernel.max_sge()
+        self.control.0.kernel.max_sge()
     }
 
     /// Posts receive work requests (`ibv_post_srq_recv`): pure memory, no
@@ -124,36 +187,42 @@ impl SharedReceiveQueue {
         self.driver.post(wrs)
     }
 
-    /// Sets the limit that arms the `SrqLimitReached` event
-    /// (`IB_USER_VERBS_CMD_MODIFY_SRQ` with `IBV_SRQ_LIMIT`, `ibv_modify_srq`).
-    #[doc(alias = "ibv_modify_srq")]
-    pub fn modify_limit(&self, limit: u32) -> Result<()> {
-        if limit >= self.max_wr() {
-            return Err(Error::check("ibv_modify_srq", Errno::EINVAL)
-                .with_message(format!("SRQ limit {limit} must be below the SRQ's size {}", self.max_wr())));
-        }
-        self.shared.kernel.modify_limit(limit)
+    /// Its control side, as a handle of its own (clone it to keep one):
+    /// see [`SrqControl`].
+    pub fn control(&self) -> &SrqControl {
+        &self.control
     }
 
-    /// Queries the SRQ (`IB_USER_VERBS_CMD_QUERY_SRQ`, `ibv_query_srq`).
+    /// Sets the limit that arms the `SrqLimitReached` event
+    /// (`IB_USER_VERBS_CMD_MODIFY_SRQ` with `IBV_SRQ_LIMIT`, `ibv_modify_srq`):
+    /// [`SrqControl::modify_limit`].
+    #[doc(alias = "ibv_modify_srq")]
+    pub fn modify_limit(&self, limit: u32) -> Result<()> {
+        self.control.modify_limit(limit)
+    }
+
+    /// Queries the SRQ (`IB_USER_VERBS_CMD_QUERY_SRQ`, `ibv_query_srq`):
+    /// [`SrqControl::query`].
     #[doc(alias = "ibv_query_srq")]
     pub fn query(&self) -> Result<SrqAttr> {
-        let r = cmd::query_srq(self.pd().context().fd(), self.handle())?;
-        Ok(SrqAttr { max_wr: r.max_wr, max_sge: r.max_sge, srq_limit: r.srq_limit })
+        self.control.query()
     }
 
     /// Destroys the SRQ now (`UVERBS_METHOD_SRQ_DESTROY`, `ibv_destroy_srq`).
     ///
     /// # Errors
-    /// `EBUSY` while QPs are attached (it goes after the last of them).
+    /// `EBUSY` while QPs are attached or [`SrqControl`] clones live (it
+    /// goes after the last of them).
     #[doc(alias = "ibv_destroy_srq")]
     pub fn destroy(mut self) -> Result<()> {
-        self.shared.kernel.park(self.driver.take());
-        // Only QPs clone the shared SRQ, and they need `&self` to be created.
-        match Arc::get_mut(&mut self.shared) {
+        self.control.0.kernel.park(self.driver.take());
+        // QPs and `SrqControl` clones hold the shared SRQ.
+        match Arc::get_mut(&mut self.control.0) {
             Some(s) => s.kernel.destroy(),
             None => Err(Error::check("ibv_destroy_srq", Errno::EBUSY)
-                .with_message("QPs are still attached to this SRQ; it is destroyed after the last of them")),
+                .with_message(
+                    "QPs are still attached to this SRQ (or SrqControl clones hold it); it is destroyed after the last of them",
+                )),
         }
     }
 }
@@ -162,6 +231,6 @@ impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
         // rxe: the ring goes now, before the kernel object (as always).
         // mlx5: parked with the kernel SRQ until its destroy.
-        self.shared.kernel.park(self.driver.take());
+        self.control.0.kernel.park(self.driver.take());
     }
 }

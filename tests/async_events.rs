@@ -41,6 +41,51 @@ fn srq_limit_reached_names_the_srq() {
     assert_eq!(srq.query().unwrap().srq_limit, 0);
 }
 
+/// `SrqControl`: another thread arms the limit (the event then fires on
+/// the posts of this one) and queries it; `destroy` answers EBUSY while a
+/// clone lives, and the clone still reaches the kernel SRQ after it.
+#[test]
+fn srq_control_arms_the_limit_from_another_thread() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut cq_a = ctx.create_cq(64).unwrap();
+    let mut cq_b = ctx.create_cq(64).unwrap();
+    let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).unwrap();
+    let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
+    init.srq = Some(&srq);
+    let b = pd.create_qp(&init).unwrap();
+    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
+    for i in 0..8 {
+        srq.post_recv(&[RecvWr { wr_id: i, sgl: &[m.sge(i as usize * 64, 64).unwrap()] }]).unwrap();
+    }
+    let control = srq.control().clone();
+    let armed = std::thread::spawn(move || {
+        control.modify_limit(6).unwrap();
+        assert!(control.modify_limit(control.max_wr()).is_err(), "limit must be below the size");
+        let limit = control.query().unwrap().srq_limit;
+        (control, limit)
+    });
+    let (control, limit) = armed.join().unwrap();
+    assert_eq!(limit, 6, "the other thread's limit");
+    assert_eq!(ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
+    let s = [m.sge(0, 8).unwrap()];
+    for i in 0..3 {
+        a.post_send(&[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: None }]).unwrap();
+    }
+    common::poll_n(&mut cq_a, 3);
+    common::poll_n(&mut cq_b, 3);
+    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("SRQ limit event");
+    assert_eq!(ev.event_type, AsyncEventType::SrqLimitReached, "{ev:?}");
+    assert_eq!(ev.object, EventObject::Srq { user_handle: control.user_handle() });
+    drop((a, b));
+    let e = srq.destroy().expect_err("a live SrqControl holds the SRQ");
+    assert_eq!(e.errno(), Some(rverbs::Errno::EBUSY), "{e}");
+    assert_eq!(control.query().unwrap().srq_limit, 0, "fired and disarmed; the kernel SRQ is still there");
+}
+
 /// More completions than the CQ holds, none polled: rxe (6.1 and 6.12)
 /// keeps the first `cqe` completions, drops the others, and raises
 /// IB_EVENT_CQ_ERR on the CQ for each one dropped; the QP stays in RTS. The

@@ -30,6 +30,9 @@ mod rc_send_recv;
 #[path = "../examples/rdma_write_read.rs"]
 mod rdma_write_read;
 #[allow(dead_code)]
+#[path = "../examples/srq.rs"]
+mod srq;
+#[allow(dead_code)]
 #[path = "../examples/ud_send.rs"]
 mod ud_send;
 
@@ -77,6 +80,11 @@ fn ud_send_example() {
 #[test]
 fn multicast_example() {
     loopback!(multicast)
+}
+
+#[test]
+fn srq_example() {
+    loopback!(srq)
 }
 
 /// Built only with feature `tokio` (the VM tier builds with it:

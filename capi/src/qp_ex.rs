@@ -49,9 +49,9 @@ const WITH_BIND_MW: u64 = 1 << 8;
 const WITH_SEND_WITH_INV: u64 = 1 << 9;
 const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
-/// The send ops a QP type may ask for: rxe's sets, less flush, which
-/// rverbs does not post yet, and SEND_WITH_INV on UC (rverbs invalidates
-/// remotely on RC only). Atomic write is accepted whatever the kernel, as
+/// The send ops a QP type may ask for: rdma-core 44's rxe sets (44 has
+/// no `IBV_QP_EX_WITH_FLUSH`, bit 11: it came with 45), less
+/// SEND_WITH_INV on UC (rverbs invalidates remotely on RC only). Atomic write is accepted whatever the kernel, as
 /// rdma-core's rxe: 6.1's completes it with an error.
 fn supported_send_ops(qp_type: u32) -> Option<u64> {
     let uc = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM | WITH_SEND | WITH_SEND_WITH_IMM;

@@ -12,11 +12,14 @@ use crate::pd::pd;
 use crate::qp::{fail_at, post_recv_list};
 use crate::spin::SpinLock;
 
-/// An SRQ: the C `ibv_srq`, then rverbs' SRQ and the number of QPs using it.
+/// An SRQ: the C `ibv_srq`, then rverbs' SRQ (posting needs it
+/// exclusively: one lock), its control handle (modify and query issue
+/// their command without that lock) and the number of QPs using it.
 #[repr(C)]
 pub(crate) struct Srq {
     pub c: ibv_srq,
     pub inner: SpinLock<rverbs::SharedReceiveQueue>,
+    pub control: rverbs::SrqControl,
     pub users: AtomicU32,
 }
 
@@ -51,7 +54,8 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
                 events_completed: 0,
             };
             let user_handle = inner.user_handle();
-            let s = Box::into_raw(Box::new(Srq { c, inner: SpinLock::new(inner), users: AtomicU32::new(0) }));
+            let control = inner.control().clone();
+            let s = Box::into_raw(Box::new(Srq { c, inner: SpinLock::new(inner), control, users: AtomicU32::new(0) }));
             // SAFETY: the PD's context outlives it (the C contract of close).
             if let Some(cx) = unsafe { ctx(pd.c.context) } {
                 cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, s as usize);
@@ -84,8 +88,7 @@ unsafe extern "C" fn modify_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: 
     if mask & SRQ_LIMIT == 0 {
         return 0;
     }
-    let g = s.inner.lock();
-    match g.modify_limit(a.srq_limit) {
+    match s.control.modify_limit(a.srq_limit) {
         Ok(()) => 0,
         Err(e) => errno::of(&e),
     }
@@ -99,8 +102,7 @@ unsafe extern "C" fn query_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_in
     if attr.is_null() {
         return EINVAL;
     }
-    let g = s.inner.lock();
-    match g.query() {
+    match s.control.query() {
         Ok(a) => {
             // SAFETY: `attr` is the caller's struct.
             unsafe { attr.write(ibv_srq_attr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }) };
@@ -120,14 +122,18 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     }
     // SAFETY: boxed by `create_srq`; the caller gives it up here.
     let b = unsafe { Box::from_raw(p.cast::<Srq>()) };
-    let inner = b.inner.into_inner();
+    let Srq { c, inner, control, .. } = *b;
+    // The stored control handle goes first: `destroy` answers EBUSY while
+    // a clone holds the SRQ.
+    drop(control);
+    let inner = inner.into_inner();
     // SAFETY: the SRQ's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(b.c.context) } {
+    if let Some(cx) = unsafe { ctx(c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
     }
     let r = inner.destroy();
     // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
-    if let Some(pd) = unsafe { pd(b.c.pd) } {
+    if let Some(pd) = unsafe { pd(c.pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
     match r {

@@ -438,6 +438,10 @@ fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
         let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 10); // TSO
         assert!(create_qp_ex(ctx, &mut qa).is_null());
         assert_eq!(errno(), libc::EOPNOTSUPP, "send ops rverbs does not post");
+        // Bit 11 (rdma-core 45's IBV_QP_EX_WITH_FLUSH) is no send op of 44.
+        let mut qa = qp_attr_ex(pd, cq_a.cast(), SEND_OPS | 1 << 11);
+        assert!(create_qp_ex(ctx, &mut qa).is_null());
+        assert_eq!(errno(), libc::EOPNOTSUPP, "a send op rdma-core 44 does not define");
         // A QP of ibv_create_qp has no ibv_qp_ex to give.
         let mut plain = ibv_qp_init_attr {
             qp_context: core::ptr::null_mut(),
