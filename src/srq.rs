@@ -159,23 +159,23 @@ impl ProtectionDomain {
 impl SharedReceiveQueue {
     /// The PD it lives in.
     pub fn pd(&self) -> &ProtectionDomain {
-        &self.control.0.pd
+        self.control.pd()
     }
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
-        self.control.0.kernel.handle()
+        self.control.handle()
     }
     /// The value async events carry for this SRQ.
     pub fn user_handle(&self) -> u64 {
-        self.control.0.user_handle
+        self.control.user_handle()
     }
     /// Capacity granted.
     pub fn max_wr(&self) -> u32 {
-        self.control.0.kernel.max_wr()
+        self.control.max_wr()
     }
     /// SGEs per receive granted.
     pub fn max_sge(&self) -> u32 {
-        self.control.0.kernel.max_sge()
+        self.control.max_sge()
     }
 
     /// Posts receive work requests (`ibv_post_srq_recv`): pure memory, no
