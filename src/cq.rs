@@ -58,6 +58,16 @@ impl Drop for CqShared {
 /// A completion queue. Work requests of QPs attached to it report their
 /// completions here.
 ///
+/// Sizing: the CQ must hold every completion not yet polled. A send or
+/// receive slot is free again as soon as the device has written the
+/// request's completion (on rxe: the kernel), not when it is polled, so
+/// the queues' sizes do not bound what waits here: a poster that outruns
+/// its poller overruns the CQ. The device then drops the completions that
+/// do not fit (those requests never complete) and raises
+/// [`AsyncEventType::CqErr`](crate::AsyncEventType::CqErr). Keep the
+/// requests posted and not yet polled within [`cqe`](Self::cqe) (as
+/// rdma-core's ping-pongs and perftest do with their depths).
+///
 /// Destroying: dropping it (or [`destroy`](Self::destroy)) destroys the
 /// kernel CQ once no QP uses it any more. rdma-core's `ibv_destroy_cq` waits
 /// until every completion event was acknowledged because its events carry
