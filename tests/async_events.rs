@@ -8,37 +8,63 @@ use rverbs::{
     SendFlags, SendOp, SendWr, WcStatus,
 };
 
+/// Two connected RC QPs; `b` takes its receives from a 16-entry SRQ that
+/// holds 8 of them.
+struct SrqPair {
+    ctx: rverbs::Context,
+    cq_a: rverbs::CompletionQueue,
+    cq_b: rverbs::CompletionQueue,
+    srq: rverbs::SharedReceiveQueue,
+    a: rverbs::QueuePair,
+    b: rverbs::QueuePair,
+    m: rverbs::MemoryRegion,
+}
+
+impl SrqPair {
+    fn new() -> Option<SrqPair> {
+        let ctx = common::first_device()?.open().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq_a = ctx.create_cq(64).unwrap();
+        let cq_b = ctx.create_cq(64).unwrap();
+        let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).unwrap();
+        let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
+        init.srq = Some(&srq);
+        let b = pd.create_qp(&init).unwrap();
+        let a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+        common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+        let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
+        for i in 0..8 {
+            srq.post_recv(&[RecvWr { wr_id: i, sgl: &[m.sge(i as usize * 64, 64).unwrap()] }]).unwrap();
+        }
+        Some(SrqPair { ctx, cq_a, cq_b, srq, a, b, m })
+    }
+
+    /// Three SENDs from `a` into the SRQ (5 receives left), completed on
+    /// both sides; then the SRQ limit event, which must come.
+    fn three_sends_raise_the_limit_event(&mut self) -> rverbs::AsyncEvent {
+        assert_eq!(self.ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
+        let s = [self.m.sge(0, 8).unwrap()];
+        for i in 0..3 {
+            let wr = SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: None };
+            self.a.post_send(&[wr]).unwrap();
+        }
+        common::poll_n(&mut self.cq_a, 3);
+        common::poll_n(&mut self.cq_b, 3);
+        let ev = self.ctx.get_async_event_timeout(10_000).unwrap().expect("SRQ limit event");
+        assert_eq!(ev.event_type, AsyncEventType::SrqLimitReached, "{ev:?}");
+        ev
+    }
+}
+
 #[test]
 fn srq_limit_reached_names_the_srq() {
-    let Some(dev) = common::first_device() else { return };
-    let ctx = dev.open().unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mut cq_a = ctx.create_cq(64).unwrap();
-    let mut cq_b = ctx.create_cq(64).unwrap();
-    let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).unwrap();
-    let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
-    init.srq = Some(&srq);
-    let b = pd.create_qp(&init).unwrap();
-    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
-    let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
-    for i in 0..8 {
-        srq.post_recv(&[RecvWr { wr_id: i, sgl: &[m.sge(i as usize * 64, 64).unwrap()] }]).unwrap();
-    }
+    let Some(mut p) = SrqPair::new() else { return };
     // Arm: fire when fewer than 6 receives remain.
-    srq.modify_limit(6).unwrap();
-    assert_eq!(ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
-    let s = [m.sge(0, 8).unwrap()];
-    for i in 0..3 {
-        a.post_send(&[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: None }]).unwrap();
-    }
-    common::poll_n(&mut cq_a, 3);
-    common::poll_n(&mut cq_b, 3);
-    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("SRQ limit event");
-    assert_eq!(ev.event_type, AsyncEventType::SrqLimitReached, "{ev:?}");
-    assert_eq!(ev.object, EventObject::Srq { user_handle: srq.user_handle() });
+    p.srq.modify_limit(6).unwrap();
+    let ev = p.three_sends_raise_the_limit_event();
+    assert_eq!(ev.object, EventObject::Srq { user_handle: p.srq.user_handle() });
     // One-shot: disarmed after firing.
-    assert_eq!(srq.query().unwrap().srq_limit, 0);
+    assert_eq!(p.srq.query().unwrap().srq_limit, 0);
 }
 
 /// `SrqControl`: another thread arms the limit (the event then fires on
@@ -46,22 +72,8 @@ fn srq_limit_reached_names_the_srq() {
 /// clone lives, and the clone still reaches the kernel SRQ after it.
 #[test]
 fn srq_control_arms_the_limit_from_another_thread() {
-    let Some(dev) = common::first_device() else { return };
-    let ctx = dev.open().unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mut cq_a = ctx.create_cq(64).unwrap();
-    let mut cq_b = ctx.create_cq(64).unwrap();
-    let mut srq = pd.create_srq(&rverbs::SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).unwrap();
-    let mut init = QpInitAttr::new(QpType::Rc, &cq_b);
-    init.srq = Some(&srq);
-    let b = pd.create_qp(&init).unwrap();
-    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
-    let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
-    for i in 0..8 {
-        srq.post_recv(&[RecvWr { wr_id: i, sgl: &[m.sge(i as usize * 64, 64).unwrap()] }]).unwrap();
-    }
-    let control = srq.control().clone();
+    let Some(mut p) = SrqPair::new() else { return };
+    let control = p.srq.control().clone();
     let armed = std::thread::spawn(move || {
         control.modify_limit(6).unwrap();
         assert!(control.modify_limit(control.max_wr()).is_err(), "limit must be below the size");
@@ -70,16 +82,9 @@ fn srq_control_arms_the_limit_from_another_thread() {
     });
     let (control, limit) = armed.join().unwrap();
     assert_eq!(limit, 6, "the other thread's limit");
-    assert_eq!(ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
-    let s = [m.sge(0, 8).unwrap()];
-    for i in 0..3 {
-        a.post_send(&[SendWr { wr_id: i, op: SendOp::Send, flags: SendFlags::SIGNALED, sgl: &s, ud: None }]).unwrap();
-    }
-    common::poll_n(&mut cq_a, 3);
-    common::poll_n(&mut cq_b, 3);
-    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("SRQ limit event");
-    assert_eq!(ev.event_type, AsyncEventType::SrqLimitReached, "{ev:?}");
+    let ev = p.three_sends_raise_the_limit_event();
     assert_eq!(ev.object, EventObject::Srq { user_handle: control.user_handle() });
+    let SrqPair { srq, a, b, .. } = p;
     drop((a, b));
     let e = srq.destroy().expect_err("a live SrqControl holds the SRQ");
     assert_eq!(e.errno(), Some(rverbs::Errno::EBUSY), "{e}");
