@@ -183,7 +183,7 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     let Some(q) = (unsafe { qp(p) }) else { return EINVAL };
     // rdma-core 44 answers the kernel's EBUSY for a QP still in a multicast
     // group, and the QP stays usable (rverbs' own destroy would detach it).
-    if !q.inner.lock().mcast_groups().is_empty() {
+    if !q.control.mcast_groups().is_empty() {
         return nix::libc::EBUSY;
     }
     // SAFETY: boxed by `create_qp`; the caller gives it up here.
