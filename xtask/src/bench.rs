@@ -62,7 +62,7 @@ impl Default for BenchArgs {
 }
 
 /// Default runs per latency configuration.
-pub const DEFAULT_RUNS: u32 = 9;
+pub const DEFAULT_RUNS: u32 = 15;
 
 /// The parts of the benchmark (`--only instr,syscalls,latency,perftest,capi,mock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -645,7 +645,7 @@ fn one_kernel(
     let files = crate::console_files::collect(&lines, MARK);
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let accel = out.accel.describe();
-    let meta = vec![release.clone(), accel.clone(), cpus.to_string(), built.commit.clone()];
+    let meta = vec![release.clone(), accel.clone(), cpus.to_string(), built.commit.clone(), args.runs.to_string()];
     let keep_dir = save_files(dirs, &k.series, &files, &meta)?;
     note(format!(
         "kernel {}: guest {}, {} result files (in {})",
@@ -654,7 +654,15 @@ fn one_kernel(
         files.len(),
         keep_dir.display()
     ));
-    Ok(KernelRun { series: k.series.clone(), release, accel, cpus, commit: built.commit.clone(), files })
+    Ok(KernelRun {
+        series: k.series.clone(),
+        release,
+        accel,
+        cpus,
+        commit: built.commit.clone(),
+        runs: args.runs,
+        files,
+    })
 }
 
 /// Writes the guest's files into `target/vm/bench/<series>/` (replacing
@@ -697,6 +705,9 @@ fn load_run(dirs: &Dirs, series: &str) -> Result<KernelRun> {
         accel: m.get(1).unwrap_or(&"?").to_string(),
         cpus: m.get(2).and_then(|c| c.parse().ok()).unwrap_or(0),
         commit: m.get(3).unwrap_or(&"unknown").to_string(),
+        // Runs kept before the count was written down took the default of
+        // then, 9.
+        runs: m.get(4).and_then(|c| c.parse().ok()).unwrap_or(9),
         files,
     })
 }

@@ -21,6 +21,8 @@ pub struct KernelRun {
     /// The commit the guest measured (`git describe`; kept with the run,
     /// so a `--reuse` report says which library its guest figures are of).
     pub commit: String,
+    /// Timed runs per configuration (`--runs`; kept with the run).
+    pub runs: u32,
     pub files: BTreeMap<String, Vec<String>>,
 }
 
@@ -73,32 +75,55 @@ impl KernelRun {
     }
 
     /// Client (usec/iter, Mbit/s) of every completed run of a configuration.
-    fn timings(&self, ud: bool, events: bool, size: u32, i: Impl, runs: u32) -> Vec<(f64, f64)> {
-        (1..=runs)
+    fn timings(&self, ud: bool, events: bool, size: u32, i: Impl) -> Vec<(f64, f64)> {
+        (1..=self.runs).filter_map(|r| self.timing(ud, events, size, i, r)).collect()
+    }
+
+    /// Client (usec/iter, Mbit/s) of run `run` of a configuration, if it completed.
+    fn timing(&self, ud: bool, events: bool, size: u32, i: Impl, run: u32) -> Option<(f64, f64)> {
+        let tag = tags::lat(ud, events, size, i, run);
+        let side = twohost::Side {
+            lines: self.file(&format!("{tag}.cli")).to_vec(),
+            exit: self.exit(&tag),
+            ..Default::default()
+        };
+        (side.exit == Some(0) && side.iters() == Some(bench::TIMED_ITERS))
+            .then(|| Some((side.usec_per_iter()?, side.mbit()?)))
+            .flatten()
+    }
+
+    /// Latency run by run: (rdma-core, rverbs) usec/iter of each run in
+    /// which both completed (the two sides of a run are neighbours in time).
+    fn latency_pairs(&self, ud: bool, events: bool, size: u32) -> Vec<(f64, f64)> {
+        (1..=self.runs)
             .filter_map(|r| {
-                let tag = tags::lat(ud, events, size, i, r);
-                let side = twohost::Side {
-                    lines: self.file(&format!("{tag}.cli")).to_vec(),
-                    exit: self.exit(&tag),
-                    ..Default::default()
-                };
-                (side.exit == Some(0) && side.iters() == Some(bench::TIMED_ITERS))
-                    .then(|| Some((side.usec_per_iter()?, side.mbit()?)))
-                    .flatten()
+                let f = |i| self.timing(ud, events, size, i, r).map(|t| t.0);
+                Some((f(Impl::RdmaCore)?, f(Impl::Rverbs)?))
             })
             .collect()
     }
 
     /// perftest with both sides on `i`'s `libibverbs.so.1`: the median of
     /// the runs' figures (the client's, see [`perftest_side`](Self::perftest_side)).
-    fn capi_perftest(&self, prog: &str, size: u32, i: Impl, runs: u32) -> Option<f64> {
-        let figures: Vec<f64> = (1..=runs)
-            .filter_map(|r| {
-                let tag = tags::capi(prog, size, i, r);
-                (self.exit(&tag) == Some(0)).then(|| self.perftest_side(prog, &tag)).flatten()
-            })
-            .collect();
+    fn capi_perftest(&self, prog: &str, size: u32, i: Impl) -> Option<f64> {
+        let figures: Vec<f64> = (1..=self.runs).filter_map(|r| self.capi_figure(prog, size, i, r)).collect();
         median(&figures)
+    }
+
+    /// Run `run` of perftest on `i`'s library, if it completed.
+    fn capi_figure(&self, prog: &str, size: u32, i: Impl, run: u32) -> Option<f64> {
+        let tag = tags::capi(prog, size, i, run);
+        (self.exit(&tag) == Some(0)).then(|| self.perftest_side(prog, &tag)).flatten()
+    }
+
+    /// The C library's perftest run by run: (rdma-core's library, rverbs').
+    fn capi_pairs(&self, prog: &str, size: u32) -> Vec<(f64, f64)> {
+        (1..=self.runs)
+            .filter_map(|r| {
+                let f = |i| self.capi_figure(prog, size, i, r);
+                Some((f(Impl::RdmaCore)?, f(Impl::Rverbs)?))
+            })
+            .collect()
     }
 
     /// perftest's figure of a pair: the client's, or for a latency test the
@@ -615,7 +640,7 @@ impl<'a> Report<'a> {
             for events in [false, true] {
                 for size in if ud { UD_SIZES } else { SIZES } {
                     let med = |k: &KernelRun, i: Impl, pick: fn(&(f64, f64)) -> f64| {
-                        median(&k.timings(ud, events, size, i, self.timed_runs).iter().map(pick).collect::<Vec<_>>())
+                        median(&k.timings(ud, events, size, i).iter().map(pick).collect::<Vec<_>>())
                     };
                     let what = format!(
                         "{} {} {}",
@@ -651,11 +676,7 @@ impl<'a> Report<'a> {
                         size_text(size)
                     ),
                     cells: per_kernel(&|k| {
-                        let runs = self.timed_runs;
-                        (
-                            k.capi_perftest(prog, size, Impl::RdmaCore, runs),
-                            k.capi_perftest(prog, size, Impl::Rverbs, runs),
-                        )
+                        (k.capi_perftest(prog, size, Impl::RdmaCore), k.capi_perftest(prog, size, Impl::Rverbs))
                     }),
                     digits: 2,
                     goal: if bw { Goal::RatioAtLeast(1.0) } else { Goal::RatioAtMost(1.0) },
@@ -737,10 +758,12 @@ impl<'a> Report<'a> {
              runs, the two sides of each run one after the other, rdma-core first in odd runs and rverbs in even \
              ones.\n\n",
             rdma_core_version(),
-            self.timed_runs
+            self.runs_text()
         ));
         if !self.runs.is_empty() {
             s.push_str(&self.table());
+            s.push('\n');
+            s.push_str(&self.pairs_table());
             s.push('\n');
             s.push_str(&self.functions());
             s.push('\n');
@@ -751,6 +774,78 @@ impl<'a> Report<'a> {
         if let Some(m) = self.mock {
             s.push('\n');
             s.push_str(&mock_table(m));
+        }
+        s
+    }
+
+    /// How many timed runs each kernel's medians are of.
+    fn runs_text(&self) -> String {
+        let mut n: Vec<u32> = self.runs.iter().map(|k| k.runs).collect();
+        n.dedup();
+        match n.as_slice() {
+            [] => self.timed_runs.to_string(),
+            [one] => one.to_string(),
+            _ => self.runs.iter().map(|k| format!("{} ({})", k.runs, k.series)).collect::<Vec<_>>().join(" and "),
+        }
+    }
+
+    /// The timings run by run: in how many runs rverbs came out ahead of
+    /// its neighbour in time, the geometric mean of the runs' ratios, and
+    /// per mode all configurations together with a sign test (how likely
+    /// that many wins would be if neither side were faster).
+    fn pairs_table(&self) -> String {
+        let mut s = String::from(
+            "Run by run (each run times both sides one right after the other, so a run's two figures share \
+             the guest's state of the moment): in how many runs rverbs was ahead, the geometric mean of the \
+             runs' ratios (rverbs / rdma-core), and each mode's configurations pooled, with a one-sided sign \
+             test: p is the chance of at least that many wins if neither side were faster.\n\n| timings, run by run |",
+        );
+        let mut sep = String::from("| --- |");
+        for k in self.runs {
+            s.push_str(&format!(" {0} rverbs ahead | {0} ratio (geometric mean) |", k.series));
+            sep.push_str(" ---: | ---: |");
+        }
+        s.push('\n');
+        s.push_str(&sep);
+        s.push('\n');
+        let mut line = |what: String, cells: &[Pairs], pooled: bool| {
+            s.push_str(&format!("| {what} |"));
+            for c in cells {
+                s.push_str(&format!(" {} | {} |", c.wins_text(pooled), fmt(c.geo_mean, 2)));
+            }
+            s.push('\n');
+        };
+        let mut every: Vec<Vec<(f64, f64)>> = vec![Vec::new(); self.runs.len()];
+        for events in [false, true] {
+            let mode = if events { "-e" } else { "polling" };
+            let mut pooled: Vec<Vec<(f64, f64)>> = vec![Vec::new(); self.runs.len()];
+            for ud in [false, true] {
+                for size in if ud { UD_SIZES } else { SIZES } {
+                    let pairs: Vec<Vec<(f64, f64)>> =
+                        self.runs.iter().map(|k| k.latency_pairs(ud, events, size)).collect();
+                    let cells: Vec<Pairs> = pairs.iter().map(|p| Pairs::of(p, true)).collect();
+                    let qp = if ud { "UD" } else { "RC" };
+                    line(format!("latency, {qp} {mode} {}", size_text(size)), &cells, false);
+                    for (all, p) in pooled.iter_mut().zip(pairs) {
+                        all.extend(p);
+                    }
+                }
+            }
+            let cells: Vec<Pairs> = pooled.iter().map(|p| Pairs::of(p, true)).collect();
+            line(format!("latency, all four {mode} configurations"), &cells, true);
+            for (all, p) in every.iter_mut().zip(pooled) {
+                all.extend(p);
+            }
+        }
+        let cells: Vec<Pairs> = every.iter().map(|p| Pairs::of(p, true)).collect();
+        line("latency, all eight configurations".into(), &cells, true);
+        for prog in CAPI_PERFTEST {
+            let bw = prog.ends_with("_bw");
+            for size in SIZES {
+                let cells: Vec<Pairs> = self.runs.iter().map(|k| Pairs::of(&k.capi_pairs(prog, size), !bw)).collect();
+                let what = if bw { "bandwidth" } else { "latency" };
+                line(format!("C library: perftest {prog} {}, {what}", size_text(size)), &cells, false);
+            }
         }
         s
     }
@@ -925,6 +1020,73 @@ impl Report<'_> {
     }
 }
 
+/// Runs compared pairwise: (rdma-core, rverbs) figures of the same run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pairs {
+    /// Pairs compared.
+    n: usize,
+    /// Pairs in which rverbs was ahead (lower, or higher for a bandwidth).
+    wins: usize,
+    /// Pairs with equal figures (left out of the sign test).
+    ties: usize,
+    /// Geometric mean of rverbs / rdma-core over the pairs.
+    geo_mean: Option<f64>,
+}
+
+impl Pairs {
+    fn of(pairs: &[(f64, f64)], lower_is_better: bool) -> Pairs {
+        let ok: Vec<(f64, f64)> = pairs.iter().copied().filter(|(a, b)| *a > 0.0 && *b > 0.0).collect();
+        let ahead = |(a, b): &(f64, f64)| if lower_is_better { b < a } else { b > a };
+        let n = ok.len();
+        let geo_mean = (n > 0).then(|| (ok.iter().map(|(a, b)| (b / a).ln()).sum::<f64>() / n as f64).exp());
+        Pairs {
+            n,
+            wins: ok.iter().filter(|p| ahead(p)).count(),
+            ties: ok.iter().filter(|(a, b)| a == b).count(),
+            geo_mean,
+        }
+    }
+
+    fn wins_text(&self, with_p: bool) -> String {
+        if self.n == 0 {
+            return "-".into();
+        }
+        let mut t = format!("{} of {}", self.wins, self.n);
+        if with_p {
+            t.push_str(&format!(" (p = {})", p_text(sign_test(self.wins, self.n - self.ties))));
+        }
+        t
+    }
+}
+
+/// One-sided sign test: the chance of at least `wins` heads in `n` fair
+/// coin tosses, P(X ≥ wins) for X ~ Binomial(n, 1/2).
+fn sign_test(wins: usize, n: usize) -> f64 {
+    if wins == 0 {
+        return 1.0;
+    }
+    // ln P(X = k), stepped from k = 0: ln C(n, k+1) = ln C(n, k) + ln((n-k)/(k+1)).
+    let mut ln_p = -(n as f64) * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for k in 0..=n {
+        if k >= wins {
+            tail += ln_p.exp();
+        }
+        if k < n {
+            ln_p += ((n - k) as f64 / (k + 1) as f64).ln();
+        }
+    }
+    tail.min(1.0)
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
 fn size_text(size: u32) -> String {
     if size.is_multiple_of(1024) {
         format!("{} KiB", size / 1024)
@@ -1048,7 +1210,7 @@ mod tests {
     #[test]
     fn a_latency_client_that_printed_inf_takes_the_servers_figure() {
         let hdr = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]\n";
-        let mut k = KernelRun::default();
+        let mut k = KernelRun { runs: 1, ..Default::default() };
         let put = |k: &mut KernelRun, f: &str, text: String| {
             k.files.insert(f.to_string(), lines(&text));
         };
@@ -1063,14 +1225,38 @@ mod tests {
             "cp-ib_send_lat-64-rverbs-1.srv",
             format!("{hdr} 64      1000          80.1    900.2   96.44   99.0\n"),
         );
-        assert_eq!(k.capi_perftest("ib_send_lat", 64, Impl::Rverbs, 1), Some(96.44));
+        assert_eq!(k.capi_perftest("ib_send_lat", 64, Impl::Rverbs), Some(96.44));
         // Both sides unusable: no figure, not an infinite one.
         put(
             &mut k,
             "cp-ib_send_lat-64-rverbs-1.srv",
             format!("{hdr} 64      1000          inf     inf     inf     inf\n"),
         );
-        assert_eq!(k.capi_perftest("ib_send_lat", 64, Impl::Rverbs, 1), None);
+        assert_eq!(k.capi_perftest("ib_send_lat", 64, Impl::Rverbs), None);
+    }
+
+    #[test]
+    fn pairs_and_the_sign_test() {
+        // Latency: rverbs ahead when lower; equal figures are ties.
+        let p = Pairs::of(&[(10.0, 5.0), (10.0, 20.0), (4.0, 4.0), (8.0, 2.0)], true);
+        assert_eq!((p.n, p.wins, p.ties), (4, 2, 1));
+        let g = p.geo_mean.unwrap();
+        assert!((g - (0.5f64 * 2.0 * 1.0 * 0.25).powf(0.25)).abs() < 1e-12, "{g}");
+        // Bandwidth: ahead when higher; a zero figure is not a run.
+        let p = Pairs::of(&[(10.0, 5.0), (10.0, 20.0), (0.0, 3.0)], false);
+        assert_eq!((p.n, p.wins), (2, 1));
+        assert_eq!(Pairs::of(&[], true).wins_text(true), "-");
+        // P(X >= k), X ~ B(n, 1/2).
+        assert_eq!(sign_test(0, 9), 1.0);
+        assert!((sign_test(9, 9) - 1.0 / 512.0).abs() < 1e-15);
+        assert!((sign_test(8, 9) - 10.0 / 512.0).abs() < 1e-15);
+        assert!((sign_test(5, 9) - 0.5).abs() < 1e-12);
+        // Large n stays finite: 91 wins of 144 is about 0.0009.
+        let p = sign_test(91, 144);
+        assert!(p > 0.0005 && p < 0.0015, "{p}");
+        assert_eq!(p_text(p), "< 0.001");
+        assert_eq!(p_text(0.0196), "0.020");
+        assert_eq!(Pairs::of(&[(2.0, 1.0)], true).wins_text(true), "1 of 1 (p = 0.500)");
     }
 
     #[test]
