@@ -64,7 +64,7 @@ usage:
       providers against the mock kernel and the HCA model on the host;
       prints one table and writes it into docs/PERFORMANCE.md (not with
       --no-doc). PARTS: instr,syscalls,latency,perftest,capi,mock (default all); N:
-      timed runs per configuration, medians (default 9);
+      timed runs per configuration, medians (default 15);
       --reuse: no guests, the report of the files the last run kept in
       target/vm/bench/<kernel>/
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
