@@ -681,7 +681,8 @@ fn save_files(dirs: &Dirs, series: &str, files: &BTreeMap<String, Vec<String>>, 
     Ok(dir)
 }
 
-/// The file of a kept run that says which kernel ran (release, accelerator, vCPUs).
+/// The file of a kept run that says what ran: kernel release, accelerator,
+/// vCPUs, the commit the guest measured, timed runs per configuration.
 const META: &str = "_guest";
 
 /// A run kept by [`save_files`] (`--reuse`).
