@@ -95,12 +95,13 @@ impl KernelRun {
     /// Latency run by run: (rdma-core, rverbs) usec/iter of each run in
     /// which both completed (the two sides of a run are neighbours in time).
     fn latency_pairs(&self, ud: bool, events: bool, size: u32) -> Vec<(f64, f64)> {
-        (1..=self.runs)
-            .filter_map(|r| {
-                let f = |i| self.timing(ud, events, size, i, r).map(|t| t.0);
-                Some((f(Impl::RdmaCore)?, f(Impl::Rverbs)?))
-            })
-            .collect()
+        self.pairs(|i, r| self.timing(ud, events, size, i, r).map(|t| t.0))
+    }
+
+    /// `(figure(rdma-core, run), figure(rverbs, run))` of every run in which
+    /// both sides have a figure.
+    fn pairs(&self, figure: impl Fn(Impl, u32) -> Option<f64>) -> Vec<(f64, f64)> {
+        (1..=self.runs).filter_map(|r| Some((figure(Impl::RdmaCore, r)?, figure(Impl::Rverbs, r)?))).collect()
     }
 
     /// perftest with both sides on `i`'s `libibverbs.so.1`: the median of
@@ -118,12 +119,7 @@ impl KernelRun {
 
     /// The C library's perftest run by run: (rdma-core's library, rverbs').
     fn capi_pairs(&self, prog: &str, size: u32) -> Vec<(f64, f64)> {
-        (1..=self.runs)
-            .filter_map(|r| {
-                let f = |i| self.capi_figure(prog, size, i, r);
-                Some((f(Impl::RdmaCore)?, f(Impl::Rverbs)?))
-            })
-            .collect()
+        self.pairs(|i, r| self.capi_figure(prog, size, i, r))
     }
 
     /// perftest's figure of a pair: the client's, or for a latency test the
@@ -460,6 +456,9 @@ fn group(v: i64) -> String {
         out
     }
 }
+
+/// The per-kernel columns of a side-by-side table.
+const BOTH_AND_RATIO: [&str; 3] = ["rdma-core", "rverbs", "ratio"];
 
 /// A goal: a verdict per kernel.
 #[derive(Clone, Copy)]
@@ -798,16 +797,9 @@ impl<'a> Report<'a> {
             "Run by run (each run times both sides one right after the other, so a run's two figures share \
              the guest's state of the moment): in how many runs rverbs was ahead, the geometric mean of the \
              runs' ratios (rverbs / rdma-core), and each mode's configurations pooled, with a one-sided sign \
-             test: p is the chance of at least that many wins if neither side were faster.\n\n| timings, run by run |",
+             test: p is the chance of at least that many wins if neither side were faster.\n\n",
         );
-        let mut sep = String::from("| --- |");
-        for k in self.runs {
-            s.push_str(&format!(" {0} rverbs ahead | {0} ratio (geometric mean) |", k.series));
-            sep.push_str(" ---: | ---: |");
-        }
-        s.push('\n');
-        s.push_str(&sep);
-        s.push('\n');
+        s.push_str(&self.header("timings, run by run", &["rverbs ahead", "ratio (geometric mean)"], &[]));
         let mut line = |what: String, cells: &[Pairs], pooled: bool| {
             s.push_str(&format!("| {what} |"));
             for c in cells {
@@ -850,16 +842,26 @@ impl<'a> Report<'a> {
         s
     }
 
-    fn table(&self) -> String {
-        let mut s = String::from("| measure |");
+    /// A table's two header lines: `first`, then each kernel's `per_kernel`
+    /// columns (named after its series, right-aligned), then `tail`'s.
+    fn header(&self, first: &str, per_kernel: &[&str], tail: &[&str]) -> String {
+        let mut names = format!("| {first} |");
         let mut sep = String::from("| --- |");
         for k in self.runs {
-            s.push_str(&format!(" {0} rdma-core | {0} rverbs | {0} ratio |", k.series));
-            sep.push_str(" ---: | ---: | ---: |");
+            for c in per_kernel {
+                names.push_str(&format!(" {} {c} |", k.series));
+                sep.push_str(" ---: |");
+            }
         }
-        s.push_str(" goal | met |\n");
-        sep.push_str(" --- | --- |\n");
-        s.push_str(&sep);
+        for c in tail {
+            names.push_str(&format!(" {c} |"));
+            sep.push_str(" --- |");
+        }
+        format!("{names}\n{sep}\n")
+    }
+
+    fn table(&self) -> String {
+        let mut s = self.header("measure", &BOTH_AND_RATIO, &["goal", "met"]);
         // Rows of parts that did not run have no figure at all.
         for r in self.rows().into_iter().filter(|r| r.cells.iter().any(|(a, b)| a.is_some() || b.is_some())) {
             s.push_str(&format!("| {} |", r.what));
@@ -924,16 +926,9 @@ impl Report<'_> {
             "The C library per call: callgrind's inclusive instructions of each verb divided by its calls, perftest \
              client, 64 B, `-n {iters}`, both sides on each libibverbs (an empty poll is most polls of a \
              busy-polling client; how many it makes per operation is the wait for the peer, not the \
-             library):\n\n| client, verb |"
+             library):\n\n"
         );
-        let mut sep = String::from("| --- |");
-        for k in self.runs {
-            s.push_str(&format!(" {0} rdma-core | {0} rverbs | {0} ratio |", k.series));
-            sep.push_str(" ---: | ---: | ---: |");
-        }
-        s.push('\n');
-        s.push_str(&sep);
-        s.push('\n');
+        s.push_str(&self.header("client, verb", &BOTH_AND_RATIO, &[]));
         for prog in CAPI_PERFTEST {
             let profiles: Vec<(Option<Profile>, Option<Profile>)> = self
                 .runs
@@ -994,16 +989,9 @@ impl Report<'_> {
         let mut s = String::from(
             "A disabled `tracing` callsite costs nothing measurable: rverbs' instructions per call with the \
              callsites in the build but disabled (every run above) and compiled out (`--features \
-             tracing/release_max_level_off`), same client, same boot:\n\n| verb |",
+             tracing/release_max_level_off`), same client, same boot:\n\n",
         );
-        let mut sep = String::from("| --- |");
-        for k in self.runs {
-            s.push_str(&format!(" {0} callsites disabled | {0} compiled out |", k.series));
-            sep.push_str(" ---: | ---: |");
-        }
-        s.push('\n');
-        s.push_str(&sep);
-        s.push('\n');
+        s.push_str(&self.header("verb", &["callsites disabled", "compiled out"], &[]));
         let profiles: Vec<(Option<Profile>, Option<Profile>)> =
             self.runs.iter().map(|k| (k.profile(Impl::Rverbs), k.notrace_profile())).collect();
         for verb in VERBS {
