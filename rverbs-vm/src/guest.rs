@@ -61,7 +61,14 @@ die() {{ mark setup-failed "$*"; dmesg_tail; mark done; poweroff -f; sleep 10; }
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# A fresh tmpfs on /tmp, unless the payload put files there (a program or
+# --copy under the host's /tmp keeps its path in the guest): the initramfs
+# root is writable, so that /tmp serves as it is.
+if [ -z "$(ls -A /tmp 2>/dev/null)" ]; then
+    mount -t tmpfs tmpfs /tmp
+else
+    chmod 1777 /tmp
+fi
 # The kernel keeps ttyS0; with rverbs.console=ttyS1 on the command line (see
 # qemu.rs) our output goes there, so kernel messages cannot split a line.
 for word in $(cat /proc/cmdline); do

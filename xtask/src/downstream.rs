@@ -1,7 +1,7 @@
 //! The downstream tier: `tests/downstream` is a crate outside the workspace
 //! that depends on rverbs by path, as a user's crate would, and whose
 //! `.cargo/config.toml` makes `rverbs-vm run --` its cargo runner. Per
-//! kernel, three runs of its `cargo test`:
+//! kernel, three runs of its `cargo test` and one of `rverbs-vm` itself:
 //!
 //! 1. `cargo test` as a user types it (the runner from the config file,
 //!    `rverbs-vm` found in `$PATH`, the kernel from `RVERBS_VM_KERNEL`): its
@@ -11,7 +11,9 @@
 //!    reaches the caller (cargo fails, rverbs-vm exits 101, the panic with
 //!    the marker forwarded through `--env` is in the output): one test;
 //! 3. `cargo test --test two_hosts` with `rverbs-vm run --two-hosts --`:
-//!    passes when both guests report their test passed: one test.
+//!    passes when both guests report their test passed: one test;
+//! 4. `rverbs-vm run --copy` of a directory under the host's `/tmp` (see
+//!    [`tmp_paths`]): one test.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -139,7 +141,7 @@ fn cargo_test(
     Ok(Ran { status, lines })
 }
 
-/// The three runs for kernel `series`: their counts and what went wrong.
+/// The four runs for kernel `series`: their counts and what went wrong.
 pub fn run(ws: &Workspace, bin: &Path, series: &str) -> (Counts, Vec<String>) {
     let mut counts = Counts::default();
     let mut problems = Vec::new();
@@ -225,5 +227,48 @@ pub fn run(ws: &Workspace, bin: &Path, series: &str) -> (Counts, Vec<String>) {
         }
         (Counts { passed: u64::from(p.is_empty()), failed: u64::from(!p.is_empty()), skipped: 0 }, p)
     });
+    let ran = tmp_paths(ws, bin, series);
+    check("tmp_paths", ran, &|r| {
+        let mut p = Vec::new();
+        if !r.status.success() {
+            p.push(format!("rverbs-vm failed ({})", r.status));
+        }
+        for want in [TMP_MARK, "written in the guest /tmp"] {
+            if !r.has(want) {
+                p.push(format!("no {want:?} in the output"));
+            }
+        }
+        (Counts { passed: u64::from(p.is_empty()), failed: u64::from(!p.is_empty()), skipped: 0 }, p)
+    });
     (counts, problems)
+}
+
+/// What [`tmp_paths`] puts in its file.
+const TMP_MARK: &str = "copied from the host's /tmp";
+
+/// `rverbs-vm run --copy DIR -- /bin/sh -c ...` with `DIR` under the host's
+/// temporary directory (`/tmp`): the guest must see the file at the same
+/// path and still have a writable `/tmp`. A project checked out under
+/// `/tmp` has its test programs there, and the guest's `/init` once
+/// mounted an empty tmpfs over them (exit 127, "not found").
+fn tmp_paths(ws: &Workspace, bin: &Path, series: &str) -> Result<Ran> {
+    let dir = std::env::temp_dir().join(format!("rverbs-ds-{}-{series}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    let file = dir.join("marker");
+    std::fs::write(&file, format!("{TMP_MARK}\n")).ctx(format!("writing {}", file.display()))?;
+    let script =
+        format!("cat {} && echo 'written in the guest /tmp' >/tmp/rverbs-ds-w && cat /tmp/rverbs-ds-w", file.display());
+    let mut cmd = std::process::Command::new(bin.join("rverbs-vm"));
+    cmd.args(["run", "--kernel", series, "--copy"]).arg(&dir).args(["--", "/bin/sh", "-c", &script]);
+    for v in CLEARED {
+        cmd.env_remove(v);
+    }
+    cmd.env("RVERBS_VM_WORK_DIR", ws.vm_dir());
+    note(format!("(rverbs-vm with a file under {})", dir.display()));
+    let out = cmd.output().ctx("running rverbs-vm");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok(Ran { status: out.status, lines: text.lines().map(String::from).collect() })
 }
