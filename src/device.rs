@@ -186,9 +186,20 @@ pub struct Sysfs {
     use_netlink: bool,
 }
 
+/// The system's sysfs root: `$SYSFS_PATH` where set (as libibverbs'
+/// `ibv_get_sysfs_path()`), else `/sys`.
+fn sysfs_root() -> PathBuf {
+    match std::env::var_os("SYSFS_PATH") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from("/sys"),
+    }
+}
+
 impl Default for Sysfs {
+    /// The real system: `/sys` (or `$SYSFS_PATH`, as rdma-core), nodes in
+    /// `/dev/infiniband`, RDMA netlink first.
     fn default() -> Self {
-        Sysfs { root: PathBuf::from("/sys"), dev_dir: PathBuf::from("/dev/infiniband"), use_netlink: true }
+        Sysfs { root: sysfs_root(), dev_dir: PathBuf::from("/dev/infiniband"), use_netlink: true }
     }
 }
 

@@ -172,32 +172,77 @@ impl Default for QpAttr {
 impl QpAttr {
     /// The `ib_uverbs_modify_qp` body for `mask` (exactly 112 bytes).
     pub(crate) fn to_kernel(self, handle: u32, mask: QpAttrMask) -> ib_uverbs_modify_qp {
+        // Only the fields the mask names are copied, the others stay 0, as
+        // libibverbs' `copy_modify_qp_fields` does: the kernel reads only
+        // masked fields, and the command bytes then match rdma-core's (the
+        // mlx5 differential test compares them).
+        let on = |f: QpAttrMask| mask.contains(f);
         let mut m = ib_uverbs_modify_qp::new_zeroed();
-        m.dest = self.ah_attr.to_dest();
-        m.alt_dest = self.alt_ah_attr.to_dest();
         m.qp_handle = handle;
         m.attr_mask = (mask - QpAttrMask::RATE_LIMIT).bits();
-        m.qkey = self.qkey;
-        m.rq_psn = self.rq_psn;
-        m.sq_psn = self.sq_psn;
-        m.dest_qp_num = self.dest_qp_num;
-        m.qp_access_flags = self.qp_access_flags.bits();
-        m.pkey_index = self.pkey_index;
-        m.alt_pkey_index = self.alt_pkey_index;
-        m.qp_state = self.qp_state as u8;
-        m.cur_qp_state = self.cur_qp_state as u8;
-        m.path_mtu = self.path_mtu.raw();
-        m.path_mig_state = self.path_mig_state;
-        m.en_sqd_async_notify = self.en_sqd_async_notify.into();
-        m.max_rd_atomic = self.max_rd_atomic;
-        m.max_dest_rd_atomic = self.max_dest_rd_atomic;
-        m.min_rnr_timer = self.min_rnr_timer;
-        m.port_num = self.port_num;
-        m.timeout = self.timeout;
-        m.retry_cnt = self.retry_cnt;
-        m.rnr_retry = self.rnr_retry;
-        m.alt_port_num = self.alt_port_num;
-        m.alt_timeout = self.alt_timeout;
+        if on(QpAttrMask::STATE) {
+            m.qp_state = self.qp_state as u8;
+        }
+        if on(QpAttrMask::CUR_STATE) {
+            m.cur_qp_state = self.cur_qp_state as u8;
+        }
+        if on(QpAttrMask::EN_SQD_ASYNC_NOTIFY) {
+            m.en_sqd_async_notify = self.en_sqd_async_notify.into();
+        }
+        if on(QpAttrMask::ACCESS_FLAGS) {
+            m.qp_access_flags = self.qp_access_flags.bits();
+        }
+        if on(QpAttrMask::PKEY_INDEX) {
+            m.pkey_index = self.pkey_index;
+        }
+        if on(QpAttrMask::PORT) {
+            m.port_num = self.port_num;
+        }
+        if on(QpAttrMask::QKEY) {
+            m.qkey = self.qkey;
+        }
+        if on(QpAttrMask::AV) {
+            m.dest = self.ah_attr.to_dest();
+        }
+        if on(QpAttrMask::PATH_MTU) {
+            m.path_mtu = self.path_mtu.raw();
+        }
+        if on(QpAttrMask::TIMEOUT) {
+            m.timeout = self.timeout;
+        }
+        if on(QpAttrMask::RETRY_CNT) {
+            m.retry_cnt = self.retry_cnt;
+        }
+        if on(QpAttrMask::RNR_RETRY) {
+            m.rnr_retry = self.rnr_retry;
+        }
+        if on(QpAttrMask::RQ_PSN) {
+            m.rq_psn = self.rq_psn;
+        }
+        if on(QpAttrMask::MAX_QP_RD_ATOMIC) {
+            m.max_rd_atomic = self.max_rd_atomic;
+        }
+        if on(QpAttrMask::ALT_PATH) {
+            m.alt_dest = self.alt_ah_attr.to_dest();
+            m.alt_pkey_index = self.alt_pkey_index;
+            m.alt_port_num = self.alt_port_num;
+            m.alt_timeout = self.alt_timeout;
+        }
+        if on(QpAttrMask::MIN_RNR_TIMER) {
+            m.min_rnr_timer = self.min_rnr_timer;
+        }
+        if on(QpAttrMask::SQ_PSN) {
+            m.sq_psn = self.sq_psn;
+        }
+        if on(QpAttrMask::MAX_DEST_RD_ATOMIC) {
+            m.max_dest_rd_atomic = self.max_dest_rd_atomic;
+        }
+        if on(QpAttrMask::PATH_MIG_STATE) {
+            m.path_mig_state = self.path_mig_state;
+        }
+        if on(QpAttrMask::DEST_QPN) {
+            m.dest_qp_num = self.dest_qp_num;
+        }
         m
     }
 

@@ -104,7 +104,10 @@ pub unsafe fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mu
         max_inline_data: a.cap.max_inline_data,
         sq_sig_all: a.sq_sig_all.into(),
         qp_type: a.qp_type as u8,
-        is_srq: 0,
+        // The kernel's legacy CREATE_QP reads `srq_handle` only when this
+        // is set (found by the mlx5 differential test: the QP was created
+        // without its SRQ on kernels without the ioctl framework).
+        is_srq: a.srq.is_some().into(),
         reserved: 0,
         driver_data: [],
     };
