@@ -121,6 +121,15 @@ fn host_tier(ws: &Workspace, tally: &mut Tally) -> Result<()> {
     }
     println!("host: {} in {}", host.log.counts.describe(), secs(start.elapsed()));
     tally.add("host".into(), host.log.counts, problems, secs(start.elapsed()));
+    println!("==> mlx5 differential tier: rdma-core's libmlx5 and rverbs on one fake ConnectX-5 (host)");
+    let start = Instant::now();
+    match crate::mlx5_diff::tier(ws, crate::mlx5_diff::CI_CASES) {
+        Ok((counts, problems)) => {
+            println!("mlx5-diff: {} in {}", counts.describe(), secs(start.elapsed()));
+            tally.add("mlx5-diff".into(), counts, problems, secs(start.elapsed()));
+        }
+        Err(e) => tally.add("mlx5-diff".into(), Counts::default(), vec![e], String::new()),
+    }
     Ok(())
 }
 

@@ -29,6 +29,7 @@ mod console_files;
 mod demo;
 mod downstream;
 mod elf;
+mod mlx5_diff;
 mod names;
 mod project;
 mod strace;
@@ -67,6 +68,12 @@ usage:
       timed runs per configuration, medians (default 15);
       --reuse: no guests, the report of the files the last run kept in
       target/vm/bench/<kernel>/
+  cargo xtask mlx5-diff [--cases N]
+      host only: rdma-core 44's libibverbs + libmlx5 and rverbs on one fake
+      ConnectX-5 kernel, compared byte for byte (commands, WQEs, doorbells,
+      UAR stores, decoded completions) over the named scenarios and N
+      random ones (default 10000; part of cargo xtask test's host tier),
+      and ibv_devinfo -v next to rverbs devinfo -v on the fake device
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -95,6 +102,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
         Some("vm") => cmd_vm::run(&parse_vm(&args[1..])?),
         Some("demo") => demo::run(&parse_demo(&args[1..])?),
         Some("bench") => bench::run(&parse_bench(&args[1..])?),
+        Some("mlx5-diff") => mlx5_diff::run(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)

@@ -1,0 +1,160 @@
+//! The mlx5 differential tier (host, no VM): rdma-core 44's libibverbs +
+//! libmlx5 and rverbs on one fake ConnectX-5 kernel (`mlx5-fake/`),
+//! compared by `mlx5-diff` (`mlx5-diff/`); plus rdma-core's `ibv_devices`
+//! and `ibv_devinfo -v` against `rverbs devices` and `rverbs devinfo -v`
+//! on the fake device. `cargo xtask mlx5-diff --cases N` runs it alone.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::console::Counts;
+use crate::host_tools::Apt;
+use crate::project::{cargo, Workspace};
+use crate::util::{note, Result};
+
+/// Random cases in `cargo xtask test` (plus the named ones).
+pub const CI_CASES: u64 = 10_000;
+
+/// rdma-core's pieces the tier runs: the library, the mlx5 provider, the tools.
+const NEEDS: &[(&str, &str)] = &[
+    ("/usr/lib/x86_64-linux-gnu/libibverbs.so.1", "libibverbs1"),
+    ("/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "ibverbs-providers"),
+    ("/usr/bin/ibv_devinfo", "ibverbs-utils"),
+];
+
+fn ensure_packages() -> Result<()> {
+    let missing: Vec<&str> = NEEDS.iter().filter(|(p, _)| !Path::new(p).exists()).map(|(_, pkg)| *pkg).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Apt::default().install(&missing)
+}
+
+fn build(ws: &Workspace) -> Result<()> {
+    let mut cmd = cargo();
+    cmd.current_dir(&ws.root).args([
+        "build",
+        "-p",
+        "rverbs-fake-uverbs",
+        "-p",
+        "rverbs-mlx5-fake",
+        "-p",
+        "rverbs-mlx5-diff",
+        "-p",
+        "rverbs",
+        "--bin",
+        "mlx5-diff",
+        "--bin",
+        "fake-mlx5",
+        "--bin",
+        "rverbs",
+    ]);
+    note(crate::util::describe(&cmd));
+    let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("building the mlx5 differential tier failed ({status})"))
+    }
+}
+
+/// `N passed, M failed` from the last such line of `out`.
+fn counts_of(out: &str) -> Option<Counts> {
+    let line = out.lines().rev().find(|l| l.contains(" passed, ") && l.contains(" failed"))?;
+    let mut it = line.rsplit(": ").next()?.split(", ");
+    let passed = it.next()?.strip_suffix(" passed")?.parse().ok()?;
+    let failed = it.next()?.strip_suffix(" failed")?.parse().ok()?;
+    Some(Counts { passed, failed, skipped: 0 })
+}
+
+fn output(cmd: &mut Command) -> Result<(bool, String)> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok((out.status.success(), text))
+}
+
+/// rdma-core's tool and rverbs' on the fake device: `ibv_devices` and
+/// `rverbs devices` print the same; `rverbs devinfo -v` starts with
+/// exactly what `ibv_devinfo -v` prints (then rverbs' own GID table).
+fn tools(bin: &Path, problems: &mut Vec<String>) -> Result<Counts> {
+    let fake = bin.join("fake-mlx5");
+    let rverbs = bin.join("rverbs");
+    let mut c = Counts::default();
+    let mut one = |what: &str, ok: bool, detail: String| {
+        if ok {
+            c.passed += 1;
+        } else {
+            c.failed += 1;
+            problems.push(format!("{what}: {detail}"));
+        }
+    };
+    let (a_ok, a) = output(Command::new(&fake).args(["--", "ibv_devices"]))?;
+    let (b_ok, b) = output(Command::new(&fake).arg("--").arg(&rverbs).arg("devices"))?;
+    one(
+        "devices on the fake mlx5",
+        a_ok && b_ok && a == b && a.contains(rverbs_mlx5_name()),
+        format!("ibv_devices:\n{a}\nrverbs devices:\n{b}"),
+    );
+    let (a_ok, a) = output(Command::new(&fake).args(["--", "ibv_devinfo", "-v"]))?;
+    let (b_ok, b) = output(Command::new(&fake).arg("--").arg(&rverbs).args(["devinfo", "-v"]))?;
+    one(
+        "devinfo -v on the fake mlx5",
+        a_ok && b_ok && a.contains("vendor_part_id:\t\t\t4119") && b.starts_with(&a),
+        format!("ibv_devinfo -v:\n{a}\nrverbs devinfo -v:\n{b}"),
+    );
+    println!(
+        "mlx5-diff tools: ibv_devices = rverbs devices, ibv_devinfo -v is rverbs devinfo -v's first {} lines",
+        a.lines().count()
+    );
+    Ok(c)
+}
+
+fn rverbs_mlx5_name() -> &'static str {
+    "mlx5_9"
+}
+
+/// Builds and runs the tier; the counts and what went wrong.
+pub fn tier(ws: &Workspace, cases: u64) -> Result<(Counts, Vec<String>)> {
+    ensure_packages()?;
+    build(ws)?;
+    let bin = ws.target_dir.join("debug");
+    let mut problems = Vec::new();
+    let mut counts = tools(&bin, &mut problems)?;
+    let mut cmd = Command::new(bin.join("mlx5-diff"));
+    cmd.args(["--cases", &cases.to_string()]);
+    note(crate::util::describe(&cmd));
+    let (ok, out) = output(&mut cmd)?;
+    print!("{out}");
+    match counts_of(&out) {
+        Some(c) => {
+            if !ok && c.failed == 0 {
+                problems.push("mlx5-diff exited non-zero without a failing case".into());
+            }
+            counts += c;
+        }
+        None => problems.push("mlx5-diff printed no 'N passed, M failed' line".into()),
+    }
+    Ok((counts, problems))
+}
+
+/// `cargo xtask mlx5-diff [--cases N]`.
+pub fn run(args: &[String]) -> Result<i32> {
+    let mut cases = CI_CASES;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cases" => {
+                cases = it.next().ok_or("--cases needs a value")?.parse().map_err(|e| format!("--cases: {e}"))?;
+            }
+            other => return Err(format!("unknown option {other:?} (cargo xtask mlx5-diff [--cases N])")),
+        }
+    }
+    let ws = crate::project::workspace()?;
+    let (c, problems) = tier(&ws, cases)?;
+    for p in &problems {
+        eprintln!("mlx5-diff: {p}");
+    }
+    println!("mlx5 differential tier: {} passed, {} failed", c.passed, c.failed);
+    Ok(if problems.is_empty() && c.failed == 0 { 0 } else { 1 })
+}
