@@ -217,9 +217,18 @@ fn ipv4_checksum_ok(h: &[u8]) -> bool {
     sum == 0xffff
 }
 
+/// The port facts [`check_av`] read on the way.
+pub(crate) struct AvPort {
+    pub ethernet: bool,
+    pub sgid_type: Option<u32>,
+}
+
 /// Checks an address vector before the kernel sees it: RoCE needs a GRH, the
-/// GID index must hold a GID, the destination GID must not be empty.
-pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str) -> Result<()> {
+/// GID index must hold a GID, the destination GID must not be empty. Returns
+/// what the provider needs to know of the port: whether it is Ethernet, and
+/// the source GID's type (from the kernel, or sysfs on kernels without
+/// `QUERY_GID_ENTRY`) when there is a GRH.
+pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str) -> Result<AvPort> {
     let bad = |msg: String| Err(Error::check(verb, Errno::EINVAL).with_message(msg));
     if port == 0 {
         return bad("the address vector names no port (set ah_attr.port_num, or PORT at RESET->INIT)".into());
@@ -231,18 +240,20 @@ pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str)
                 "port {port} is RoCE (Ethernet): the address needs a GRH with the peer's GID (ah_attr.grh)"
             ));
         }
-        return Ok(());
+        return Ok(AvPort { ethernet: false, sgid_type: None });
     };
-    if u32::from(g.sgid_index) >= p.gid_tbl_len || ctx.gid_unnamed(port, g.sgid_index.into())?.is_none() {
+    let entry =
+        if u32::from(g.sgid_index) < p.gid_tbl_len { ctx.gid_unnamed(port, g.sgid_index.into())? } else { None };
+    let Some(entry) = entry else {
         return Err(Error::check(verb, Errno::ENODATA).with_message(format!(
             "GID index {} does not exist on port {port} (see `rverbs devinfo -v` for the GID table)",
             g.sgid_index
         )));
-    }
+    };
     if g.dgid.is_zero() {
         return bad("the destination GID is all zeros".into());
     }
-    Ok(())
+    Ok(AvPort { ethernet: p.link_layer == LinkLayer::Ethernet, sgid_type: Some(entry.gid_type.to_kernel()) })
 }
 
 #[cfg(test)]

@@ -63,8 +63,14 @@ impl ProtectionDomain {
         let ctx = self.context();
         let _span = tracing::debug_span!("ibv_create_ah").entered();
         let provider = ctx.provider_ctx(VERB, "address handles")?;
-        check_av(ctx, attr, attr.port_num, VERB)?;
-        let args = AhCreate { pd_handle: self.handle(), attr: attr.to_kernel_ah_attr(), legacy_av };
+        let port = check_av(ctx, attr, attr.port_num, VERB)?;
+        let args = AhCreate {
+            pd_handle: self.handle(),
+            attr: attr.to_kernel_ah_attr(),
+            legacy_av,
+            sgid_type: port.sgid_type,
+            ethernet: Some(port.ethernet),
+        };
         let kernel = provider.create_ah(ctx.fd_arc(), &args).map_err(|e| route_error(e, attr))?;
         Ok(AddressHandle { pd: self.clone(), attr: *attr, kernel })
     }

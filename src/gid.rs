@@ -155,6 +155,16 @@ impl GidType {
             o => GidType::Other(o),
         }
     }
+
+    /// The kernel's `IB_UVERBS_GID_TYPE_*` value.
+    pub fn to_kernel(self) -> u32 {
+        match self {
+            GidType::Ib => 0,
+            GidType::RoceV1 => 1,
+            GidType::RoceV2 => 2,
+            GidType::Other(o) => o,
+        }
+    }
 }
 
 impl fmt::Display for GidType {

@@ -406,17 +406,18 @@ impl<M: Mmio> SendQueue<M> {
             SendOp::RdmaRead(_) => (opcode::RDMA_READ, 0),
             SendOp::AtomicCmpAndSwp { .. } => (opcode::ATOMIC_CS, 0),
             SendOp::AtomicFetchAndAdd { .. } => (opcode::ATOMIC_FA, 0),
-            // Memory windows and invalidation take UMR segments on mlx5,
-            // which this provider (tested against a model of the HCA) does
-            // not build yet.
-            SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {
-                return Err(PostErrorKind::OpcodeNotSupported)
-            }
+            // The rkey to invalidate rides in the control segment's
+            // immediate field, as libmlx5 puts it.
+            SendOp::SendWithInv(rkey) => (opcode::SEND_INVAL, rkey),
+            // Memory windows and local invalidation take UMR segments on
+            // mlx5, which this provider does not build yet.
+            SendOp::LocalInv(_) | SendOp::BindMw(_) => return Err(PostErrorKind::OpcodeNotSupported),
             // Not posted on mlx5 yet.
             SendOp::AtomicWrite { .. } => return Err(PostErrorKind::OpcodeNotSupported),
         };
         let allowed = match self.qp_type {
             QpType::Rc => true,
+            // The IBTA defines SEND with Invalidate for RC (and XRC) only.
             QpType::Uc => matches!(op, opcode::SEND | opcode::SEND_IMM | opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM),
             QpType::Ud => matches!(op, opcode::SEND | opcode::SEND_IMM),
         };
@@ -492,9 +493,9 @@ impl<M: Mmio> SendQueue<M> {
                     ptr::write(self.seg(off + 32).cast::<AtomicSeg>(), AtomicSeg::fetch_add(add));
                     ds = 3;
                 }
-                SendOp::Send | SendOp::SendWithImm(_) | SendOp::AtomicWrite { .. } => {}
+                SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) | SendOp::AtomicWrite { .. } => {}
                 // Refused above.
-                SendOp::LocalInv(_) | SendOp::SendWithInv(_) | SendOp::BindMw(_) => {}
+                SendOp::LocalInv(_) | SendOp::BindMw(_) => {}
             }
             if let Some(av) = av {
                 // 48 bytes right after the control segment: same block.

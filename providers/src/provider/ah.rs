@@ -27,6 +27,13 @@ pub struct AhCreate {
     /// kernels before 5.16 (which give no AH numbers), even when the kernel
     /// gave a number. Other providers ignore it.
     pub legacy_av: bool,
+    /// The source GID's type (`IB_UVERBS_GID_TYPE_*`) when the caller has
+    /// read it (sysfs on kernels without `QUERY_GID_ENTRY`); `None`: the
+    /// provider asks the kernel.
+    pub sgid_type: Option<u32>,
+    /// Whether the port is Ethernet (RoCE), when the caller knows it
+    /// (rverbs caches the port's link layer); `None`: QUERY_PORT.
+    pub ethernet: Option<bool>,
 }
 
 /// A kernel AH and the provider's address data: the number UD work
@@ -89,7 +96,7 @@ impl ProviderContext {
                 }
             }
             Kind::Mlx5(m) => {
-                let mah = m.ah_create(&mlx5_ah_attr(fd, &a.attr)?, drv_out)?;
+                let mah = m.ah_create(&mlx5_ah_attr(fd, a)?, drv_out)?;
                 ah.ah_num = mah.ah_num();
                 ah.prov = AhProv::Mlx5 { _ah: mah };
             }
@@ -206,11 +213,19 @@ fn parse_mac(text: &str) -> Option<[u8; 6]> {
 /// What mlx5 builds its address vector from: the address plus the port's
 /// link layer (RoCE or InfiniBand) and, on RoCE, the source GID's type
 /// (v2: UDP encapsulation; the flow label picks the UDP source port).
-fn mlx5_ah_attr(fd: &UverbsFd, attr: &ib_uverbs_ah_attr) -> Result<mlx5::AhAttr> {
-    let is_eth = u32::from(device::query_port(fd, attr.port_num)?.legacy_resp.link_layer) == IB_LINK_LAYER_ETHERNET;
+fn mlx5_ah_attr(fd: &UverbsFd, a: &AhCreate) -> Result<mlx5::AhAttr> {
+    let attr = &a.attr;
+    let sgid_type = a.sgid_type;
+    let is_eth = match a.ethernet {
+        Some(e) => e,
+        None => u32::from(device::query_port(fd, attr.port_num)?.legacy_resp.link_layer) == IB_LINK_LAYER_ETHERNET,
+    };
     let roce_v2 = if is_eth && attr.is_global != 0 {
-        device::query_gid_entry(fd, attr.port_num, attr.grh.sgid_index.into())?
-            .is_some_and(|e| e.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2)
+        match sgid_type {
+            Some(t) => t == IB_UVERBS_GID_TYPE_ROCE_V2,
+            None => device::query_gid_entry(fd, attr.port_num, attr.grh.sgid_index.into())?
+                .is_some_and(|e| e.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2),
+        }
     } else {
         false
     };
