@@ -20,6 +20,9 @@ pub const REMOTE_QPN: u32 = 0x0fe1;
 pub const QKEY: u32 = 0x1111_1111;
 /// The GID index of the fake port's RoCE v2 IPv4 GID, and a peer's GID.
 const SGID_INDEX: u8 = 3;
+/// A flow label: RoCE v2's UDP source port derives from it (both libraries
+/// pick a random port when it is 0).
+const FLOW_LABEL: u32 = 0x1_2345;
 const DGID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 10];
 
 /// A completion as both libraries report it, in one byte order.
@@ -137,6 +140,7 @@ fn c_ah_attr() -> ibv::ibv_ah_attr {
     a.grh.dgid = DGID;
     a.grh.sgid_index = SGID_INDEX;
     a.grh.hop_limit = 64;
+    a.grh.flow_label = FLOW_LABEL;
     a.is_global = 1;
     a.port_num = 1;
     a
@@ -451,7 +455,13 @@ pub struct RLib {
 fn r_ah_attr() -> AhAttr {
     AhAttr {
         port_num: 1,
-        grh: Some(GlobalRoute { dgid: Gid(DGID), sgid_index: SGID_INDEX, hop_limit: 64, ..Default::default() }),
+        grh: Some(GlobalRoute {
+            dgid: Gid(DGID),
+            sgid_index: SGID_INDEX,
+            hop_limit: 64,
+            flow_label: FLOW_LABEL,
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
