@@ -5,12 +5,14 @@
 //! record after each post, every UAR page store, and each completion the
 //! fake HCA writes as both libraries decode it.
 //!
-//! It runs the named scenarios, then N random ones (seeds S, S+1, ...);
-//! each failure prints its name or seed and a hex diff. The last line is
-//! `mlx5-diff: N passed, M failed`. The program re-executes itself under
-//! the fake kernel's preload library (next to this executable) with a fresh
-//! sysfs tree; rdma-core's libraries come from Debian's `libibverbs1` and
-//! `ibverbs-providers`.
+//! It runs the named scenarios, then N random ones (seeds S, S+1, ...), on
+//! each fake kernel (`--kernel`: a 5.7+ one with the ioctl framework and
+//! dynamic UARs, and one with only the legacy `write()` commands and static
+//! bfregs); each failure prints its name or seed and a hex diff. The last
+//! line is `mlx5-diff: N passed, M failed`. The program re-executes itself
+//! under the fake kernel's preload library (next to this executable) with a
+//! fresh sysfs tree; rdma-core's libraries come from Debian's `libibverbs1`
+//! and `ibverbs-providers`.
 
 mod check;
 mod hca_side;
@@ -30,10 +32,13 @@ struct Args {
     seed: u64,
     only: Option<String>,
     verbose: bool,
+    /// The fake kernels to run on (`rverbs_mlx5_fake::ioctl::ENV_MODE`).
+    kernels: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { cases: 10_000, seed: 1, only: None, verbose: false };
+    let mut a =
+        Args { cases: 10_000, seed: 1, only: None, verbose: false, kernels: vec!["ioctl".into(), "write".into()] };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -42,8 +47,16 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = val("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--only" => a.only = Some(val("--only")?),
             "-v" | "--verbose" => a.verbose = true,
+            "--kernel" => {
+                a.kernels = val("--kernel")?.split(',').map(str::to_owned).collect();
+                if a.kernels.iter().any(|k| k != "ioctl" && k != "write") {
+                    return Err("--kernel takes ioctl, write or ioctl,write".into());
+                }
+            }
             "-h" | "--help" => {
-                return Err("usage: mlx5-diff [--cases N] [--seed S] [--only NAME|seed:S] [-v]".into());
+                return Err(
+                    "usage: mlx5-diff [--cases N] [--seed S] [--only NAME|seed:S] [--kernel ioctl,write] [-v]".into()
+                );
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -60,7 +73,7 @@ fn main() -> ExitCode {
         }
     };
     match std::env::var_os(CHILD_ENV) {
-        None => relaunch(),
+        None => relaunch(&args),
         Some(sysfs) => match run(&args, std::path::Path::new(&sysfs)) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,
@@ -72,8 +85,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs this program again under the fake kernel.
-fn relaunch() -> ExitCode {
+/// Runs this program again under the fake kernel, once per kernel mode,
+/// and sums their verdicts into the last line.
+fn relaunch(args: &Args) -> ExitCode {
     let env = match rverbs_mlx5_fake::launch::Env::new() {
         Ok(e) => e,
         Err(e) => {
@@ -82,16 +96,48 @@ fn relaunch() -> ExitCode {
         }
     };
     let exe = std::env::current_exe().expect("this executable's path");
-    let mut cmd = Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).env(CHILD_ENV, &env.sysfs);
-    env.apply(&mut cmd);
-    match cmd.status() {
-        Ok(s) => ExitCode::from(s.code().map_or(1, |c| c as u8)),
-        Err(e) => {
-            eprintln!("mlx5-diff: cannot run myself under the fake kernel: {e}");
-            ExitCode::from(2)
+    let (mut passed, mut failed, mut worst) = (0u64, 0u64, 0u8);
+    for kernel in &args.kernels {
+        let mut cmd = Command::new(&exe);
+        cmd.args(std::env::args_os().skip(1))
+            .env(CHILD_ENV, &env.sysfs)
+            .env(rverbs_mlx5_fake::ioctl::ENV_MODE, kernel)
+            .stdout(std::process::Stdio::piped());
+        env.apply(&mut cmd);
+        let out = match cmd.output() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("mlx5-diff: cannot run myself under the fake kernel: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines() {
+            match line.strip_prefix("mlx5-diff: ") {
+                Some(rest) => println!("mlx5-diff [{kernel} kernel]: {rest}"),
+                None => println!("{line}"),
+            }
         }
+        match counts(&text) {
+            Some((p, f)) => {
+                passed += p;
+                failed += f;
+            }
+            None => failed += 1,
+        }
+        worst = worst.max(out.status.code().map_or(1, |c| c as u8));
     }
+    println!("mlx5-diff: {passed} passed, {failed} failed");
+    ExitCode::from(if failed > 0 { worst.max(1) } else { worst })
+}
+
+/// `N passed, M failed` of a child's last line.
+fn counts(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().rev().find(|l| l.starts_with("mlx5-diff: ") && l.ends_with(" failed"))?;
+    let mut it = line.trim_start_matches("mlx5-diff: ").split(", ");
+    let p = it.next()?.strip_suffix(" passed")?.parse().ok()?;
+    let f = it.next()?.strip_suffix(" failed")?.parse().ok()?;
+    Some((p, f))
 }
 
 fn run(args: &Args, sysfs: &std::path::Path) -> Result<bool, String> {

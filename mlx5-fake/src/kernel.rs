@@ -20,6 +20,7 @@ use rverbs_uapi::mlx5_abi::*;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::attrs;
+use crate::ioctl::Mode;
 use crate::record::{self, Command, Mmap, Snapshot};
 use crate::user::copy_to_user;
 
@@ -28,14 +29,18 @@ use crate::user::copy_to_user;
 type Answer = Result<(Vec<u8>, Vec<u8>), Errno>;
 
 /// A command as it arrived.
-struct Parsed {
-    code: u32,
-    extended: bool,
-    core: Vec<u8>,
-    drv: Vec<u8>,
-    resp: u64,
-    core_out_len: usize,
-    drv_out_len: usize,
+pub(crate) struct Parsed {
+    pub(crate) code: u32,
+    pub(crate) extended: bool,
+    pub(crate) core: Vec<u8>,
+    pub(crate) drv: Vec<u8>,
+    /// Where the core and the driver answers go (0: nowhere).
+    pub(crate) core_out: u64,
+    pub(crate) drv_out: u64,
+    pub(crate) core_out_len: usize,
+    pub(crate) drv_out_len: usize,
+    /// `write`, `invoke_write` or `ioctl`: how it came.
+    pub(crate) path: &'static str,
 }
 
 /// The whole fake kernel: contexts by fd, and the log.
@@ -65,6 +70,11 @@ struct Ctx {
     /// Per bfreg: how many QPs use it (`bfregi->count`).
     bfreg_count: Vec<u32>,
     low_lat_bfregs: u32,
+    /// The kernel this context talks to (write-only, or ioctl with dynamic UARs).
+    mode: Mode,
+    /// Dynamic UAR pages by handle: (page id, type, mmap pgoff).
+    dyn_uars: BTreeMap<u32, (u32, u32, u64)>,
+    next_page_id: u32,
     /// Counters for the numbers the device assigns.
     next_pdn: u32,
     next_cqn: u32,
@@ -74,6 +84,13 @@ struct Ctx {
 }
 
 static KERNEL: Mutex<Option<Kernel>> = Mutex::new(None);
+
+/// The first mmap page offset of dynamic UAR pages (mlx5_ib's
+/// `MLX5_IB_MMAP_OFFSET_START << 16`).
+const DYN_PGOFF: u64 = 9 << 16;
+/// The command an mmap of a dynamic UAR page is recorded with: this plus
+/// its type (0 BlueFlame, 1 NC).
+pub const DYN_MMAP_COMMAND: u32 = 0x100;
 
 /// The process's fake kernel.
 pub fn lock() -> KernelGuard {
@@ -162,6 +179,11 @@ fn legacy_layout(code: u32) -> Option<(&'static str, usize, usize, bool)> {
     })
 }
 
+/// The core input size of legacy command `code`.
+pub(crate) fn legacy_core_len(code: u32) -> Option<usize> {
+    legacy_layout(code).map(|l| l.1)
+}
+
 fn ex_name(code: u32) -> &'static str {
     match code {
         IB_USER_VERBS_EX_CMD_QUERY_DEVICE => "EX_QUERY_DEVICE",
@@ -181,14 +203,17 @@ fn parse(buf: &[u8]) -> Result<Parsed, Errno> {
         if buf.len() != 24 + core_len + drv_len {
             return Err(Errno::EINVAL);
         }
+        let core_out_len = usize::from(hdr.out_words) * 8;
         return Ok(Parsed {
             code: hdr.command & IB_USER_VERBS_CMD_COMMAND_MASK,
             extended: true,
             core: buf[24..24 + core_len].to_vec(),
             drv: buf[24 + core_len..].to_vec(),
-            resp: ex.response,
-            core_out_len: usize::from(hdr.out_words) * 8,
+            core_out: ex.response,
+            drv_out: ex.response + core_out_len as u64,
+            core_out_len,
             drv_out_len: usize::from(ex.provider_out_words) * 8,
+            path: "write",
         });
     }
     if usize::from(hdr.in_words) * 4 != buf.len() {
@@ -209,9 +234,11 @@ fn parse(buf: &[u8]) -> Result<Parsed, Errno> {
         extended: false,
         core: body[..core_in].to_vec(),
         drv: body[core_in..].to_vec(),
-        resp,
+        core_out: resp,
+        drv_out: resp + core_out as u64,
         core_out_len: core_out,
         drv_out_len: out_len - core_out,
+        path: "write",
     })
 }
 
@@ -220,7 +247,43 @@ impl Kernel {
     pub fn open(&mut self, fd: i32) {
         let id = self.next_ctx;
         self.next_ctx += 1;
-        self.contexts.insert(fd, Ctx { id, fd, ..Default::default() });
+        let mode = crate::ioctl::mode();
+        self.contexts.insert(fd, Ctx { id, fd, mode, ..Default::default() });
+    }
+
+    /// The kernel mode of `fd`'s context.
+    pub(crate) fn mode_of(&self, fd: i32) -> Mode {
+        self.contexts.get(&fd).map_or(Mode::Write, |c| c.mode)
+    }
+
+    /// The context number of `fd` (`u32::MAX`: none).
+    pub(crate) fn ctx_id(&self, fd: i32) -> u32 {
+        self.contexts.get(&fd).map_or(u32::MAX, |c| c.id)
+    }
+
+    /// A dynamic UAR page of `kind` (`MLX5_IB_UAPI_UAR_ALLOC_TYPE_*`):
+    /// (handle, page id, mmap offset). The offset is an mmap entry's key, as
+    /// mlx5_ib hands them out (page offsets from `MLX5_IB_MMAP_OFFSET_START
+    /// << 16`).
+    pub(crate) fn dyn_uar_alloc(&mut self, fd: i32, kind: u32, page: usize) -> Result<(u32, u32, u64), Errno> {
+        let ctx = self.contexts.get_mut(&fd).ok_or(Errno::EBADF)?;
+        if !ctx.opened || ctx.mode != Mode::Ioctl || kind > 1 {
+            return Err(Errno::EINVAL);
+        }
+        let h = ctx.alloc_handle();
+        let page_id = 0x40 + ctx.next_page_id;
+        let pgoff = DYN_PGOFF + u64::from(ctx.next_page_id);
+        ctx.next_page_id += 1;
+        ctx.dyn_uars.insert(h, (page_id, kind, pgoff));
+        Ok((h, page_id, pgoff * page as u64))
+    }
+
+    /// Frees a dynamic UAR page.
+    pub(crate) fn dyn_uar_free(&mut self, fd: i32, handle: u32) -> Result<(), Errno> {
+        let ctx = self.contexts.get_mut(&fd).ok_or(Errno::EBADF)?;
+        ctx.dyn_uars.remove(&handle).ok_or(Errno::EINVAL)?;
+        ctx.handles.remove(&handle);
+        Ok(())
     }
 
     /// Whether `fd` is an open fake node.
@@ -240,6 +303,13 @@ impl Kernel {
         Errno::ENOTTY
     }
 
+    /// An ioctl method the fake does not have: noted, `EPROTONOSUPPORT`.
+    pub(crate) fn unsupported(&mut self, fd: i32) -> Errno {
+        let ctx = self.contexts.get(&fd).map_or(u32::MAX, |c| c.id);
+        self.log.ioctls.push((ctx, u64::from(rverbs_uapi::rdma_user_ioctl_cmds::RDMA_VERBS_IOCTL)));
+        Errno::EPROTONOSUPPORT
+    }
+
     /// Decodes an mmap of the node at byte `offset`: the (command, index)
     /// the mlx5 driver would serve, or its error.
     pub fn mmap_check(&self, fd: i32, offset: u64, len: usize, page_size: usize) -> Result<(u32, u32), Errno> {
@@ -248,6 +318,14 @@ impl Kernel {
             return Err(Errno::EINVAL);
         }
         let pgoff = offset / page_size as u64;
+        if pgoff >= DYN_PGOFF {
+            // A dynamic UAR page: its mmap entry.
+            let &(page_id, kind, _) = ctx.dyn_uars.values().find(|u| u.2 == pgoff).ok_or(Errno::EINVAL)?;
+            if len != page_size {
+                return Err(Errno::EINVAL);
+            }
+            return Ok((DYN_MMAP_COMMAND + kind, page_id));
+        }
         let command = ((pgoff >> 8) & 0xff) as u32;
         let index = (pgoff & 0xff) as u32;
         match command {
@@ -279,6 +357,17 @@ impl Kernel {
     /// here cannot fault).
     pub unsafe fn write(&mut self, fd: i32, buf: &[u8]) -> Result<usize, Errno> {
         let p = parse(buf)?;
+        // SAFETY: forwarded.
+        unsafe { self.execute(fd, &p) }?;
+        Ok(buf.len())
+    }
+
+    /// Runs a write command (from `write()` or `INVOKE_WRITE`), answers it
+    /// and records it.
+    ///
+    /// # Safety
+    /// `p.core_out`/`p.drv_out` must be valid for writes of their lengths.
+    pub(crate) unsafe fn execute(&mut self, fd: i32, p: &Parsed) -> Result<(), Errno> {
         let ctx = self.contexts.get_mut(&fd).ok_or(Errno::EBADF)?;
         let name = if p.extended { ex_name(p.code) } else { legacy_layout(p.code).map_or("?", |l| l.0) };
         let mut rec = Command {
@@ -288,26 +377,24 @@ impl Kernel {
             name: name.to_owned(),
             core_in: p.core.clone(),
             drv_in: p.drv.clone(),
-            pointers: pointer_fields(&p),
+            pointers: pointer_fields(p),
+            path: p.path.to_owned(),
             ..Default::default()
         };
-        let answer = if p.extended { ctx.extended(&p) } else { ctx.legacy(&p) };
+        let answer = if p.extended { ctx.extended(p) } else { ctx.legacy(p) };
         let result = match answer {
             Ok((mut core, mut drv)) => {
                 core.resize(p.core_out_len, 0);
                 drv.truncate(p.drv_out_len);
-                if !core.is_empty() || !drv.is_empty() {
-                    // SAFETY: the caller's contract: `resp` holds
-                    // core_out_len + drv_out_len bytes, the driver answer
-                    // after the core one (legacy and extended alike).
-                    unsafe {
-                        copy_to_user(p.resp, &core);
-                        copy_to_user(p.resp + p.core_out_len as u64, &drv);
-                    }
+                // SAFETY: the caller's contract: the answers' places hold
+                // core_out_len and drv_out_len bytes.
+                unsafe {
+                    copy_to_user(p.core_out, &core);
+                    copy_to_user(p.drv_out, &drv);
                 }
                 rec.core_out = core;
                 rec.drv_out = drv;
-                Ok(buf.len())
+                Ok(())
             }
             Err(e) => {
                 rec.errno = e as i32;
@@ -322,6 +409,14 @@ impl Kernel {
         }
         self.log.commands.push(rec);
         result
+    }
+
+    /// Records a command that was not a write command (an ioctl method).
+    pub(crate) fn record(&mut self, rec: Command) {
+        if debug() {
+            eprintln!("fake-mlx5: ctx {} {} ({}) -> errno {}", rec.ctx, rec.name, rec.path, rec.errno);
+        }
+        self.log.commands.push(rec);
     }
 
     /// The log since the last call, and the live contexts.
@@ -578,9 +673,11 @@ impl Ctx {
         if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 || req.reserved2 != 0 {
             return Err(Errno::EOPNOTSUPP);
         }
+        // A 5.7+ kernel takes MLX5_LIB_CAP_DYN_UAR: no static bfregs.
+        let dynamic = self.mode == Mode::Ioctl && req.lib_caps & MLX5_LIB_CAP_DYN_UAR != 0;
         // calc_total_bfregs: 4K UARs, one UAR per page, two usable bfregs each.
-        let total = req.total_num_bfregs.next_multiple_of(2);
-        if total == 0 || total > 512 || req.num_low_latency_bfregs > total - 1 {
+        let total = if dynamic { 0 } else { req.total_num_bfregs.next_multiple_of(2) };
+        if !dynamic && (total == 0 || total > 512 || req.num_low_latency_bfregs > total - 1) {
             return Err(Errno::EINVAL);
         }
         let async_fd = self.new_fd()?;
@@ -762,7 +859,8 @@ impl Ctx {
             return Err(Errno::EINVAL);
         }
         let d: mlx5_ib_create_qp = read_ext(drv);
-        let known = MLX5_QP_FLAG_SIGNATURE | MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_BFREG_INDEX;
+        let known =
+            MLX5_QP_FLAG_SIGNATURE | MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_BFREG_INDEX | MLX5_QP_FLAG_UAR_PAGE_INDEX;
         if d.flags & !known != 0 {
             return Err(Errno::EOPNOTSUPP);
         }
@@ -782,6 +880,15 @@ impl Ctx {
                 return Err(Errno::EINVAL);
             }
             d.bfreg_index
+        } else if d.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX != 0 {
+            // A dynamic UAR page the library allocated: its page id.
+            if !self.dyn_uars.values().any(|u| u.0 == d.bfreg_index) {
+                return Err(Errno::EINVAL);
+            }
+            d.bfreg_index
+        } else if self.bfreg_count.is_empty() {
+            // A dynamic-UAR context names its UAR page.
+            return Err(Errno::EINVAL);
         } else {
             self.alloc_bfreg()
         };

@@ -6,11 +6,12 @@
 //! kernel and the HCA.
 //!
 //! What it is:
-//! - [`kernel`]: the uverbs device node as a kernel without the ioctl
-//!   framework answers it: every `RDMA_VERBS_IOCTL` gets `ENOTTY`, so both
-//!   libraries fall back to the legacy `write()` commands (rdma-core's
-//!   `cmd_fallback.c` rule, which rverbs shares), and mlx5_ib's driver data
-//!   in and out of GET_CONTEXT (the static bfreg scheme), QUERY_DEVICE(_EX),
+//! - [`kernel`]: the uverbs device node, as one of two kernels
+//!   ([`ioctl::Mode`]): a 5.7+ kernel with the ioctl framework and dynamic
+//!   UARs ([`ioctl`]), or one without it, where every `RDMA_VERBS_IOCTL` gets
+//!   `ENOTTY` and both libraries fall back to the legacy `write()` commands
+//!   (rdma-core's `cmd_fallback.c` rule, which rverbs shares); with mlx5_ib's
+//!   driver data in and out of GET_CONTEXT (static or dynamic UARs), QUERY_DEVICE(_EX),
 //!   QUERY_PORT, ALLOC_PD, REG_MR, CREATE/RESIZE/DESTROY_CQ,
 //!   CREATE/MODIFY/QUERY/DESTROY_QP, CREATE/MODIFY/QUERY/DESTROY_SRQ,
 //!   CREATE_AH and the UAR mmaps. Every command is recorded
@@ -30,6 +31,7 @@
 
 pub mod attrs;
 pub mod hca;
+pub mod ioctl;
 pub mod kernel;
 pub mod launch;
 pub mod record;

@@ -20,6 +20,10 @@ pub struct Command {
     pub drv_out: Vec<u8>,
     /// 0, or the errno the write failed with.
     pub errno: i32,
+    /// How it came: `write`, `invoke_write` (the ioctl that carries a write
+    /// command) or `ioctl` (a native method, recorded in the layout of its
+    /// write command where it has one).
+    pub path: String,
     /// Byte ranges `(in_driver_data, offset, len)` of the input that hold
     /// addresses of the caller's memory or its own cookies (response
     /// pointer, user_handle, buffer and doorbell addresses, MR start): they

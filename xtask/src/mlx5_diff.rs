@@ -78,9 +78,23 @@ fn output(cmd: &mut Command) -> Result<(bool, String)> {
 /// `rverbs devices` print the same; `rverbs devinfo -v` starts with
 /// exactly what `ibv_devinfo -v` prints (then rverbs' own GID table).
 fn tools(bin: &Path, problems: &mut Vec<String>) -> Result<Counts> {
+    let mut c = Counts::default();
+    for kernel in ["ioctl", "write"] {
+        c += tools_on(bin, kernel, problems)?;
+    }
+    Ok(c)
+}
+
+/// [`tools`] on one kind of fake kernel.
+fn tools_on(bin: &Path, kernel: &str, problems: &mut Vec<String>) -> Result<Counts> {
     let fake = bin.join("fake-mlx5");
     let rverbs = bin.join("rverbs");
     let mut c = Counts::default();
+    let fake_cmd = || {
+        let mut cmd = Command::new(&fake);
+        cmd.env("RVERBS_FAKE_MLX5_KERNEL", kernel);
+        cmd
+    };
     let mut one = |what: &str, ok: bool, detail: String| {
         if ok {
             c.passed += 1;
@@ -89,22 +103,25 @@ fn tools(bin: &Path, problems: &mut Vec<String>) -> Result<Counts> {
             problems.push(format!("{what}: {detail}"));
         }
     };
-    let (a_ok, a) = output(Command::new(&fake).args(["--", "ibv_devices"]))?;
-    let (b_ok, b) = output(Command::new(&fake).arg("--").arg(&rverbs).arg("devices"))?;
+    let (a_ok, a) = output(fake_cmd().args(["--", "ibv_devices"]))?;
+    let (b_ok, b) = output(fake_cmd().arg("--").arg(&rverbs).arg("devices"))?;
     one(
         "devices on the fake mlx5",
         a_ok && b_ok && a == b && a.contains(rverbs_mlx5_name()),
         format!("ibv_devices:\n{a}\nrverbs devices:\n{b}"),
     );
-    let (a_ok, a) = output(Command::new(&fake).args(["--", "ibv_devinfo", "-v"]))?;
-    let (b_ok, b) = output(Command::new(&fake).arg("--").arg(&rverbs).args(["devinfo", "-v"]))?;
+    let (a_ok, a) = output(fake_cmd().args(["--", "ibv_devinfo", "-v"]))?;
+    let (b_ok, b) = output(fake_cmd().arg("--").arg(&rverbs).args(["devinfo", "-v"]))?;
     one(
-        "devinfo -v on the fake mlx5",
+        &format!("devinfo -v on the fake mlx5 ({kernel} kernel)"),
         a_ok && b_ok && a.contains("vendor_part_id:\t\t\t4119") && b.starts_with(&a),
         format!("ibv_devinfo -v:\n{a}\nrverbs devinfo -v:\n{b}"),
     );
     println!(
-        "mlx5-diff tools: ibv_devices = rverbs devices, ibv_devinfo -v is rverbs devinfo -v's first {} lines",
+        "mlx5-diff tools ({kernel} kernel): {} passed, {} failed (ibv_devices = rverbs devices; ibv_devinfo -v, {} lines, \
+         starts rverbs devinfo -v)",
+        c.passed,
+        c.failed,
         a.lines().count()
     );
     Ok(c)

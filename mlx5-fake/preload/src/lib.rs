@@ -226,9 +226,14 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> i
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
     if is_fake(fd) {
-        let e = kernel::lock().ioctl(fd, request);
-        set_errno(e as c_int);
-        return -1;
+        // SAFETY: the uverbs ABI's contract for RDMA_VERBS_IOCTL's argument.
+        return match unsafe { kernel::lock().ioctl_call(fd, request, arg.cast()) } {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e as c_int);
+                -1
+            }
+        };
     }
     // SAFETY: forwarded unchanged (every ioctl request takes at most one
     // pointer-sized argument).
