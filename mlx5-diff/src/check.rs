@@ -443,8 +443,12 @@ unsafe fn step_and_compare(
         Step::Complete(c) => {
             let (csrq, rsrq) = (cx.srqs.first(), rx.srqs.first());
             // SAFETY: the caller's contract.
-            let (ea, eb) =
-                unsafe { (hca_side::next_cqe(&mut s.ch, c, cqp, csrq), hca_side::next_cqe(&mut s.rh, c, rqp, rsrq)) };
+            let (ea, eb) = unsafe {
+                (
+                    hca_side::next_cqe(&mut s.ch, c, cqp, csrq, cx.cqe_version),
+                    hca_side::next_cqe(&mut s.rh, c, rqp, rsrq, rx.cqe_version),
+                )
+            };
             same("CQE the HCA writes", &ea, &eb)?;
             if let (Some(ea), Some(eb)) = (ea, eb) {
                 // SAFETY: live CQ buffers.

@@ -94,8 +94,21 @@ fn data_bytes(wqe: &[u8], ds: u32, op: u8, qp_type: u8) -> u32 {
 ///
 /// # Safety
 /// `qp` (and `srq`) must describe live objects of this process.
-pub unsafe fn next_cqe(h: &mut HcaSide, c: &Completion, qp: &record::Qp, srq: Option<&record::Srq>) -> Option<Cqe> {
-    let mut cqe = Cqe { qpn: qp.qpn, srqn_uidx: qp.uidx, ..Default::default() };
+pub unsafe fn next_cqe(
+    h: &mut HcaSide,
+    c: &Completion,
+    qp: &record::Qp,
+    srq: Option<&record::Srq>,
+    cqe_version: u8,
+) -> Option<Cqe> {
+    // Version 1 names the QP by its user index; version 0 by its number,
+    // with the SRQ's number on receives through an SRQ.
+    let srqn_uidx = match (cqe_version, srq) {
+        (0, Some(s)) => s.srqn,
+        (0, None) => 0,
+        _ => qp.uidx,
+    };
+    let mut cqe = Cqe { qpn: qp.qpn, srqn_uidx, ..Default::default() };
     match *c {
         Completion::Send => {
             let w = loop {
@@ -104,6 +117,9 @@ pub unsafe fn next_cqe(h: &mut HcaSide, c: &Completion, qp: &record::Qp, srq: Op
                     break w;
                 }
             };
+            if cqe_version == 0 {
+                cqe.srqn_uidx = 0;
+            }
             cqe.opcode = opcode::REQ;
             cqe.wqe_opcode = w.opcode;
             cqe.wqe_counter = w.index;
@@ -111,6 +127,9 @@ pub unsafe fn next_cqe(h: &mut HcaSide, c: &Completion, qp: &record::Qp, srq: Op
         }
         Completion::Error { requester: true, syndrome, vendor } => {
             let w = h.pending.pop_front()?;
+            if cqe_version == 0 {
+                cqe.srqn_uidx = 0;
+            }
             cqe.opcode = opcode::REQ_ERR;
             cqe.wqe_opcode = w.opcode;
             cqe.wqe_counter = w.index;

@@ -6,9 +6,11 @@
 //! fake HCA writes as both libraries decode it.
 //!
 //! It runs the named scenarios, then N random ones (seeds S, S+1, ...), on
-//! each fake kernel (`--kernel`: a 5.7+ one with the ioctl framework and
-//! dynamic UARs, and one with only the legacy `write()` commands and static
-//! bfregs); each failure prints its name or seed and a hex diff. The last
+//! each fake kernel (`--kernel`, default all: `ioctl`, a 5.7+ one with the
+//! ioctl framework and dynamic UARs; `write`, one with only the legacy
+//! `write()` commands and static bfregs; each of them with
+//! `MLX5_SHUT_UP_BF=1` (`-nobf`); and `write-cqe0`, a kernel that grants
+//! CQE version 0); each failure prints its name or seed and a hex diff. The last
 //! line is `mlx5-diff: N passed, M failed`. The program re-executes itself
 //! under the fake kernel's preload library (next to this executable) with a
 //! fresh sysfs tree; rdma-core's libraries come from Debian's `libibverbs1`
@@ -24,6 +26,17 @@ use std::process::{Command, ExitCode};
 
 use crate::ibv::Ibverbs;
 
+/// The fake kernels (and library settings) a run covers, by name: the
+/// kernel mode, the CQE version it grants, and `MLX5_SHUT_UP_BF` for both
+/// libraries.
+const KERNELS: &[(&str, &str, &str, bool)] = &[
+    ("ioctl", "ioctl", "1", false),
+    ("write", "write", "1", false),
+    ("ioctl-nobf", "ioctl", "1", true),
+    ("write-nobf", "write", "1", true),
+    ("write-cqe0", "write", "0", false),
+];
+
 /// Set in the re-executed child: the sysfs root.
 const CHILD_ENV: &str = "RVERBS_MLX5_DIFF_SYSFS";
 
@@ -37,8 +50,13 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a =
-        Args { cases: 10_000, seed: 1, only: None, verbose: false, kernels: vec!["ioctl".into(), "write".into()] };
+    let mut a = Args {
+        cases: 10_000,
+        seed: 1,
+        only: None,
+        verbose: false,
+        kernels: KERNELS.iter().map(|k| k.0.into()).collect(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -49,8 +67,9 @@ fn parse_args() -> Result<Args, String> {
             "-v" | "--verbose" => a.verbose = true,
             "--kernel" => {
                 a.kernels = val("--kernel")?.split(',').map(str::to_owned).collect();
-                if a.kernels.iter().any(|k| k != "ioctl" && k != "write") {
-                    return Err("--kernel takes ioctl, write or ioctl,write".into());
+                if let Some(k) = a.kernels.iter().find(|k| !KERNELS.iter().any(|(n, ..)| n == k)) {
+                    let names: Vec<&str> = KERNELS.iter().map(|k| k.0).collect();
+                    return Err(format!("--kernel {k}: not one of {}", names.join(",")));
                 }
             }
             "-h" | "--help" => {
@@ -98,11 +117,18 @@ fn relaunch(args: &Args) -> ExitCode {
     let exe = std::env::current_exe().expect("this executable's path");
     let (mut passed, mut failed, mut worst) = (0u64, 0u64, 0u8);
     for kernel in &args.kernels {
+        let &(_, mode, cqe, no_bf) = KERNELS.iter().find(|k| k.0 == kernel).expect("checked in parse_args");
         let mut cmd = Command::new(&exe);
         cmd.args(std::env::args_os().skip(1))
             .env(CHILD_ENV, &env.sysfs)
-            .env(rverbs_mlx5_fake::ioctl::ENV_MODE, kernel)
+            .env(rverbs_mlx5_fake::ioctl::ENV_MODE, mode)
+            .env(rverbs_mlx5_fake::kernel::ENV_CQE_VERSION, cqe)
             .stdout(std::process::Stdio::piped());
+        if no_bf {
+            cmd.env("MLX5_SHUT_UP_BF", "1");
+        } else {
+            cmd.env_remove("MLX5_SHUT_UP_BF");
+        }
         env.apply(&mut cmd);
         let out = match cmd.output() {
             Ok(o) => o,

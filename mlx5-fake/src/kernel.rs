@@ -72,6 +72,8 @@ struct Ctx {
     low_lat_bfregs: u32,
     /// The kernel this context talks to (write-only, or ioctl with dynamic UARs).
     mode: Mode,
+    /// The CQE version GET_CONTEXT granted.
+    cqe_version: u8,
     /// Dynamic UAR pages by handle: (page id, type, mmap pgoff).
     dyn_uars: BTreeMap<u32, (u32, u32, u64)>,
     next_page_id: u32,
@@ -84,6 +86,18 @@ struct Ctx {
 }
 
 static KERNEL: Mutex<Option<Kernel>> = Mutex::new(None);
+
+/// Environment: `0` makes the kernel grant CQE version 0 only (kernels
+/// before 4.6); otherwise version 1.
+pub const ENV_CQE_VERSION: &str = "RVERBS_FAKE_MLX5_CQE_VERSION";
+
+fn max_cqe_version() -> u8 {
+    if std::env::var(ENV_CQE_VERSION).as_deref() == Ok("0") {
+        0
+    } else {
+        1
+    }
+}
 
 /// The first mmap page offset of dynamic UAR pages (mlx5_ib's
 /// `MLX5_IB_MMAP_OFFSET_START << 16`).
@@ -474,6 +488,7 @@ impl Ctx {
             qps: self.qps.values().cloned().collect(),
             srqs: self.srqs.values().cloned().collect(),
             mrs: self.mrs.values().cloned().collect(),
+            cqe_version: self.cqe_version,
         }
     }
 
@@ -682,6 +697,7 @@ impl Ctx {
         }
         let async_fd = self.new_fd()?;
         self.opened = true;
+        self.cqe_version = req.max_cqe_version.min(max_cqe_version());
         self.bfreg_count = vec![0; total as usize];
         self.low_lat_bfregs = req.num_low_latency_bfregs;
         self.next_pdn = 0x10;
@@ -703,7 +719,7 @@ impl Ctx {
             flow_action_flags: 0,
             comp_mask: 0,
             response_length: std::mem::size_of::<mlx5_ib_alloc_ucontext_resp>() as u32,
-            cqe_version: req.max_cqe_version.min(1),
+            cqe_version: self.cqe_version,
             cmds_supp_uhw: (MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE | MLX5_USER_CMDS_SUPP_UHW_CREATE_AH) as u8,
             eth_min_inline: MLX5_USER_INLINE_MODE_NONE as u8 + 1,
             clock_info_versions: 0,

@@ -135,6 +135,8 @@ pub struct Context {
     pub qps: Vec<Qp>,
     pub srqs: Vec<Srq>,
     pub mrs: Vec<Mr>,
+    /// The CQE version GET_CONTEXT granted (1: CQEs carry user indexes).
+    pub cqe_version: u8,
 }
 
 /// Everything: the log since the last [`take`](crate::kernel::Kernel::take_log)

@@ -442,7 +442,7 @@ impl Context {
             return Err(FinishError { error, pending: Box::new(pending) });
         }
         let PendingCq { buf, db, ncqe, uar_index, arm_page, udata: _ } = pending;
-        let info = RegInfo { uar_index, offset: 0, bf_half: 0 };
+        let info = RegInfo { uar_index, offset: 0, bf_half: 0, bf_copy: false };
         let m = mmio(&info, &arm_page);
         tracing::debug!(cqn = resp.cqn, ncqe, uar = uar_index, "mlx5 CQ ready");
         // The gate is registered (so every later bump closes it) before the

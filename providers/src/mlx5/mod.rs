@@ -229,6 +229,12 @@ pub fn ucontext_request() -> mlx5_ib_alloc_ucontext_req_v2 {
     ucontext_request_for(crate::sys::event::page_size())
 }
 
+/// `MLX5_SHUT_UP_BF` as libmlx5 reads it: set to anything but `0` turns
+/// BlueFlame off (8-byte doorbells only, NC UAR pages).
+pub fn shut_up_bf() -> bool {
+    std::env::var_os("MLX5_SHUT_UP_BF").is_some_and(|v| v != "0")
+}
+
 /// Parses the GET_CONTEXT driver data out (a short answer from an old
 /// kernel leaves the missing fields 0).
 pub fn parse_ucontext_resp(drv_out: &[u8]) -> mlx5_ib_alloc_ucontext_resp {
@@ -351,6 +357,7 @@ impl Context {
             dev.num_uars_per_page,
             dev.tot_bfregs,
             req.num_low_latency_bfregs,
+            shut_up_bf(),
         )?;
         tracing::debug!(
             dynamic_uar = dev.tot_bfregs == 0,

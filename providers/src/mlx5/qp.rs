@@ -592,7 +592,8 @@ impl Context {
                 Err(_) => unreachable!("the registry refused it, so we hold the only reference"),
             };
         }
-        let sq = SendQueue::new(shared.clone(), m, info.bf_half, args.sq_sig_all, self.ah_table().clone());
+        let sq =
+            SendQueue::new(shared.clone(), m, (info.bf_half, info.bf_copy), args.sq_sig_all, self.ah_table().clone());
         let rq = (sizes.rq_wqe_cnt > 0).then(|| RecvQueue::new(shared.clone()));
         tracing::debug!(qpn, rsn, ?sizes, uar = info.uar_index, bf = info.bf_half != 0, "mlx5 QP ready");
         Ok(Qp { sq, rq, shared })

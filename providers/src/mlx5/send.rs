@@ -103,6 +103,9 @@ pub struct SendQueue<M: Mmio> {
     /// Current BlueFlame half and its size (0: doorbells only).
     bf_offset: usize,
     bf_half: usize,
+    /// Largest WQE (in 16-byte units) copied by BlueFlame: `bf_half / 16`,
+    /// 0 when the register takes no copies (`MLX5_SHUT_UP_BF`, NC pages).
+    bf_max_ds: usize,
     /// One-SGE SEND / SEND_IMM can take the short path (not UD, SGEs allowed).
     fast: bool,
     mmio: M,
@@ -137,7 +140,14 @@ struct Last {
 }
 
 impl<M: Mmio> SendQueue<M> {
-    pub(crate) fn new(shared: Arc<QpShared>, mmio: M, bf_half: usize, sq_sig_all: bool, ahs: Arc<AhTable>) -> Self {
+    /// `bf`: the register's (`bf_half`, `bf_copy`) ([`RegInfo`](crate::mlx5::uar::RegInfo)).
+    pub(crate) fn new(
+        shared: Arc<QpShared>,
+        mmio: M,
+        (bf_half, bf_copy): (usize, bool),
+        sq_sig_all: bool,
+        ahs: Arc<AhTable>,
+    ) -> Self {
         let s = *shared.sizes();
         let sig_all = if sq_sig_all { fm_ce_se::CQ_UPDATE } else { 0 };
         let qpn8_be = (shared.qpn() << 8).to_be();
@@ -168,6 +178,7 @@ impl<M: Mmio> SendQueue<M> {
             epoch: 0,
             bf_offset: 0,
             bf_half,
+            bf_max_ds: if bf_copy { bf_half / 16 } else { 0 },
             fast: shared.qp_type() != QpType::Ud && s.max_send_sge >= 1,
             mmio,
             qp: Arc::as_ptr(&shared),
@@ -586,11 +597,7 @@ impl<M: Mmio> SendQueue<M> {
         unsafe { crate::mlx5::mem::store_word(self.db_snd, pi) };
         // The doorbell record before the register write.
         self.mmio.wc_start();
-        let bf = nreq == 1
-            && self.bf_half != 0
-            && last.ds > 1
-            && last.ds as usize <= self.bf_half / 16
-            && (last.inline || PREFER_BF);
+        let bf = nreq == 1 && last.ds > 1 && last.ds as usize <= self.bf_max_ds && (last.inline || PREFER_BF);
         if bf {
             self.bf_copy(last);
         } else {
@@ -612,7 +619,7 @@ impl<M: Mmio> SendQueue<M> {
             // into the ring (blocks are 64-aligned, so none crosses the end);
             // the HCA only reads the send queue, so a plain copy is fine.
             let block: [u64; 8] = unsafe { ptr::read(self.seg(last.off + 64 * b).cast::<[u64; 8]>()) };
-            // SAFETY: `ring` copies only when `ds <= bf_half / 16`, so the
+            // SAFETY: `ring` copies only when `ds <= bf_max_ds <= bf_half / 16`, so the
             // `blocks * 64 <= bf_half` bytes (`bf_half` a power of two >= 64)
             // from `bf_offset` (0 or `bf_half`) fit in the window of
             // `2 * bf_half` bytes; 64-aligned for the same reason.

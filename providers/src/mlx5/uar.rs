@@ -291,8 +291,13 @@ pub struct RegInfo {
     /// Byte offset of the register from the start of its mapped page.
     pub offset: usize,
     /// BlueFlame buffer size (`bf_reg_size / 2`, the distance between the
-    /// two halves), 0 when only 8-byte doorbells go to this register.
+    /// two halves the doorbells alternate between), 0 when only 8-byte
+    /// doorbells go to one place of this register.
     pub bf_half: usize,
+    /// Whether whole WQEs may be copied to it (BlueFlame). False with
+    /// `MLX5_SHUT_UP_BF`: 8-byte doorbells only, still alternating halves
+    /// as libmlx5 does.
+    pub bf_copy: bool,
 }
 
 /// A register assigned to one QP (or the CQ arm page). Dedicated
@@ -342,6 +347,9 @@ pub struct UarPool {
     statics: Vec<Arc<UarPage>>,
     tot_bfregs: u32,
     low_lat_bfregs: u32,
+    /// `MLX5_SHUT_UP_BF` (rdma-core's knob): no BlueFlame copies; QPs ring
+    /// the NC page (dynamic) or NC-mapped pages (static).
+    shut_up_bf: bool,
     state: Mutex<Free>,
 }
 
@@ -354,6 +362,7 @@ impl UarPool {
         uars_per_page: u32,
         tot_bfregs: u32,
         low_lat_bfregs: u32,
+        shut_up_bf: bool,
     ) -> Result<Arc<UarPool>> {
         let uars_per_page = uars_per_page.max(1);
         let mut pool = UarPool {
@@ -365,6 +374,7 @@ impl UarPool {
             statics: Vec::new(),
             tot_bfregs,
             low_lat_bfregs,
+            shut_up_bf,
             state: Mutex::new(Free::default()),
         };
         if tot_bfregs == 0 {
@@ -381,7 +391,7 @@ impl UarPool {
         } else {
             let pages = tot_bfregs / (uars_per_page * NON_FP_BFREGS_PER_UAR);
             for i in 0..pages.max(1) {
-                pool.statics.push(Arc::new(pool.backend.map_static(i, page_size, bf_reg_size == 0)?));
+                pool.statics.push(Arc::new(pool.backend.map_static(i, page_size, bf_reg_size == 0 || shut_up_bf)?));
             }
         }
         Ok(Arc::new(pool))
@@ -409,7 +419,7 @@ impl UarPool {
     /// (8-byte doorbells only, no halves to alternate).
     fn nc_reg(&self) -> UarReg {
         let page = self.nc.clone().expect("dynamic scheme");
-        let info = RegInfo { uar_index: page.page_id, offset: BF_OFFSET, bf_half: 0 };
+        let info = RegInfo { uar_index: page.page_id, offset: BF_OFFSET, bf_half: 0, bf_copy: false };
         UarReg { page, info, give_back: None }
     }
 
@@ -420,7 +430,7 @@ impl UarPool {
         if !self.is_dynamic() {
             return Ok(None);
         }
-        if self.bf_reg_size == 0 {
+        if self.bf_reg_size == 0 || self.shut_up_bf {
             return Ok(Some(self.nc_reg()));
         }
         let mut st = self.lock();
@@ -435,6 +445,7 @@ impl UarPool {
                         uar_index: page.page_id + j,
                         offset: j as usize * UAR_SIZE + BF_OFFSET + k as usize * self.bf_reg_size as usize,
                         bf_half: self.bf_reg_size as usize / 2,
+                        bf_copy: true,
                     };
                     if info.offset + self.bf_reg_size as usize <= page.len() {
                         st.free.push((page.clone(), info));
@@ -462,8 +473,17 @@ impl UarPool {
         let k = bfi % BFREGS_PER_UAR;
         let in_uar = BF_OFFSET + k as usize * self.bf_reg_size as usize;
         let offset = j as usize * UAR_SIZE + in_uar;
-        let bf = bfi != 0 && self.bf_reg_size != 0 && !self.static_needs_lock(bfi) && page.kind == UarKind::Bf;
-        let info = RegInfo { uar_index: bfi, offset, bf_half: if bf { self.bf_reg_size as usize / 2 } else { 0 } };
+        // With MLX5_SHUT_UP_BF the pages are NC and nothing is copied, but
+        // the doorbells still alternate halves (libmlx5 gives every register
+        // but 0 a `buf_size`).
+        let halves = bfi != 0 && self.bf_reg_size != 0 && !self.static_needs_lock(bfi);
+        let bf = halves && (page.kind == UarKind::Bf || self.shut_up_bf);
+        let info = RegInfo {
+            uar_index: bfi,
+            offset,
+            bf_half: if bf { self.bf_reg_size as usize / 2 } else { 0 },
+            bf_copy: bf && !self.shut_up_bf,
+        };
         // The window `qp_finish` maps (`UarMmio::new` asserts it): with a
         // 1024- or 2048-byte BlueFlame size the upper registers of the
         // kernel's 4-per-UAR numbering lie past the UAR's end.
