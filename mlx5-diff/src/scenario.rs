@@ -26,6 +26,9 @@ pub struct Setup {
     /// An SRQ (max_wr, max_sge) the QP receives from.
     pub srq: Option<(u32, u32)>,
     pub sig_all: bool,
+    /// The source GID index of the address (3: the port's RoCE v2 IPv4
+    /// GID; 0 and 2 are RoCE v1, 1 RoCE v2 link-local).
+    pub sgid_index: u8,
 }
 
 impl Setup {
@@ -40,6 +43,7 @@ impl Setup {
             cqe: 64,
             srq: None,
             sig_all: false,
+            sgid_index: 3,
         }
     }
 }
@@ -274,6 +278,41 @@ pub fn fixed() -> Vec<Scenario> {
             ));
         }
     }
+    // Every GID of the port as the source: RoCE v1 and v2, link-local and
+    // IPv4 (the address vector's type bits and UDP source port follow).
+    for kind in [Kind::Rc, Kind::Ud] {
+        for sgid_index in 0..4u8 {
+            let mut s = Setup::new(kind);
+            s.sgid_index = sgid_index;
+            v.push(sc(
+                format!("{kind:?} from GID {sgid_index}"),
+                s,
+                vec![Step::Send(vec![Wr::new(1, Op::Send, vec![(0, 8)])]), Step::Complete(Completion::Send)],
+            ));
+        }
+    }
+    // The most SGEs and the most inline data libmlx5 takes in its 512-byte
+    // WQEs (it keeps room for a UMR on RC/UC: 20 SGEs, 316 bytes), then
+    // beyond what it takes (rverbs' larger limits: a known difference).
+    for (kind, sges, inline) in [(Kind::Rc, 20u32, 316u32), (Kind::Uc, 20, 316), (Kind::Ud, 28, 444)] {
+        for (sges, inline, name) in [(sges, inline, "the most"), (sges + 1, inline + 16, "beyond libmlx5's most")] {
+            let mut s = Setup::new(kind);
+            s.send_sge = sges;
+            s.inline = 0;
+            let list = (0..sges).map(|i| (i * 1024, 16 + i)).collect();
+            v.push(sc(
+                format!("{kind:?} send with {name} SGEs ({sges})"),
+                s,
+                vec![Step::Send(vec![Wr::new(1, Op::Send, list)]), Step::Complete(Completion::Send)],
+            ));
+            let mut s = Setup::new(kind);
+            s.send_sge = 1;
+            s.inline = inline;
+            let mut w = Wr::new(2, Op::Send, vec![(0, inline)]);
+            w.inline = true;
+            v.push(sc(format!("{kind:?} {name} inline bytes ({inline})"), s, vec![Step::Send(vec![w])]));
+        }
+    }
     let mut misaligned = Wr::new(1, Op::Faa, vec![(64, 8)]);
     misaligned.raddr |= 4;
     v.push(sc("Rc misaligned atomic", Setup::new(Kind::Rc), vec![Step::Send(vec![misaligned])]));
@@ -305,6 +344,13 @@ pub fn known_difference(name: &str) -> Option<&'static str> {
                         receive, also when it holds an immediate or an rkey; rverbs only on a plain SEND";
     const KNOWN: &[(&str, &str)] = &[
         ("Uc SendInv", "rverbs refuses SEND_WITH_INV on UC (the IBTA defines it for RC); libmlx5 posts it"),
+        (
+            "Rc send with beyond libmlx5's most SGEs",
+            "rverbs keeps no room for UMR WQEs it never posts: RC takes 29 SGEs and 444 inline bytes, libmlx5 20 and 316",
+        ),
+        ("Rc beyond libmlx5's most inline", "as above, inline"),
+        ("Uc send with beyond libmlx5's most SGEs", "as above, on UC: 30 SGEs and 460 inline bytes"),
+        ("Uc beyond libmlx5's most inline", "as above, inline on UC"),
         ("misaligned atomic", "rverbs refuses an atomic to an address not 8-aligned at post time; libmlx5 posts it"),
         ("receive opcode 3", PKEY),
         ("receive opcode 4", PKEY),
@@ -348,6 +394,7 @@ pub fn random(seed: u64) -> Scenario {
     s.inline = r.below(257) as u32;
     s.cqe = 256;
     s.sig_all = r.chance(4);
+    s.sgid_index = r.below(4) as u8;
     let mut steps = Vec::new();
     let (mut sq_out, mut rq_out) = (0u32, 0u32);
     let mut next_id = 1u64;

@@ -18,8 +18,7 @@ const ACCESS: u32 = 0xf;
 /// The peer the QP is connected to (RC/UC) or sends to (UD).
 pub const REMOTE_QPN: u32 = 0x0fe1;
 pub const QKEY: u32 = 0x1111_1111;
-/// The GID index of the fake port's RoCE v2 IPv4 GID, and a peer's GID.
-const SGID_INDEX: u8 = 3;
+/// A peer's GID (an IPv4-mapped documentation address).
 /// A flow label: RoCE v2's UDP source port derives from it (both libraries
 /// pick a random port when it is 0).
 const FLOW_LABEL: u32 = 0x1_2345;
@@ -134,11 +133,11 @@ pub struct CLib<'a> {
     kind: Kind,
 }
 
-fn c_ah_attr() -> ibv::ibv_ah_attr {
+fn c_ah_attr(sgid_index: u8) -> ibv::ibv_ah_attr {
     // SAFETY: plain C data; all zeroes is valid.
     let mut a: ibv::ibv_ah_attr = unsafe { std::mem::zeroed() };
     a.grh.dgid = DGID;
-    a.grh.sgid_index = SGID_INDEX;
+    a.grh.sgid_index = sgid_index;
     a.grh.hop_limit = 64;
     a.grh.flow_label = FLOW_LABEL;
     a.is_global = 1;
@@ -225,14 +224,14 @@ impl<'a> CLib<'a> {
                 a.timeout = 14;
                 a.retry_cnt = 7;
                 a.rnr_retry = 7;
-                a.ah_attr = c_ah_attr();
+                a.ah_attr = c_ah_attr(setup.sgid_index);
                 let rc = (ibv.ibv_modify_qp)(c.qp, &mut a, mask as i32);
                 if rc != 0 {
                     return Err(format!("ibv_modify_qp to state {state}: {rc}"));
                 }
             }
             if setup.kind == Kind::Ud {
-                let mut a = c_ah_attr();
+                let mut a = c_ah_attr(setup.sgid_index);
                 c.ah = (ibv.ibv_create_ah)(c.pd, &mut a);
                 if c.ah.is_null() {
                     return Err(errno_of("ibv_create_ah"));
@@ -452,12 +451,12 @@ pub struct RLib {
     kind: Kind,
 }
 
-fn r_ah_attr() -> AhAttr {
+fn r_ah_attr(sgid_index: u8) -> AhAttr {
     AhAttr {
         port_num: 1,
         grh: Some(GlobalRoute {
             dgid: Gid(DGID),
-            sgid_index: SGID_INDEX,
+            sgid_index,
             hop_limit: 64,
             flow_label: FLOW_LABEL,
             ..Default::default()
@@ -518,12 +517,16 @@ impl RLib {
                 timeout: 14,
                 retry_cnt: 7,
                 rnr_retry: 7,
-                ah_attr: r_ah_attr(),
+                ah_attr: r_ah_attr(setup.sgid_index),
                 ..Default::default()
             };
             qp.modify(&a, QpAttrMask::from_bits_retain(mask)).map_err(e("modify_qp"))?;
         }
-        let ah = if setup.kind == Kind::Ud { Some(pd.create_ah(&r_ah_attr()).map_err(e("create_ah"))?) } else { None };
+        let ah = if setup.kind == Kind::Ud {
+            Some(pd.create_ah(&r_ah_attr(setup.sgid_index)).map_err(e("create_ah"))?)
+        } else {
+            None
+        };
         Ok(RLib { ah, qp, srq, cq, mr, _pd: pd, ctx, kind: setup.kind })
     }
 }
