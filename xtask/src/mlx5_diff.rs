@@ -31,11 +31,11 @@ fn ensure_packages() -> Result<()> {
 }
 
 fn build(ws: &Workspace) -> Result<()> {
-    let mut cmd = cargo();
-    cmd.current_dir(&ws.root).args([
+    // Two builds: with `--bin` filters cargo builds no library, and the
+    // preload library is one (a fresh checkout has no other copy of it).
+    let preload: &[&str] = &["build", "-p", "rverbs-fake-uverbs", "--lib"];
+    let bins: &[&str] = &[
         "build",
-        "-p",
-        "rverbs-fake-uverbs",
         "-p",
         "rverbs-mlx5-fake",
         "-p",
@@ -48,14 +48,26 @@ fn build(ws: &Workspace) -> Result<()> {
         "fake-mlx5",
         "--bin",
         "rverbs",
-    ]);
-    note(crate::util::describe(&cmd));
-    let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("building the mlx5 differential tier failed ({status})"))
+    ];
+    for args in [preload, bins] {
+        let mut cmd = cargo();
+        cmd.current_dir(&ws.root).args(args);
+        note(crate::util::describe(&cmd));
+        let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
+        if !status.success() {
+            return Err(format!("building the mlx5 differential tier failed ({status})"));
+        }
     }
+    let lib = ws.target_dir.join("debug").join(rverbs_mlx5_fake_preload());
+    if !lib.is_file() {
+        return Err(format!("cargo built no {}", lib.display()));
+    }
+    Ok(())
+}
+
+/// The preload library's file name (`rverbs_mlx5_fake::launch::PRELOAD_LIB`).
+fn rverbs_mlx5_fake_preload() -> &'static str {
+    "librverbs_fake_uverbs.so"
 }
 
 /// `N passed, M failed` from the last such line of `out`.
