@@ -14,6 +14,24 @@
 //! # Ok::<(), rverbs::Error>(())
 //! ```
 //!
+//! # Errors compose with `?`
+//! Every verb returns [`Result`]; a refused post ([`PostError`]) and a
+//! completion with an error status ([`WcError`], from [`Wc::ok`]) convert
+//! into [`Error`], so one helper can post, poll and check:
+//!
+//! ```no_run
+//! use rverbs::{CompletionQueue, QueuePair, SendWr, Wc};
+//!
+//! fn send_and_wait(qp: &mut QueuePair, cq: &mut CompletionQueue, wr: &[SendWr<'_>]) -> rverbs::Result<Wc> {
+//!     qp.post_send(wr)?; // PostError -> Error (ErrorKind::Post)
+//!     loop {
+//!         if let Some(wc) = cq.poll_one() {
+//!             return Ok(wc.ok()?); // WcError -> Error (ErrorKind::Completion)
+//!         }
+//!     }
+//! }
+//! ```
+//!
 //! # fork
 //! A child made by `fork()` must not use the RDMA objects it inherited (as
 //! with libibverbs): posting would write the parent's queues. Dropping them

@@ -311,7 +311,7 @@ impl MemoryRegion {
     /// A scatter/gather entry for `len` bytes at `offset` of this region.
     ///
     /// # Errors
-    /// `EINVAL` when the range is outside the region.
+    /// `ERANGE` ([`ErrorKind::Check`](crate::ErrorKind::Check)) when the range is outside the region.
     pub fn sge(&self, offset: usize, len: u32) -> Result<Sge<'_>> {
         self.check_range("MemoryRegion::sge", offset, len as usize)?;
         Ok(Sge::borrowing(self, self.addr() + offset as u64, len, self.lkey))
@@ -332,7 +332,7 @@ impl MemoryRegion {
     /// is the device's to check against the key.
     ///
     /// # Errors
-    /// `EINVAL` when `offset` is past the end of the region.
+    /// `ERANGE` ([`ErrorKind::Check`](crate::ErrorKind::Check)) when `offset` is past the end of the region.
     pub fn remote(&self, offset: usize) -> Result<RemoteAddr> {
         self.check_range("MemoryRegion::remote", offset, 0)?;
         Ok(RemoteAddr { addr: self.addr() + offset as u64, rkey: self.rkey })
@@ -345,7 +345,8 @@ impl MemoryRegion {
     /// them wrote it.
     ///
     /// # Errors
-    /// `EINVAL` when the range is outside the region (nothing is written).
+    /// `ERANGE` ([`ErrorKind::Check`](crate::ErrorKind::Check)) when the range is outside the region
+    /// (nothing is written).
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range("MemoryRegion::write_at", offset, data.len())?;
         let done = self.mem.write(offset, data);
@@ -357,7 +358,7 @@ impl MemoryRegion {
     /// atomic loads (see [`write_at`](Self::write_at)).
     ///
     /// # Errors
-    /// `EINVAL` when the range is outside the region.
+    /// `ERANGE` ([`ErrorKind::Check`](crate::ErrorKind::Check)) when the range is outside the region.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range("MemoryRegion::read_at", offset, out.len())?;
         let done = self.mem.read(offset, out);
@@ -422,14 +423,14 @@ impl Drop for MemoryRegion {
     }
 }
 
-/// `EINVAL` unless `offset..offset+n` lies inside a region of `len` bytes.
+/// `ERANGE` unless `offset..offset+n` lies inside a region of `len` bytes:
+/// rverbs' own check ([`ErrorKind::Check`](crate::ErrorKind::Check)), the
+/// same errno as [`RemoteMemory::at`](crate::RemoteMemory::at).
 fn check_range(verb: &'static str, len: usize, offset: usize, n: usize) -> Result<()> {
     match offset.checked_add(n) {
         Some(end) if end <= len => Ok(()),
-        _ => {
-            Err(Error::os(verb, Errno::EINVAL)
-                .with_message(format!("range {offset}+{n} is outside the {len}-byte region")))
-        }
+        _ => Err(Error::check(verb, Errno::ERANGE)
+            .with_message(format!("range {offset}+{n} is outside the {len}-byte region"))),
     }
 }
 
@@ -488,5 +489,9 @@ mod tests {
         assert!(check_range("t", 100, 101, 0).is_err());
         assert!(check_range("t", 100, 50, 51).is_err());
         assert!(check_range("t", 100, usize::MAX, 2).is_err());
+        // rverbs' own refusal, not the kernel's, with RemoteMemory::at's errno.
+        let e = check_range("MemoryRegion::write_at", 100, 90, 20).unwrap_err();
+        assert_eq!((e.kind(), e.errno()), (&crate::ErrorKind::Check, Some(Errno::ERANGE)));
+        assert!(e.to_string().contains("range 90+20 is outside the 100-byte region"), "{e}");
     }
 }

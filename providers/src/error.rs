@@ -7,6 +7,7 @@ use std::fmt;
 pub use nix::errno::Errno;
 
 use crate::qp_state::TransitionError;
+use crate::wr::{PostError, PostErrorKind, WcError};
 
 /// A failed verb.
 ///
@@ -63,6 +64,13 @@ pub enum ErrorKind {
     /// transition, or missing or forbidden attribute bits. The kernel was
     /// not asked; the errno is `EINVAL`, as the kernel's would be.
     Transition(TransitionError),
+    /// A post refused a work request (`From<PostError>`, so `?` works in a
+    /// function returning [`Result`]); the errno is libibverbs' for it
+    /// (`ENOMEM` for a full queue, the doorbell's, else `EINVAL`).
+    Post(PostError),
+    /// A completion came back with an error status (`From<WcError>`, from
+    /// [`Wc::ok`](crate::wr::Wc::ok)); no errno: the status says why.
+    Completion(WcError),
 }
 
 /// `Result` with [`Error`].
@@ -165,6 +173,55 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl From<PostError> for Error {
+    /// `?` on a post in a function returning [`Result`]: the refused
+    /// request's index and reason in the message, libibverbs' errno.
+    fn from(e: PostError) -> Self {
+        let errno = match e.kind {
+            PostErrorKind::QueueFull => Errno::ENOMEM,
+            PostErrorKind::Doorbell(n) => Errno::from_raw(n),
+            _ => Errno::EINVAL,
+        };
+        let kind = if matches!(e.kind, PostErrorKind::Doorbell(_)) { ErrorKind::Os } else { ErrorKind::Post(e) };
+        Error(Box::new(Details {
+            verb: "ibv_post_send/ibv_post_recv".into(),
+            errno: Some(errno),
+            kind,
+            message: e.to_string(),
+        }))
+    }
+}
+
+impl From<WcError> for Error {
+    /// `?` on [`Wc::ok`](crate::wr::Wc::ok) in a function returning [`Result`].
+    fn from(e: WcError) -> Self {
+        Error(Box::new(Details {
+            verb: "ibv_poll_cq".into(),
+            errno: None,
+            kind: ErrorKind::Completion(e),
+            message: e.to_string(),
+        }))
+    }
+}
+
+impl Error {
+    /// The refused post, when [`kind`](Self::kind) is [`ErrorKind::Post`].
+    pub fn post_error(&self) -> Option<&PostError> {
+        match &self.0.kind {
+            ErrorKind::Post(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The failed completion, when [`kind`](Self::kind) is [`ErrorKind::Completion`].
+    pub fn wc_error(&self) -> Option<&WcError> {
+        match &self.0.kind {
+            ErrorKind::Completion(w) => Some(w),
+            _ => None,
+        }
+    }
+}
+
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         let kind = e.0.errno.map(|n| std::io::Error::from_raw_os_error(n as i32).kind());
@@ -196,6 +253,32 @@ fn default_explanation(e: Errno) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn post_and_completion_errors_convert() {
+        use crate::wr::{Wc, WcStatus};
+        let full = PostError { index: 2, kind: PostErrorKind::QueueFull };
+        let e = Error::from(full);
+        assert_eq!((e.errno(), e.post_error(), e.is_os()), (Some(Errno::ENOMEM), Some(&full), false));
+        assert!(
+            e.to_string().starts_with("ibv_post_send/ibv_post_recv: work request 2 refused: the queue is full"),
+            "{e}"
+        );
+        let sge = Error::from(PostError { index: 0, kind: PostErrorKind::TooManySge { given: 5, max: 4 } });
+        assert_eq!(sge.errno(), Some(Errno::EINVAL));
+        let bell = Error::from(PostError { index: 1, kind: PostErrorKind::Doorbell(Errno::EBADF as i32) });
+        assert_eq!((bell.errno(), bell.is_os()), (Some(Errno::EBADF), true));
+        let wc = WcError(Wc { wr_id: 7, status: WcStatus::REM_ACCESS_ERR, qp_num: 0x11, ..Wc::default() });
+        let e = Error::from(wc);
+        assert_eq!((e.errno(), e.wc_error(), e.verb()), (None, Some(&wc), "ibv_poll_cq"));
+        assert!(e.to_string().contains("work request 7 on QP 0x11 completed with"), "{e}");
+        // `?` in a function returning Result.
+        fn f() -> Result<()> {
+            Err(PostError { index: 0, kind: PostErrorKind::BadState })?;
+            Ok(())
+        }
+        assert!(matches!(f().unwrap_err().kind(), ErrorKind::Post(_)));
+    }
 
     #[test]
     fn display_names_verb_errno_and_meaning() {
