@@ -338,7 +338,7 @@ impl CompletionQueue {
         self.driver.req_notify(&self.shared.kernel, solicited_only)
     }
 
-    /// Waits until `out` is full of completions or `timeout` passes
+    /// Waits until `out` is **full** of completions or `timeout` passes
     /// (`None`: no limit), sleeping on the CQ's completion channel in
     /// between; returns how many completions it wrote (fewer than
     /// `out.len()` only on timeout). It polls, arms ([`req_notify`](Self::req_notify)),
@@ -346,20 +346,59 @@ impl CompletionQueue {
     /// and only then sleeps on the channel; every event it reads is counted
     /// and acknowledged. An event it reads for another CQ of the same
     /// channel is counted for that CQ (so its arms keep working) but wakes
-    /// nobody else: give a shared channel one waiting thread.
+    /// nobody else: give a shared channel one waiting thread. For "at least
+    /// one", see [`wait_any`](Self::wait_any).
     ///
     /// # Errors
     /// The CQ has no channel (create it with [`CqInitAttr::channel`]); the
     /// arm or the channel read failed.
     pub fn wait(&mut self, out: &mut [Wc], timeout: Option<Duration>) -> Result<usize> {
-        const VERB: &str = "CompletionQueue::wait";
+        self.wait_for(out, timeout, out.len(), "CompletionQueue::wait")
+    }
+
+    /// At least one completion into `out`, as many as are there up to
+    /// `out.len()`, or none once `timeout` passes (`None`: no limit);
+    /// returns how many. The blocking counterpart of the async
+    /// `AsyncCq::wait_any`. With a completion channel it sleeps on the
+    /// channel between polls as [`wait`](Self::wait) does; without one it
+    /// polls (spins) until a completion comes or the time is up.
+    ///
+    /// # Errors
+    /// The arm or the channel read failed.
+    pub fn wait_any(&mut self, out: &mut [Wc], timeout: Option<Duration>) -> Result<usize> {
+        let want = out.len().min(1);
+        if self.shared.channel.is_some() {
+            return self.wait_for(out, timeout, want, "CompletionQueue::wait_any");
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let n = self.poll(out);
+            if n >= want {
+                return Ok(n);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(0);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Polls until `want` completions are in `out` or the deadline passes,
+    /// sleeping on the channel in between (see [`wait`](Self::wait)).
+    fn wait_for(
+        &mut self,
+        out: &mut [Wc],
+        timeout: Option<Duration>,
+        want: usize,
+        verb: &'static str,
+    ) -> Result<usize> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut n = self.poll(out);
-        if n == out.len() {
+        if n >= want {
             return Ok(n);
         }
         let channel = self.shared.channel.clone().ok_or_else(|| {
-            Error::check(VERB, Errno::EINVAL).with_message(
+            Error::check(verb, Errno::EINVAL).with_message(
                 "waiting needs a completion channel: create the CQ with CqInitAttr::channel (or poll instead)",
             )
         })?;
@@ -367,7 +406,7 @@ impl CompletionQueue {
             self.req_notify(false)?;
             let got = self.poll(&mut out[n..]);
             n += got;
-            if n == out.len() {
+            if n >= want {
                 return Ok(n);
             }
             if got > 0 {
@@ -385,7 +424,7 @@ impl CompletionQueue {
                 Some(_) | None => {}
             }
             n += self.poll(&mut out[n..]);
-            if n == out.len() {
+            if n >= want {
                 return Ok(n);
             }
         }

@@ -1,5 +1,5 @@
 //! Completions as a user reaches for them (VM tier, rxe loopback):
-//! `poll_one`, the draining iterator, and `wait` (arm → re-poll → sleep)
+//! `poll_one`, the draining iterator, `wait` (arm → re-poll → sleep) and `wait_any`
 //! with and without a timeout, including completions that arrive before
 //! the arm, and the error kinds of the control path.
 
@@ -180,4 +180,44 @@ fn errors_tell_our_checks_from_the_kernel() {
     // no region over it ever exists.
     let e = unsafe { pd.reg_mr(0x1000 as *mut u8, 4096, AccessFlags::LOCAL_WRITE) }.unwrap_err();
     assert_eq!((e.kind(), e.errno()), (&ErrorKind::Os, Some(rverbs::Errno::EFAULT)), "{e}");
+}
+
+#[test]
+fn wait_any_returns_what_is_there_in_both_modes() {
+    let Some(Pair { pd, mut cq_a, mut cq_b, mut a, mut b }) = pair(8) else { return };
+    let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let mut out = [Wc::default(); 8];
+    // Nothing due: both modes give up at the deadline with nothing.
+    assert_eq!(cq_b.wait_any(&mut out, Some(Duration::from_millis(50))).unwrap(), 0, "channel mode");
+    assert_eq!(cq_a.wait_any(&mut out, Some(Duration::from_millis(50))).unwrap(), 0, "polling mode");
+    for i in 0..3u64 {
+        b.post_recv(&[RecvWr::new(10 + i, &[mr.sge(1024 + 64 * i as usize, 64).unwrap()])]).unwrap();
+    }
+    let sge = [mr.sge(0, 8).unwrap()];
+    // Channel mode: the sends come later, from another thread, so the
+    // waiter sleeps; it returns as soon as one receive is there, not when
+    // `out` (8) is full.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            a.post_send(&[SendWr::send(1, &sge).signaled(), SendWr::send(2, &sge).signaled()]).unwrap();
+        });
+        let mut got = 0;
+        while got < 2 {
+            let n = cq_b.wait_any(&mut out, Some(Duration::from_secs(60))).unwrap();
+            assert!(n >= 1, "wait_any returned nothing before its deadline: a lost wakeup");
+            got += n;
+        }
+        assert_eq!(got, 2);
+    });
+    // Polling mode (no channel on cq_a): the two sends' completions.
+    let mut got = 0;
+    while got < 2 {
+        let n = cq_a.wait_any(&mut out, Some(Duration::from_secs(60))).unwrap();
+        assert!(n >= 1, "polling wait_any returned nothing before its deadline");
+        assert!(out[..n].iter().all(|w| w.is_success()));
+        got += n;
+    }
+    // An empty buffer asks for nothing and gets nothing at once.
+    assert_eq!(cq_b.wait_any(&mut [], None).unwrap(), 0);
 }
