@@ -166,7 +166,7 @@ fn download(package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
     if deb.exists() {
         return Ok(deb);
     }
-    let tmp = util::mkdir(debs.join(format!(".download-{}", std::process::id())))?;
+    let tmp = util::private_dir(debs, ".download-")?;
     note(format!("downloading {package} {version}"));
     let mut cmd = Command::new("apt-get");
     if util::is_root() {
@@ -185,8 +185,7 @@ fn download(package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
 /// (or sees) a half-unpacked kernel.
 fn unpack(s: Series, deb: &Path, dest: &Path, package: &str, version: &str, tools: &HostTools) -> Result<Kernel> {
     note(format!("unpacking {}", deb.display()));
-    let tmp = dest.with_file_name(format!(".{package}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let tmp = util::private_dir(dest.parent().unwrap_or(Path::new(".")), &format!(".{package}.tmp-"))?;
     let root = tmp.join("root");
     std::fs::create_dir_all(&root).ctx(format!("creating {}", root.display()))?;
     util::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
@@ -205,6 +204,7 @@ fn unpack(s: Series, deb: &Path, dest: &Path, package: &str, version: &str, tool
             _ => std::fs::remove_dir_all(dest).ctx(format!("removing {}", dest.display()))?,
         }
     }
+    util::publish_dir(&tmp)?;
     std::fs::rename(&tmp, dest).ctx(format!("renaming to {}", dest.display()))?;
     load_stamp(s, dest).ok_or_else(|| format!("unpacked {package} is incomplete"))
 }
@@ -352,8 +352,7 @@ fn indexed_shadow(tree: &Path, release: &str, cache: &Path, tools: &HostTools) -
         return Ok(modules(&dest));
     }
     note(format!("indexing the modules of {} (depmod, in {})", tree.display(), dest.display()));
-    let tmp = dest.with_file_name(format!(".{release}-{key}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let tmp = util::private_dir(dest.parent().unwrap_or(Path::new(".")), &format!(".{release}-{key}.tmp-"))?;
     let shadow = util::mkdir(modules(&tmp))?;
     for e in std::fs::read_dir(tree).ctx(format!("reading {}", tree.display()))?.flatten() {
         let name = e.file_name();
@@ -363,6 +362,7 @@ fn indexed_shadow(tree: &Path, release: &str, cache: &Path, tools: &HostTools) -
         std::os::unix::fs::symlink(e.path(), shadow.join(&name)).ctx("linking the module tree")?;
     }
     util::run(Command::new(&tools.depmod).arg("-b").arg(&tmp).arg(release))?;
+    util::publish_dir(&tmp)?;
     match std::fs::rename(&tmp, &dest) {
         Ok(()) => {}
         // A concurrent run finished first.

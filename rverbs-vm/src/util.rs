@@ -177,6 +177,35 @@ pub fn mkdir(dir: PathBuf) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// A new directory `<parent>/<prefix><random>`, mode 0700, that did not
+/// exist before: `mkdir(2)` fails on anything already at the path, a
+/// symlink included, so a name another user guessed or planted is never
+/// used (the harness runs as root; `mkdtemp`'s contract, with std only).
+pub fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::create_dir_all(parent).ctx(format!("creating {}", parent.display()))?;
+    let mut urandom = std::fs::File::open("/dev/urandom").ctx("opening /dev/urandom")?;
+    for _ in 0..16 {
+        let mut b = [0u8; 8];
+        urandom.read_exact(&mut b).ctx("reading /dev/urandom")?;
+        let dir = parent.join(format!("{prefix}{:016x}", u64::from_ne_bytes(b)));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        }
+    }
+    Err(format!("no free name for a directory {prefix}* in {}", parent.display()))
+}
+
+/// Makes a [`private_dir`] readable by all (0755) before it is renamed
+/// into a shared cache, where it used to be.
+pub fn publish_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).ctx(format!("chmod {}", dir.display()))
+}
+
 /// Quotes `s` for a POSIX shell (single quotes; `'` becomes `'\''`).
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
@@ -224,6 +253,18 @@ pub fn secs(d: std::time::Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn private_dirs_are_new_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = super::private_dir(&std::env::temp_dir(), "rverbs-vm-test-").unwrap();
+        let a = super::private_dir(&parent, "x-").unwrap();
+        let b = super::private_dir(&parent, "x-").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(std::fs::metadata(&a).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("x-"));
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -259,9 +259,8 @@ const TMP_MARK: &str = "copied from the host's /tmp";
 /// `/tmp` has its test programs there, and the guest's `/init` once
 /// mounted an empty tmpfs over them (exit 127, "not found").
 fn tmp_paths(ws: &Workspace, bin: &Path, series: &str) -> Result<Ran> {
-    let dir = std::env::temp_dir().join(format!("rverbs-ds-{}-{series}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).ctx(format!("creating {}", dir.display()))?;
+    // A fresh private directory (not a guessable name: this runs as root).
+    let dir = crate::util::private_dir(&std::env::temp_dir(), &format!("rverbs-ds-{series}-"))?;
     let file = dir.join("marker");
     std::fs::write(&file, format!("{TMP_MARK}\n")).ctx(format!("writing {}", file.display()))?;
     let script =
