@@ -271,6 +271,15 @@ fn rc(rc: c_int) -> Result<(), i32> {
     }
 }
 
+/// A post's result: `Err((rc, bad_wr))` unless `rc` is 0.
+fn bad_wr<W>(rc: c_int, bad: *mut W) -> Result<(), (i32, *mut W)> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err((rc, bad))
+    }
+}
+
 /// A pointer result: `Err(errno)` for NULL (read right after the call).
 pub fn nonnull<T>(p: *mut T) -> Result<*mut T, Errno> {
     if p.is_null() {
@@ -465,12 +474,7 @@ impl Ibverbs {
         let f = op!(unsafe { (*(*qp).context).ops.post_send }, PostSendOp, "post_send");
         let mut bad = core::ptr::null_mut();
         // SAFETY: the provider's post_send for this QP, with the caller's list.
-        let r = unsafe { f(qp, wr, &mut bad) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err((r, bad))
-        }
+        bad_wr(unsafe { f(qp, wr, &mut bad) }, bad)
     }
 
     /// verbs.h's inline `ibv_post_recv`: `qp->context->ops.post_recv(qp, wr, &bad)`.
@@ -482,12 +486,7 @@ impl Ibverbs {
         let f = op!(unsafe { (*(*qp).context).ops.post_recv }, PostRecvOp, "post_recv");
         let mut bad = core::ptr::null_mut();
         // SAFETY: the provider's post_recv for this QP, with the caller's list.
-        let r = unsafe { f(qp, wr, &mut bad) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err((r, bad))
-        }
+        bad_wr(unsafe { f(qp, wr, &mut bad) }, bad)
     }
 
     /// verbs.h's inline `ibv_post_srq_recv`: `srq->context->ops.post_srq_recv(srq, wr, &bad)`.
@@ -499,12 +498,7 @@ impl Ibverbs {
         let f = op!(unsafe { (*(*srq).context).ops.post_srq_recv }, PostSrqRecvOp, "post_srq_recv");
         let mut bad = core::ptr::null_mut();
         // SAFETY: the provider's post_srq_recv for this SRQ, with the caller's list.
-        let r = unsafe { f(srq, wr, &mut bad) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err((r, bad))
-        }
+        bad_wr(unsafe { f(srq, wr, &mut bad) }, bad)
     }
 
     /// verbs.h's inline `ibv_poll_cq`: `cq->context->ops.poll_cq(cq, wc.len(), wc)`.

@@ -284,6 +284,21 @@ fn c_opcode(op: Op) -> u32 {
     }
 }
 
+impl CLib<'_> {
+    /// Each request's SGE list (offsets into `shared`) with the region's key.
+    fn sges<'w>(&self, lists: impl Iterator<Item = &'w [(u32, u32)]>, shared: &Shared) -> Vec<Vec<ibv::ibv_sge>> {
+        // SAFETY: `mr` is live while self is.
+        let lkey = unsafe { (*self.mr).lkey };
+        lists
+            .map(|l| {
+                l.iter()
+                    .map(|&(off, len)| ibv::ibv_sge { addr: shared.addr() + u64::from(off), length: len, lkey })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 impl Lib for CLib<'_> {
     fn cmd_fd(&self) -> i32 {
         // SAFETY: `ctx` is live while self is.
@@ -291,17 +306,7 @@ impl Lib for CLib<'_> {
     }
 
     fn post_send(&mut self, wrs: &[Wr], shared: &Shared) -> Result<(), (i32, usize)> {
-        // SAFETY: `mr` is live.
-        let lkey = unsafe { (*self.mr).lkey };
-        let mut sges: Vec<Vec<ibv::ibv_sge>> = wrs
-            .iter()
-            .map(|w| {
-                w.sges
-                    .iter()
-                    .map(|&(off, len)| ibv::ibv_sge { addr: shared.addr() + u64::from(off), length: len, lkey })
-                    .collect()
-            })
-            .collect();
+        let mut sges = self.sges(wrs.iter().map(|w| &w.sges[..]), shared);
         // SAFETY: plain C data; all zeroes is valid.
         let mut list: Vec<ibv::ibv_send_wr> = wrs.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
         for (i, w) in wrs.iter().enumerate() {
@@ -351,17 +356,7 @@ impl Lib for CLib<'_> {
     }
 
     fn post_recv(&mut self, wrs: &[Rwr], shared: &Shared, srq: bool) -> Result<(), (i32, usize)> {
-        // SAFETY: `mr` is live.
-        let lkey = unsafe { (*self.mr).lkey };
-        let mut sges: Vec<Vec<ibv::ibv_sge>> = wrs
-            .iter()
-            .map(|w| {
-                w.sges
-                    .iter()
-                    .map(|&(off, len)| ibv::ibv_sge { addr: shared.addr() + u64::from(off), length: len, lkey })
-                    .collect()
-            })
-            .collect();
+        let mut sges = self.sges(wrs.iter().map(|w| &w.sges[..]), shared);
         let mut list: Vec<ibv::ibv_recv_wr> = wrs
             .iter()
             .enumerate()
@@ -545,6 +540,11 @@ fn r_op(w: &Wr) -> SendOp {
     }
 }
 
+/// Each request's SGE list (offsets into `shared`) with key `lkey`.
+fn r_sges<'w>(lkey: u32, lists: impl Iterator<Item = &'w [(u32, u32)]>, shared: &Shared) -> Vec<Vec<Sge<'static>>> {
+    lists.map(|l| l.iter().map(|&(off, len)| Sge::new(shared.addr() + u64::from(off), len, lkey)).collect()).collect()
+}
+
 fn flags(w: &Wr) -> SendFlags {
     let mut f = SendFlags::empty();
     f.set(SendFlags::FENCE, w.fence);
@@ -560,11 +560,7 @@ impl Lib for RLib {
     }
 
     fn post_send(&mut self, wrs: &[Wr], shared: &Shared) -> Result<(), (i32, usize)> {
-        let lkey = self.mr.lkey();
-        let sges: Vec<Vec<Sge<'static>>> = wrs
-            .iter()
-            .map(|w| w.sges.iter().map(|&(off, len)| Sge::new(shared.addr() + u64::from(off), len, lkey)).collect())
-            .collect();
+        let sges = r_sges(self.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
         let ud = self.ah.as_ref().map(|ah| ah.ud_dest(REMOTE_QPN, QKEY));
         let list: Vec<SendWr<'_>> = wrs
             .iter()
@@ -583,11 +579,7 @@ impl Lib for RLib {
     }
 
     fn post_recv(&mut self, wrs: &[Rwr], shared: &Shared, srq: bool) -> Result<(), (i32, usize)> {
-        let lkey = self.mr.lkey();
-        let sges: Vec<Vec<Sge<'static>>> = wrs
-            .iter()
-            .map(|w| w.sges.iter().map(|&(off, len)| Sge::new(shared.addr() + u64::from(off), len, lkey)).collect())
-            .collect();
+        let sges = r_sges(self.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
         let list: Vec<RecvWr<'_>> = wrs.iter().zip(&sges).map(|(w, s)| RecvWr { wr_id: w.wr_id, sgl: s }).collect();
         let r = match (srq, self.srq.as_mut()) {
             (true, Some(s)) => s.post_recv(&list),

@@ -75,6 +75,19 @@ unsafe fn is_node(path: *const c_char) -> bool {
     !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes() == rverbs_mlx5_fake::DEV_PATH.as_bytes()
 }
 
+/// Whether an `*at` call names the fake node: by its path, or an empty
+/// path with `AT_EMPTY_PATH` on one of its fds.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn names_node(dirfd: c_int, path: *const c_char, flags: c_int) -> bool {
+    // SAFETY: the caller's contract.
+    let empty = !path.is_null() && unsafe { *path } == 0 && flags & libc::AT_EMPTY_PATH != 0;
+    // SAFETY: as above.
+    let by_path = unsafe { is_node(path) };
+    by_path || (empty && is_fake(dirfd))
+}
+
 /// Opens the fake node: a new context on a new eventfd.
 fn open_node() -> c_int {
     // SAFETY: no pointers; a non-negative result is a new fd.
@@ -361,9 +374,7 @@ pub unsafe extern "C" fn __xstat64(_ver: c_int, path: *const c_char, st: *mut li
 #[no_mangle]
 pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, st: *mut libc::stat, flags: c_int) -> c_int {
     // SAFETY: `path` is the caller's C string.
-    let empty = !path.is_null() && unsafe { *path } == 0 && flags & libc::AT_EMPTY_PATH != 0;
-    // SAFETY: as above.
-    if (unsafe { is_node(path) } || (empty && is_fake(dirfd))) && !st.is_null() {
+    if unsafe { names_node(dirfd, path, flags) } && !st.is_null() {
         // SAFETY: fstatat's contract: `st` is writable.
         node_stat(unsafe { &mut *st });
         return 0;
@@ -387,9 +398,7 @@ pub unsafe extern "C" fn statx(
     st: *mut libc::statx,
 ) -> c_int {
     // SAFETY: `path` is the caller's C string.
-    let empty = !path.is_null() && unsafe { *path } == 0 && flags & libc::AT_EMPTY_PATH != 0;
-    // SAFETY: as above.
-    if (unsafe { is_node(path) } || (empty && is_fake(dirfd))) && !st.is_null() {
+    if unsafe { names_node(dirfd, path, flags) } && !st.is_null() {
         // SAFETY: statx's contract: `st` is writable.
         node_statx(unsafe { &mut *st });
         return 0;
