@@ -59,7 +59,16 @@ impl TokioReadiness {
             return Err(Error::check(verb, Errno::EINVAL)
                 .with_message("must be called from within a tokio runtime (with IO enabled)"));
         }
-        match AsyncFd::with_interest(owner, Interest::READABLE) {
+        // tokio 1.54 deprecates `with_interest` for the unsafe
+        // `register_with_interest`: with an arbitrary `AsRawFd` inner, the
+        // fd could be closed or replaced under the registration. Here the
+        // inner is an `Owner`, which owns its fd (a channel, the context's
+        // async fd, a CM channel) for as long as the `AsyncFd` holds it and
+        // always returns the same number. The new function does not exist
+        // before 1.54, and rverbs takes tokio from 1.38.
+        #[allow(deprecated)]
+        let registered = AsyncFd::with_interest(owner, Interest::READABLE);
+        match registered {
             Ok(fd) => Ok(TokioReadiness { fd }),
             Err(e) if e.raw_os_error() == Some(Errno::EEXIST as i32) => {
                 Err(Error::os(verb, Errno::EEXIST).with_message(format!("the fd is registered already: {again}")))
