@@ -116,7 +116,6 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     }
     let srq_guard = srq.map(|s| s.inner.lock());
     let created = {
-        let s = scq.inner.lock();
         let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
             let mut a = rverbs::QpInitAttr::new(ty, send);
             a.recv_cq = recv;
@@ -126,10 +125,17 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
             pd.inner.create_qp(&a)
         };
         if core::ptr::eq(scq, rcq) {
+            let s = scq.inner.lock();
             attr(&s, &s)
         } else {
-            let r = rcq.inner.lock();
-            attr(&s, &r)
+            // Two CQs are locked in address order, whichever is the send
+            // one: two threads creating QPs with the CQs swapped would
+            // otherwise each hold one and spin on the other (audit-2 N3).
+            let send_first = core::ptr::from_ref(scq).addr() < core::ptr::from_ref(rcq).addr();
+            let (first, second) = if send_first { (scq, rcq) } else { (rcq, scq) };
+            let (g1, g2) = (first.inner.lock(), second.inner.lock());
+            let (s, r) = if send_first { (&g1, &g2) } else { (&g2, &g1) };
+            attr(s, r)
         }
     };
     let inner = match created {

@@ -1333,3 +1333,70 @@ fn srq_limit_and_query_beside_posts() {
         assert_eq!((lib.close_device)(ctx), 0);
     }
 }
+
+/// Two threads create and destroy QPs at the same time, one with (send A,
+/// receive B), the other with (send B, receive A): creating takes both CQs'
+/// locks, so in argument order each thread could hold one and spin on the
+/// other forever (audit-2 N3). They must all finish.
+#[test]
+fn threads_create_qps_with_swapped_cqs() {
+    let Some(Opened { lib, ctx, create_cq_ex, .. }) = open_first_device() else { return };
+    const ROUNDS: usize = 5000;
+    // SAFETY: the test drives the C API by its contract: every pointer is a
+    // live object of the library until the threads are joined and the
+    // objects destroyed, in that order.
+    unsafe {
+        let mut ca = cq_attr(WC_STANDARD);
+        ca.cqe = 16;
+        let (cq_a, cq_b) = (create_cq_ex(ctx, &mut ca), create_cq_ex(ctx, &mut ca));
+        assert!(!cq_a.is_null() && !cq_b.is_null(), "create_cq_ex: errno {}", errno());
+        let pd = (lib.alloc_pd)(ctx);
+        assert!(!pd.is_null());
+        let (lib_r, pd_u, a_u, b_u) = (&lib, pd as usize, cq_a as usize, cq_b as usize);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            for (send, recv) in [(a_u, b_u), (b_u, a_u)] {
+                let done = done_tx.clone();
+                s.spawn(move || {
+                    for _ in 0..ROUNDS {
+                        let mut init = ibv_qp_init_attr {
+                            qp_context: core::ptr::null_mut(),
+                            send_cq: send as *mut ibv_cq,
+                            recv_cq: recv as *mut ibv_cq,
+                            srq: core::ptr::null_mut(),
+                            cap: ibv_qp_cap {
+                                max_send_wr: 4,
+                                max_recv_wr: 4,
+                                max_send_sge: 1,
+                                max_recv_sge: 1,
+                                max_inline_data: 0,
+                            },
+                            qp_type: 2,
+                            sq_sig_all: 0,
+                        };
+                        let qp = (lib_r.create_qp)(pd_u as *mut ibv_pd, &mut init);
+                        assert!(!qp.is_null(), "create_qp: errno {}", errno());
+                        assert_eq!((lib_r.destroy_qp)(qp), 0);
+                    }
+                    done.send(()).unwrap();
+                });
+            }
+            drop(done_tx);
+            // A deadlock shows as threads that never finish: say so and end
+            // the test binary with a failure instead of hanging until the
+            // guest's timeout (the scope would wait for the stuck threads).
+            for _ in 0..2 {
+                if done_rx.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
+                    eprintln!(
+                        "threads_create_qps_with_swapped_cqs: two threads creating QPs with swapped CQs deadlocked"
+                    );
+                    std::process::exit(101);
+                }
+            }
+        });
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.destroy_cq)(cq_a.cast()), 0);
+        assert_eq!((lib.destroy_cq)(cq_b.cast()), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
