@@ -13,6 +13,23 @@ use rverbs::{AccessFlags, MemoryRegion, QpCap, QpType, RecvWr, SendFlags, SendOp
 
 const ALL: AccessFlags = AccessFlags::LOCAL_WRITE.union(AccessFlags::REMOTE_WRITE).union(AccessFlags::REMOTE_READ);
 
+/// Held by each test for its whole run: the harness runs tests on several
+/// threads, and a child forked while the other test's thread held a lock
+/// (its output capture, a `Once`, the allocator) inherits that lock held
+/// forever. One host CI run hung so, the child asleep on a futex.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Ends a forked child at once: no exit handlers, no stdio flush (whose
+/// locks another thread may have held at the fork).
+fn child_exit(code: i32) -> ! {
+    // SAFETY: `_exit` takes no pointers and does not return.
+    unsafe { nix::libc::_exit(code) }
+}
+
 /// What `rdma resource show` says this test owns, per kind.
 fn owned() -> Vec<(&'static str, usize)> {
     ["pd", "mr", "cq", "qp"].into_iter().map(|k| (k, common::resources_of(k).len())).collect()
@@ -61,6 +78,7 @@ fn mapped(addr: u64) -> bool {
 
 #[test]
 fn a_child_dropping_inherited_objects_leaves_the_parents_alone() {
+    let _serial = one_at_a_time();
     let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let Some(mut lb) = loopback(QpType::Rc, cap, 16) else { return };
     let ma = lb.pd.alloc_mr(4096, ALL).unwrap();
@@ -97,9 +115,7 @@ fn a_child_dropping_inherited_objects_leaves_the_parents_alone() {
                 0
             }))
             .unwrap_or(1);
-            // nix has no `_exit`; `exit` runs no test-harness code (Rust
-            // registers no exit handlers, glibc flushes stdio without locks).
-            std::process::exit(code);
+            child_exit(code);
         }
         ForkResult::Parent { child } => {
             let status = waitpid(child, None).expect("waitpid");
@@ -140,6 +156,7 @@ fn destroy_all(fd: &rverbs_providers::sys::UverbsFd) -> Vec<(&'static str, rverb
 
 #[test]
 fn destroy_commands_are_skipped_in_a_forked_child() {
+    let _serial = one_at_a_time();
     let fd = rverbs_providers::sys::UverbsFd::open(std::path::Path::new("/dev/full"), 14, None)
         .expect("/dev/full is a char device");
     assert!(!fd.in_forked_child());
@@ -164,7 +181,7 @@ fn destroy_commands_are_skipped_in_a_forked_child() {
                 }
             })
             .unwrap_or(1);
-            std::process::exit(code);
+            child_exit(code);
         }
         ForkResult::Parent { child } => {
             let status = waitpid(child, None).expect("waitpid");
