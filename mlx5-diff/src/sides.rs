@@ -616,21 +616,7 @@ impl Lib for RLib {
     }
 }
 
-/// The errno rdma-core's provider returns for the same refusal.
+/// The errno of a refused post, libibverbs' for it (`From<PostError>`).
 fn post_errno(e: &rverbs::PostError) -> i32 {
-    use rverbs::PostErrorKind as K;
-    match e.kind {
-        K::QueueFull => libc_errno::ENOMEM,
-        _ => {
-            if std::env::var_os("MLX5_DIFF_DEBUG").is_some() {
-                eprintln!("rverbs refused: {:?}", e.kind);
-            }
-            libc_errno::EINVAL
-        }
-    }
-}
-
-mod libc_errno {
-    pub const ENOMEM: i32 = 12;
-    pub const EINVAL: i32 = 22;
+    rverbs::Error::from(*e).errno().map_or(-1, |n| n as i32)
 }
