@@ -1,7 +1,7 @@
 //! Bringing a QP from RESET to RTS: the remote endpoint, the choices with
 //! rdma-core's ping-pong defaults, and one helper per transition.
 
-use rverbs_providers::Result;
+use rverbs_providers::{Errno, Error, Result};
 
 use crate::attr::Mtu;
 use crate::{AccessFlags, Endpoint, QpAttr, QpAttrMask, QpControl, QpState, QpType};
@@ -138,10 +138,121 @@ impl QpControl {
     }
 
     /// RESET → INIT → RTR → RTS in one call: connects an RC/UC QP to
-    /// `remote`, or readies a UD QP (which ignores `remote`).
+    /// `remote`, or readies a UD QP (which ignores `remote`), sending from
+    /// `local_psn`. [`connect_endpoints`](Self::connect_endpoints) takes the
+    /// PSN from this QP's own endpoint instead.
+    #[doc(alias = "ibv_modify_qp")]
     pub fn connect(&self, remote: &Endpoint, local_psn: u32, opts: &ConnectOptions) -> Result<()> {
         self.to_init(opts)?;
         self.to_rtr(remote, opts)?;
         self.to_rts(local_psn, opts)
+    }
+
+    /// Connects this QP to `remote` with the PSN already chosen in `local`,
+    /// this QP's own endpoint (from [`local_endpoint`](Self::local_endpoint)):
+    /// what [`handshake`](Self::handshake) does once the endpoints are
+    /// exchanged, for endpoints that travel some other way. RESET → INIT
+    /// ([`to_init`](Self::to_init)) when the QP is in RESET (a QP already in
+    /// INIT, with receives posted, is left there), INIT → RTR towards
+    /// `remote` ([`to_rtr`](Self::to_rtr)), RTR → RTS from `local.psn`
+    /// ([`to_rts`](Self::to_rts)): three `ibv_modify_qp`s. A UD QP ignores
+    /// `remote`. For two QPs of this process, [`connect_pair`](Self::connect_pair)
+    /// is one call.
+    ///
+    /// ```no_run
+    /// # use rverbs::{ConnectOptions, Endpoint, QpInitAttr, QpType};
+    /// # fn main() -> rverbs::Result<()> {
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(16)?;
+    /// let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
+    /// let opts = ConnectOptions::default();
+    /// let me = qp.local_endpoint(Endpoint::random_psn(), &opts)?;
+    /// // ... send `me.to_text()?` to the peer, get its endpoint back ...
+    /// # let peer_text = me.to_text()?;
+    /// let peer = Endpoint::from_text(&peer_text)?;
+    /// qp.connect_endpoints(&me, &peer, &opts)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `local` is another QP's endpoint (`EINVAL`), the QP is past INIT
+    /// (`EINVAL`), or a transition failed: the error names it and the
+    /// kernel's errno.
+    #[doc(alias = "ibv_modify_qp")]
+    pub fn connect_endpoints(&self, local: &Endpoint, remote: &Endpoint, opts: &ConnectOptions) -> Result<()> {
+        const VERB: &str = "QpControl::connect_endpoints";
+        if local.qpn != self.qp_num() {
+            return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
+                "the local endpoint is QP {:#x}'s, not this QP's ({:#x}): pass this QP's local_endpoint()",
+                local.qpn,
+                self.qp_num()
+            )));
+        }
+        let step = |e: Error, step: &str| {
+            let msg = format!("{step}: {}", e.message());
+            e.with_message(msg)
+        };
+        match self.state() {
+            QpState::Reset => self.to_init(opts).map_err(|e| step(e, "RESET -> INIT"))?,
+            QpState::Init => {}
+            s => {
+                return Err(Error::check(VERB, Errno::EINVAL)
+                    .with_message(format!("QP {:#x} is in {s}: connecting starts from RESET or INIT", self.qp_num())))
+            }
+        }
+        self.to_rtr(remote, opts).map_err(|e| step(e, &format!("INIT -> RTR towards QP {:#x}", remote.qpn)))?;
+        self.to_rts(local.psn, opts).map_err(|e| step(e, "RTR -> RTS"))
+    }
+
+    /// Connects this QP and `peer`, two QPs of this process (tests, a
+    /// loopback on one device, or two devices of one host), to each other
+    /// in one call: a random PSN each ([`Endpoint::random_psn`]), each
+    /// one's [`local_endpoint`](Self::local_endpoint), then
+    /// [`connect_endpoints`](Self::connect_endpoints) on both. No TCP, no
+    /// CM. Either QP may be in RESET or in INIT (receives posted first);
+    /// `peer` may be this QP itself (an RC QP connected to itself). Returns
+    /// both endpoints, `(ours, peer's)`: add
+    /// [`with_memory`](Endpoint::with_memory) to say where the other may
+    /// READ and WRITE.
+    ///
+    /// ```no_run
+    /// use rverbs::{AccessFlags, ConnectOptions, QpInitAttr, QpType, RemoteMemory, SendWr};
+    /// # fn main() -> rverbs::Result<()> {
+    /// let ctx = rverbs::devices()?[0].open()?;
+    /// let pd = ctx.alloc_pd()?;
+    /// let (cq_a, cq_b) = (ctx.create_cq(16)?, ctx.create_cq(16)?);
+    /// let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a))?;
+    /// let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b))?;
+    /// a.connect_pair(&b, &ConnectOptions::default())?;
+    ///
+    /// let src = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE)?;
+    /// let dst = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)?;
+    /// src.write_at(0, b"hello")?;
+    /// let to = RemoteMemory::of(&dst).at(0, 5)?;
+    /// a.post_send(&[SendWr::write(1, &[src.sge(0, 5)?], to).signaled()])?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As for [`connect_endpoints`](Self::connect_endpoints), naming which
+    /// QP failed; `a` may be connected when `b` fails.
+    #[doc(alias = "ibv_modify_qp")]
+    pub fn connect_pair(&self, peer: &QpControl, opts: &ConnectOptions) -> Result<(Endpoint, Endpoint)> {
+        let ours = self.local_endpoint(Endpoint::random_psn(), opts)?;
+        if std::sync::Arc::ptr_eq(&self.0, &peer.0) {
+            self.connect_endpoints(&ours, &ours, opts)?;
+            return Ok((ours, ours));
+        }
+        let theirs = peer.local_endpoint(Endpoint::random_psn(), opts)?;
+        let which = |e: Error, qpn: u32| {
+            let msg = format!("QP {qpn:#x}: {}", e.message());
+            e.with_message(msg)
+        };
+        self.connect_endpoints(&ours, &theirs, opts).map_err(|e| which(e, ours.qpn))?;
+        peer.connect_endpoints(&theirs, &ours, opts).map_err(|e| which(e, theirs.qpn))?;
+        Ok((ours, theirs))
     }
 }

@@ -93,6 +93,12 @@ pub struct QpControl(pub(crate) Arc<QpShared>);
 /// A queue pair: the send and receive halves plus the [`QpControl`] it
 /// derefs to (modify, query, connect helpers).
 ///
+/// Connecting takes the peer's [`Endpoint`](crate::Endpoint): exchanged over TCP by
+/// [`handshake`](QpControl::handshake), by the RDMA CM
+/// ([`cm`](crate::cm)), or, for two QPs of this process,
+/// [`connect_pair`](QpControl::connect_pair) in one call. By hand, step by
+/// step:
+///
 /// ```no_run
 /// use rverbs::{ConnectOptions, Endpoint, QpInitAttr, QpType, RecvWr, SendWr};
 /// let ctx = rverbs::devices()?[0].open()?;
