@@ -459,6 +459,32 @@ impl std::error::Error for PostError {}
 /// A value above [`WcStatus::GENERAL_ERR`] is possible only from a kernel
 /// newer than this library; [`Display`](std::fmt::Display) calls it a
 /// general error, as `ibv_wc_status_str` does.
+///
+/// # What soft-RoCE (rxe) reports
+/// The status is the kernel's (or the device's), passed on as it is; the
+/// constants' docs give the IBTA meaning. rxe does not always give that
+/// status for a mistake, and its answer changed between kernels. What the
+/// VM tests (`tests/completion_status.rs`) pin, an RC requester A and
+/// responder B:
+///
+/// | mistake | 6.1 | 6.12 |
+/// | --- | --- | --- |
+/// | SEND/WRITE source SGE with a wrong lkey (e.g. a region of another PD) | A: `LOC_QP_OP_ERR` | A: `WR_FLUSH_ERR` |
+/// | SEND/WRITE source SGE past the end of its region | A: `LOC_PROT_ERR` | A: `WR_FLUSH_ERR` |
+/// | READ destination SGE with a wrong lkey | A: `LOC_PROT_ERR` | A: `LOC_PROT_ERR` |
+/// | SEND larger than the receive (IBTA: `LOC_LEN_ERR`) | B: `LOC_QP_OP_ERR`, A: `REM_OP_ERR` | the same |
+/// | receive SGE of a region of another PD | B: `LOC_QP_OP_ERR`, A: `REM_OP_ERR` | the same |
+/// | WRITE to a region without `REMOTE_WRITE`, past the peer's region, or with an rkey of another PD | A: `REM_ACCESS_ERR` | the same |
+/// | SEND with no receive posted, `rnr_retry` below 7 | A: `RNR_RETRY_EXC_ERR` | the same |
+///
+/// Any error moves the QP to ERR: what was outstanding, and every send
+/// posted later, completes with `WR_FLUSH_ERR` (the posts are accepted). So
+/// on 6.12 the first error of a bad local SGE is itself a flush: read
+/// `WR_FLUSH_ERR` as "look at the first completion of this QP, or at the
+/// request's SGEs". With rnr_retry 7 (the default) rxe waits for a receive
+/// forever, and with retry_cnt 7 it retries a peer that is gone forever:
+/// no completion at all. The repository's docs/TROUBLESHOOTING.md has the
+/// same table with the other traps.
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct WcStatus(pub u32);
@@ -467,14 +493,24 @@ impl WcStatus {
     /// `IBV_WC_SUCCESS`.
     pub const SUCCESS: WcStatus = WcStatus(IBV_WC_SUCCESS);
     /// `IBV_WC_LOC_LEN_ERR`: the receive buffer was too small (or similar).
+    /// rxe reports a too-small receive as [`LOC_QP_OP_ERR`](Self::LOC_QP_OP_ERR)
+    /// instead (6.1 and 6.12; the sender gets [`REM_OP_ERR`](Self::REM_OP_ERR)).
     pub const LOC_LEN_ERR: WcStatus = WcStatus(IBV_WC_LOC_LEN_ERR);
-    /// `IBV_WC_LOC_QP_OP_ERR`.
+    /// `IBV_WC_LOC_QP_OP_ERR`: the QP could not carry out the request (a
+    /// malformed WQE). On rxe also: a receive too small for the SEND or on
+    /// a region of another PD, and (6.1) a send whose SGE has a wrong lkey.
     pub const LOC_QP_OP_ERR: WcStatus = WcStatus(IBV_WC_LOC_QP_OP_ERR);
     /// `IBV_WC_LOC_EEC_OP_ERR`.
     pub const LOC_EEC_OP_ERR: WcStatus = WcStatus(IBV_WC_LOC_EEC_OP_ERR);
-    /// `IBV_WC_LOC_PROT_ERR`: bad lkey or address outside the region.
+    /// `IBV_WC_LOC_PROT_ERR`: bad lkey or address outside the region. On
+    /// rxe: where the device writes local memory (a READ's destination);
+    /// for a send's source SGE 6.1 reports it past the region's end only,
+    /// and 6.12 flushes the request instead ([`WR_FLUSH_ERR`](Self::WR_FLUSH_ERR)).
     pub const LOC_PROT_ERR: WcStatus = WcStatus(IBV_WC_LOC_PROT_ERR);
-    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP is in error.
+    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP is in error: the
+    /// request was outstanding when the QP went to ERR, or posted after.
+    /// On rxe 6.12 also the first error of a send whose SGE has a wrong
+    /// lkey or runs past its region: see the table above.
     pub const WR_FLUSH_ERR: WcStatus = WcStatus(IBV_WC_WR_FLUSH_ERR);
     /// `IBV_WC_MW_BIND_ERR`.
     pub const MW_BIND_ERR: WcStatus = WcStatus(IBV_WC_MW_BIND_ERR);
@@ -484,13 +520,18 @@ impl WcStatus {
     pub const LOC_ACCESS_ERR: WcStatus = WcStatus(IBV_WC_LOC_ACCESS_ERR);
     /// `IBV_WC_REM_INV_REQ_ERR`.
     pub const REM_INV_REQ_ERR: WcStatus = WcStatus(IBV_WC_REM_INV_REQ_ERR);
-    /// `IBV_WC_REM_ACCESS_ERR`: the peer refused the rkey/range/access.
+    /// `IBV_WC_REM_ACCESS_ERR`: the peer refused the rkey/range/access: a
+    /// region without the remote right, a range past its end, an rkey of
+    /// another PD than the responder QP's, or a revoked memory window.
     pub const REM_ACCESS_ERR: WcStatus = WcStatus(IBV_WC_REM_ACCESS_ERR);
-    /// `IBV_WC_REM_OP_ERR`.
+    /// `IBV_WC_REM_OP_ERR`: the responder could not carry out the request;
+    /// on rxe the sender's side of a receive that was too small or invalid.
     pub const REM_OP_ERR: WcStatus = WcStatus(IBV_WC_REM_OP_ERR);
-    /// `IBV_WC_RETRY_EXC_ERR`.
+    /// `IBV_WC_RETRY_EXC_ERR`: the peer did not acknowledge within
+    /// `retry_cnt` retries (rxe retries forever with 7, the default).
     pub const RETRY_EXC_ERR: WcStatus = WcStatus(IBV_WC_RETRY_EXC_ERR);
-    /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted.
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`: the peer had no receive posted, through
+    /// `rnr_retry` retries (7, the default, retries forever).
     pub const RNR_RETRY_EXC_ERR: WcStatus = WcStatus(IBV_WC_RNR_RETRY_EXC_ERR);
     /// `IBV_WC_LOC_RDD_VIOL_ERR`.
     pub const LOC_RDD_VIOL_ERR: WcStatus = WcStatus(IBV_WC_LOC_RDD_VIOL_ERR);
