@@ -63,12 +63,8 @@ fn side(mut tcp: TcpStream, server: bool) -> Result {
         SendWr::compare_swap(4, &olds[3..4], counter, 1, 7).signaled(), // not equal: stays 100
     ];
     qp.post_send(&ops)?;
-    let mut done = 0;
-    while done < ops.len() {
-        for wc in cq.drain() {
-            wc.ok()?;
-            done += 1;
-        }
+    for _ in 0..ops.len() {
+        util::next_wc(&mut cq)?.ok()?;
     }
     let mut old = [0u8; 8];
     for (i, want) in [40u64, 41, 42, 100].into_iter().enumerate() {

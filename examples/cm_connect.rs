@@ -15,22 +15,18 @@
 //! ```
 
 // `pub(crate)`: tests/examples.rs runs this file too. Only `Role`, `PORT`,
-// `Result` and `device_ipv4` are used here.
+// `Result`, `TIMEOUT`, `next_wc` and `device_ipv4` are used here.
 #[allow(dead_code)]
 #[path = "util/mod.rs"]
 pub(crate) mod util;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::{Duration, Instant};
 
 use rverbs::cm::{self, ConnParam, Connection, Listener};
 use rverbs::{
-    AccessFlags, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr, Wc, WcOpcode,
+    AccessFlags, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr, WcOpcode,
 };
-use util::{Result, Role};
-
-/// A peer that stops answering fails instead of hanging.
-const TIMEOUT: Duration = Duration::from_secs(30);
+use util::{Result, Role, TIMEOUT};
 /// What the client says in its connection request.
 const HELLO: &[u8] = b"cm_connect client";
 
@@ -117,25 +113,17 @@ impl Side {
         if first {
             conn.qp_mut().post_send(&[send])?;
         }
-        let (mut got, mut done) = (None, 0);
-        let deadline = Instant::now() + TIMEOUT;
-        while done < 2 {
-            let mut wc = [Wc::default(); 2];
-            let n = self.cq.poll(&mut wc);
-            if n == 0 && Instant::now() > deadline {
-                return Err(format!("{me}: no completion within {TIMEOUT:?}").into());
-            }
-            for wc in &wc[..n] {
-                let wc = wc.ok()?; // an error status names itself and the work request
-                if wc.opcode == WcOpcode::RECV {
-                    let mut msg = vec![0u8; wc.byte_len as usize];
-                    self.mr.read_at(0, &mut msg)?;
-                    got = Some(String::from_utf8_lossy(&msg).into_owned());
-                    if !first {
-                        conn.qp_mut().post_send(&[send])?; // answer
-                    }
+        // Two completions, in either order: our receive and our send.
+        let mut got = None;
+        for _ in 0..2 {
+            let wc = util::next_wc(&mut self.cq)?.ok()?; // an error status names itself and the work request
+            if wc.opcode == WcOpcode::RECV {
+                let mut msg = vec![0u8; wc.byte_len as usize];
+                self.mr.read_at(0, &mut msg)?;
+                got = Some(String::from_utf8_lossy(&msg).into_owned());
+                if !first {
+                    conn.qp_mut().post_send(&[send])?; // answer
                 }
-                done += 1;
             }
         }
         got.ok_or_else(|| format!("{me}: no message came").into())

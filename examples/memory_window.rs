@@ -17,8 +17,7 @@ pub(crate) mod util; // `pub(crate)`: tests/examples.rs runs this file too
 use std::net::TcpStream;
 
 use rverbs::{
-    AccessFlags, CompletionQueue, ConnectOptions, Endpoint, MwType, QpInitAttr, QpType, QueuePair, RemoteMemory,
-    SendWr, Wc, WcStatus,
+    AccessFlags, ConnectOptions, Endpoint, MwType, QpInitAttr, QpType, QueuePair, RemoteMemory, SendWr, WcStatus,
 };
 use util::{Result, Role};
 
@@ -51,7 +50,7 @@ fn server(mut tcp: TcpStream) -> Result {
     qp.handshake(&mut tcp, &me, &opts)?;
     // A type 2 window is bound through the send queue of the QP it serves.
     qp.post_send(&[SendWr::bind_mw(1, bind).signaled()])?;
-    println!("server: window bound ({:?}), key {:#x}", poll(&mut cq)?.opcode, bind.new_rkey);
+    println!("server: window bound ({:?}), key {:#x}", util::next_wc(&mut cq)?.ok()?.opcode, bind.new_rkey);
     util::barrier(&mut tcp)?; // open: the client writes
     util::barrier(&mut tcp)?; // the client wrote
     let mut found = vec![0u8; MESSAGE.len()];
@@ -59,7 +58,7 @@ fn server(mut tcp: TcpStream) -> Result {
     println!("server: my memory holds \"{}\"", String::from_utf8_lossy(&found));
     assert_eq!(found, MESSAGE);
     qp.post_send(&[SendWr::local_inv(2, bind.new_rkey).signaled()])?;
-    println!("server: window revoked ({:?})", poll(&mut cq)?.opcode);
+    println!("server: window revoked ({:?})", util::next_wc(&mut cq)?.ok()?.opcode);
     util::barrier(&mut tcp)?; // closed: the client tries again
     util::barrier(&mut tcp)?; // the client was refused
     mr.read_at(0, &mut found)?;
@@ -82,30 +81,15 @@ fn client(mut tcp: TcpStream) -> Result {
     let to = window.at(0, MESSAGE.len() as u64)?;
     util::barrier(&mut tcp)?; // the window is open
     qp.post_send(&[SendWr::write(1, &src, to).signaled()])?;
-    println!("client: wrote through the window ({:?})", poll(&mut cq)?.opcode);
+    println!("client: wrote through the window ({:?})", util::next_wc(&mut cq)?.ok()?.opcode);
     util::barrier(&mut tcp)?;
     util::barrier(&mut tcp)?; // the window is closed
     mr.write_at(0, b"too late")?;
     qp.post_send(&[SendWr::write(2, &src, to).signaled()])?;
-    let wc = next(&mut cq);
+    let wc = util::next_wc(&mut cq)?; // an error status is what we expect here
     println!("client: the second write: {}", wc.status);
     if wc.status != WcStatus::REM_ACCESS_ERR {
         return Err(format!("the write through a revoked window ended with {}", wc.status).into());
     }
     util::barrier(&mut tcp)
-}
-
-/// The next completion, which must be a success.
-fn poll(cq: &mut CompletionQueue) -> Result<Wc> {
-    Ok(next(cq).ok()?)
-}
-
-/// The next completion, polling (no channel: this spins).
-fn next(cq: &mut CompletionQueue) -> Wc {
-    loop {
-        if let Some(wc) = cq.poll_one() {
-            return wc;
-        }
-        std::thread::yield_now();
-    }
 }

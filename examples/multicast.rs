@@ -23,12 +23,7 @@ pub(crate) mod util; // `pub(crate)`: tests/examples.rs runs this file too
 
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 
-use std::time::{Duration, Instant};
-
-use rverbs::{
-    AccessFlags, AhAttr, CompletionQueue, ConnectOptions, Endpoint, Gid, GlobalRoute, QpInitAttr, QpType, RecvWr,
-    SendWr, Wc,
-};
+use rverbs::{AccessFlags, AhAttr, ConnectOptions, Endpoint, Gid, GlobalRoute, QpInitAttr, QpType, RecvWr, SendWr};
 use util::{Result, Role};
 
 /// Room the device writes the Global Route Header into.
@@ -70,7 +65,9 @@ fn side(mut tcp: TcpStream, me: &str) -> Result {
         qp.attach_mcast(&group, 0)?;
         println!("server: QP {:#x} attached to {}", qp.qp_num(), group.to_inet_string());
         util::barrier(&mut tcp)?; // the client may send now
-        let wc = one(&mut cq, "the datagram to the group")?;
+                                  // A datagram the network or the IP layer dropped never completes
+                                  // anything: next_wc fails after its timeout instead of hanging.
+        let wc = util::next_wc(&mut cq)?.ok()?;
         let mut msg = vec![0u8; wc.byte_len as usize - GRH];
         mr.read_at(GRH, &mut msg)?;
         println!("server: from QP {:#x} to the group: \"{}\"", wc.src_qp, String::from_utf8_lossy(&msg));
@@ -84,23 +81,8 @@ fn side(mut tcp: TcpStream, me: &str) -> Result {
         mr.write_at(1024, text.as_bytes())?;
         let sgl = [mr.sge(1024, text.len() as u32)?];
         qp.post_send(&[SendWr::send(2, &sgl).to(ah.ud_dest(MULTICAST_QPN, opts.qkey)).signaled()])?;
-        one(&mut cq, "the send's completion")?;
+        util::next_wc(&mut cq)?.ok()?;
         println!("client: sent to {}", group.to_inet_string());
     }
     util::barrier(&mut tcp)
-}
-
-/// Polls `cq` for one successful completion, for at most 30 s (a datagram
-/// the network or the IP layer dropped never completes anything).
-fn one(cq: &mut CompletionQueue, what: &str) -> Result<Wc> {
-    let start = Instant::now();
-    loop {
-        if let Some(wc) = cq.drain().next() {
-            return Ok(wc.ok()?);
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err(format!("no completion for {what} after 30 s").into());
-        }
-        std::thread::yield_now();
-    }
 }

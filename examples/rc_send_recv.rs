@@ -2,7 +2,7 @@
 //! connects its QP to the peer's with the endpoint handshake over TCP; the
 //! client SENDs a greeting, the server answers with one of its own. Both
 //! sleep on a completion channel until their completions arrive
-//! (`CompletionQueue::wait`).
+//! (`CompletionQueue::wait_any`, through `util::next_wc`).
 //!
 //! ```text
 //! cargo run --example rc_send_recv                # server, on TCP port 18515
@@ -14,9 +14,8 @@
 pub(crate) mod util; // `pub(crate)`: tests/examples.rs runs this file too
 
 use std::net::TcpStream;
-use std::time::Duration;
 
-use rverbs::{AccessFlags, ConnectOptions, CqInitAttr, Endpoint, QpInitAttr, QpType, RecvWr, SendWr, Wc, WcOpcode};
+use rverbs::{AccessFlags, ConnectOptions, CqInitAttr, Endpoint, QpInitAttr, QpType, RecvWr, SendWr, WcOpcode};
 use util::{Result, Role};
 
 fn main() -> Result {
@@ -54,25 +53,16 @@ fn side(mut tcp: TcpStream, me: &str) -> Result {
     if me == "client" {
         qp.post_send(&[send])?; // the client speaks first
     }
-    // Two completions each: our receive and our send.
-    let mut got = Vec::new();
-    while got.len() < 2 {
-        let mut wc = [Wc::default(); 2];
-        let n = cq.wait(&mut wc[..2 - got.len()], Some(Duration::from_secs(10)))?;
-        if n == 0 {
-            return Err(format!("{me}: no completion within 10 s").into());
-        }
-        for wc in &wc[..n] {
-            let wc = wc.ok()?; // an error status names itself and the work request
-            if wc.opcode == WcOpcode::RECV {
-                let mut msg = vec![0u8; wc.byte_len as usize];
-                mr.read_at(0, &mut msg)?;
-                println!("{me}: received \"{}\"", String::from_utf8_lossy(&msg));
-                if me == "server" {
-                    qp.post_send(&[send])?; // answer
-                }
+    // Two completions each, in either order: our receive and our send.
+    for _ in 0..2 {
+        let wc = util::next_wc(&mut cq)?.ok()?; // an error status names itself and the work request
+        if wc.opcode == WcOpcode::RECV {
+            let mut msg = vec![0u8; wc.byte_len as usize];
+            mr.read_at(0, &mut msg)?;
+            println!("{me}: received \"{}\"", String::from_utf8_lossy(&msg));
+            if me == "server" {
+                qp.post_send(&[send])?; // answer
             }
-            got.push(wc);
         }
     }
     // Neither side destroys its QP while the other may still need it.

@@ -14,7 +14,7 @@ pub(crate) mod util; // `pub(crate)`: tests/examples.rs runs this file too
 
 use std::net::TcpStream;
 
-use rverbs::{AccessFlags, CompletionQueue, ConnectOptions, Endpoint, QpInitAttr, QpType, QueuePair, SendWr, Wc};
+use rverbs::{AccessFlags, CompletionQueue, ConnectOptions, Endpoint, QpInitAttr, QpType, QueuePair, SendWr};
 use util::{Result, Role};
 
 const MESSAGE: &[u8] = b"written by the client, read back by the client";
@@ -72,7 +72,7 @@ fn client(mut tcp: TcpStream) -> Result {
         SendWr::read(2, &dst, remote.at(0, len.into())?).signaled(),
     ])?;
     for _ in 0..2 {
-        let wc: Wc = poll(&mut cq)?;
+        let wc = util::next_wc(&mut cq)?.ok()?;
         println!("client: work request {} done ({:?})", wc.wr_id, wc.opcode);
     }
     let mut back = vec![0u8; MESSAGE.len()];
@@ -80,14 +80,4 @@ fn client(mut tcp: TcpStream) -> Result {
     assert_eq!(back, MESSAGE, "the READ brought back what the WRITE put there");
     println!("client: read back \"{}\"", String::from_utf8_lossy(&back));
     util::barrier(&mut tcp)
-}
-
-/// The next completion, polling (no channel: this spins).
-fn poll(cq: &mut CompletionQueue) -> Result<Wc> {
-    loop {
-        if let Some(wc) = cq.poll_one() {
-            return Ok(wc.ok()?);
-        }
-        std::thread::yield_now();
-    }
 }

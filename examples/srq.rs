@@ -17,11 +17,10 @@
 pub(crate) mod util; // `pub(crate)`: tests/examples.rs runs this file too
 
 use std::net::TcpStream;
-use std::time::Duration;
 
 use rverbs::{
-    AccessFlags, AsyncEventType, CompletionQueue, ConnectOptions, CqInitAttr, Endpoint, QpInitAttr, QpType, RecvWr,
-    SendWr, SrqAttr, SrqControl, Wc, WcOpcode,
+    AccessFlags, AsyncEventType, ConnectOptions, CqInitAttr, Endpoint, QpInitAttr, QpType, SendWr, SrqAttr, SrqControl,
+    WcOpcode,
 };
 use util::{Result, Role};
 
@@ -51,9 +50,13 @@ fn server(mut tcp: TcpStream) -> Result {
     init.srq = Some(&srq); // its receives come from the SRQ
     let qp = pd.create_qp(&init)?;
     let mr = pd.alloc_mr(POSTED as usize * 64, AccessFlags::LOCAL_WRITE)?;
+    // The batch: (wr_id, SGE) pairs, which own their SGEs, built in a
+    // loop and posted with one call.
+    let mut batch = Vec::new();
     for i in 0..POSTED {
-        srq.post_recv(&[RecvWr::new(i, &[mr.sge(i as usize * 64, 64)?])])?;
+        batch.push((i, mr.sge(i as usize * 64, 64)?));
     }
+    srq.post_recv_iter(batch)?;
     srq.modify_limit(LIMIT)?; // armed
     let control = srq.control().clone();
 
@@ -64,7 +67,7 @@ fn server(mut tcp: TcpStream) -> Result {
         let peer = qp.handshake(&mut tcp, &me, &opts)?;
         println!("server: connected to {peer}");
         for _ in 0..MESSAGES {
-            let wc = next(&mut cq, "server")?;
+            let wc = util::next_wc(&mut cq)?.ok()?;
             if wc.opcode != WcOpcode::RECV {
                 return Err(format!("server: unexpected completion {wc:?}").into());
             }
@@ -91,16 +94,6 @@ fn watch(ctx: &rverbs::Context, control: &SrqControl) -> Result {
     Ok(())
 }
 
-/// The next completion of `cq`, which must be a success (sleeping on its
-/// channel, at most 10 s).
-fn next(cq: &mut CompletionQueue, me: &str) -> Result<Wc> {
-    let mut wc = [Wc::default()];
-    if cq.wait(&mut wc, Some(Duration::from_secs(10)))? == 0 {
-        return Err(format!("{me}: no completion within 10 s").into());
-    }
-    Ok(wc[0].ok()?)
-}
-
 fn client(mut tcp: TcpStream) -> Result {
     let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
     let pd = ctx.alloc_pd()?;
@@ -116,7 +109,7 @@ fn client(mut tcp: TcpStream) -> Result {
         let text = format!("message {i}");
         mr.write_at(i * 64, text.as_bytes())?;
         qp.post_send(&[SendWr::send(i as u64, &[mr.sge(i * 64, text.len() as u32)?]).signaled()])?;
-        next(&mut cq, "client")?;
+        util::next_wc(&mut cq)?.ok()?;
     }
     util::barrier(&mut tcp)
 }

@@ -54,19 +54,16 @@ fn side(mut tcp: TcpStream, me: &str) -> Result {
     if me == "client" {
         qp.post_send(&[send])?;
     }
-    let mut done = 0;
-    while done < 2 {
-        for wc in cq.drain() {
-            let wc = wc.ok()?;
-            if wc.opcode == WcOpcode::RECV {
-                let mut msg = vec![0u8; wc.byte_len as usize - GRH];
-                mr.read_at(GRH, &mut msg)?;
-                println!("{me}: from QP {:#x}: \"{}\"", wc.src_qp, String::from_utf8_lossy(&msg));
-                if me == "server" {
-                    qp.post_send(&[send])?; // answer
-                }
+    // Two completions each, in either order: our receive and our send.
+    for _ in 0..2 {
+        let wc = util::next_wc(&mut cq)?.ok()?;
+        if wc.opcode == WcOpcode::RECV {
+            let mut msg = vec![0u8; wc.byte_len as usize - GRH];
+            mr.read_at(GRH, &mut msg)?;
+            println!("{me}: from QP {:#x}: \"{}\"", wc.src_qp, String::from_utf8_lossy(&msg));
+            if me == "server" {
+                qp.post_send(&[send])?; // answer
             }
-            done += 1;
         }
     }
     util::barrier(&mut tcp)

@@ -1,5 +1,6 @@
 //! The examples of `examples/`, run in the VM so that none can rot: each
-//! plays both its server and its client in this process (`--loopback`).
+//! plays both its server and its client in this process (`--loopback`;
+//! `loopback` is one process by design).
 
 // Each example brings its own copy of `examples/util/mod.rs`.
 #![allow(clippy::duplicate_mod)]
@@ -17,6 +18,9 @@ mod atomics;
 #[allow(dead_code)]
 #[path = "../examples/cm_connect.rs"]
 mod cm_connect;
+#[allow(dead_code)]
+#[path = "../examples/loopback.rs"]
+mod loopback;
 #[allow(dead_code)]
 #[path = "../examples/memory_window.rs"]
 mod memory_window;
@@ -45,6 +49,14 @@ macro_rules! loopback {
         let role = $name::util::Role::Loopback;
         $name::run(role).unwrap_or_else(|e| panic!("example {}: {e}", stringify!($name)));
     }};
+}
+
+#[test]
+fn loopback_example() {
+    if common::first_device().is_none() {
+        return;
+    }
+    loopback::run().unwrap_or_else(|e| panic!("example loopback: {e}"));
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! What the examples share: who plays which side, the TCP connection the
-//! endpoint handshake runs over (plain `std::net`), and for the CM
-//! examples' loopback the device's IP address.
+//! endpoint handshake runs over (plain `std::net`), waiting for the next
+//! completion with a deadline, and for the CM examples' loopback the
+//! device's IP address.
 
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
+
+use rverbs::{CompletionQueue, Wc};
 
 /// The TCP port rdma-core's ping-pong examples use.
 pub const PORT: u16 = 18515;
@@ -32,6 +35,24 @@ impl Role {
 
 /// The error type of the examples' `main`s.
 pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// How long an example waits for a completion or a peer before it fails
+/// instead of hanging.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The next completion of `cq`, within [`TIMEOUT`]:
+/// `CompletionQueue::wait_any` sleeps on the CQ's completion channel when
+/// it has one and polls otherwise, and returns 0 completions only when
+/// the time is up. Check the status with `Wc::ok()?`, which turns an
+/// error status into an error naming it, the work request and the QP.
+#[allow(dead_code)] // not the async example
+pub fn next_wc(cq: &mut CompletionQueue) -> Result<Wc> {
+    let mut wc = [Wc::default()];
+    match cq.wait_any(&mut wc, Some(TIMEOUT))? {
+        0 => Err(format!("no completion within {TIMEOUT:?}").into()),
+        _ => Ok(wc[0]),
+    }
+}
 
 /// Runs `server` and `client` as `role` says: for a loopback, the server on
 /// a thread listening on an ephemeral port of 127.0.0.1, the client here.
@@ -66,8 +87,8 @@ fn connect(host: &str, port: u16) -> Result<TcpStream> {
 
 /// A peer that stops answering fails the handshake instead of hanging it.
 fn timeouts(tcp: TcpStream) -> Result<TcpStream> {
-    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
-    tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
+    tcp.set_read_timeout(Some(TIMEOUT))?;
+    tcp.set_write_timeout(Some(TIMEOUT))?;
     Ok(tcp)
 }
 
