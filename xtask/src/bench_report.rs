@@ -22,3 +22,9 @@ pub use doc::write_into_doc;
 pub use kernel_run::KernelRun;
 pub use mock::MockCounts;
 pub use report::Report;
+
+/// `s` as owned lines, as a guest's file arrives (for the tests).
+#[cfg(test)]
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(String::from).collect()
+}

@@ -231,11 +231,8 @@ pub fn median(v: &[f64]) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lines;
     use super::*;
-
-    fn lines(s: &str) -> Vec<String> {
-        s.lines().map(String::from).collect()
-    }
 
     #[test]
     fn reads_perftest() {

@@ -34,12 +34,9 @@ impl Syscalls {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lines;
     use super::*;
     use crate::strace;
-
-    fn lines(s: &str) -> Vec<String> {
-        s.lines().map(String::from).collect()
-    }
 
     #[test]
     fn counts_doorbells_apart() {

@@ -214,12 +214,8 @@ fn stalled(o: &Opts, rcnt: u64, scnt: u64, what: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::options::parse_args;
+    use super::super::options::{args, parse_args};
     use super::*;
-    fn args(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
-    }
-
     /// Event mode's stall alarm: four alarms in a row with no completion
     /// in between are a stall; any completion starts the count over.
     #[test]

@@ -221,13 +221,15 @@ pub fn parse_args(args: &[String]) -> Result<Opts, String> {
     Ok(o)
 }
 
+/// `s` as owned arguments: a command line for the tests.
+#[cfg(test)]
+pub(super) fn args(s: &[&str]) -> Vec<String> {
+    s.iter().map(|a| a.to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
-    }
 
     #[test]
     fn defaults_match_rdma_core() {

@@ -264,11 +264,7 @@ mod tests {
     use super::*;
     use rverbs::Mtu;
 
-    use super::super::options::parse_args;
-    fn args(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
-    }
-
+    use super::super::options::{args, parse_args};
     /// The attributes of rdma-core's examples, spelled out (so a change of
     /// `ConnectOptions::default()` cannot silently change them).
     #[test]
