@@ -1,4 +1,4 @@
-//! Posting around [`hot`](super::hot): receives in a batch (to the SRQ or
+//! Posting around [`hot`]: receives in a batch (to the SRQ or
 //! the one QP's receive queue) and a send, with its payload copied into
 //! the WQE when the QP takes it inline.
 

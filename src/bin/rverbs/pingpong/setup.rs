@@ -87,7 +87,7 @@ impl PingPong {
     }
 
     /// The local descriptions: QPN, a random PSN, our LID and GID
-    /// ([`QueuePair::local_endpoint`]).
+    /// ([`QpControl::local_endpoint`](rverbs::QpControl::local_endpoint)).
     pub fn local_endpoints(&self) -> Result<Vec<Endpoint>, String> {
         self.qps
             .iter()
@@ -118,7 +118,8 @@ impl PingPong {
     }
 
     /// `pp_connect_ctx()`: RTR and RTS towards the peer's QP(s)
-    /// ([`QueuePair::to_rtr`], [`QueuePair::to_rts`]); for UD also the
+    /// ([`QpControl::to_rtr`](rverbs::QpControl::to_rtr),
+    /// [`QpControl::to_rts`](rverbs::QpControl::to_rts)); for UD also the
     /// address handle ([`Endpoint::ah_attr`]).
     pub fn connect(&mut self, mine: &[Endpoint], remote: &[Endpoint]) -> Result<(), String> {
         if self.mode == Mode::Ud {
