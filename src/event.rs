@@ -167,7 +167,7 @@ pub struct AsyncEvent {
 }
 
 impl Context {
-    fn decode_event(&self, d: &ib_uverbs_async_event_desc) -> AsyncEvent {
+    pub(crate) fn decode_event(&self, d: &ib_uverbs_async_event_desc) -> AsyncEvent {
         let event_type = AsyncEventType::from_kernel(d.event_type);
         let object = if event_type.is_port_event() {
             if event_type == AsyncEventType::DeviceFatal {

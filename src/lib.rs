@@ -48,6 +48,8 @@ mod address;
 mod ah;
 pub mod asynch;
 mod attr;
+#[doc(hidden)]
+pub mod c_support;
 mod channel;
 pub mod cm;
 mod context;

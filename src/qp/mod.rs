@@ -34,7 +34,7 @@ pub(crate) struct QpShared {
     _send_cq: Arc<CqShared>,
     _recv_cq: Arc<CqShared>,
     _srq: Option<Arc<SrqShared>>,
-    kernel: KernelQp,
+    pub(crate) kernel: KernelQp,
     qp_type: QpType,
     user_handle: u64,
     /// Last state a modify or query saw (the kernel and device may move the

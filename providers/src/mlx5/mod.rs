@@ -104,7 +104,7 @@
 //! HCA) and `Context::request_clean` for each of its CQs (the CQ runs the
 //! clean, [`Cq::apply_cleans`], at its next poll, before reading any entry,
 //! and the request holds the QP, and so its user index, until then), or
-//! `Cq::clean_qp` on a CQ at hand; `Context::srq_destroyed` for an SRQ;
+//! `Cq::clean_qp` on a CQ at hand; `Context::srqn_destroyed` for an SRQ;
 //! `Context::cq_destroyed` before a CQ's destroy (it drops the cleans
 //! requested of it), and the [`Cq`] is dropped after its kernel destroy
 //! (`mem::forget` it if the destroy fails).

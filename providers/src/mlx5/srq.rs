@@ -308,13 +308,13 @@ impl Context {
         Ok(Srq { shared })
     }
 
-    /// After the kernel destroyed the SRQ (and every QP using it is gone):
-    /// forgets it. Its memory is freed when the last QP reference goes.
+    /// After the kernel destroyed SRQ `srqn`: forgets it at once (the
+    /// number may be reused right after). Its memory stays with its driver
+    /// and is freed when that and the last QP reference go.
     ///
     /// Crate-internal in spirit: called before the kernel destroy, it lets
     /// the SRQ's memory go while the HCA may still use it.
-    pub(crate) fn srq_destroyed(&self, srq: Srq) {
-        self.registry().remove_srq(srq.shared.srqn());
-        drop(srq);
+    pub(crate) fn srqn_destroyed(&self, srqn: u32) {
+        self.registry().remove_srq(srqn);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use tracing::debug;
@@ -67,7 +67,8 @@ struct CqCore {
     /// sequence number follows them).
     events: Arc<AtomicU32>,
     prov: CqProv,
-    live: bool,
+    /// The kernel CQ exists (a failed destroy sets it again).
+    live: AtomicBool,
     parked: Parking<Drv>,
 }
 
@@ -95,7 +96,7 @@ impl ProviderContext {
             cqe: AtomicU32::new(cqe),
             events: Arc::new(AtomicU32::new(0)),
             prov,
-            live: true,
+            live: AtomicBool::new(true),
             parked: Parking::new(),
         };
         let args =
@@ -149,15 +150,37 @@ impl ProviderContext {
 }
 
 impl CqCore {
+    /// The last holder's destroy: the kernel CQ (unless an earlier
+    /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     fn destroy(&mut self) -> Result<()> {
-        if !std::mem::replace(&mut self.live, false) {
-            return Ok(());
-        }
         if self.fd.in_forked_child() {
             // The kernel CQ is the parent's (the destroy command would be
             // skipped too), and mlx5's queue memory is not mapped here.
-            self.parked.release(false);
+            if self.live.swap(false, Ordering::Relaxed) {
+                self.parked.release(false);
+            }
             return Ok(());
+        }
+        match self.destroy_now() {
+            Ok(_) => {
+                drop(self.parked.release(true));
+                Ok(())
+            }
+            Err(e) => {
+                // The kernel CQ may still exist, and an mlx5 HCA may still
+                // write its buffer: never free that memory.
+                self.live.store(false, Ordering::Relaxed);
+                self.parked.release(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// The kernel destroy, once; zero counts when it was already done. On
+    /// failure the CQ is as it was.
+    fn destroy_now(&self) -> Result<cmd::EventsReported> {
+        if !self.live.swap(false, Ordering::AcqRel) {
+            return Ok(cmd::EventsReported::default());
         }
         if let CqProv::Mlx5 { ctx, cqn } = &self.prov {
             // Nobody polls this CQ again; before the destroy, as the CQN
@@ -167,13 +190,10 @@ impl CqCore {
         match cmd::destroy_cq(&self.fd, self.handle) {
             Ok(ev) => {
                 debug!(handle = self.handle, comp_events = ev.comp, async_events = ev.async_, "CQ destroyed");
-                drop(self.parked.release(true));
-                Ok(())
+                Ok(ev)
             }
             Err(e) => {
-                // The kernel CQ may still exist, and an mlx5 HCA may still
-                // write its buffer: never free that memory.
-                self.parked.release(false);
+                self.live.store(true, Ordering::Release);
                 Err(e)
             }
         }
@@ -247,6 +267,27 @@ impl KernelCq {
             None => Err(Error::check("ibv_destroy_cq", Errno::EBUSY)
                 .with_message("QPs still use this CQ; it is destroyed after the last of them")),
         }
+    }
+
+    /// Destroys the kernel CQ now, through a shared reference, and returns
+    /// the kernel's counts of the completion and async events it reported
+    /// for the CQ (what `ibv_destroy_cq` waits for the acknowledgements
+    /// of); zeros when it was already destroyed, or in a forked child
+    /// (whose CQ is the parent's). The driver and any parked one stay until
+    /// the last holder goes. If the kernel refuses, nothing changed: the CQ
+    /// is usable and the destroy may be tried again.
+    ///
+    /// # Errors
+    /// `EBUSY` while QPs hold it (no command is issued); the kernel's errno.
+    #[doc(alias = "ibv_destroy_cq")]
+    pub fn destroy_now(&self) -> Result<cmd::EventsReported> {
+        if Arc::strong_count(&self.0) > 1 {
+            return Err(Error::check("ibv_destroy_cq", Errno::EBUSY).with_message("QPs still use this CQ"));
+        }
+        if self.0.fd.in_forked_child() {
+            return Ok(cmd::EventsReported::default());
+        }
+        self.0.destroy_now()
     }
 
     /// mlx5: QP `qp` was destroyed or moved to RESET (kernel command done):

@@ -2,6 +2,7 @@
 //! post dispatch of the send and receive halves, modify with the
 //! provider's before/after steps, and destroy.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
@@ -73,7 +74,10 @@ pub struct KernelQp {
     send_cq: KernelCq,
     recv_cq: KernelCq,
     _srq: Option<KernelSrq>,
-    live: bool,
+    /// The kernel QP exists (cleared by a destroy that succeeded; a failed
+    /// one sets it again, so the QP stays usable and the destroy can be
+    /// retried, as with rdma-core).
+    live: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -132,7 +136,7 @@ impl ProviderContext {
             send_cq: a.send_cq.clone(),
             recv_cq: a.recv_cq.clone(),
             _srq: a.srq.cloned(),
-            live: true,
+            live: AtomicBool::new(true),
         };
         match &self.kind {
             Kind::Rxe(avs) => {
@@ -287,23 +291,39 @@ impl KernelQp {
     /// kernel refuses, the memory is leaked, never freed under the HCA.
     #[doc(alias = "ibv_destroy_qp")]
     pub fn destroy(&mut self) -> Result<()> {
-        if !std::mem::replace(&mut self.live, false) {
-            return Ok(());
+        match self.destroy_now() {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // Not retried from here: the kernel QP may still exist, so
+                // an mlx5 QP's memory is leaked (it stays registered, and
+                // this reference is never released, not even when the
+                // context goes).
+                self.live.store(false, Ordering::Relaxed);
+                if let QpProv::Mlx5 { qp, .. } = &self.prov {
+                    std::mem::forget(qp.clone());
+                }
+                Err(e)
+            }
         }
-        if self.fd.in_forked_child() {
-            // The parent's QP: no destroy, and no clean of CQ memory that a
-            // forked child does not have (mlx5's is MADV_DONTFORK).
-            return Ok(());
+    }
+
+    /// Destroys the kernel QP now, through a shared reference, and returns
+    /// the kernel's count of async events it reported for the QP (what
+    /// `ibv_destroy_qp` waits for the acknowledgements of); 0 when it was
+    /// already destroyed or in a forked child (whose QP is the parent's).
+    /// If the kernel refuses, nothing changed: the QP is usable and the
+    /// destroy may be tried again.
+    #[doc(alias = "ibv_destroy_qp")]
+    pub fn destroy_now(&self) -> Result<u32> {
+        if self.fd.in_forked_child() || !self.live.swap(false, Ordering::AcqRel) {
+            // A forked child: no destroy, and no clean of CQ memory that
+            // it does not have (mlx5's is MADV_DONTFORK).
+            return Ok(0);
         }
         let events = match cmd::destroy_qp(&self.fd, self.handle) {
             Ok(ev) => ev,
             Err(e) => {
-                // The kernel QP may still exist: an mlx5 QP's memory is
-                // leaked (it stays registered, and this reference is never
-                // released, not even when the context goes).
-                if let QpProv::Mlx5 { qp, .. } = &self.prov {
-                    std::mem::forget(qp.clone());
-                }
+                self.live.store(true, Ordering::Release);
                 return Err(e);
             }
         };
@@ -312,7 +332,7 @@ impl KernelQp {
             ctx.qp_shared_destroyed(qp);
         }
         debug!(handle = self.handle, qp_num = self.qpn, async_events = events, "QP destroyed");
-        Ok(())
+        Ok(events)
     }
 
     /// mlx5: removes (or has removed) `qp`'s completions from both CQs.

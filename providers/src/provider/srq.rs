@@ -1,6 +1,7 @@
 //! Shared receive queues: create (prepare → `SRQ_CREATE` → finish →
 //! rollback), post dispatch, limit, destroy.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rverbs_uapi::rdma_user_rxe::{mminfo, rxe_modify_srq_cmd};
@@ -62,7 +63,8 @@ struct SrqCore {
     max_wr: u32,
     max_sge: u32,
     prov: SrqProv,
-    live: bool,
+    /// The kernel SRQ exists (a failed destroy sets it again).
+    live: AtomicBool,
     parked: Parking<SrqDrv>,
 }
 
@@ -91,7 +93,7 @@ impl ProviderContext {
             max_wr,
             max_sge,
             prov,
-            live: true,
+            live: AtomicBool::new(true),
             parked: Parking::new(),
         };
         match &self.kind {
@@ -151,29 +153,50 @@ impl ProviderContext {
 }
 
 impl SrqCore {
+    /// The last holder's destroy: the kernel SRQ (unless an earlier
+    /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     fn destroy(&mut self) -> Result<()> {
-        if !std::mem::replace(&mut self.live, false) {
-            return Ok(());
-        }
         if self.fd.in_forked_child() {
             // The parent's SRQ, and memory a forked child does not have.
-            self.parked.release(false);
+            if self.live.swap(false, Ordering::Relaxed) {
+                self.parked.release(false);
+            }
             return Ok(());
         }
-        // On failure the mlx5 SRQ stays registered, so its memory is
-        // leaked rather than freed under the HCA.
+        match self.destroy_now() {
+            Ok(_) => {
+                drop(self.parked.release(true));
+                Ok(())
+            }
+            Err(e) => {
+                // The mlx5 SRQ stays registered, and its memory is leaked
+                // rather than freed under the HCA.
+                self.live.store(false, Ordering::Relaxed);
+                self.parked.release(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// The kernel destroy, once (0 when it was already done), and mlx5's
+    /// SRQ number out of the registry right after it; on failure the SRQ
+    /// is as it was.
+    fn destroy_now(&self) -> Result<u32> {
+        if !self.live.swap(false, Ordering::AcqRel) {
+            return Ok(0);
+        }
         let events = match cmd::destroy_srq(&self.fd, self.handle) {
             Ok(ev) => ev,
             Err(e) => {
-                self.parked.release(false);
+                self.live.store(true, Ordering::Release);
                 return Err(e);
             }
         };
-        if let (Some(SrqDrv::Mlx5(srq)), SrqProv::Mlx5 { ctx, .. }) = (self.parked.release(true), &self.prov) {
-            ctx.srq_destroyed(srq);
+        if let SrqProv::Mlx5 { ctx, shared } = &self.prov {
+            ctx.srqn_destroyed(shared.srqn());
         }
         debug!(handle = self.handle, async_events = events, "SRQ destroyed");
-        Ok(())
+        Ok(events)
     }
 }
 
@@ -250,6 +273,23 @@ impl KernelSrq {
             None => Err(Error::check("ibv_destroy_srq", crate::Errno::EBUSY)
                 .with_message("QPs are still attached to this SRQ; it is destroyed after the last of them")),
         }
+    }
+
+    /// Destroys the kernel SRQ now, through a shared reference, and returns
+    /// the kernel's count of async events it reported for the SRQ (what
+    /// `ibv_destroy_srq` waits for the acknowledgements of); 0 when it was
+    /// already destroyed, or in a forked child. The driver stays until the
+    /// last holder goes. If the kernel refuses, nothing changed: the SRQ is
+    /// usable and the destroy may be tried again.
+    ///
+    /// # Errors
+    /// The kernel's errno (`EBUSY` while QPs are attached).
+    #[doc(alias = "ibv_destroy_srq")]
+    pub fn destroy_now(&self) -> Result<u32> {
+        if self.0.fd.in_forked_child() {
+            return Ok(0);
+        }
+        self.0.destroy_now()
     }
 }
 

@@ -27,6 +27,16 @@ pub fn read_event(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<Option<usize>, E
     }
 }
 
+/// Like [`read_event`], but a signal's `EINTR` is returned rather than
+/// retried, as libibverbs' `ibv_get_async_event` (one `read()`) returns it.
+pub fn read_event_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<Option<usize>, Errno> {
+    match nix::unistd::read(fd.as_raw_fd(), buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(Errno::EAGAIN) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads one completion event from a non-blocking completion channel fd
 /// (`ibv_get_cq_event`'s `read()`): the `cq_handle` of its
 /// `ib_uverbs_comp_event_desc`, i.e. the CQ's `user_handle`. `Ok(None)`

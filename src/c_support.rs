@@ -1,0 +1,88 @@
+//! What rverbs' C library (`libibverbs.so.1`, the `capi` crate) needs
+//! beyond the Rust API, kept out of it: hidden from the docs, no stability
+//! promise, not for Rust programs.
+//!
+//! libibverbs' destroys differ from rverbs' in two ways. A failed destroy
+//! leaves the object usable (the caller may retry), where rverbs' consuming
+//! `destroy(self)` has already let it go. And `ibv_destroy_qp/_cq/_srq` wait
+//! until the events the kernel reported for the object are acknowledged,
+//! which needs the kernel's counts from the destroy command. So these
+//! destroy the kernel object through a shared reference and return those
+//! counts; the Rust object is dropped afterwards (its own destroy then has
+//! nothing left to do).
+
+use rverbs_providers::sys::event::{read_event_once, set_blocking};
+use rverbs_uapi::ib_user_verbs::ib_uverbs_async_event_desc;
+use zerocopy::{FromZeros, IntoBytes};
+
+use crate::{AsyncEvent, CompletionQueue, Context, Errno, Error, QpControl, Result, SrqControl};
+
+pub use rverbs_providers::cmd::cq::EventsReported;
+
+/// Destroys the kernel QP now (`UVERBS_METHOD_QP_DESTROY`), leaving the
+/// Rust object to be dropped: the async events the kernel reported for
+/// it. On error nothing changed.
+///
+/// # Errors
+/// `EBUSY` while it is attached to a multicast group (as the kernel
+/// answers `ibv_destroy_qp`); the kernel's errno.
+#[doc(alias = "ibv_destroy_qp")]
+pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
+    if !qp.mcast_groups().is_empty() {
+        return Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message("the QP is in a multicast group"));
+    }
+    qp.0.kernel.destroy_now()
+}
+
+/// Destroys the kernel CQ now (`UVERBS_METHOD_CQ_DESTROY`), leaving the
+/// Rust object to be dropped: the completion and async events the kernel
+/// reported for it. On error nothing changed.
+///
+/// # Errors
+/// `EBUSY` while QPs use it; the kernel's errno.
+#[doc(alias = "ibv_destroy_cq")]
+pub fn destroy_cq_now(cq: &CompletionQueue) -> Result<EventsReported> {
+    cq.shared.kernel.destroy_now()
+}
+
+/// Destroys the kernel SRQ now (`UVERBS_METHOD_SRQ_DESTROY`), leaving the
+/// Rust object to be dropped: the async events the kernel reported for
+/// it. On error nothing changed.
+///
+/// # Errors
+/// The kernel's errno (`EBUSY` while QPs are attached).
+#[doc(alias = "ibv_destroy_srq")]
+pub fn destroy_srq_now(srq: &SrqControl) -> Result<u32> {
+    srq.0.kernel.destroy_now()
+}
+
+/// Makes the context's async event fd blocking, as libibverbs opens it
+/// (rverbs keeps it non-blocking for its own waits); a caller may set
+/// `O_NONBLOCK` on it again, and [`read_async_event`] then answers at once.
+///
+/// # Errors
+/// `fcntl`'s errno; none when the context has no async fd.
+pub fn make_async_fd_blocking(ctx: &Context) -> Result<()> {
+    match ctx.async_fd() {
+        Some(fd) => set_blocking(fd, true).map_err(|e| Error::os("ibv_open_device", e)),
+        None => Ok(()),
+    }
+}
+
+/// One `read()` of the async event fd, as `ibv_get_async_event` does: it
+/// sleeps on a blocking fd, answers `Ok(None)` on a non-blocking one with
+/// no event queued, and returns a signal's `EINTR`.
+///
+/// # Errors
+/// `EOPNOTSUPP` without an async fd; `read`'s errno; `EIO` for a short read.
+#[doc(alias = "ibv_get_async_event")]
+pub fn read_async_event(ctx: &Context) -> Result<Option<AsyncEvent>> {
+    const VERB: &str = "ibv_get_async_event";
+    let fd = ctx.async_fd().ok_or_else(|| Error::check(VERB, Errno::EOPNOTSUPP))?;
+    let mut d = ib_uverbs_async_event_desc::new_zeroed();
+    match read_event_once(fd, d.as_mut_bytes()).map_err(|e| Error::os(VERB, e))? {
+        Some(n) if n == size_of_val(&d) => Ok(Some(ctx.decode_event(&d))),
+        Some(_) => Err(Error::check(VERB, Errno::EIO).with_message("short read from the async event fd")),
+        None => Ok(None),
+    }
+}
