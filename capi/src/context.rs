@@ -144,7 +144,7 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         set_errno(EINVAL);
         return core::ptr::null_mut();
     };
-    let inner = match d.dev.open() {
+    let inner = match d.dev.open().and_then(|c| rverbs::c_support::make_async_fd_blocking(&c).map(|()| c)) {
         Ok(c) => c,
         Err(e) => {
             set_errno(errno::of(&e));

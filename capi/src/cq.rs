@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc, PthreadCond, PthreadMutex};
+use crate::acks::Acks;
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
@@ -41,6 +42,8 @@ pub(crate) struct Cq {
     /// `next_poll`, read by the `ibv_wc_read_*` ops, only by the thread
     /// holding `polling`.
     pub cur: UnsafeCell<ibv_wc>,
+    /// Its completion and async events acknowledged (`crate::acks`).
+    pub acks: Acks,
 }
 
 /// # Safety
@@ -153,6 +156,7 @@ pub(crate) unsafe fn create(
         users: AtomicU32::new(0),
         polling: AtomicBool::new(false),
         cur: UnsafeCell::new(crate::cq_ex::NO_WC),
+        acks: Acks::default(),
     }));
     let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
     if !chan.is_null() {
@@ -167,31 +171,38 @@ pub(crate) unsafe fn create(
 /// `ibv_cq_ex *` and `ibv_cq *` of a CQ are the same pointer.
 const _: () = assert!(core::mem::offset_of!(ibv_cq_ex, cq) == 0);
 
-/// `int ibv_destroy_cq(struct ibv_cq *)`: EBUSY while QPs use it.
-/// Unlike rdma-core it does not wait for unacknowledged events.
+/// `int ibv_destroy_cq(struct ibv_cq *)`: EBUSY while QPs use it. Returns
+/// once every completion and async event reported for the CQ is
+/// acknowledged (`crate::acks`); if the kernel refuses, the CQ stays usable.
 unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return EINVAL };
     if q.users.load(Ordering::Acquire) != 0 {
         return nix::libc::EBUSY;
     }
+    let (reported, user_handle) = {
+        let g = q.inner.lock();
+        (rverbs::c_support::destroy_cq_now(&g), g.user_handle())
+    };
+    let reported = match reported {
+        Ok(r) => r,
+        Err(e) => return errno::of(&e),
+    };
+    q.acks.wait_for(reported.async_, reported.comp);
     // SAFETY: the CQ's context outlives it (the C contract of close).
-    let c = unsafe { ctx(q.c.cq.context) };
-    // SAFETY: boxed by `create_cq`; the caller gives it up here.
-    let b = unsafe { Box::from_raw(p.cast::<Cq>()) };
-    let inner = b.inner.into_inner();
-    if let Some(c) = c {
+    if let Some(c) = unsafe { ctx(q.c.cq.context) } {
         let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
-        t.remove(&inner.user_handle());
-        if !b.c.cq.channel.is_null() {
-            // SAFETY: a CQ's channel outlives it (destroy answers EBUSY before).
-            unsafe { (*b.c.cq.channel).refcnt -= 1 };
+        t.remove(&user_handle);
+        if !q.c.cq.channel.is_null() {
+            // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
+            // before); `refcnt` is written only under the table's lock.
+            unsafe { (*q.c.cq.channel).refcnt -= 1 };
         }
     }
-    match inner.destroy() {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: boxed by `create_cq`; the kernel CQ is gone and no event
+    // names it any more: the caller gives it up here.
+    drop(unsafe { Box::from_raw(p.cast::<Cq>()) });
+    0
 }
 symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
 
@@ -247,12 +258,17 @@ unsafe extern "C" fn get_cq_event(
             return -1;
         }
     };
-    let Some(&p) = c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&ev.cq_user_handle) else {
+    // The CQ is read under the table's lock: a destroy removes it from the
+    // table (after the acknowledgement of this event, which the kernel
+    // counted when the read above returned it) before it frees it.
+    let table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(&p) = table.get(&ev.cq_user_handle) else {
         set_errno(nix::libc::EIO);
         return -1;
     };
     let p = p as *mut ibv_cq;
-    // SAFETY: the table holds live CQs only; the out pointers are the caller's.
+    // SAFETY: the table holds CQs not yet freed, and its lock is held; the
+    // out pointers are the caller's.
     unsafe {
         if !out_cq.is_null() {
             *out_cq = p;
@@ -261,18 +277,17 @@ unsafe extern "C" fn get_cq_event(
             *out_ctx = (*p).cq_context;
         }
     }
+    drop(table);
     0
 }
 symver!(get_cq_event, ibv_get_cq_event, "IBVERBS_1.1");
 
 /// `void ibv_ack_cq_events(struct ibv_cq *, unsigned int nevents)`.
 unsafe extern "C" fn ack_cq_events(p: *mut ibv_cq, n: u32) {
-    // SAFETY: the C contract: a live CQ of ours.
+    // SAFETY: the C contract: a live CQ of ours (a destroy waits for this).
     if let Some(q) = unsafe { cq(p) } {
-        let g = q.inner.lock();
-        g.ack_events(n);
-        // SAFETY: written only here, under the CQ's lock.
-        unsafe { (*p).comp_events_completed = (*p).comp_events_completed.wrapping_add(n) };
+        // SAFETY: the field of this live CQ.
+        unsafe { q.acks.ack_comp(n, &raw mut (*p).comp_events_completed) };
     }
 }
 symver!(ack_cq_events, ibv_ack_cq_events, "IBVERBS_1.1");

@@ -1,11 +1,10 @@
 //! Async events: `ibv_get_async_event` and `ibv_ack_async_event`.
 //!
-//! rverbs' async fd is non-blocking (its own event loop polls it), so
-//! `ibv_get_async_event` blocks in rverbs' `get_async_event` (poll, then
-//! read) instead of a blocking `read()`: the same for a caller that waits,
-//! but a caller that set `O_NONBLOCK` on `async_fd` itself and expects
-//! EAGAIN still blocks (it should `poll()` the fd first, as
-//! `ibv_asyncwatch` does not need to).
+//! The async fd is blocking, as libibverbs opens it (`ibv_open_device`
+//! clears the `O_NONBLOCK` rverbs sets), and `ibv_get_async_event` is one
+//! `read()`: it sleeps until an event comes, answers `EAGAIN` at once when
+//! the caller set `O_NONBLOCK` on `async_fd`, and returns a signal's `EINTR`.
+//! Acknowledgements are counted per object for its destroy (`crate::acks`).
 
 use core::ffi::{c_int, c_void};
 
@@ -56,25 +55,32 @@ unsafe extern "C" fn get_async_event(context: *mut ibv_context, event: *mut ibv_
         set_errno(EINVAL);
         return -1;
     }
-    match c.inner.get_async_event() {
-        Ok(ev) => {
-            let by_handle = |h: u64| c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&h).copied();
-            let element = match ev.object {
-                rverbs::EventObject::Port(p) => usize::from(p),
-                rverbs::EventObject::Qp { user_handle, .. }
-                | rverbs::EventObject::Cq { user_handle }
-                | rverbs::EventObject::Srq { user_handle } => by_handle(user_handle).unwrap_or(0),
-                _ => 0,
-            } as *mut c_void;
-            // SAFETY: `event` points at the caller's `struct ibv_async_event`.
-            unsafe { event.write(ibv_async_event { element, event_type: event_type(ev.event_type) }) };
-            0
+    let ev = match rverbs::c_support::read_async_event(&c.inner) {
+        Ok(Some(ev)) => ev,
+        Ok(None) => {
+            set_errno(nix::libc::EAGAIN);
+            return -1;
         }
         Err(e) => {
             set_errno(errno::of(&e));
-            -1
+            return -1;
         }
-    }
+    };
+    // An object's destroy waits for the acknowledgement of this event (the
+    // kernel counted it when the read returned it), and the object stays
+    // in the table until then: it is found.
+    let by_handle = |h: u64| c.objects.lock().unwrap_or_else(|p| p.into_inner()).get(&h).copied();
+    let element = match ev.object {
+        rverbs::EventObject::Port(p) => usize::from(p),
+        rverbs::EventObject::Qp { user_handle, .. }
+        | rverbs::EventObject::Cq { user_handle }
+        | rverbs::EventObject::Srq { user_handle }
+        | rverbs::EventObject::Gone(user_handle) => by_handle(user_handle).unwrap_or(0),
+        _ => 0,
+    } as *mut c_void;
+    // SAFETY: `event` points at the caller's `struct ibv_async_event`.
+    unsafe { event.write(ibv_async_event { element, event_type: event_type(ev.event_type) }) };
+    0
 }
 symver!(get_async_event, ibv_get_async_event, "IBVERBS_1.1");
 
@@ -87,14 +93,28 @@ unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
     if ev.element.is_null() {
         return;
     }
-    // SAFETY: for these event types `element` is a live object of ours (the
-    // caller acks before destroying it); the counters are plain fields only
-    // this library writes.
+    // SAFETY: for these event types `element` is a live object of ours: its
+    // destroy waits for this acknowledgement.
     unsafe {
         match ev.event_type {
-            0 => (*ev.element.cast::<ibv_cq>()).async_events_completed += 1,
-            1..=7 | 16 => (*ev.element.cast::<ibv_qp>()).events_completed += 1,
-            14 | 15 => (*ev.element.cast::<ibv_srq>()).events_completed += 1,
+            0 => {
+                let p = ev.element.cast::<ibv_cq>();
+                if let Some(q) = crate::cq::cq(p) {
+                    q.acks.ack_async(1, &raw mut (*p).async_events_completed);
+                }
+            }
+            1..=7 | 16 => {
+                let p = ev.element.cast::<ibv_qp>();
+                if let Some(q) = crate::qp::qp(p) {
+                    q.acks.ack_async(1, &raw mut (*p).events_completed);
+                }
+            }
+            14 | 15 => {
+                let p = ev.element.cast::<ibv_srq>();
+                if let Some(s) = crate::srq::srq(p) {
+                    s.acks.ack_async(1, &raw mut (*p).events_completed);
+                }
+            }
             _ => {}
         }
     }

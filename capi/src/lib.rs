@@ -17,6 +17,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod abi;
+mod acks;
 mod ah;
 mod context;
 mod cq;

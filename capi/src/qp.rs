@@ -16,6 +16,7 @@ use rverbs::{AccessFlags, AhAttr, Gid, GlobalRoute, Mtu, QpAttr, QpAttrMask, QpC
 use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
+use crate::acks::Acks;
 use crate::context::ctx;
 use crate::cq::cq;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
@@ -39,6 +40,8 @@ pub(crate) struct Qp {
     /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
     pub extended: bool,
     pub batch: SpinLock<WrBatch>,
+    /// Its async events acknowledged (`crate::acks`).
+    pub acks: Acks,
 }
 
 /// # Safety
@@ -174,7 +177,15 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
     let control = inner.control().clone();
-    let q = Box::into_raw(Box::new(Qp { c, inner: SpinLock::new(inner), control, sq_sig_all, extended, batch }));
+    let q = Box::into_raw(Box::new(Qp {
+        c,
+        inner: SpinLock::new(inner),
+        control,
+        sq_sig_all,
+        extended,
+        batch,
+        acks: Acks::default(),
+    }));
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -182,44 +193,40 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     q.cast()
 }
 
-/// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno; EBUSY, the QP
-/// kept, while it is in a multicast group.
+/// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno. Returns once
+/// every async event reported for the QP is acknowledged (`crate::acks`).
+/// If the kernel refuses (EBUSY while the QP is in a multicast group, as
+/// rdma-core 44 answers; rverbs' own destroy would detach it), the QP stays
+/// usable.
 unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     // SAFETY: the C contract: NULL or a live QP of ours.
     let Some(q) = (unsafe { qp(p) }) else { return EINVAL };
-    // rdma-core 44 answers the kernel's EBUSY for a QP still in a multicast
-    // group, and the QP stays usable (rverbs' own destroy would detach it).
-    if !q.control.mcast_groups().is_empty() {
-        return nix::libc::EBUSY;
-    }
-    // SAFETY: boxed by `create_qp`; the caller gives it up here.
-    let b = unsafe { Box::from_raw(p.cast::<Qp>()) };
-    let Qp { c, inner, control, .. } = *b;
-    // The stored control handle goes first: `destroy` answers EBUSY while
-    // a clone holds the QP.
-    drop(control);
-    let inner = inner.into_inner();
+    let reported = match rverbs::c_support::destroy_qp_now(&q.control) {
+        Ok(n) => n,
+        Err(e) => return errno::of(&e),
+    };
+    q.acks.wait_for(reported, 0);
+    let c = &q.c.qp_base;
     // SAFETY: the QP's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(c.qp_base.context) } {
-        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
+    if let Some(cx) = unsafe { ctx(c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.control.user_handle());
     }
-    let r = inner.destroy();
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
     let owners = unsafe {
         [
-            pd(c.qp_base.pd).map(|x| &x.users),
-            cq(c.qp_base.send_cq).map(|x| &x.users),
-            cq(c.qp_base.recv_cq).map(|x| &x.users),
-            crate::srq::srq(c.qp_base.srq.cast()).map(|x| &x.users),
+            pd(c.pd).map(|x| &x.users),
+            cq(c.send_cq).map(|x| &x.users),
+            cq(c.recv_cq).map(|x| &x.users),
+            crate::srq::srq(c.srq.cast()).map(|x| &x.users),
         ]
     };
     for u in owners.into_iter().flatten() {
         u.fetch_sub(1, Ordering::AcqRel);
     }
-    match r {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: boxed by `create_qp`; the kernel QP is gone and no event
+    // names it any more: the caller gives it up here.
+    drop(unsafe { Box::from_raw(p.cast::<Qp>()) });
+    0
 }
 symver!(destroy_qp, ibv_destroy_qp, "IBVERBS_1.1");
 
@@ -430,9 +437,32 @@ unsafe extern "C" fn detach_mcast(p: *mut ibv_qp, gid: *const [u8; 16], lid: u16
 symver!(detach_mcast, ibv_detach_mcast, "IBVERBS_1.1");
 
 pub(crate) fn post_errno(k: &rverbs::PostErrorKind) -> c_int {
-    match k {
+    match *k {
         rverbs::PostErrorKind::QueueFull => nix::libc::ENOMEM,
+        rverbs::PostErrorKind::Doorbell(e) => e,
         _ => EINVAL,
+    }
+}
+
+/// Why a post failed, for `*bad_wr`: a refused request is not in the
+/// queue, so `*bad_wr` names it; after a failed rxe doorbell `write()` the
+/// requests are in the ring all the same (the kernel takes them at the
+/// next doorbell), so `*bad_wr` is left alone, as rdma-core's rxe leaves
+/// it, and a caller that reposts from it posts nothing twice (audit-2 N2).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Refused {
+    /// The request was not posted: this errno, `*bad_wr` at it.
+    Request(c_int),
+    /// Posted, but the doorbell failed with this errno.
+    Doorbell(c_int),
+}
+
+impl From<&rverbs::PostError> for Refused {
+    fn from(e: &rverbs::PostError) -> Self {
+        match e.kind {
+            rverbs::PostErrorKind::Doorbell(errno) => Refused::Doorbell(errno),
+            ref k => Refused::Request(post_errno(k)),
+        }
     }
 }
 
@@ -545,13 +575,13 @@ unsafe fn translate_with<'a>(w: &'a ibv_send_wr, ud_qp: bool, op: SendOp) -> Res
 /// # Safety
 /// As for [`translate`].
 #[inline(always)]
-unsafe fn post_one(g: &mut rverbs::QueuePair, w: &ibv_send_wr, ud_qp: bool, op: SendOp) -> Result<(), c_int> {
+unsafe fn post_one(g: &mut rverbs::QueuePair, w: &ibv_send_wr, ud_qp: bool, op: SendOp) -> Result<(), Refused> {
     // SAFETY: forwarded.
-    let one = unsafe { translate_with(w, ud_qp, op) }?;
+    let one = unsafe { translate_with(w, ud_qp, op) }.map_err(Refused::Request)?;
     // SAFETY: for an INLINE request the caller's SGEs name memory it may
     // read now (the C contract of `ibv_post_send`); the others are checked
     // against registrations by the device.
-    unsafe { g.post_send_one_unchecked(&one) }.map_err(|e| post_errno(&e.kind))
+    unsafe { g.post_send_one_unchecked(&one) }.map_err(|e| Refused::from(&e))
 }
 
 /// The `post_send` op (`ibv_post_send`): 0, or an errno with `*bad_wr` at
@@ -589,12 +619,13 @@ pub(crate) unsafe extern "C" fn post_send(
         _ => match other_send_op(w) {
             // SAFETY: the C contract of the request.
             Some(op) => unsafe { post_one(&mut g, w, ud_qp, op) },
-            None => Err(EINVAL),
+            None => Err(Refused::Request(EINVAL)),
         },
     };
     match posted {
         Ok(()) => 0,
-        Err(e) => fail_at(bad_wr, wr, e),
+        Err(Refused::Request(e)) => fail_at(bad_wr, wr, e),
+        Err(Refused::Doorbell(e)) => e,
     }
 }
 
@@ -654,7 +685,24 @@ unsafe fn post_send_list(
             // may read now (the C contract of `ibv_post_send`); the others
             // are checked against registrations by the device.
             if let Err(e) = unsafe { g.post_send_unchecked(list) } {
-                return fail(heads[e.index.min(n - 1)], post_errno(&e.kind));
+                return match Refused::from(&e) {
+                    Refused::Request(errno) => fail(heads[e.index.min(n - 1)], errno),
+                    // The chunk is in the ring: `*bad_wr` names the first
+                    // request that is not (the refused one, or the next
+                    // chunk's head), or stays alone when none is left.
+                    Refused::Doorbell(errno) => {
+                        let first_unposted = match bad {
+                            _ if e.index < n => heads[e.index],
+                            Some((i, _)) => heads[i],
+                            None => wr,
+                        };
+                        if first_unposted.is_null() {
+                            errno
+                        } else {
+                            fail(first_unposted, errno)
+                        }
+                    }
+                };
             }
         }
         if let Some((i, e)) = bad {

@@ -77,11 +77,6 @@ impl<T> SpinLock<T> {
             }
         }
     }
-
-    /// The value, the lock gone.
-    pub(crate) fn into_inner(self) -> T {
-        self.value.into_inner()
-    }
 }
 
 /// The value of a [`SpinLock`], held. One pointer (`repr(transparent)`),
@@ -140,7 +135,7 @@ mod tests {
                 });
             }
         });
-        assert_eq!(lock.into_inner(), 40_000);
+        assert_eq!(lock.value.into_inner(), 40_000);
     }
 
     #[test]
@@ -169,6 +164,6 @@ mod tests {
             });
             t.join().unwrap();
         });
-        assert_eq!(lock.into_inner(), vec![1, 2]);
+        assert_eq!(lock.value.into_inner(), vec![1, 2]);
     }
 }

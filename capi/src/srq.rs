@@ -5,6 +5,7 @@ use core::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::abi::{ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_attr, PthreadCond, PthreadMutex};
+use crate::acks::Acks;
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
@@ -21,6 +22,8 @@ pub(crate) struct Srq {
     pub inner: SpinLock<rverbs::SharedReceiveQueue>,
     pub control: rverbs::SrqControl,
     pub users: AtomicU32,
+    /// Its async events acknowledged (`crate::acks`).
+    pub acks: Acks,
 }
 
 /// # Safety
@@ -55,7 +58,13 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
             };
             let user_handle = inner.user_handle();
             let control = inner.control().clone();
-            let s = Box::into_raw(Box::new(Srq { c, inner: SpinLock::new(inner), control, users: AtomicU32::new(0) }));
+            let s = Box::into_raw(Box::new(Srq {
+                c,
+                inner: SpinLock::new(inner),
+                control,
+                users: AtomicU32::new(0),
+                acks: Acks::default(),
+            }));
             // SAFETY: the PD's context outlives it (the C contract of close).
             if let Some(cx) = unsafe { ctx(pd.c.context) } {
                 cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, s as usize);
@@ -113,33 +122,32 @@ unsafe extern "C" fn query_srq(p: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_in
 }
 symver!(query_srq, ibv_query_srq, "IBVERBS_1.1");
 
-/// `int ibv_destroy_srq(struct ibv_srq *)`: EBUSY while QPs use it.
+/// `int ibv_destroy_srq(struct ibv_srq *)`: EBUSY while QPs use it. Returns
+/// once every async event reported for the SRQ is acknowledged
+/// (`crate::acks`); if the kernel refuses, the SRQ stays usable.
 unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     // SAFETY: the C contract: a live SRQ of ours.
     let Some(s) = (unsafe { srq(p) }) else { return EINVAL };
     if s.users.load(Ordering::Acquire) != 0 {
         return nix::libc::EBUSY;
     }
-    // SAFETY: boxed by `create_srq`; the caller gives it up here.
-    let b = unsafe { Box::from_raw(p.cast::<Srq>()) };
-    let Srq { c, inner, control, .. } = *b;
-    // The stored control handle goes first: `destroy` answers EBUSY while
-    // a clone holds the SRQ.
-    drop(control);
-    let inner = inner.into_inner();
+    let reported = match rverbs::c_support::destroy_srq_now(&s.control) {
+        Ok(n) => n,
+        Err(e) => return errno::of(&e),
+    };
+    s.acks.wait_for(reported, 0);
     // SAFETY: the SRQ's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(c.context) } {
-        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&inner.user_handle());
+    if let Some(cx) = unsafe { ctx(s.c.context) } {
+        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&s.control.user_handle());
     }
-    let r = inner.destroy();
     // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
-    if let Some(pd) = unsafe { pd(c.pd) } {
+    if let Some(pd) = unsafe { pd(s.c.pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
-    match r {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: boxed by `create_srq`; the kernel SRQ is gone and no event
+    // names it any more: the caller gives it up here.
+    drop(unsafe { Box::from_raw(p.cast::<Srq>()) });
+    0
 }
 symver!(destroy_srq, ibv_destroy_srq, "IBVERBS_1.1");
 

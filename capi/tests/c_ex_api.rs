@@ -66,6 +66,12 @@ struct Lib {
     modify_srq: unsafe extern "C" fn(*mut ibv_srq, *mut ibv_srq_attr, c_int) -> c_int,
     query_srq: unsafe extern "C" fn(*mut ibv_srq, *mut ibv_srq_attr) -> c_int,
     destroy_srq: unsafe extern "C" fn(*mut ibv_srq) -> c_int,
+    create_comp_channel: unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel,
+    destroy_comp_channel: unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int,
+    get_cq_event: unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int,
+    ack_cq_events: unsafe extern "C" fn(*mut ibv_cq, u32),
+    get_async_event: unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int,
+    ack_async_event: unsafe extern "C" fn(*mut ibv_async_event),
 }
 
 /// # Safety
@@ -113,6 +119,12 @@ fn load(dir: &std::path::Path) -> Lib {
             modify_srq: sym(h, "ibv_modify_srq"),
             query_srq: sym(h, "ibv_query_srq"),
             destroy_srq: sym(h, "ibv_destroy_srq"),
+            create_comp_channel: sym(h, "ibv_create_comp_channel"),
+            destroy_comp_channel: sym(h, "ibv_destroy_comp_channel"),
+            get_cq_event: sym(h, "ibv_get_cq_event"),
+            ack_cq_events: sym(h, "ibv_ack_cq_events"),
+            get_async_event: sym(h, "ibv_get_async_event"),
+            ack_async_event: sym(h, "ibv_ack_async_event"),
         }
     }
 }
@@ -1398,5 +1410,293 @@ fn threads_create_qps_with_swapped_cqs() {
         assert_eq!((lib.destroy_cq)(cq_a.cast()), 0);
         assert_eq!((lib.destroy_cq)(cq_b.cast()), 0);
         assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// `IBV_EVENT_SRQ_LIMIT_REACHED`.
+const SRQ_LIMIT_REACHED: u32 = 15;
+
+/// Runs `f` on another thread and gives its result, or ends the test
+/// binary with a failure after `secs` seconds: a verb that hangs fails the
+/// test instead of stalling the guest until its timeout.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(v) => v,
+        Err(_) => {
+            eprintln!("{what}: no answer in {secs} s");
+            std::process::exit(101);
+        }
+    }
+}
+
+/// rdma-core's destroy/acknowledge contract (audit-2 N1): `ibv_destroy_srq`
+/// and `ibv_destroy_cq` return only after the async and completion events
+/// handed out for the object are acknowledged, and the event names the
+/// object until then. An RC QP connected to itself takes its receives from
+/// an SRQ armed at 6 of 8: three SENDs raise SRQ_LIMIT_REACHED and a
+/// completion event; another thread acknowledges each 300 ms after the
+/// destroy started. Before the fix the destroys returned at once (and the
+/// acknowledgements wrote freed memory).
+#[test]
+fn destroys_wait_until_the_events_are_acknowledged() {
+    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+    type PostSrqRecv = unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+    type ReqNotify = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+    const SRQ_LIMIT: c_int = 2;
+    // SAFETY: the C API by its contract: live objects of the library, and
+    // buffers of this test that outlive every request using them; the
+    // acknowledging threads are joined before the test returns.
+    unsafe {
+        let chan = (lib.create_comp_channel)(ctx);
+        assert!(!chan.is_null(), "create_comp_channel: errno {}", errno());
+        let mut ca = cq_attr(WC_STANDARD);
+        ca.channel = chan;
+        let cq = create_cq_ex(ctx, &mut ca).cast::<ibv_cq>();
+        assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
+        let pd = (lib.alloc_pd)(ctx);
+        let mut si = ibv_srq_init_attr {
+            srq_context: core::ptr::null_mut(),
+            attr: ibv_srq_attr { max_wr: 16, max_sge: 1, srq_limit: 0 },
+        };
+        let srq = (lib.create_srq)(pd, &mut si);
+        assert!(!srq.is_null(), "create_srq: errno {}", errno());
+        let mut init = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: srq.cast(),
+            cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            qp_type: 2,
+            sq_sig_all: 1,
+        };
+        let qp = (lib.create_qp)(pd, &mut init);
+        assert!(!qp.is_null(), "create_qp: errno {}", errno());
+        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let mut buf = vec![0u8; 8 * 64];
+        let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
+        assert!(!mr.is_null());
+        let (addr, lkey) = (buf.as_ptr() as u64, (*mr).lkey);
+        let post_srq = core::mem::transmute::<Slot, PostSrqRecv>((*ctx).ops.post_srq_recv);
+        for i in 0..8u64 {
+            let mut sge = ibv_sge { addr: addr + i * 64, length: 64, lkey };
+            let mut wr = ibv_recv_wr { wr_id: i, next: core::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+            let mut bad = core::ptr::null_mut();
+            assert_eq!(post_srq(srq, &mut wr, &mut bad), 0, "post_srq_recv {i}");
+        }
+        let mut a = ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: 6 };
+        assert_eq!((lib.modify_srq)(srq, &mut a, SRQ_LIMIT), 0, "arm the SRQ limit");
+        let req_notify = core::mem::transmute::<Slot, ReqNotify>((*ctx).ops.req_notify_cq);
+        assert_eq!(req_notify(cq, 0), 0);
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        for i in 0..3u64 {
+            let mut sge = ibv_sge { addr, length: 8, lkey };
+            let mut wr = ibv_send_wr {
+                wr_id: 100 + i,
+                next: core::ptr::null_mut(),
+                sg_list: &mut sge,
+                num_sge: 1,
+                opcode: 2, // IBV_WR_SEND
+                send_flags: SIGNALED,
+                imm_data: 0,
+                wr: [0; 4],
+                qp_type: 0,
+                bind_mw: [0; 6],
+            };
+            let mut bad = core::ptr::null_mut();
+            assert_eq!(post_send(qp, &mut wr, &mut bad), 0, "post_send {i}");
+        }
+        let wcs = poll_wc(ctx, cq, 6);
+        assert!(wcs.iter().all(|w| w.status == 0), "{:?}", wcs.iter().map(|w| w.status).collect::<Vec<_>>());
+
+        let (chan_u, ctx_u) = (chan as usize, ctx as usize);
+        let (get_cq_event, get_async_event) = (lib.get_cq_event, lib.get_async_event);
+        let (ack_cq_events, ack_async_event) = (lib.ack_cq_events, lib.ack_async_event);
+        let (got_cq, cq_ctx) = within(30, "ibv_get_cq_event", move || {
+            let (mut c, mut cc) = (core::ptr::null_mut(), core::ptr::null_mut());
+            let r = get_cq_event(chan_u as *mut ibv_comp_channel, &mut c, &mut cc);
+            assert_eq!(r, 0, "get_cq_event: errno {}", errno());
+            (c as usize, cc as usize)
+        });
+        assert_eq!((got_cq, cq_ctx), (cq as usize, 0), "the completion event names the CQ");
+        let ev = within(30, "ibv_get_async_event", move || {
+            let mut ev = ibv_async_event { element: core::ptr::null_mut(), event_type: u32::MAX };
+            assert_eq!(get_async_event(ctx_u as *mut ibv_context, &mut ev), 0, "errno {}", errno());
+            (ev.element as usize, ev.event_type)
+        });
+        assert_eq!(ev, (srq as usize, SRQ_LIMIT_REACHED), "the SRQ limit event names the SRQ");
+
+        assert_eq!((lib.destroy_qp)(qp), 0, "no event of the QP to wait for");
+        // Each destroy starts with its event handed out and unacknowledged;
+        // a thread acknowledges it 300 ms later and notes when.
+        let acked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ack_later = |ack: Box<dyn FnOnce() + Send>| {
+            let acked = acked.clone();
+            acked.store(false, std::sync::atomic::Ordering::SeqCst);
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                acked.store(true, std::sync::atomic::Ordering::SeqCst);
+                ack();
+            })
+        };
+        let (srq_u, cq_u) = (srq as usize, cq as usize);
+        let ack_srq = ack_later(Box::new(move || {
+            let mut e = ibv_async_event { element: srq_u as *mut c_void, event_type: SRQ_LIMIT_REACHED };
+            ack_async_event(&mut e);
+            // rdma-core's counter, which the destroy waits for, is visible
+            // to C: 1 here, read before the destroy can free the SRQ.
+            assert_eq!((*(srq_u as *mut ibv_srq)).events_completed, 1);
+        }));
+        assert_eq!((lib.destroy_srq)(srq), 0);
+        assert!(acked.load(std::sync::atomic::Ordering::SeqCst), "ibv_destroy_srq returned before the event's ack");
+        ack_srq.join().unwrap();
+        let ack_cq = ack_later(Box::new(move || ack_cq_events(cq_u as *mut ibv_cq, 1)));
+        assert_eq!((lib.destroy_cq)(cq), 0);
+        assert!(acked.load(std::sync::atomic::Ordering::SeqCst), "ibv_destroy_cq returned before the event's ack");
+        ack_cq.join().unwrap();
+        assert_eq!((lib.destroy_comp_channel)(chan), 0);
+        assert_eq!((lib.dereg_mr)(mr), 0);
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// The async fd is blocking, as libibverbs opens it, and a caller that sets
+/// `O_NONBLOCK` on it gets EAGAIN from `ibv_get_async_event` at once when
+/// no event is queued (it slept for good before).
+#[test]
+fn async_fd_is_blocking_and_honours_o_nonblock() {
+    let Some(Opened { lib, ctx, .. }) = open_first_device() else { return };
+    // SAFETY: a live context of the library; fcntl on its async fd.
+    unsafe {
+        let fd = (*ctx).async_fd;
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        assert_eq!(fl & libc::O_NONBLOCK, 0, "ibv_open_device's async fd is blocking");
+        assert_eq!(libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        let (ctx_u, get_async_event) = (ctx as usize, lib.get_async_event);
+        let r = within(30, "ibv_get_async_event on an O_NONBLOCK fd", move || {
+            let mut ev = ibv_async_event { element: core::ptr::null_mut(), event_type: u32::MAX };
+            (get_async_event(ctx_u as *mut ibv_context, &mut ev), errno())
+        });
+        assert_eq!(r, (-1, libc::EAGAIN));
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// A failed rxe doorbell `write()` (audit-2 N2): the requests are in the
+/// ring all the same and the kernel takes them at the next doorbell, so
+/// `ibv_post_send` returns the doorbell's errno and leaves `*bad_wr`
+/// alone, as rdma-core's rxe does; a caller that reposted from `*bad_wr`
+/// would send a request twice. The doorbell fails with EACCES in a thread
+/// whose credentials changed after the device was opened (the kernel's
+/// `ib_safe_file_access`; here a raw `setgroups`, which changes only the
+/// calling thread's): one request alone and a list of two from there, one
+/// more from this thread, and every SEND completes exactly once. Before
+/// the fix: EINVAL, and `*bad_wr` named a request that was posted.
+#[test]
+fn a_failed_doorbell_leaves_bad_wr_alone() {
+    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+    // SAFETY: the C API by its contract: live objects of the library, and
+    // buffers of this test that outlive every request using them.
+    unsafe {
+        let mut ca = cq_attr(WC_STANDARD);
+        let cq = create_cq_ex(ctx, &mut ca).cast::<ibv_cq>();
+        assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
+        let pd = (lib.alloc_pd)(ctx);
+        let mut init = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: core::ptr::null_mut(),
+            cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            qp_type: 2,
+            sq_sig_all: 1,
+        };
+        let qp = (lib.create_qp)(pd, &mut init);
+        assert!(!qp.is_null(), "create_qp: errno {}", errno());
+        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let mut buf = vec![0u8; 8 * 64];
+        let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
+        assert!(!mr.is_null());
+        let (addr, lkey) = (buf.as_ptr() as u64, (*mr).lkey);
+        for i in 0..4u64 {
+            post_recv(ctx, qp, 50 + i, addr + 64 + i * 64, 64, lkey);
+        }
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        let send = |wr_id: u64, sge: &mut ibv_sge, next: *mut ibv_send_wr| ibv_send_wr {
+            wr_id,
+            next,
+            sg_list: sge,
+            num_sge: 1,
+            opcode: 2, // IBV_WR_SEND
+            send_flags: SIGNALED,
+            imm_data: 0,
+            wr: [0; 4],
+            qp_type: 0,
+            bind_mw: [0; 6],
+        };
+        let (qp_u, addr_u) = (qp as usize, addr);
+        let (r_one, r_list) = std::thread::scope(|s| {
+            s.spawn(move || {
+                // A new credential for this thread only (the raw syscall,
+                // not glibc's, which would change every thread's).
+                assert_eq!(libc::syscall(libc::SYS_setgroups, 0usize, core::ptr::null::<libc::gid_t>()), 0);
+                let qp = qp_u as *mut ibv_qp;
+                let mut sentinel = send(0, &mut ibv_sge { addr: 0, length: 0, lkey: 0 }, core::ptr::null_mut());
+                let sentinel: *mut ibv_send_wr = &mut sentinel;
+                let mut sge = ibv_sge { addr: addr_u, length: 8, lkey };
+                let mut one = send(1, &mut sge, core::ptr::null_mut());
+                let mut bad = sentinel;
+                let r_one = (post_send(qp, &mut one, &mut bad), bad == sentinel);
+                let (mut s3, mut s4) = (sge, sge);
+                let mut four = send(4, &mut s4, core::ptr::null_mut());
+                let mut three = send(3, &mut s3, &mut four);
+                let mut bad = sentinel;
+                let r_list = (post_send(qp, &mut three, &mut bad), bad == sentinel);
+                (r_one, r_list)
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(r_one, (libc::EACCES, true), "one request: the doorbell's errno, *bad_wr alone");
+        assert_eq!(r_list, (libc::EACCES, true), "a list: the doorbell's errno, *bad_wr alone");
+        let mut sge = ibv_sge { addr, length: 8, lkey };
+        let mut two = send(2, &mut sge, core::ptr::null_mut());
+        let mut bad = core::ptr::null_mut();
+        assert_eq!(post_send(qp, &mut two, &mut bad), 0, "this thread's doorbell works");
+        let wcs = poll_wc(ctx, cq, 8);
+        let mut sends: Vec<u64> = wcs.iter().filter(|w| w.opcode == 0).map(|w| w.wr_id).collect();
+        sends.sort_unstable();
+        assert_eq!(
+            sends,
+            [1, 2, 3, 4],
+            "every SEND completed once: {:?}",
+            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>()
+        );
+        assert!(wcs.iter().all(|w| w.status == 0));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(poll_wc_now(ctx, cq).is_none(), "no completion twice");
+        assert_eq!((lib.destroy_qp)(qp), 0);
+        assert_eq!((lib.dereg_mr)(mr), 0);
+        assert_eq!((lib.destroy_cq)(cq), 0);
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// One completion if there is one now.
+///
+/// # Safety
+/// `ctx` and `cq` are live objects of the library.
+unsafe fn poll_wc_now(ctx: *mut ibv_context, cq: *mut ibv_cq) -> Option<ibv_wc> {
+    type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+    // SAFETY: the caller's contract; `ibv_wc` is plain integers.
+    unsafe {
+        let poll = core::mem::transmute::<Slot, PollCq>((*ctx).ops.poll_cq);
+        let mut wc: ibv_wc = core::mem::zeroed();
+        (poll(cq, 1, &mut wc) == 1).then_some(wc)
     }
 }
