@@ -597,9 +597,15 @@ impl CmId {
         if Arc::ptr_eq(&from, &to.inner) {
             return Ok(());
         }
-        cmd::migrate_id(to.fd(), self.0.kernel_id, from.fd.raw())?;
-        let mut ch = lock(&self.0.channel);
+        // Known to `to` before the kernel moves it there: an event that
+        // another thread reads from `to` right after the command must find
+        // the id (audit-2 N8: it was dropped as an event of a gone id).
         to.inner.register(self.0.uid, &self.0);
+        if let Err(e) = cmd::migrate_id(to.fd(), self.0.kernel_id, from.fd.raw()) {
+            to.inner.unregister(self.0.uid);
+            return Err(e);
+        }
+        let mut ch = lock(&self.0.channel);
         from.unregister(self.0.uid);
         *ch = to.clone();
         Ok(())

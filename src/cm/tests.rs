@@ -325,6 +325,38 @@ fn migrate_moves_the_id_and_its_events() {
     assert_eq!((l.hdr.cmd, l.input), (RDMA_USER_CM_CMD_SET_OPTION, Some(vec![0x20])));
 }
 
+/// An event that another thread reads from the new channel while
+/// MIGRATE_ID is still in the kernel finds the id (audit-2 N8): the id is
+/// registered there before the command. It used to be registered after,
+/// and the event was dropped as one of an id that is gone.
+#[test]
+fn an_event_read_from_the_new_channel_during_migrate_finds_the_id() {
+    let (a, _ma) = channel();
+    let (b, mb) = channel();
+    let id = a.create_id(PortSpace::Tcp).unwrap();
+    let (uid, kernel_id) = (id.uid(), id.kernel_id());
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let (b2, mb2, seen2) = (b.clone(), mb.clone(), seen.clone());
+    mb.after_next(RDMA_USER_CM_CMD_MIGRATE_ID, move || {
+        mb2.push_event(rdma_ucm_event_resp {
+            uid,
+            id: kernel_id,
+            event: RDMA_CM_EVENT_ADDR_CHANGE,
+            ..Default::default()
+        });
+        *seen2.lock().unwrap() = Some(b2.try_get_event().unwrap().map(|e| e.id().uid()));
+    });
+    id.migrate(&b).unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(Some(uid)), "the event read during the migrate names the id");
+    // A failed migrate leaves the id where it was, known only there.
+    let (c, mc) = channel();
+    mc.fail_next(RDMA_USER_CM_CMD_MIGRATE_ID, Errno::EINVAL);
+    assert!(id.migrate(&c).is_err());
+    assert!(id.channel().same_as(&b));
+    mc.push_event(rdma_ucm_event_resp { uid, id: kernel_id, event: RDMA_CM_EVENT_ADDR_CHANGE, ..Default::default() });
+    assert!(c.try_get_event().unwrap().is_none(), "not registered on the channel it did not move to");
+}
+
 #[test]
 fn options_go_out_as_librdmacm_sends_them() {
     let (ch, m) = channel();

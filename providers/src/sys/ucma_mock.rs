@@ -51,7 +51,11 @@ struct State {
     query_addr: Option<rdma_ucm_query_addr_resp>,
     init_qp_attr: BTreeMap<u32, ib_uverbs_qp_attr>,
     fail: Vec<(u32, Errno)>,
+    /// Run once after the next command of that number, outside the lock.
+    after: Vec<(u32, Hook)>,
 }
+
+type Hook = Box<dyn FnOnce() + Send>;
 
 /// The kernel's side of one CM fd.
 pub struct MockUcma {
@@ -167,8 +171,34 @@ impl MockUcma {
         self.st().events.len()
     }
 
-    /// One command, as `ucma_write` and the handlers would answer it.
+    /// Runs `f` once, right after the next command `cmd` is answered and
+    /// before the caller's `write()` returns: what another thread could do
+    /// while that command is in the kernel.
+    pub fn after_next(&self, cmd: u32, f: impl FnOnce() + Send + 'static) {
+        self.st().after.push((cmd, Box::new(f)));
+    }
+
+    /// One command, as `ucma_write` and the handlers would answer it, then
+    /// the [`after_next`](Self::after_next) hook of that command, if any.
     pub(crate) fn command(
+        &self,
+        hdr: rdma_ucm_cmd_hdr,
+        body: &[u8],
+        input: Option<&[u8]>,
+        resp: Option<&mut [u8]>,
+    ) -> Result<(), Errno> {
+        let r = self.answer(hdr, body, input, resp);
+        let hook = {
+            let mut st = self.st();
+            st.after.iter().position(|(c, _)| *c == hdr.cmd).map(|i| st.after.remove(i).1)
+        };
+        if let Some(f) = hook {
+            f();
+        }
+        r
+    }
+
+    fn answer(
         &self,
         hdr: rdma_ucm_cmd_hdr,
         body: &[u8],
