@@ -11,7 +11,7 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc, PthreadCond, PthreadMutex};
 use crate::acks::Acks;
@@ -35,9 +35,10 @@ pub(crate) struct Cq {
     pub c: ibv_cq_ex,
     pub inner: SpinLock<rverbs::CompletionQueue>,
     pub users: AtomicU32,
-    /// Held from a successful `start_poll` to `end_poll` (rdma-core's
-    /// providers hold the CQ lock over the same span).
-    pub polling: AtomicBool,
+    /// The thread holding the polling span, from a successful `start_poll`
+    /// to its `end_poll` (rdma-core's providers hold the CQ lock over the
+    /// same span), as `crate::cq_ex::me()`; 0 when none does.
+    pub polling: AtomicUsize,
     /// The current completion of the span: written by `start_poll` and
     /// `next_poll`, read by the `ibv_wc_read_*` ops, only by the thread
     /// holding `polling`.
@@ -154,7 +155,7 @@ pub(crate) unsafe fn create(
         c: crate::cq_ex::with_ops(cc),
         inner: SpinLock::new(inner),
         users: AtomicU32::new(0),
-        polling: AtomicBool::new(false),
+        polling: AtomicUsize::new(0),
         cur: UnsafeCell::new(crate::cq_ex::NO_WC),
         acks: Acks::default(),
     }));

@@ -132,9 +132,20 @@ unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
     0
 }
 
+thread_local! {
+    /// Its address names the calling thread while it lives (never 0).
+    static ME: u8 = const { 0 };
+}
+
+/// The calling thread, as the polling span's owner.
+pub(crate) fn me() -> usize {
+    ME.with(|m| core::ptr::from_ref(m).addr())
+}
+
 /// `int start_poll(struct ibv_cq_ex *, struct ibv_poll_cq_attr *)`: 0 with
 /// the first completion current, ENOENT (errno too) when the CQ is empty,
-/// EINVAL for a non-zero `attr->comp_mask`.
+/// EINVAL for a non-zero `attr->comp_mask`. Waits while another thread's
+/// span is open; a second `start_poll` of the owner starts over.
 unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
     // SAFETY: the C contract: `attr` is NULL or the caller's struct.
     if unsafe { attr.as_ref() }.is_some_and(|a| a.comp_mask != 0) {
@@ -143,36 +154,65 @@ unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) 
     }
     // SAFETY: the C contract: a live CQ of ours.
     let q = unsafe { cq_of(p) };
-    while q.polling.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+    let me = me();
+    while let Err(owner) = q.polling.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+        if owner == me {
+            break;
+        }
         std::thread::yield_now();
     }
     // SAFETY: this thread holds `polling` now.
     let r = unsafe { advance(p) };
     if r != 0 {
-        q.polling.store(false, Ordering::Release);
+        q.polling.store(0, Ordering::Release);
     }
     r
 }
 
+/// Whether the calling thread holds `p`'s span: the other span ops of a
+/// thread that holds none (an `end_poll` after a `start_poll` that
+/// answered ENOENT is a common bug) must leave another's span alone
+/// (audit-2 N6).
+///
+/// # Safety
+/// `p` is a live CQ of ours.
+unsafe fn owns_span(p: *mut ibv_cq_ex) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { cq_of(p) }.polling.load(Ordering::Relaxed) == me()
+}
+
 /// `int next_poll(struct ibv_cq_ex *)`: 0 with the next completion
-/// current, or ENOENT; the span stays open until `end_poll`.
+/// current, or ENOENT; the span stays open until `end_poll`. EINVAL from
+/// a thread that holds no span.
 unsafe extern "C" fn next_poll(p: *mut ibv_cq_ex) -> c_int {
-    // SAFETY: the C contract: a live CQ, inside a span this thread started.
+    // SAFETY: the C contract: a live CQ of ours.
+    if !unsafe { owns_span(p) } {
+        set_errno(EINVAL);
+        return EINVAL;
+    }
+    // SAFETY: this thread holds the span.
     unsafe { advance(p) }
 }
 
-/// `void end_poll(struct ibv_cq_ex *)`: ends the span.
+/// `void end_poll(struct ibv_cq_ex *)`: ends the calling thread's span;
+/// nothing when it holds none.
 unsafe extern "C" fn end_poll(p: *mut ibv_cq_ex) {
     // SAFETY: the C contract: a live CQ of ours.
-    unsafe { cq_of(p) }.polling.store(false, Ordering::Release);
+    let q = unsafe { cq_of(p) };
+    let _ = q.polling.compare_exchange(me(), 0, Ordering::Release, Ordering::Relaxed);
 }
 
-/// The span's current completion.
+/// The span's current completion; all zero for a thread that holds no
+/// span (it must not read `cur` while the owner writes it).
 ///
 /// # Safety
-/// `p` is a live CQ inside a polling span of the calling thread.
+/// `p` is a live CQ of ours.
 unsafe fn cur(p: *mut ibv_cq_ex) -> ibv_wc {
-    // SAFETY: the caller's contract: only this thread touches `cur` now.
+    // SAFETY: the caller's contract.
+    if !unsafe { owns_span(p) } {
+        return NO_WC;
+    }
+    // SAFETY: only the span's owner, this thread, touches `cur` now.
     unsafe { cq_of(p).cur.get().read() }
 }
 
@@ -180,7 +220,7 @@ macro_rules! reader {
     ($(#[$m:meta])* $name:ident -> $t:ty, |$w:ident| $e:expr) => {
         $(#[$m])*
         unsafe extern "C" fn $name(p: *mut ibv_cq_ex) -> $t {
-            // SAFETY: the C contract: called inside this thread's polling span.
+            // SAFETY: the C contract: a live CQ of ours.
             let $w = unsafe { cur(p) };
             $e
         }

@@ -1700,3 +1700,123 @@ unsafe fn poll_wc_now(ctx: *mut ibv_context, cq: *mut ibv_cq) -> Option<ibv_wc> 
         (poll(cq, 1, &mut wc) == 1).then_some(wc)
     }
 }
+
+/// `ibv_end_poll` and `ibv_next_poll` from a thread that holds no polling
+/// span leave another thread's span alone (audit-2 N6): an `end_poll`
+/// after a `start_poll` that answered ENOENT is a common bug, and it used
+/// to release whoever held the span, so two threads then wrote the current
+/// completion at once. Thread B opens a span over two completions; this
+/// thread's stray `end_poll` and `next_poll` must not touch it: a third
+/// thread's `start_poll` still waits, and B's `next_poll` still finds the
+/// second completion.
+#[test]
+fn a_stray_end_poll_leaves_another_threads_span_alone() {
+    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    type Start = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int;
+    type Next = unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int;
+    type End = unsafe extern "C" fn(*mut ibv_cq_ex);
+    type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    // SAFETY: the C API by its contract: live objects of the library and
+    // buffers of this test that outlive the requests; threads are joined
+    // before anything is destroyed.
+    unsafe {
+        let mut ca = cq_attr(WC_STANDARD);
+        let cq = create_cq_ex(ctx, &mut ca);
+        assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
+        let pd = (lib.alloc_pd)(ctx);
+        let mut init = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq.cast(),
+            recv_cq: cq.cast(),
+            srq: core::ptr::null_mut(),
+            cap: ibv_qp_cap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            qp_type: 2,
+            sq_sig_all: 1,
+        };
+        let qp = (lib.create_qp)(pd, &mut init);
+        assert!(!qp.is_null(), "create_qp: errno {}", errno());
+        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let mut buf = vec![0u8; 256];
+        let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
+        assert!(!mr.is_null());
+        let (addr, lkey) = (buf.as_ptr() as u64, (*mr).lkey);
+        post_recv(ctx, qp, 7, addr + 128, 64, lkey);
+        let mut sge = ibv_sge { addr, length: 8, lkey };
+        let mut wr = ibv_send_wr {
+            wr_id: 8,
+            next: core::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+            opcode: 2, // IBV_WR_SEND
+            send_flags: SIGNALED,
+            imm_data: 0,
+            wr: [0; 4],
+            qp_type: 0,
+            bind_mw: [0; 6],
+        };
+        let mut bad = core::ptr::null_mut();
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        assert_eq!(post_send(qp, &mut wr, &mut bad), 0);
+        let c = &*cq;
+        let (start, next, end) = (
+            core::mem::transmute::<Slot, Start>(c.start_poll),
+            core::mem::transmute::<Slot, Next>(c.next_poll),
+            core::mem::transmute::<Slot, End>(c.end_poll),
+        );
+        let cq_u = cq as usize;
+        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+        let (close_tx, close_rx) = std::sync::mpsc::channel::<()>();
+        let third_in = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let b = s.spawn(move || {
+                let cq = cq_u as *mut ibv_cq_ex;
+                let t0 = Instant::now();
+                let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
+                let first = loop {
+                    match start(cq, &mut attr) {
+                        0 => break (*cq).wr_id,
+                        ENOENT if t0.elapsed() < DEADLINE => std::thread::sleep(std::time::Duration::from_millis(10)),
+                        r => panic!("start_poll: {r}"),
+                    }
+                };
+                opened_tx.send(()).unwrap();
+                close_rx.recv().unwrap();
+                let r = loop {
+                    match next(cq) {
+                        ENOENT if t0.elapsed() < DEADLINE => std::thread::sleep(std::time::Duration::from_millis(10)),
+                        r => break r,
+                    }
+                };
+                let second = (*cq).wr_id;
+                end(cq);
+                (first, r, second)
+            });
+            opened_rx.recv().unwrap();
+            // The stray calls of a thread that holds no span.
+            end(cq);
+            assert_eq!(next(cq), libc::EINVAL, "next_poll without a span");
+            let third = s.spawn(|| {
+                let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
+                let r = start(cq_u as *mut ibv_cq_ex, &mut attr);
+                third_in.store(true, SeqCst);
+                if r == 0 {
+                    end(cq_u as *mut ibv_cq_ex);
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            assert!(!third_in.load(SeqCst), "a third thread entered B's span after a stray end_poll");
+            close_tx.send(()).unwrap();
+            let (first, r, second) = b.join().unwrap();
+            third.join().unwrap();
+            let mut ids = [first, second];
+            ids.sort_unstable();
+            assert_eq!((r, ids), (0, [7, 8]), "B's span kept both completions");
+        });
+        assert_eq!((lib.destroy_qp)(qp), 0);
+        assert_eq!((lib.dereg_mr)(mr), 0);
+        assert_eq!((lib.destroy_cq)(cq.cast()), 0);
+        assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
