@@ -15,5 +15,8 @@ pub mod rxe;
 pub mod sys;
 pub mod wr;
 
+#[cfg(test)]
+mod proptest_config;
+
 pub use error::{Errno, Error, ErrorKind, Result};
 pub mod mlx5;

@@ -275,6 +275,9 @@ impl RdmaNetlink {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
