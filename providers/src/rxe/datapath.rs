@@ -108,7 +108,7 @@ impl<D: Doorbell> SendRing<D> {
             // inline room the limits were clamped to; `wr` passed those limits.
             // SAFETY: a free, whole, 8-aligned slot; INLINE's contract forwarded.
             unsafe { wqe::write_send_wqe(self.q.elem_ptr(prod), wr, total, av.as_ref()) };
-            prod = (prod + 1) & mask;
+            prod = prod.wrapping_add(1) & mask;
             free -= 1;
         }
         if wrs.is_empty() {
@@ -270,7 +270,7 @@ impl RecvRing {
             // least RECV_DATA bytes (asserted in `new`) plus room for the
             // `max_sge` it was clamped to there; `wr` was checked against it.
             unsafe { wqe::write_recv_wqe(self.q.elem_ptr(prod), wr, total) };
-            prod = (prod + 1) & mask;
+            prod = prod.wrapping_add(1) & mask;
             free -= 1;
         }
         if !wrs.is_empty() {
@@ -398,7 +398,7 @@ impl CqRing {
             // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
             let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
             w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
-            cons = (cons + 1) & mask;
+            cons = cons.wrapping_add(1) & mask;
         }
         cons
     }

@@ -34,6 +34,8 @@ pub mod datapath;
 #[cfg(any(test, feature = "mock"))]
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod mock;
+#[cfg(test)]
+mod proptests;
 // A queue's index words are shared with the kernel: crate-internal.
 pub(crate) mod queue;
 #[cfg(test)]
