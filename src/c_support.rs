@@ -86,3 +86,15 @@ pub fn read_async_event(ctx: &Context) -> Result<Option<AsyncEvent>> {
         None => Ok(None),
     }
 }
+
+/// Whether the kernel copies pinned pages on `fork()`
+/// (`RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK` of `RDMA_NLDEV_CMD_SYS_GET`, 5.13
+/// and later): what libibverbs' `ibv_is_fork_initialized` asks. One
+/// netlink round trip.
+///
+/// # Errors
+/// The netlink socket's errno.
+pub fn copy_on_fork() -> Result<bool> {
+    let mut nl = rverbs_providers::sys::netlink::RdmaNetlink::open().map_err(|e| Error::os("ibv_fork_init", e))?;
+    nl.copy_on_fork().map_err(|e| Error::os("ibv_fork_init", e))
+}

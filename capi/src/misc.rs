@@ -4,6 +4,8 @@
 //! `ibv_dontfork_range`).
 
 use core::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use crate::export::symver;
 
@@ -103,22 +105,59 @@ unsafe extern "C" fn port_state_str(s: u32) -> *const c_char {
 }
 symver!(port_state_str, ibv_port_state_str, "IBVERBS_1.1");
 
-/// `int ibv_fork_init(void)`: 0. Nothing to do: rverbs does not
-/// `MADV_DONTFORK` user memory, and the kernels it runs on (6.1, 6.12) copy
-/// pinned pages on fork (`RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK`).
+/// `ibv_fork_init` succeeded (on a kernel that copies pinned pages on fork).
+static FORK_INIT: AtomicBool = AtomicBool::new(false);
+
+/// Whether the kernel copies pinned pages on `fork()`, asked once over
+/// RDMA netlink as libibverbs asks it (no answer: no).
+fn copy_on_fork() -> bool {
+    static COPY_ON_FORK: OnceLock<bool> = OnceLock::new();
+    *COPY_ON_FORK.get_or_init(|| rverbs::c_support::copy_on_fork().unwrap_or(false))
+}
+
+/// `ibv_fork_init`'s answer: 0 where the kernel copies pinned pages on
+/// fork (5.13 and later), as rdma-core's; ENOSYS before, where rdma-core
+/// would `MADV_DONTFORK` every registration, which rverbs does not do: a
+/// program that needs that protection learns it at once instead of
+/// losing DMA to a copied page after a fork.
+fn fork_init_answer(copy_on_fork: bool) -> c_int {
+    if copy_on_fork {
+        0
+    } else {
+        nix::libc::ENOSYS
+    }
+}
+
+/// `enum ibv_fork_status` as rdma-core 44 computes it: `IBV_FORK_UNNEEDED`
+/// (2) where the kernel copies on fork, else `IBV_FORK_ENABLED` (1) after
+/// a successful `ibv_fork_init` or `IBV_FORK_DISABLED` (0).
+fn fork_status(copy_on_fork: bool, initialized: bool) -> u32 {
+    match (copy_on_fork, initialized) {
+        (true, _) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    }
+}
+
+/// `int ibv_fork_init(void)`: 0, or ENOSYS on a kernel without
+/// copy-on-fork ([`fork_init_answer`]).
 unsafe extern "C" fn fork_init() -> c_int {
-    0
+    let r = fork_init_answer(copy_on_fork());
+    if r == 0 {
+        FORK_INIT.store(true, Ordering::Relaxed);
+    }
+    r
 }
 symver!(fork_init, ibv_fork_init, "IBVERBS_1.1");
 
-/// `enum ibv_fork_status ibv_is_fork_initialized(void)`:
-/// `IBV_FORK_UNNEEDED` (2), for the reason of `ibv_fork_init`.
+/// `enum ibv_fork_status ibv_is_fork_initialized(void)` ([`fork_status`]).
 unsafe extern "C" fn is_fork_initialized() -> u32 {
-    2
+    fork_status(copy_on_fork(), FORK_INIT.load(Ordering::Relaxed))
 }
 symver!(is_fork_initialized, ibv_is_fork_initialized, "IBVERBS_1.13");
 
-/// `int ibv_dofork_range(void *base, size_t size)`: 0 (see `ibv_fork_init`).
+/// `int ibv_dofork_range(void *base, size_t size)`: 0 (rverbs advises no
+/// range; see `ibv_fork_init`).
 unsafe extern "C" fn dofork_range(_base: *mut core::ffi::c_void, _size: usize) -> c_int {
     0
 }
@@ -186,6 +225,17 @@ symver!(mbps_to_rate, mbps_to_ibv_rate, "IBVERBS_1.1");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rdma-core 44's answers on both kinds of kernel: copy-on-fork makes
+    /// a fork "unneeded"; without it rverbs refuses `ibv_fork_init`
+    /// (ENOSYS) and so reports it disabled, where rverbs 0.1 answered
+    /// "unneeded" on every kernel.
+    #[test]
+    fn fork_answers_follow_the_kernels_copy_on_fork() {
+        assert_eq!((fork_init_answer(true), fork_status(true, false), fork_status(true, true)), (0, 2, 2));
+        assert_eq!((fork_init_answer(false), fork_status(false, false)), (nix::libc::ENOSYS, 0));
+        assert_eq!(fork_status(false, true), 1, "rdma-core's ENABLED, unreachable here");
+    }
 
     #[test]
     fn rates_convert_both_ways_as_rdma_core() {

@@ -72,6 +72,8 @@ struct Lib {
     ack_cq_events: unsafe extern "C" fn(*mut ibv_cq, u32),
     get_async_event: unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int,
     ack_async_event: unsafe extern "C" fn(*mut ibv_async_event),
+    fork_init: unsafe extern "C" fn() -> c_int,
+    is_fork_initialized: unsafe extern "C" fn() -> u32,
 }
 
 /// # Safety
@@ -125,6 +127,8 @@ fn load(dir: &std::path::Path) -> Lib {
             ack_cq_events: sym(h, "ibv_ack_cq_events"),
             get_async_event: sym(h, "ibv_get_async_event"),
             ack_async_event: sym(h, "ibv_ack_async_event"),
+            fork_init: sym(h, "ibv_fork_init"),
+            is_fork_initialized: sym(h, "ibv_is_fork_initialized"),
         }
     }
 }
@@ -1817,6 +1821,26 @@ fn a_stray_end_poll_leaves_another_threads_span_alone() {
         assert_eq!((lib.dereg_mr)(mr), 0);
         assert_eq!((lib.destroy_cq)(cq.cast()), 0);
         assert_eq!((lib.dealloc_pd)(pd), 0);
+        assert_eq!((lib.close_device)(ctx), 0);
+    }
+}
+
+/// `ibv_fork_init` and `ibv_is_fork_initialized` answer from the kernel's
+/// RDMA netlink `COPY_ON_FORK` (audit-2 N7), as rdma-core 44 does: both
+/// kernels of the matrix (5.13 and later) copy pinned pages on fork, so
+/// the status is `IBV_FORK_UNNEEDED` before and after a successful
+/// `ibv_fork_init` (older kernels: ENOSYS and DISABLED, the unit test in
+/// capi/src/misc.rs).
+#[test]
+fn fork_answers_come_from_the_kernels_copy_on_fork() {
+    let Some(Opened { lib, ctx, .. }) = open_first_device() else { return };
+    let cof = rverbs::c_support::copy_on_fork().expect("RDMA netlink SYS_GET");
+    assert!(cof, "6.1 and 6.12 report RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK");
+    // SAFETY: the functions take no arguments; the context is live.
+    unsafe {
+        assert_eq!((lib.is_fork_initialized)(), 2, "IBV_FORK_UNNEEDED");
+        assert_eq!((lib.fork_init)(), 0);
+        assert_eq!((lib.is_fork_initialized)(), 2, "still UNNEEDED, as rdma-core's");
         assert_eq!((lib.close_device)(ctx), 0);
     }
 }

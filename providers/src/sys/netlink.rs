@@ -260,6 +260,15 @@ impl RdmaNetlink {
         replies.first().map(|(_, p)| parse_chardev(p)).ok_or(Errno::ENODATA)
     }
 
+    /// `RDMA_NLDEV_CMD_SYS_GET`: whether the kernel copies pinned pages on
+    /// `fork()` (`RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK`, 5.13 and later), so a
+    /// child's writes never move registered memory from under the device.
+    /// `false` when the kernel does not report it, as libibverbs reads it.
+    pub fn copy_on_fork(&mut self) -> Result<bool, Errno> {
+        let replies = self.transact(RDMA_NLDEV_CMD_SYS_GET, 0, &[])?;
+        Ok(replies.first().is_some_and(|(_, p)| copy_on_fork_of(p)))
+    }
+
     /// `RDMA_NLDEV_CMD_GET_CHARDEV` for `CHARDEV_TYPE = "rdma_cm"`, no
     /// device index: the connection manager's node and ABI. The kernel
     /// loads `rdma_ucm` to answer it (`MODULE_ALIAS_RDMA_CLIENT`), as
@@ -274,12 +283,28 @@ impl RdmaNetlink {
     }
 }
 
+/// `RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK` of a `SYS_GET` reply's payload: a
+/// `u8`, non-zero when set; absent on kernels before 5.13.
+pub fn copy_on_fork_of(payload: &[u8]) -> bool {
+    attrs(payload)
+        .any(|(ty, v)| u32::from(ty) == RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK && v.first().is_some_and(|&b| b != 0))
+}
+
 #[cfg(test)]
 mod proptests;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_on_fork_is_read_from_its_attribute() {
+        // RDMA_NLDEV_SYS_ATTR_NETNS_MODE (66, u8 1) then COPY_ON_FORK (93).
+        let with = |v: u8| [5, 0, 66, 0, 1, 0, 0, 0, 5, 0, 93, 0, v, 0, 0, 0];
+        assert!(copy_on_fork_of(&with(1)));
+        assert!(!copy_on_fork_of(&with(0)));
+        assert!(!copy_on_fork_of(&with(1)[..8]), "absent: a kernel before 5.13");
+    }
 
     #[test]
     fn get_chardev_request_bytes() {
