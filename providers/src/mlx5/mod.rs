@@ -149,6 +149,8 @@ pub mod table;
 pub mod uar;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_model;
@@ -297,6 +299,12 @@ impl DeviceInfo {
         }
         let num_uars_per_page =
             if resp.log_uar_size == 0 && resp.num_uars_per_page == 0 { 1 } else { resp.num_uars_per_page.max(1) };
+        // The kernel's PAGE_SIZE / 4096 at most: more would place UARs past
+        // the page it maps (and overflow the register arithmetic).
+        if num_uars_per_page as usize > (page_size / UAR_SIZE).max(1) {
+            return Err(Error::check(VERB, Errno::EPROTO)
+                .with_message(format!("{num_uars_per_page} UARs per page of {page_size} bytes")));
+        }
         Ok(DeviceInfo {
             qp_tab_size: resp.qp_tab_size,
             bf_reg_size: resp.bf_reg_size,
