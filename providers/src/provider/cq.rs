@@ -4,7 +4,7 @@
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tracing::debug;
 use zerocopy::IntoBytes;
@@ -31,8 +31,23 @@ pub struct CqCreate<'a> {
 
 /// The provider half of a CQ: what `poll` works on. One owner polls it
 /// through `&mut`: no lock, no syscall, no allocation.
+///
+/// It knows its own kernel CQ (the second field): `park`, `req_notify` and
+/// `resize` refuse another's, and a driver dropped while its kernel CQ
+/// lives parks itself there, so mlx5's queue memory is never freed while
+/// the HCA may still write it.
 #[derive(Debug)]
-pub struct CqDriver(Drv);
+pub struct CqDriver(Drv, Weak<CqCore>);
+
+impl Drop for CqDriver {
+    fn drop(&mut self) {
+        if matches!(self.0, Drv::Mlx5 { .. }) {
+            if let Some(core) = self.1.upgrade() {
+                KernelCq(core).park(self.take());
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 enum Drv {
@@ -111,7 +126,8 @@ impl ProviderContext {
                 let ring = rxe::cq_finish(fd, &drv_out)?;
                 debug!(handle = created.handle, cqe = created.cqe, "rxe CQ created");
                 let arm = cmd::ReqNotifyCq::new(fd, created.handle);
-                Ok((k, CqDriver(Drv::Rxe { ring, arm })))
+                let owner = Arc::downgrade(&k.0);
+                Ok((k, CqDriver(Drv::Rxe { ring, arm }, owner)))
             }
             Kind::Mlx5(m) => {
                 let (pending, udata) = m.cq_prepare(a.cqe)?;
@@ -132,7 +148,8 @@ impl ProviderContext {
                         let prov = CqProv::Mlx5 { ctx: m.clone(), cqn: cq.cqn() };
                         debug!(handle = created.handle, cqe = created.cqe, cqn = cq.cqn(), "mlx5 CQ created");
                         let k = KernelCq(Arc::new(core(created.handle, created.cqe, prov)));
-                        Ok((k, CqDriver(Drv::Mlx5 { cq, synced: 0 })))
+                        let owner = Arc::downgrade(&k.0);
+                        Ok((k, CqDriver(Drv::Mlx5 { cq, synced: 0 }, owner)))
                     }
                     Err(mlx5::FinishError { error, pending }) => {
                         // The kernel CQ uses the pending memory: destroy it first.
@@ -233,18 +250,30 @@ impl KernelCq {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// Whether it was created on `fd`.
+    pub(crate) fn is_on(&self, fd: &Arc<UverbsFd>) -> bool {
+        Arc::ptr_eq(&self.0.fd, fd)
+    }
+
     /// Takes the driver of a CQ whose owner goes away. rxe: dropped now
     /// (its ring is a mapping of kernel memory; unmapping it before the
     /// kernel destroy is harmless). mlx5: owed cleans are run, then it is
     /// parked until the kernel CQ is destroyed.
-    pub fn park(&self, driver: CqDriver) {
+    ///
+    /// Another CQ's driver is not taken: it parks itself with its own
+    /// kernel CQ when dropped.
+    pub fn park(&self, mut driver: CqDriver) {
+        if !driver.is_of(self) {
+            tracing::warn!(handle = self.0.handle, "a CQ driver offered to another kernel CQ: not parked here");
+            return;
+        }
         if self.0.fd.in_forked_child() {
             // A forked child touches none of the parent's queue memory
             // (mlx5's is not even mapped here: MADV_DONTFORK).
-            std::mem::forget(driver);
+            std::mem::forget(driver.take());
             return;
         }
-        match driver.0 {
+        match std::mem::replace(&mut driver.0, Drv::Gone) {
             d @ Drv::Mlx5 { .. } => self.0.parked.park(d, |d| {
                 if let Drv::Mlx5 { cq, .. } = d {
                     cq.apply_cleans();
@@ -418,6 +447,9 @@ impl CqDriver {
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
     pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+        if !self.is_of(k) {
+            return Err(not_its_cq("ibv_req_notify_cq"));
+        }
         match &mut self.0 {
             Drv::Rxe { arm, .. } => arm.send(&k.0.fd, solicited_only),
             _ => self.req_notify_other(k, solicited_only),
@@ -455,6 +487,9 @@ impl CqDriver {
     #[doc(alias = "ibv_resize_cq")]
     pub fn resize(&mut self, k: &KernelCq, cqe: u32) -> Result<u32> {
         const VERB: &str = "ibv_resize_cq";
+        if !self.is_of(k) {
+            return Err(not_its_cq(VERB));
+        }
         match &mut self.0 {
             Drv::Rxe { ring, .. } => {
                 let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
@@ -483,13 +518,24 @@ impl CqDriver {
     /// Takes the driver out, leaving one that polls nothing (for the owner's
     /// `Drop`, before [`KernelCq::park`]).
     pub fn take(&mut self) -> CqDriver {
-        CqDriver(std::mem::replace(&mut self.0, Drv::Gone))
+        CqDriver(std::mem::replace(&mut self.0, Drv::Gone), self.1.clone())
     }
 
     /// False once a failed resize left the CQ unpollable.
     pub fn is_usable(&self) -> bool {
         !matches!(self.0, Drv::Dead | Drv::Gone)
     }
+
+    /// Whether this is `k`'s driver.
+    #[inline]
+    pub fn is_of(&self, k: &KernelCq) -> bool {
+        core::ptr::eq(self.1.as_ptr(), Arc::as_ptr(&k.0))
+    }
+}
+
+/// The error of a driver used with another CQ's kernel object.
+fn not_its_cq(verb: &'static str) -> Error {
+    Error::check(verb, Errno::EINVAL).with_message("this CQ driver belongs to another kernel CQ")
 }
 
 // One function per provider behind the dispatch, each with a frame that fits

@@ -117,6 +117,12 @@ impl ProviderContext {
         fd: &Arc<UverbsFd>,
         a: &QpCreate<'_>,
     ) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)> {
+        // The CQs and SRQ are objects of this fd: a QP holds them, and
+        // mlx5's cleans reach them, as objects of its own context.
+        if !(a.send_cq.is_on(fd) && a.recv_cq.is_on(fd) && a.srq.map_or(true, |s| s.is_on(fd))) {
+            return Err(Error::check("ibv_create_qp", Errno::EINVAL)
+                .with_message("its CQs and SRQ belong to another context than the QP"));
+        }
         let args = |cap| cmd::CreateQp {
             qp_type: a.qp_type.to_kernel(),
             pd: a.pd_handle,

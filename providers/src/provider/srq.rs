@@ -213,6 +213,11 @@ impl KernelSrq {
     pub fn handle(&self) -> u32 {
         self.0.handle
     }
+
+    /// Whether it was created on `fd`.
+    pub(crate) fn is_on(&self, fd: &Arc<UverbsFd>) -> bool {
+        Arc::ptr_eq(&self.0.fd, fd)
+    }
     /// Receive work requests it holds.
     pub fn max_wr(&self) -> u32 {
         self.0.max_wr
