@@ -18,6 +18,8 @@ mod conn;
 mod id;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use addr::{bind, query_addr, query_gid, query_path, resolve_addr, resolve_route, sockaddr_of, to_cm_addr, CmAddr};
