@@ -23,7 +23,9 @@ use crate::spin::{SpinGuard, SpinLock};
 /// A completion channel: the C struct (its `refcnt` counts the CQs using it).
 #[repr(C)]
 struct Channel {
-    c: ibv_comp_channel,
+    /// `refcnt` is written under the context's table lock while other
+    /// threads hold a `&Channel`: reached only through raw pointers.
+    c: UnsafeCell<ibv_comp_channel>,
     inner: rverbs::CompletionChannel,
 }
 
@@ -32,7 +34,10 @@ struct Channel {
 /// `ibv_start_poll` … `ibv_end_poll` span.
 #[repr(C)]
 pub(crate) struct Cq {
-    pub c: ibv_cq_ex,
+    /// C reads `status`/`wr_id` and the event counters, and may write
+    /// `cq_context`, through the pointer it holds, while other threads hold
+    /// a `&Cq`: reached only through raw pointers.
+    pub c: UnsafeCell<ibv_cq_ex>,
     pub inner: SpinLock<rverbs::CompletionQueue>,
     pub users: AtomicU32,
     /// The thread holding the polling span, from a successful `start_poll`
@@ -73,7 +78,7 @@ unsafe extern "C" fn create_comp_channel(context: *mut ibv_context) -> *mut ibv_
     match c.inner.create_comp_channel().and_then(|ch| ch.set_blocking(true).map(|()| ch)) {
         Ok(inner) => {
             let c = ibv_comp_channel { context, fd: inner.as_fd().as_raw_fd(), refcnt: 0 };
-            Box::into_raw(Box::new(Channel { c, inner })).cast()
+            Box::into_raw(Box::new(Channel { c: UnsafeCell::new(c), inner })).cast()
         }
         Err(e) => {
             set_errno(errno::of(&e));
@@ -87,7 +92,9 @@ symver!(create_comp_channel, ibv_create_comp_channel, "IBVERBS_1.0");
 unsafe extern "C" fn destroy_comp_channel(p: *mut ibv_comp_channel) -> c_int {
     // SAFETY: the C contract: a live channel of ours.
     let Some(ch) = (unsafe { channel(p) }) else { return EINVAL };
-    if ch.c.refcnt != 0 {
+    // SAFETY: `refcnt` is written under the table lock only; a CQ being
+    // created on this channel now is the caller's race, as with rdma-core.
+    if unsafe { (*ch.c.get()).refcnt } != 0 {
         return nix::libc::EBUSY;
     }
     // SAFETY: boxed by `create_comp_channel`; the caller gives it up here.
@@ -152,7 +159,7 @@ pub(crate) unsafe fn create(
         async_events_completed: 0,
     };
     let p = Box::into_raw(Box::new(Cq {
-        c: crate::cq_ex::with_ops(cc),
+        c: UnsafeCell::new(crate::cq_ex::with_ops(cc)),
         inner: SpinLock::new(inner),
         users: AtomicU32::new(0),
         polling: AtomicUsize::new(0),
@@ -190,14 +197,16 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
         Err(e) => return errno::of(&e),
     };
     q.acks.wait_for(reported.async_, reported.comp);
+    // SAFETY: `context` and `channel` are written at creation only.
+    let (context, chan) = unsafe { ((*q.c.get()).cq.context, (*q.c.get()).cq.channel) };
     // SAFETY: the CQ's context outlives it (the C contract of close).
-    if let Some(c) = unsafe { ctx(q.c.cq.context) } {
+    if let Some(c) = unsafe { ctx(context) } {
         let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
         t.remove(&user_handle);
-        if !q.c.cq.channel.is_null() {
+        if !chan.is_null() {
             // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
             // before); `refcnt` is written only under the table's lock.
-            unsafe { (*q.c.cq.channel).refcnt -= 1 };
+            unsafe { (*chan).refcnt -= 1 };
         }
     }
     // SAFETY: boxed by `create_cq`; the kernel CQ is gone and no event
@@ -241,7 +250,9 @@ unsafe extern "C" fn get_cq_event(
         return -1;
     };
     // SAFETY: the channel's context outlives it.
-    let Some(c) = (unsafe { ctx(ch.c.context) }) else {
+    // SAFETY: `context` is written at creation only; the channel's
+    // context outlives it.
+    let Some(c) = (unsafe { ctx((*ch.c.get()).context) }) else {
         set_errno(EINVAL);
         return -1;
     };

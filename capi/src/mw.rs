@@ -3,6 +3,7 @@
 //! `ibv_dealloc_mw` call them), and the translation of a bind's C fields
 //! into rverbs' `MwBind` for `IBV_WR_BIND_MW` requests and `wr_bind_mw`.
 
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use std::sync::atomic::Ordering;
 
@@ -16,7 +17,9 @@ use crate::qp::{post_errno, qp};
 /// An MW: the C `ibv_mw`, then rverbs' window.
 #[repr(C)]
 struct Mw {
-    c: ibv_mw,
+    /// C reads `rkey` through the pointer it holds while `bind_mw` writes
+    /// it: reached only through raw pointers.
+    c: UnsafeCell<ibv_mw>,
     inner: rverbs::MemoryWindow,
 }
 
@@ -35,7 +38,7 @@ pub(crate) unsafe extern "C" fn alloc_mw(p: *mut ibv_pd, mw_type: u32) -> *mut i
         Ok(inner) => {
             pd.users.fetch_add(1, Ordering::AcqRel);
             let c = ibv_mw { context: pd.c.context, pd: p, rkey: inner.rkey(), handle: inner.handle(), mw_type };
-            Box::into_raw(Box::new(Mw { c, inner })).cast()
+            Box::into_raw(Box::new(Mw { c: UnsafeCell::new(c), inner })).cast()
         }
         Err(e) => {
             set_errno(errno::of(&e));
@@ -52,7 +55,7 @@ pub(crate) unsafe extern "C" fn dealloc_mw(m: *mut ibv_mw) -> c_int {
     // SAFETY: `m` was boxed by `alloc_mw`; the caller gives it up here.
     let mw = unsafe { Box::from_raw(m.cast::<Mw>()) };
     // SAFETY: the window's PD outlives it (dealloc answers EBUSY while it exists).
-    let pd = unsafe { pd(mw.c.pd) };
+    let pd = unsafe { pd((*mw.c.get()).pd) };
     let r = mw.inner.dealloc();
     if let Some(pd) = pd {
         pd.users.fetch_sub(1, Ordering::AcqRel);
@@ -88,15 +91,17 @@ pub(crate) unsafe extern "C" fn bind_mw(p: *mut ibv_qp, m: *mut ibv_mw, b: *mut 
     if m.is_null() {
         return EINVAL;
     }
-    // SAFETY: `m` is live (the C contract) and was boxed by `alloc_mw`.
-    let mw = unsafe { &mut *m.cast::<Mw>() };
+    // SAFETY: `m` is live (the C contract) and was boxed by `alloc_mw`;
+    // its C part is reached through the raw `m` only (audit-2 N5).
+    let mw = unsafe { &*m.cast::<Mw>() };
     // SAFETY: as above; `bind_info.mr` is the caller's MR or NULL.
-    let Some(bind) = (unsafe { bind_of(m, inc_rkey(mw.c.rkey), &b.bind_info) }) else { return EINVAL };
+    let Some(bind) = (unsafe { bind_of(m, inc_rkey((*m).rkey), &b.bind_info) }) else { return EINVAL };
     let flags = SendFlags::from_bits_truncate(b.send_flags);
     let mut g = q.inner.lock();
     match g.bind_mw(&mw.inner, b.wr_id, bind, flags) {
         Ok(key) => {
-            mw.c.rkey = key;
+            // SAFETY: `m` is live; C reads `rkey` after the call returns.
+            unsafe { (*m).rkey = key };
             0
         }
         Err(e) => post_errno(&e.kind),

@@ -9,6 +9,7 @@
 //! no copy. Receives are posted one at a
 //! time (rxe rings no doorbell for them).
 
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use std::sync::atomic::Ordering;
 
@@ -30,7 +31,10 @@ use crate::spin::SpinLock;
 /// thread posts) and the `ibv_wr_*` batch (`crate::qp_ex`).
 #[repr(C)]
 pub(crate) struct Qp {
-    pub c: ibv_qp_ex,
+    /// C reads and writes it (`state`, `qp_context`, `events_completed`,
+    /// `wr_id`, `wr_flags`) through the pointer it holds, also while other
+    /// threads hold a `&Qp`: reached only through raw pointers.
+    pub c: UnsafeCell<ibv_qp_ex>,
     pub inner: SpinLock<rverbs::QueuePair>,
     /// The control side of `inner`, for the verbs that issue a command
     /// (modify, query, multicast) without taking the post lock across
@@ -42,6 +46,16 @@ pub(crate) struct Qp {
     pub batch: SpinLock<WrBatch>,
     /// Its async events acknowledged (`crate::acks`).
     pub acks: Acks,
+}
+
+impl Qp {
+    /// `qp->qp_type`.
+    #[inline]
+    pub(crate) fn qp_type(&self) -> u32 {
+        // SAFETY: set at creation, never written after: no write races
+        // this read (C may write other fields of the struct meanwhile).
+        unsafe { (*self.c.get()).qp_base.qp_type }
+    }
 }
 
 /// # Safety
@@ -178,7 +192,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     let extended = send_ops.is_some();
     let control = inner.control().clone();
     let q = Box::into_raw(Box::new(Qp {
-        c,
+        c: UnsafeCell::new(c),
         inner: SpinLock::new(inner),
         control,
         sq_sig_all,
@@ -206,7 +220,8 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
         Err(e) => return errno::of(&e),
     };
     q.acks.wait_for(reported, 0);
-    let c = &q.c.qp_base;
+    // SAFETY: fields written at creation only, read through the cell.
+    let c = unsafe { &(*q.c.get()).qp_base };
     // SAFETY: the QP's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.control.user_handle());
@@ -381,12 +396,12 @@ unsafe extern "C" fn query_qp(
             unsafe {
                 attr.write(ca);
                 init.write(ibv_qp_init_attr {
-                    qp_context: q.c.qp_base.qp_context,
-                    send_cq: q.c.qp_base.send_cq,
-                    recv_cq: q.c.qp_base.recv_cq,
-                    srq: q.c.qp_base.srq,
+                    qp_context: (*p).qp_context,
+                    send_cq: (*p).send_cq,
+                    recv_cq: (*p).recv_cq,
+                    srq: (*p).srq,
                     cap: ca.cap,
-                    qp_type: q.c.qp_base.qp_type,
+                    qp_type: (*p).qp_type,
                     sq_sig_all: q.sq_sig_all.into(),
                 });
                 (*p).state = ca.qp_state;
@@ -605,7 +620,7 @@ pub(crate) unsafe extern "C" fn post_send(
         // SAFETY: the C contract of the list.
         return unsafe { post_send_slow(q, wr, bad_wr) };
     };
-    let ud_qp = q.c.qp_base.qp_type == 4;
+    let ud_qp = q.qp_type() == 4;
     // SEND and RDMA WRITE, perftest's and most programs' requests, each with
     // its operands alone; the other opcodes through the table (out of line).
     let posted = match w.opcode {
@@ -639,7 +654,7 @@ pub(crate) unsafe extern "C" fn post_send(
 unsafe extern "C" fn post_send_slow(q: &Qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
     let mut g = q.inner.lock();
     // SAFETY: forwarded.
-    unsafe { post_send_list(&mut g, wr, q.c.qp_base.qp_type == 4, bad_wr) }
+    unsafe { post_send_list(&mut g, wr, q.qp_type() == 4, bad_wr) }
 }
 
 /// A list of requests (any length: also one, or none), in chunks of

@@ -307,7 +307,7 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
 
 /// Posts the batch in chunks of [`CHUNK`] requests, one doorbell each.
 fn post_all(q: &Qp, b: &WrBatch) -> c_int {
-    if q.c.qp_base.qp_type == 4 && b.pending.iter().any(|w| w.ud.is_none()) {
+    if q.qp_type() == 4 && b.pending.iter().any(|w| w.ud.is_none()) {
         return EINVAL; // a UD request without `wr_set_ud_addr`: post none
     }
     let mut g = q.inner.lock();

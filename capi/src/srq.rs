@@ -1,6 +1,7 @@
 //! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq` (the limit),
 //! `ibv_query_srq`, `ibv_destroy_srq`, and the `post_srq_recv` op.
 
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -18,7 +19,9 @@ use crate::spin::SpinLock;
 /// their command without that lock) and the number of QPs using it.
 #[repr(C)]
 pub(crate) struct Srq {
-    pub c: ibv_srq,
+    /// C writes `srq_context` and reads `events_completed` through the
+    /// pointer it holds: reached only through raw pointers.
+    pub c: UnsafeCell<ibv_srq>,
     pub inner: SpinLock<rverbs::SharedReceiveQueue>,
     pub control: rverbs::SrqControl,
     pub users: AtomicU32,
@@ -59,7 +62,7 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
             let user_handle = inner.user_handle();
             let control = inner.control().clone();
             let s = Box::into_raw(Box::new(Srq {
-                c,
+                c: UnsafeCell::new(c),
                 inner: SpinLock::new(inner),
                 control,
                 users: AtomicU32::new(0),
@@ -137,11 +140,14 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     };
     s.acks.wait_for(reported, 0);
     // SAFETY: the SRQ's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(s.c.context) } {
+    // SAFETY: `context` and `pd` are written at creation only.
+    let (context, srq_pd) = unsafe { ((*s.c.get()).context, (*s.c.get()).pd) };
+    // SAFETY: the SRQ's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&s.control.user_handle());
     }
     // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
-    if let Some(pd) = unsafe { pd(s.c.pd) } {
+    if let Some(pd) = unsafe { pd(srq_pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
     // SAFETY: boxed by `create_srq`; the kernel SRQ is gone and no event
