@@ -628,6 +628,9 @@ fn in_step(e: Error, step: &str) -> Error {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::net::UnixStream;

@@ -65,6 +65,9 @@ mod post;
 mod qp;
 mod srq;
 
+#[cfg(test)]
+mod proptest_config;
+
 pub use address::{AhAttr, GlobalRoute, GRH_LEN};
 pub use ah::AddressHandle;
 pub use attr::*;

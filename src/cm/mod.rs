@@ -73,6 +73,8 @@ mod id;
 mod qp;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use channel::EventChannel;
