@@ -41,6 +41,11 @@ mod log;
 mod pingpong;
 mod rping;
 
+// The property tests' configuration, the library's (issue 32).
+#[cfg(test)]
+#[path = "../../proptest_config.rs"]
+mod proptest_config;
+
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::Path;

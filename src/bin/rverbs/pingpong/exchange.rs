@@ -183,6 +183,9 @@ pub fn server_exchange(
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
