@@ -31,7 +31,7 @@ use crate::{AhAttr, ProtectionDomain, UdDest};
 pub struct AddressHandle {
     pd: ProtectionDomain,
     attr: AhAttr,
-    kernel: KernelAh,
+    pub(crate) kernel: KernelAh,
 }
 
 impl ProtectionDomain {

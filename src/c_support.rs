@@ -15,7 +15,10 @@ use rverbs_providers::sys::event::{read_event_once, set_blocking};
 use rverbs_uapi::ib_user_verbs::ib_uverbs_async_event_desc;
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::{AsyncEvent, CompletionQueue, Context, Errno, Error, QpControl, Result, SrqControl};
+use crate::{
+    AddressHandle, AsyncEvent, CompletionQueue, Context, Errno, Error, MemoryRegion, MemoryWindow, ProtectionDomain,
+    QpControl, Result, SrqControl,
+};
 
 pub use rverbs_providers::cmd::cq::EventsReported;
 
@@ -97,4 +100,47 @@ pub fn read_async_event(ctx: &Context) -> Result<Option<AsyncEvent>> {
 pub fn copy_on_fork() -> Result<bool> {
     let mut nl = rverbs_providers::sys::netlink::RdmaNetlink::open().map_err(|e| Error::os("ibv_fork_init", e))?;
     nl.copy_on_fork().map_err(|e| Error::os("ibv_fork_init", e))
+}
+
+/// Deallocates the kernel PD now (`IB_USER_VERBS_CMD_DEALLOC_PD`); the Rust
+/// object is then dropped. On error nothing changed.
+///
+/// # Errors
+/// `EBUSY` while other objects hold the PD; the kernel's errno.
+#[doc(alias = "ibv_dealloc_pd")]
+pub fn dealloc_pd_now(pd: &mut ProtectionDomain) -> Result<()> {
+    match std::sync::Arc::get_mut(&mut pd.inner) {
+        Some(inner) => inner.destroy(),
+        None => Err(Error::check("ibv_dealloc_pd", Errno::EBUSY).with_message("objects of this PD still exist")),
+    }
+}
+
+/// Deregisters the kernel MR now (`IB_USER_VERBS_CMD_DEREG_MR`); the Rust
+/// object is then dropped. On error nothing changed.
+///
+/// # Errors
+/// The kernel's errno.
+#[doc(alias = "ibv_dereg_mr")]
+pub fn dereg_mr_now(mr: &mut MemoryRegion) -> Result<()> {
+    mr.destroy()
+}
+
+/// Deallocates the kernel MW now (`UVERBS_METHOD_MW_DESTROY`); the Rust
+/// object is then dropped. On error nothing changed.
+///
+/// # Errors
+/// The kernel's errno.
+#[doc(alias = "ibv_dealloc_mw")]
+pub fn dealloc_mw_now(mw: &mut MemoryWindow) -> Result<()> {
+    mw.destroy()
+}
+
+/// Destroys the kernel AH now (`UVERBS_METHOD_AH_DESTROY`); the Rust object
+/// is then dropped. On error nothing changed.
+///
+/// # Errors
+/// The kernel's errno.
+#[doc(alias = "ibv_destroy_ah")]
+pub fn destroy_ah_now(ah: &mut AddressHandle) -> Result<()> {
+    ah.kernel.destroy()
 }

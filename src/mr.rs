@@ -387,12 +387,14 @@ impl MemoryRegion {
         Ok(())
     }
 
-    fn destroy(&mut self) -> Result<()> {
+    /// The kernel dereg, once; if the kernel refuses, the MR stays live
+    /// (a later call tries again).
+    pub(crate) fn destroy(&mut self) -> Result<()> {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
         let fd = self.pd.context().fd();
-        cmd::dereg_mr(fd, self.handle)?;
+        cmd::dereg_mr(fd, self.handle).inspect_err(|_| self.live = true)?;
         if fd.in_forked_child() {
             // `dereg_mr` left the parent's MR alone. Owned pages are
             // MADV_DONTFORK, so this process never had them: unmapping the

@@ -151,11 +151,13 @@ impl MemoryWindow {
         self.destroy()
     }
 
-    fn destroy(&mut self) -> Result<()> {
+    /// The kernel dealloc, once; if the kernel refuses, the window stays
+    /// live (a later call tries again).
+    pub(crate) fn destroy(&mut self) -> Result<()> {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        cmd::dealloc_mw(self.pd.context().fd(), self.handle)?;
+        cmd::dealloc_mw(self.pd.context().fd(), self.handle).inspect_err(|_| self.live = true)?;
         debug!(handle = self.handle, "MW deallocated");
         Ok(())
     }

@@ -22,22 +22,24 @@ use crate::Context;
 /// ```
 #[derive(Clone, Debug)]
 pub struct ProtectionDomain {
-    inner: Arc<PdInner>,
+    pub(crate) inner: Arc<PdInner>,
 }
 
 #[derive(Debug)]
-struct PdInner {
+pub(crate) struct PdInner {
     ctx: Context,
     handle: u32,
     live: bool,
 }
 
 impl PdInner {
-    fn destroy(&mut self) -> Result<()> {
+    /// The kernel dealloc, once; if the kernel refuses, the PD stays live
+    /// (a later call tries again).
+    pub(crate) fn destroy(&mut self) -> Result<()> {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        cmd::dealloc_pd(self.ctx.fd(), self.handle)?;
+        cmd::dealloc_pd(self.ctx.fd(), self.handle).inspect_err(|_| self.live = true)?;
         debug!(handle = self.handle, "PD deallocated");
         Ok(())
     }

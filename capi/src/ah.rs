@@ -60,17 +60,19 @@ unsafe extern "C" fn destroy_ah(p: *mut ibv_ah) -> c_int {
     if p.is_null() {
         return EINVAL;
     }
-    // SAFETY: boxed by `create_ah`; the caller gives it up here.
-    let b = unsafe { Box::from_raw(p.cast::<Ah>()) };
-    let r = b.inner.destroy();
+    // SAFETY: boxed by `create_ah`; the caller gives it up to this call
+    // (the C contract), so nothing else reaches it meanwhile.
+    let ah = unsafe { &mut *p.cast::<Ah>() };
+    if let Err(e) = rverbs::c_support::destroy_ah_now(&mut ah.inner) {
+        return errno::of(&e); // the AH stays usable, as with rdma-core
+    }
     // SAFETY: an AH's PD outlives it (dealloc answers EBUSY before).
-    if let Some(pd) = unsafe { pd(b.c.pd) } {
+    if let Some(pd) = unsafe { pd(ah.c.pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
-    match r {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: as above; the kernel AH is gone.
+    drop(unsafe { Box::from_raw(p.cast::<Ah>()) });
+    0
 }
 symver!(destroy_ah, ibv_destroy_ah, "IBVERBS_1.1");
 

@@ -52,18 +52,19 @@ pub(crate) unsafe extern "C" fn dealloc_mw(m: *mut ibv_mw) -> c_int {
     if m.is_null() {
         return EINVAL;
     }
-    // SAFETY: `m` was boxed by `alloc_mw`; the caller gives it up here.
-    let mw = unsafe { Box::from_raw(m.cast::<Mw>()) };
+    // SAFETY: `m` was boxed by `alloc_mw`; the caller gives it up to this
+    // call (the C contract), so nothing else reaches it meanwhile.
+    let mw = unsafe { &mut *m.cast::<Mw>() };
+    if let Err(e) = rverbs::c_support::dealloc_mw_now(&mut mw.inner) {
+        return errno::of(&e); // the window stays usable, as with rdma-core
+    }
     // SAFETY: the window's PD outlives it (dealloc answers EBUSY while it exists).
-    let pd = unsafe { pd((*mw.c.get()).pd) };
-    let r = mw.inner.dealloc();
-    if let Some(pd) = pd {
+    if let Some(pd) = unsafe { pd((*mw.c.get()).pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
-    match r {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: as above; the kernel MW is gone.
+    drop(unsafe { Box::from_raw(m.cast::<Mw>()) });
+    0
 }
 
 /// The bind of window `m` (its key as the C struct holds it) to what

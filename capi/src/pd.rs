@@ -55,12 +55,15 @@ unsafe extern "C" fn dealloc_pd(p: *mut ibv_pd) -> c_int {
     if pd.users.load(Ordering::Acquire) != 0 {
         return nix::libc::EBUSY;
     }
-    // SAFETY: `p` was boxed by `alloc_pd`; the caller gives it up here.
-    let b = unsafe { Box::from_raw(p.cast::<Pd>()) };
-    match b.inner.dealloc() {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
+    // SAFETY: `p` was boxed by `alloc_pd`; the caller gives it up to this
+    // call (the C contract), so nothing else reaches it meanwhile.
+    let pd = unsafe { &mut *p.cast::<Pd>() };
+    if let Err(e) = rverbs::c_support::dealloc_pd_now(&mut pd.inner) {
+        return errno::of(&e); // the PD stays usable, as with rdma-core
     }
+    // SAFETY: as above; the kernel PD is gone.
+    drop(unsafe { Box::from_raw(p.cast::<Pd>()) });
+    0
 }
 symver!(dealloc_pd, ibv_dealloc_pd, "IBVERBS_1.1");
 
@@ -214,17 +217,18 @@ unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {
     if m.is_null() {
         return EINVAL;
     }
-    // SAFETY: `m` was boxed by `reg`; the caller gives it up here.
-    let mr = unsafe { Box::from_raw(m.cast::<Mr>()) };
+    // SAFETY: `m` was boxed by `reg`; the caller gives it up to this call
+    // (the C contract), so nothing else reaches it meanwhile.
+    let mr = unsafe { &mut *m.cast::<Mr>() };
+    if let Err(e) = rverbs::c_support::dereg_mr_now(&mut mr.inner) {
+        return errno::of(&e); // the MR stays usable, as with rdma-core
+    }
     // SAFETY: the MR's PD outlives it (dealloc answers EBUSY while it exists).
-    let pd = unsafe { pd(mr.c.pd) };
-    let r = mr.inner.dereg();
-    if let Some(pd) = pd {
+    if let Some(pd) = unsafe { pd(mr.c.pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
-    match r {
-        Ok(()) => 0,
-        Err(e) => errno::of(&e),
-    }
+    // SAFETY: as above; the kernel MR is gone.
+    drop(unsafe { Box::from_raw(m.cast::<Mr>()) });
+    0
 }
 symver!(dereg_mr, ibv_dereg_mr, "IBVERBS_1.1");

@@ -1019,6 +1019,13 @@ fn memory_windows_through_the_c_abi() {
         assert_eq!((d[0].wr_id, d[0].status, d[0].opcode), (60, 0, WC_BIND_MW), "{d:?}");
         assert_eq!(write((*mw1).rkey, 0x61), 0, "a write through the type 1 window");
         assert_eq!(&buf_b[..32], &[0x61; 32]);
+        // rxe refuses to deregister an MR a window is bound to (EINVAL, on
+        // 6.1 and 6.12): the MR stays usable, and the dereg once the window
+        // is unbound (below) is the one that frees it (audit-2 N4: it used to
+        // free the MR at the refusal, so that dereg was a double free).
+        assert_eq!((lib.dereg_mr)(mr_b), libc::EINVAL, "an MR with a bound window");
+        assert_eq!(write((*mw1).rkey, 0x62), 0, "the window and its MR still work");
+        assert_eq!(&buf_b[..32], &[0x62; 32]);
         let key1 = (*mw1).rkey;
         // A zero-length bind closes it (pyverbs' invalidate_mw_type1).
         let mut unbind = ibv_mw_bind {

@@ -120,13 +120,14 @@ impl KernelAh {
     }
 
     /// Destroys the kernel AH now (`UVERBS_METHOD_AH_DESTROY`,
-    /// `ibv_destroy_ah`); a second call does nothing.
+    /// `ibv_destroy_ah`); a second call does nothing. If the kernel
+    /// refuses, the AH stays live (a later call tries again).
     #[doc(alias = "ibv_destroy_ah")]
     pub fn destroy(&mut self) -> Result<()> {
         if !std::mem::replace(&mut self.live, false) {
             return Ok(());
         }
-        cmd::destroy_ah(&self.fd, self.handle)?;
+        cmd::destroy_ah(&self.fd, self.handle).inspect_err(|_| self.live = true)?;
         debug!(handle = self.handle, "AH destroyed");
         Ok(())
     }
