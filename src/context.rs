@@ -72,6 +72,9 @@ fn open_error(dev: &Device, e: Errno) -> Error {
         }
         Errno::ENOTTY => format!("{path} is not a character device, so not a uverbs node"),
         Errno::ENODEV => format!("{path} is not the uverbs node sysfs names for {}", dev.name()),
+        Errno::EMFILE | Errno::ENFILE => {
+            format!("cannot open {path}: {}", rverbs_providers::error::fd_limit_message(e).unwrap_or_default())
+        }
         _ => format!("cannot open {path}"),
     };
     Error::os(format!("ibv_open_device({})", dev.name()), e).with_message(msg)

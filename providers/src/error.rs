@@ -84,7 +84,7 @@ impl Error {
             verb: verb.into(),
             errno: Some(errno),
             kind: ErrorKind::Os,
-            message: default_explanation(errno).to_owned(),
+            message: fd_limit_message(errno).unwrap_or_else(|| default_explanation(errno).to_owned()),
         }))
     }
 
@@ -226,6 +226,24 @@ impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         let kind = e.0.errno.map(|n| std::io::Error::from_raw_os_error(n as i32).kind());
         std::io::Error::new(kind.unwrap_or(std::io::ErrorKind::InvalidInput), e)
+    }
+}
+
+/// Why a call that makes a file descriptor (an `open`, or a command whose
+/// kernel object is a file: the async fd, a completion channel) failed with
+/// `EMFILE` or `ENFILE`, naming the limit; `None` for other errnos.
+pub fn fd_limit_message(e: Errno) -> Option<String> {
+    match e {
+        Errno::EMFILE => {
+            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+                .map_or_else(|_| "?".to_owned(), |(soft, _)| soft.to_string());
+            Some(format!(
+                "this process has as many files open as RLIMIT_NOFILE allows ({limit}): close some, or raise it \
+                 (`ulimit -n`)"
+            ))
+        }
+        Errno::ENFILE => Some("the system's table of open files is full (fs.file-max)".to_owned()),
+        _ => None,
     }
 }
 

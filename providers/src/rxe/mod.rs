@@ -62,7 +62,30 @@ fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
 }
 
 fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminfo, what: &str) -> Result<Queue> {
-    Queue::map(fd, mi).map_err(|e| Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created")))
+    Queue::map(fd, mi).map_err(|e| {
+        let why = match e {
+            // mmap's ENOMEM: the address space limit, or too many mappings.
+            Errno::ENOMEM => {
+                let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).map_or_else(
+                    |_| "?".to_owned(),
+                    |(soft, _)| {
+                        if soft == nix::libc::RLIM_INFINITY {
+                            "unlimited".into()
+                        } else {
+                            format!("{soft} bytes")
+                        }
+                    },
+                );
+                format!(
+                    ": mmap of {} bytes refused (RLIMIT_AS is {limit}, `ulimit -v`; or vm.max_map_count mappings \
+                     exist)",
+                    mi.size
+                )
+            }
+            _ => String::new(),
+        };
+        Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created{why}"))
+    })
 }
 
 /// Checks that `q`'s slots hold the `min` bytes of header the data path

@@ -101,6 +101,9 @@ fn open_error(path: &Path, e: Errno) -> Error {
         ),
         Errno::EACCES | Errno::EPERM => format!("no permission to open {}", path.display()),
         Errno::ENOTTY => format!("{} is not the rdma_cm character device", path.display()),
+        Errno::EMFILE | Errno::ENFILE => {
+            format!("cannot open {}: {}", path.display(), crate::error::fd_limit_message(e).unwrap_or_default())
+        }
         _ => format!("cannot open {}", path.display()),
     };
     Error::os("rdma_create_event_channel", e).with_message(msg)
@@ -145,7 +148,16 @@ impl UcmaFd {
                     sysfs.display()
                 )))
             }
-            None => return Err(open_error(path, Errno::ENOENT)),
+            // Unreadable for another reason than absence (no descriptor
+            // left: EMFILE) is that reason, not "not loaded".
+            None => {
+                let e = std::fs::File::open(sysfs.join("abi_version"))
+                    .err()
+                    .and_then(|e| e.raw_os_error())
+                    .map(Errno::from_raw)
+                    .filter(|e| !matches!(e, Errno::ENOENT | Errno::ENODEV | Errno::ENXIO));
+                return Err(open_error(path, e.unwrap_or(Errno::ENOENT)));
+            }
         }
         let file = OpenOptions::new()
             .read(true)
