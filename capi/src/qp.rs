@@ -774,3 +774,6 @@ pub(crate) unsafe fn post_recv_list(
     }
     0
 }
+
+#[cfg(test)]
+mod proptests;
