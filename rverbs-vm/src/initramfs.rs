@@ -463,7 +463,7 @@ pub fn base_archive(k: &Kernel, tools: &HostTools, cache: &Path) -> Result<(Path
     let tmp = dir.join(format!(".base-{}.tmp", std::process::id()));
     match &tools.gzip {
         Some(gzip) => write_gzipped(&mut m, gzip, &tmp)?,
-        None => m.write_cpio(BufWriter::new(File::create(&tmp).ctx("creating the initramfs")?))?,
+        None => m.write_cpio(BufWriter::new(util::create_fresh(&tmp)?))?,
     }
     std::fs::rename(&tmp, &file).ctx(format!("renaming to {}", file.display()))?;
     remove_old_bases(&dir, KEEP_BASES);
@@ -490,7 +490,7 @@ fn remove_old_bases(dir: &Path, keep: usize) {
 
 /// Streams the archive through `gzip -n -6` into `dest`.
 fn write_gzipped(m: &mut Manifest, gzip: &Path, dest: &Path) -> Result<()> {
-    let out = File::create(dest).ctx(format!("creating {}", dest.display()))?;
+    let out = util::create_fresh(dest)?;
     let mut child =
         Command::new(gzip).args(["-n", "-6", "-c"]).stdin(Stdio::piped()).stdout(out).spawn().ctx("starting gzip")?;
     let stdin = child.stdin.take().expect("piped stdin");
@@ -506,7 +506,7 @@ fn write_gzipped(m: &mut Manifest, gzip: &Path, dest: &Path) -> Result<()> {
 /// Writes `base` followed by `payload` (padded to 4 bytes in between, as
 /// the kernel expects the next archive's header on a 4-byte boundary).
 pub fn concat_initrd(base: &Path, payload: &mut Manifest, dest: &Path) -> Result<()> {
-    let mut out = BufWriter::new(File::create(dest).ctx(format!("creating {}", dest.display()))?);
+    let mut out = BufWriter::new(util::create_fresh(dest)?);
     let mut b = File::open(base).ctx(format!("opening {}", base.display()))?;
     let n = io::copy(&mut b, &mut out).ctx("copying the base archive")?;
     out.write_all(&[0u8; 3][..((4 - n % 4) % 4) as usize]).ctx("padding")?;
@@ -547,8 +547,7 @@ mod tests {
 
     #[test]
     fn resolves_module_closure() {
-        let dir = std::env::temp_dir().join(format!("xtask-modtest-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = util::private_dir(&std::env::temp_dir(), "rverbs-vm-modtest-").unwrap();
         std::fs::write(dir.join("modules.dep"), "kernel/a/rdma_rxe.ko: kernel/b/ib_uverbs.ko kernel/c/ib_core.ko\nkernel/b/ib_uverbs.ko: kernel/c/ib_core.ko\nkernel/c/ib_core.ko:\n").unwrap();
         std::fs::write(dir.join("modules.builtin"), "kernel/d/veth.ko\n").unwrap();
         let c = module_closure(&dir, &["rdma_rxe", "veth"], &["absent"]).unwrap();

@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn release_dir_accepts_the_tree_or_its_parent() {
-        let d = std::env::temp_dir().join(format!("rverbs-vm-reltest-{}", std::process::id()));
+        let d = crate::util::private_dir(&std::env::temp_dir(), "rverbs-vm-reltest-").unwrap();
         let tree = d.join("lib/modules/6.9.0-test");
         std::fs::create_dir_all(tree.join("kernel")).unwrap();
         assert_eq!(release_dir(&tree, None).unwrap(), tree);

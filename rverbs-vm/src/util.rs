@@ -199,6 +199,20 @@ pub fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf> {
     Err(format!("no free name for a directory {prefix}* in {}", parent.display()))
 }
 
+/// Creates `path` as a new file for writing, replacing what was there:
+/// the old entry is unlinked (a symlink itself, never its target) and the
+/// new one made with `O_EXCL`, which never follows a symlink: one planted
+/// in between fails the call instead of redirecting a root-owned write
+/// (paths in a cache or work directory that may be shared).
+pub fn create_fresh(path: &Path) -> Result<std::fs::File> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("removing {}: {e}", path.display())),
+    }
+    std::fs::File::options().write(true).create_new(true).open(path).ctx(format!("creating {}", path.display()))
+}
+
 /// Makes a [`private_dir`] readable by all (0755) before it is renamed
 /// into a shared cache, where it used to be.
 pub fn publish_dir(dir: &Path) -> Result<()> {
@@ -253,6 +267,22 @@ pub fn secs(d: std::time::Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A symlink planted where a file is written is replaced, never
+    /// followed: its target keeps its contents.
+    #[test]
+    fn create_fresh_never_writes_through_a_symlink() {
+        use std::io::Write;
+        let dir = super::private_dir(&std::env::temp_dir(), "rverbs-vm-fresh-").unwrap();
+        let (target, link) = (dir.join("target"), dir.join("initrd"));
+        std::fs::write(&target, "precious").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        super::create_fresh(&link).unwrap().write_all(b"initrd").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "initrd");
+        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn private_dirs_are_new_and_private() {
         use std::os::unix::fs::PermissionsExt;
