@@ -29,6 +29,7 @@ mod console_files;
 mod demo;
 mod downstream;
 mod elf;
+mod fuzz;
 mod mlx5_diff;
 mod names;
 mod project;
@@ -74,6 +75,13 @@ usage:
       UAR stores, decoded completions) over the named scenarios and N
       random ones (default 10000; part of cargo xtask test's host tier),
       and ibv_devinfo -v next to rverbs devinfo -v on the fake device
+  cargo xtask fuzz --minutes N [--cases N] [--seed S]
+      host only: the property tests of every decoder of peer, kernel and
+      HCA bytes (the workspace's proptests modules; 10000 cases from a
+      fixed seed in cargo xtask test) in rounds of N cases per property
+      (default 50000), each with a new random seed, until N minutes have
+      passed; a failing round stops the run and prints its seed and the
+      command that replays it (--seed S: the first round's seed)
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -103,6 +111,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
         Some("demo") => demo::run(&parse_demo(&args[1..])?),
         Some("bench") => bench::run(&parse_bench(&args[1..])?),
         Some("mlx5-diff") => mlx5_diff::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&fuzz::parse(&args[1..])?),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)
