@@ -1,8 +1,9 @@
 //! Property tests of the RDMA netlink reply decoders (issue 32, hostile
 //! bytes): a datagram from the kernel split into messages (`messages`),
 //! the messages of one transaction picked out of it (`absorb`), a payload
-//! split into attributes (`attrs`) and a `GET_CHARDEV` payload decoded
-//! (`parse_chardev`, and the field readers `RdmaNetlink::devices` uses).
+//! split into attributes (`attrs`), a `GET_CHARDEV` payload decoded
+//! (`parse_chardev`, and the field readers `RdmaNetlink::devices` uses)
+//! and a `SYS_GET` payload's copy-on-fork flag (`copy_on_fork_of`).
 //! Whatever the bytes: a value, never a panic, an out-of-bounds slice or an
 //! endless loop (each iterator is cut off past the most items the bytes
 //! can hold, so a loop that stops advancing fails instead of hanging).
@@ -97,6 +98,7 @@ fn raw_attr() -> impl Strategy<Value = Vec<u8>> {
         Just(RDMA_NLDEV_ATTR_DEV_INDEX as u16),
         Just(RDMA_NLDEV_ATTR_DEV_NAME as u16),
         Just(RDMA_NLDEV_ATTR_NODE_GUID as u16),
+        Just(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK as u16),
         any::<u16>(),
     ];
     let len_delta = prop_oneof![6 => Just(0i32), 1 => -8i32..8, 1 => any::<u16>().prop_map(i32::from)];
@@ -183,5 +185,24 @@ proptest! {
                 prop_assert_eq!(u64_of(v), 0);
             }
         }
+    }
+
+    #[test]
+    fn sys_get_replies_decode(p in payload(), v in any::<u8>()) {
+        let _ = copy_on_fork_of(&p);
+        // Whole attributes, then COPY_ON_FORK: its value decides.
+        let whole: Vec<u8> = attrs(&p)
+            .flat_map(|(ty, v)| {
+                let mut a = ((4 + v.len()) as u16).to_ne_bytes().to_vec();
+                a.extend_from_slice(&ty.to_ne_bytes());
+                a.extend_from_slice(v);
+                a.resize(a.len().next_multiple_of(4), 0);
+                a
+            })
+            .collect();
+        let mut q = whole.clone();
+        q.extend_from_slice(&[5, 0, RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK as u8, 0, v, 0, 0, 0]);
+        let earlier = copy_on_fork_of(&whole);
+        prop_assert_eq!(copy_on_fork_of(&q), earlier || v != 0);
     }
 }
