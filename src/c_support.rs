@@ -17,7 +17,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     AddressHandle, AsyncEvent, CompletionQueue, Context, Errno, Error, MemoryRegion, MemoryWindow, ProtectionDomain,
-    QpControl, Result, SrqControl,
+    QpControl, Result, SrqControl, Wc,
 };
 
 pub use rverbs_providers::cmd::cq::EventsReported;
@@ -143,4 +143,28 @@ pub fn dealloc_mw_now(mw: &mut MemoryWindow) -> Result<()> {
 #[doc(alias = "ibv_destroy_ah")]
 pub fn destroy_ah_now(ah: &mut AddressHandle) -> Result<()> {
     ah.kernel.destroy()
+}
+
+/// `CompletionQueue::poll_uninit` that leaves each `imm_data` in network
+/// byte order, as libibverbs' `ibv_wc` holds it, so that the C library
+/// polls straight into the caller's `ibv_wc` array and swaps nothing.
+/// Every other field is as `poll` gives it. (Rust programs get host order
+/// from every poll, and [`Wc::imm`].)
+#[doc(alias = "ibv_poll_cq")]
+#[inline(always)]
+pub fn poll_uninit_net_imm<'a>(cq: &mut CompletionQueue, out: &'a mut [std::mem::MaybeUninit<Wc>]) -> &'a mut [Wc] {
+    cq.driver.poll_uninit_net_imm(out)
+}
+
+/// [`poll_uninit_net_imm`] of one entry, without a slice: the next
+/// completion written into `w`, or `None` with `w` untouched. For C
+/// callers that poll one at a time (perftest's latency tests): on rxe it
+/// inlines into the caller with no call at all.
+#[doc(alias = "ibv_poll_cq")]
+#[inline(always)]
+pub fn poll_one_uninit_net_imm<'a>(
+    cq: &mut CompletionQueue,
+    w: &'a mut std::mem::MaybeUninit<Wc>,
+) -> Option<&'a mut Wc> {
+    cq.driver.poll_one_uninit_net_imm(w)
 }

@@ -90,7 +90,7 @@ impl Drop for CqShared {
 /// ```
 #[derive(Debug)]
 pub struct CompletionQueue {
-    driver: CqDriver,
+    pub(crate) driver: CqDriver,
     pub(crate) shared: Arc<CqShared>,
     events_acked: AtomicU32,
 }
@@ -196,8 +196,7 @@ impl CompletionQueue {
     }
 
     /// [`poll`](Self::poll) into memory that need not be initialised (a
-    /// caller-owned array of `MaybeUninit<Wc>`, or a C caller's `ibv_wc`
-    /// array, which has `Wc`'s layout but for `imm_data`'s byte order):
+    /// caller-owned array of `MaybeUninit<Wc>`):
     /// returns the completions written, the first entries of `out`; the
     /// rest of `out` is left as it was. rxe decodes straight into `out`
     /// (no zeroing, no copy); mlx5 initialises `out` first.
@@ -215,50 +214,6 @@ impl CompletionQueue {
     #[inline]
     pub fn poll_uninit<'a>(&mut self, out: &'a mut [std::mem::MaybeUninit<Wc>]) -> &'a mut [Wc] {
         self.driver.poll_uninit(out)
-    }
-
-    /// [`poll_uninit`](Self::poll_uninit) that leaves each `imm_data` in
-    /// network byte order, as libibverbs' `ibv_wc` holds it: for code that
-    /// hands the completions to C (rverbs' `libibverbs.so.1` polls into the
-    /// caller's `ibv_wc` array with it and swaps nothing). Every other field
-    /// is as [`poll`](Self::poll) gives it, `invalidated_rkey` included.
-    ///
-    /// ```no_run
-    /// # let ctx = rverbs::devices()?[0].open()?;
-    /// # let mut cq = ctx.create_cq(16)?;
-    /// let mut buf = [std::mem::MaybeUninit::<rverbs::Wc>::uninit(); 16];
-    /// for wc in cq.poll_uninit_net_imm(&mut buf) {
-    ///     if wc.wc_flags.contains(rverbs::WcFlags::WITH_IMM) {
-    ///         println!("immediate {:#x}", u32::from_be(wc.imm_data));
-    ///     }
-    /// }
-    /// # Ok::<(), rverbs::Error>(())
-    /// ```
-    #[doc(alias = "ibv_poll_cq")]
-    #[inline(always)]
-    pub fn poll_uninit_net_imm<'a>(&mut self, out: &'a mut [std::mem::MaybeUninit<Wc>]) -> &'a mut [Wc] {
-        self.driver.poll_uninit_net_imm(out)
-    }
-
-    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) of one entry,
-    /// without a slice: the next completion written into `w` (`imm_data` in
-    /// network byte order, as `ibv_wc` holds it), or `None` with `w`
-    /// untouched. For C callers that poll one at a time (perftest's latency
-    /// tests): on rxe it inlines into the caller with no call at all.
-    ///
-    /// ```no_run
-    /// # let ctx = rverbs::devices()?[0].open()?;
-    /// # let mut cq = ctx.create_cq(16)?;
-    /// let mut slot = std::mem::MaybeUninit::<rverbs::Wc>::uninit();
-    /// if let Some(wc) = cq.poll_one_uninit_net_imm(&mut slot) {
-    ///     println!("{} {:?}", wc.wr_id, wc.status);
-    /// }
-    /// # Ok::<(), rverbs::Error>(())
-    /// ```
-    #[doc(alias = "ibv_poll_cq")]
-    #[inline(always)]
-    pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut std::mem::MaybeUninit<Wc>) -> Option<&'a mut Wc> {
-        self.driver.poll_one_uninit_net_imm(w)
     }
 
     /// True when no completion is ready: a [`poll`](Self::poll) now would

@@ -346,7 +346,7 @@ pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv
         // uninitialised `Wc` of the same layout (asserted below); no other
         // reference to it exists while the C caller waits for this call.
         let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
-        return c_int::from(g.poll_one_uninit_net_imm(w).is_some());
+        return c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut g, w).is_some());
     }
     if g.is_empty() {
         return 0;
@@ -374,7 +374,7 @@ unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_in
 /// decodes straight into the caller's array: no local copy, no zeroing, no
 /// swap. rxe's ring copy is inlined here: one frame.
 ///
-/// [`poll_uninit_net_imm`]: rverbs::CompletionQueue::poll_uninit_net_imm
+/// [`poll_uninit_net_imm`]: rverbs::c_support::poll_uninit_net_imm
 ///
 /// # Safety
 /// `wc` holds `num >= 1` entries.
@@ -385,7 +385,7 @@ unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>,
     // `MaybeUninit`, nothing is assumed of what they hold, and no other
     // reference to them exists while the C caller waits for this call.
     let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num) };
-    cq.poll_uninit_net_imm(out).len() as c_int
+    rverbs::c_support::poll_uninit_net_imm(&mut cq, out).len() as c_int
 }
 
 const _: () = {

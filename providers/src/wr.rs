@@ -769,6 +769,17 @@ impl Wc {
         self.status == WcStatus::SUCCESS
     }
 
+    /// The immediate data, in host order, of a completion that carries one
+    /// (`WITH_IMM`): `ibv_wc.imm_data` with `ntohl` applied.
+    pub fn imm(&self) -> Option<u32> {
+        self.wc_flags.contains(WcFlags::WITH_IMM).then_some(self.imm_data)
+    }
+
+    /// The rkey a `SEND_WITH_INV` invalidated (`WITH_INV`).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        self.wc_flags.contains(WcFlags::WITH_INV).then_some(self.imm_data)
+    }
+
     /// `Ok(self)` on success, else an error that names the status, the
     /// work request and the QP (for `?` in completion loops).
     pub fn ok(self) -> Result<Wc, WcError> {
@@ -813,6 +824,15 @@ const _: () = {
 #[cfg(test)]
 mod wc_tests {
     use super::*;
+
+    #[test]
+    fn imm_and_invalidated_rkey_follow_the_flags() {
+        let w = Wc { imm_data: 0x1234_5678, wc_flags: WcFlags::WITH_IMM, ..Wc::default() };
+        assert_eq!((w.imm(), w.invalidated_rkey()), (Some(0x1234_5678), None));
+        let w = Wc { imm_data: 0x77, wc_flags: WcFlags::WITH_INV, ..Wc::default() };
+        assert_eq!((w.imm(), w.invalidated_rkey()), (None, Some(0x77)));
+        assert_eq!(Wc::default().imm(), None);
+    }
 
     #[test]
     fn status_and_opcode_print_like_libibverbs() {
