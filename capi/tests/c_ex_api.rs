@@ -395,6 +395,58 @@ unsafe fn post_recv(ctx: *mut ibv_context, qp: *mut ibv_qp, wr_id: u64, addr: u6
     assert_eq!(r, 0, "post_recv");
 }
 
+/// An RC QP on `cq` (receiving from `srq` when it is not NULL), with room
+/// for `depth` sends and receives, every send signaled, connected to itself.
+///
+/// # Safety
+/// `pd`, `cq` and `srq` (or NULL) are live objects of `o`'s library.
+unsafe fn self_connected_rc(
+    o: &Opened,
+    pd: *mut ibv_pd,
+    cq: *mut ibv_cq,
+    srq: *mut ibv_srq,
+    depth: u32,
+) -> *mut ibv_qp {
+    let mut init = ibv_qp_init_attr {
+        qp_context: core::ptr::null_mut(),
+        send_cq: cq,
+        recv_cq: cq,
+        srq: srq.cast(),
+        cap: ibv_qp_cap {
+            max_send_wr: depth,
+            max_recv_wr: if srq.is_null() { depth } else { 0 },
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: 2,
+        sq_sig_all: 1,
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        let qp = (o.lib.create_qp)(pd, &mut init);
+        assert!(!qp.is_null(), "create_qp: errno {}", errno());
+        connect(&o.lib, qp, (*qp).qp_num, o.gid, o.sgid);
+        qp
+    }
+}
+
+/// A signaled SEND of one SGE, followed by `next`.
+fn send_wr(wr_id: u64, sge: *mut ibv_sge, next: *mut ibv_send_wr) -> ibv_send_wr {
+    ibv_send_wr {
+        wr_id,
+        next,
+        sg_list: sge,
+        num_sge: 1,
+        opcode: 2, // IBV_WR_SEND
+        send_flags: SIGNALED,
+        imm_data: 0,
+        wr: [0; 4],
+        qp_type: 0,
+        bind_mw: [0; 6],
+    }
+}
+
 /// The first device opened through the library, its RoCE GID, and the
 /// extended constructors of its `verbs_context`.
 struct Opened {
@@ -1452,7 +1504,9 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
 /// acknowledgements wrote freed memory).
 #[test]
 fn destroys_wait_until_the_events_are_acknowledged() {
-    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    let Some(o) = open_first_device() else { return };
+    let Opened { lib, ctx, create_cq_ex, .. } = &o;
+    let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
     type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
     type PostSrqRecv = unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
     type ReqNotify = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
@@ -1474,18 +1528,7 @@ fn destroys_wait_until_the_events_are_acknowledged() {
         };
         let srq = (lib.create_srq)(pd, &mut si);
         assert!(!srq.is_null(), "create_srq: errno {}", errno());
-        let mut init = ibv_qp_init_attr {
-            qp_context: core::ptr::null_mut(),
-            send_cq: cq,
-            recv_cq: cq,
-            srq: srq.cast(),
-            cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
-            qp_type: 2,
-            sq_sig_all: 1,
-        };
-        let qp = (lib.create_qp)(pd, &mut init);
-        assert!(!qp.is_null(), "create_qp: errno {}", errno());
-        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let qp = self_connected_rc(&o, pd, cq, srq, 8);
         let mut buf = vec![0u8; 8 * 64];
         let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
         assert!(!mr.is_null());
@@ -1504,18 +1547,7 @@ fn destroys_wait_until_the_events_are_acknowledged() {
         let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
         for i in 0..3u64 {
             let mut sge = ibv_sge { addr, length: 8, lkey };
-            let mut wr = ibv_send_wr {
-                wr_id: 100 + i,
-                next: core::ptr::null_mut(),
-                sg_list: &mut sge,
-                num_sge: 1,
-                opcode: 2, // IBV_WR_SEND
-                send_flags: SIGNALED,
-                imm_data: 0,
-                wr: [0; 4],
-                qp_type: 0,
-                bind_mw: [0; 6],
-            };
+            let mut wr = send_wr(100 + i, &mut sge, core::ptr::null_mut());
             let mut bad = core::ptr::null_mut();
             assert_eq!(post_send(qp, &mut wr, &mut bad), 0, "post_send {i}");
         }
@@ -1608,7 +1640,9 @@ fn async_fd_is_blocking_and_honours_o_nonblock() {
 /// the fix: EINVAL, and `*bad_wr` named a request that was posted.
 #[test]
 fn a_failed_doorbell_leaves_bad_wr_alone() {
-    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    let Some(o) = open_first_device() else { return };
+    let Opened { lib, ctx, create_cq_ex, .. } = &o;
+    let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
     type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
     // SAFETY: the C API by its contract: live objects of the library, and
     // buffers of this test that outlive every request using them.
@@ -1617,18 +1651,7 @@ fn a_failed_doorbell_leaves_bad_wr_alone() {
         let cq = create_cq_ex(ctx, &mut ca).cast::<ibv_cq>();
         assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
         let pd = (lib.alloc_pd)(ctx);
-        let mut init = ibv_qp_init_attr {
-            qp_context: core::ptr::null_mut(),
-            send_cq: cq,
-            recv_cq: cq,
-            srq: core::ptr::null_mut(),
-            cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
-            qp_type: 2,
-            sq_sig_all: 1,
-        };
-        let qp = (lib.create_qp)(pd, &mut init);
-        assert!(!qp.is_null(), "create_qp: errno {}", errno());
-        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let qp = self_connected_rc(&o, pd, cq, core::ptr::null_mut(), 8);
         let mut buf = vec![0u8; 8 * 64];
         let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
         assert!(!mr.is_null());
@@ -1637,18 +1660,7 @@ fn a_failed_doorbell_leaves_bad_wr_alone() {
             post_recv(ctx, qp, 50 + i, addr + 64 + i * 64, 64, lkey);
         }
         let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
-        let send = |wr_id: u64, sge: &mut ibv_sge, next: *mut ibv_send_wr| ibv_send_wr {
-            wr_id,
-            next,
-            sg_list: sge,
-            num_sge: 1,
-            opcode: 2, // IBV_WR_SEND
-            send_flags: SIGNALED,
-            imm_data: 0,
-            wr: [0; 4],
-            qp_type: 0,
-            bind_mw: [0; 6],
-        };
+        let send = |wr_id: u64, sge: &mut ibv_sge, next: *mut ibv_send_wr| send_wr(wr_id, sge, next);
         let (qp_u, addr_u) = (qp as usize, addr);
         let (r_one, r_list) = std::thread::scope(|s| {
             s.spawn(move || {
@@ -1722,7 +1734,9 @@ unsafe fn poll_wc_now(ctx: *mut ibv_context, cq: *mut ibv_cq) -> Option<ibv_wc> 
 /// second completion.
 #[test]
 fn a_stray_end_poll_leaves_another_threads_span_alone() {
-    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    let Some(o) = open_first_device() else { return };
+    let Opened { lib, ctx, create_cq_ex, .. } = &o;
+    let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
     type Start = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int;
     type Next = unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int;
     type End = unsafe extern "C" fn(*mut ibv_cq_ex);
@@ -1736,36 +1750,14 @@ fn a_stray_end_poll_leaves_another_threads_span_alone() {
         let cq = create_cq_ex(ctx, &mut ca);
         assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
         let pd = (lib.alloc_pd)(ctx);
-        let mut init = ibv_qp_init_attr {
-            qp_context: core::ptr::null_mut(),
-            send_cq: cq.cast(),
-            recv_cq: cq.cast(),
-            srq: core::ptr::null_mut(),
-            cap: ibv_qp_cap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
-            qp_type: 2,
-            sq_sig_all: 1,
-        };
-        let qp = (lib.create_qp)(pd, &mut init);
-        assert!(!qp.is_null(), "create_qp: errno {}", errno());
-        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let qp = self_connected_rc(&o, pd, cq.cast(), core::ptr::null_mut(), 4);
         let mut buf = vec![0u8; 256];
         let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
         assert!(!mr.is_null());
         let (addr, lkey) = (buf.as_ptr() as u64, (*mr).lkey);
         post_recv(ctx, qp, 7, addr + 128, 64, lkey);
         let mut sge = ibv_sge { addr, length: 8, lkey };
-        let mut wr = ibv_send_wr {
-            wr_id: 8,
-            next: core::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-            opcode: 2, // IBV_WR_SEND
-            send_flags: SIGNALED,
-            imm_data: 0,
-            wr: [0; 4],
-            qp_type: 0,
-            bind_mw: [0; 6],
-        };
+        let mut wr = send_wr(8, &mut sge, core::ptr::null_mut());
         let mut bad = core::ptr::null_mut();
         let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
         assert_eq!(post_send(qp, &mut wr, &mut bad), 0);
@@ -1862,7 +1854,9 @@ const QP_LAST_WQE_REACHED: u32 = 16;
 /// had left the handle table), and the destroy must wait for its ack.
 #[test]
 fn last_wqe_reached_names_the_qp_until_acknowledged() {
-    let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
+    let Some(o) = open_first_device() else { return };
+    let Opened { lib, ctx, create_cq_ex, .. } = &o;
+    let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
     // SAFETY: the C API by its contract: live objects of the library; the
     // acknowledging thread is joined before the test returns.
     unsafe {
@@ -1875,18 +1869,7 @@ fn last_wqe_reached_names_the_qp_until_acknowledged() {
         };
         let srq = (lib.create_srq)(pd, &mut si);
         assert!(!cq.is_null() && !srq.is_null());
-        let mut init = ibv_qp_init_attr {
-            qp_context: core::ptr::null_mut(),
-            send_cq: cq,
-            recv_cq: cq,
-            srq: srq.cast(),
-            cap: ibv_qp_cap { max_send_wr: 4, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
-            qp_type: 2,
-            sq_sig_all: 0,
-        };
-        let qp = (lib.create_qp)(pd, &mut init);
-        assert!(!qp.is_null(), "create_qp: errno {}", errno());
-        connect(&lib, qp, (*qp).qp_num, gid, sgid);
+        let qp = self_connected_rc(&o, pd, cq, srq, 4);
         let mut a: ibv_qp_attr = core::mem::zeroed();
         a.qp_state = 6; // ERR
         assert_eq!((lib.modify_qp)(qp, &mut a, 1), 0, "to ERR");
