@@ -282,9 +282,9 @@ fn batches_and_a_qp_connected_to_itself_succeed() {
     p.mb.read_at(0, &mut got).unwrap();
     assert_eq!(&got, b"to myself");
 
-    let e = me.connect_endpoints(&e1, &e1, &ConnectOptions::default()).unwrap_err();
+    let e = me.connect(&e1, &e1, &ConnectOptions::default()).unwrap_err();
     assert!(e.message().contains("RESET or INIT"), "{e}");
     let other = p.b.local_endpoint(1, &ConnectOptions::default()).unwrap();
-    let e = fresh.connect_endpoints(&other, &other, &ConnectOptions::default()).unwrap_err();
+    let e = fresh.connect(&other, &other, &ConnectOptions::default()).unwrap_err();
     assert!(e.message().contains("not this QP's"), "{e}");
 }

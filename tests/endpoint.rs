@@ -311,7 +311,7 @@ fn handshake_refuses_before_sending_anything() {
     assert_eq!(qp.state(), QpState::Reset);
     // A QP past INIT.
     let me = qp.local_endpoint(1, &opts).unwrap();
-    qp.connect(&me, 1, &opts).unwrap();
+    qp.connect(&me, &me, &opts).unwrap();
     let e = qp.handshake(&mut tcp, &me, &opts).unwrap_err();
     assert!(e.message().contains("is in RTS: the handshake starts from RESET or INIT"), "{e}");
     // An out-of-range PSN.

@@ -348,7 +348,7 @@ fn rc_peer() {
     let theirs = Endpoint::from_bytes(&unhex(&std::env::var("RVERBS_FAULTS_EP").unwrap())).unwrap();
     let opts = short_retry();
     let me = qp.local_endpoint(200, &opts).unwrap().with_memory(&mr);
-    qp.connect(&theirs, me.psn, &opts).unwrap();
+    qp.connect(&me, &theirs, &opts).unwrap();
     println!("@@ep {}", hex(&me.to_bytes().unwrap()));
     std::mem::forget((ctx, pd, cq, qp, mr));
 }
@@ -473,7 +473,7 @@ fn peer_sigkilled_mid_stream_ends_in_retry_exceeded() {
     let me = qp.local_endpoint(100, &opts).unwrap();
     let mut kid = Kid::spawn("rc_peer", &[("RVERBS_FAULTS_EP", hex(&me.to_bytes().unwrap()))]);
     let theirs = Endpoint::from_bytes(&unhex(&kid.expect("ep", REPORT))).unwrap();
-    qp.connect(&theirs, me.psn, &opts).unwrap();
+    qp.connect(&me, &theirs, &opts).unwrap();
     let remote = theirs.memory.unwrap().at(0, 64).unwrap();
     let sge = [mr.sge(0, 64).unwrap()];
 

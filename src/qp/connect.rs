@@ -137,19 +137,9 @@ impl QpControl {
         self.modify(&a, mask)
     }
 
-    /// RESET → INIT → RTR → RTS in one call: connects an RC/UC QP to
-    /// `remote`, or readies a UD QP (which ignores `remote`), sending from
-    /// `local_psn`. [`connect_endpoints`](Self::connect_endpoints) takes the
-    /// PSN from this QP's own endpoint instead.
-    #[doc(alias = "ibv_modify_qp")]
-    pub fn connect(&self, remote: &Endpoint, local_psn: u32, opts: &ConnectOptions) -> Result<()> {
-        self.to_init(opts)?;
-        self.to_rtr(remote, opts)?;
-        self.to_rts(local_psn, opts)
-    }
-
     /// Connects this QP to `remote` with the PSN already chosen in `local`,
-    /// this QP's own endpoint (from [`local_endpoint`](Self::local_endpoint)):
+    /// this QP's own endpoint (from [`local_endpoint`](Self::local_endpoint),
+    /// so the PSN is given once):
     /// what [`handshake`](Self::handshake) does once the endpoints are
     /// exchanged, for endpoints that travel some other way. RESET → INIT
     /// ([`to_init`](Self::to_init)) when the QP is in RESET (a QP already in
@@ -171,7 +161,7 @@ impl QpControl {
     /// // ... send `me.to_text()?` to the peer, get its endpoint back ...
     /// # let peer_text = me.to_text()?;
     /// let peer = Endpoint::from_text(&peer_text)?;
-    /// qp.connect_endpoints(&me, &peer, &opts)?;
+    /// qp.connect(&me, &peer, &opts)?;
     /// # Ok(())
     /// # }
     /// ```
@@ -181,8 +171,8 @@ impl QpControl {
     /// (`EINVAL`), or a transition failed: the error names it and the
     /// kernel's errno.
     #[doc(alias = "ibv_modify_qp")]
-    pub fn connect_endpoints(&self, local: &Endpoint, remote: &Endpoint, opts: &ConnectOptions) -> Result<()> {
-        const VERB: &str = "QpControl::connect_endpoints";
+    pub fn connect(&self, local: &Endpoint, remote: &Endpoint, opts: &ConnectOptions) -> Result<()> {
+        const VERB: &str = "QpControl::connect";
         if local.qpn != self.qp_num() {
             return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
                 "the local endpoint is QP {:#x}'s, not this QP's ({:#x}): pass this QP's local_endpoint()",
@@ -210,7 +200,7 @@ impl QpControl {
     /// loopback on one device, or two devices of one host), to each other
     /// in one call: a random PSN each ([`Endpoint::random_psn`]), each
     /// one's [`local_endpoint`](Self::local_endpoint), then
-    /// [`connect_endpoints`](Self::connect_endpoints) on both. No TCP, no
+    /// [`connect`](Self::connect) on both. No TCP, no
     /// CM. Either QP may be in RESET or in INIT (receives posted first);
     /// `peer` may be this QP itself (an RC QP connected to itself). Returns
     /// both endpoints, `(ours, peer's)`: add
@@ -237,13 +227,13 @@ impl QpControl {
     /// ```
     ///
     /// # Errors
-    /// As for [`connect_endpoints`](Self::connect_endpoints), naming which
+    /// As for [`connect`](Self::connect), naming which
     /// QP failed; `a` may be connected when `b` fails.
     #[doc(alias = "ibv_modify_qp")]
     pub fn connect_pair(&self, peer: &QpControl, opts: &ConnectOptions) -> Result<(Endpoint, Endpoint)> {
         let ours = self.local_endpoint(Endpoint::random_psn(), opts)?;
         if std::sync::Arc::ptr_eq(&self.0, &peer.0) {
-            self.connect_endpoints(&ours, &ours, opts)?;
+            self.connect(&ours, &ours, opts)?;
             return Ok((ours, ours));
         }
         let theirs = peer.local_endpoint(Endpoint::random_psn(), opts)?;
@@ -251,8 +241,8 @@ impl QpControl {
             let msg = format!("QP {qpn:#x}: {}", e.message());
             e.with_message(msg)
         };
-        self.connect_endpoints(&ours, &theirs, opts).map_err(|e| which(e, ours.qpn))?;
-        peer.connect_endpoints(&theirs, &ours, opts).map_err(|e| which(e, theirs.qpn))?;
+        self.connect(&ours, &theirs, opts).map_err(|e| which(e, ours.qpn))?;
+        peer.connect(&theirs, &ours, opts).map_err(|e| which(e, theirs.qpn))?;
         Ok((ours, theirs))
     }
 }

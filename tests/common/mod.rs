@@ -95,8 +95,8 @@ pub fn connect_pair(
     assert!(a.context().same_as(ctx) && b.context().same_as(ctx));
     let ea = a.local_endpoint(100, opts).unwrap();
     let eb = b.local_endpoint(200, opts).unwrap();
-    a.connect(&eb, ea.psn, opts).unwrap();
-    b.connect(&ea, eb.psn, opts).unwrap();
+    a.connect(&ea, &eb, opts).unwrap();
+    b.connect(&eb, &ea, opts).unwrap();
 }
 
 /// Polls `cq` until `n` completions arrived (yielding while empty), or

@@ -12,8 +12,8 @@ fn rc_send_and_rdma_write() {
     let pd = ctx.alloc_pd().expect("alloc_pd");
     let (mut a, mut b) = (Side::new(&ctx, &pd), Side::new(&ctx, &pd));
     let opts = ConnectOptions::default();
-    a.qp.connect(&b.endpoint(200), 100, &opts).expect("connect a");
-    b.qp.connect(&a.endpoint(100), 200, &opts).expect("connect b");
+    a.qp.connect(&a.endpoint(100), &b.endpoint(200), &opts).expect("connect a");
+    b.qp.connect(&b.endpoint(200), &a.endpoint(100), &opts).expect("connect b");
 
     // SEND: A's region into the receive B posted.
     let msg = b"hello over rxe from a downstream crate";
