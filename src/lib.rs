@@ -20,15 +20,17 @@
 //! into [`Error`], so one helper can post, poll and check:
 //!
 //! ```no_run
-//! use rverbs::{CompletionQueue, QueuePair, SendWr, Wc};
+//! use std::time::Duration;
+//! use rverbs::{CompletionQueue, Errno, Error, QueuePair, SendWr, Wc};
 //!
 //! fn send_and_wait(qp: &mut QueuePair, cq: &mut CompletionQueue, wr: &[SendWr<'_>]) -> rverbs::Result<Wc> {
 //!     qp.post_send(wr)?; // PostError -> Error (ErrorKind::Post)
-//!     loop {
-//!         if let Some(wc) = cq.poll_one() {
-//!             return Ok(wc.ok()?); // WcError -> Error (ErrorKind::Completion)
-//!         }
+//!     let mut wc = [Wc::default(); 1];
+//!     // At least one completion, or none after the deadline.
+//!     if cq.wait_any(&mut wc, Some(Duration::from_secs(5)))? == 0 {
+//!         return Err(Error::check("send_and_wait", Errno::ETIMEDOUT));
 //!     }
+//!     Ok(wc[0].ok()?) // WcError -> Error (ErrorKind::Completion)
 //! }
 //! ```
 //!
