@@ -603,3 +603,139 @@ fn qp_moved_to_err_by_another_thread_while_a_poster_runs() {
     assert!(ok > 0, "the stream ran before the error");
     eprintln!("{posted} posted: {ok} succeeded, {} flushed; {refused} posts refused", posted as usize - ok);
 }
+
+/// Waits for `child` to exit within `within` (a hang detector, not a time
+/// limit): its status, or `None` if it is still running.
+fn exits_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if start.elapsed() >= within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Port 1 of `name` is ACTIVE with a RoCE GID again (after a link change),
+/// within a hang detector's bound.
+fn wait_usable(name: &str) -> rverbs::Device {
+    let start = Instant::now();
+    loop {
+        let dev = rverbs::devices().unwrap().into_iter().find(|d| d.name() == name);
+        if let Some(dev) = dev {
+            let active = common::sysfs(dev.sysfs_path().join("ports/1/state")).contains("ACTIVE");
+            if active && dev.open().and_then(|c| c.default_sgid_index(1)).is_ok() {
+                return dev;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{name} did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One RDMA WRITE between two fresh QPs of `dev`, completed.
+fn one_write_works(dev: &rverbs::Device) {
+    let ctx = dev.open().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let (mut cq_a, cq_b) = (ctx.create_cq(8).unwrap(), ctx.create_cq(8).unwrap());
+    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
+    a.connect_pair(&b, &ConnectOptions::default()).unwrap();
+    let mr = pd.alloc_mr(8192, ALL).unwrap();
+    let sge = [mr.sge(0, 64).unwrap()];
+    a.post_send(&[SendWr::write(7, &sge, mr.remote(4096).unwrap()).signaled()]).unwrap();
+    let wc = common::poll_n(&mut cq_a, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::SUCCESS));
+}
+
+/// The netdev under rxe taken down and up: PORT_ERR, then PORT_ACTIVE
+/// (GID changes may come between), and then connecting and moving data
+/// works again, on new QPs of the context opened before the flap.
+#[test]
+fn netdev_down_and_up_then_a_reconnect_works() {
+    let _g = lock();
+    let Some(dev) = common::first_device() else { return };
+    let Some(netdev) = dev.netdev().map(str::to_owned) else {
+        assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+        return;
+    };
+    let ctx = dev.open().unwrap();
+    let ip = |up: &str| {
+        let out = common::run("/usr/bin/ip", &["link", "set", &netdev, up]);
+        assert!(out.status.success(), "ip link set {up}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    ip("down");
+    let ev = ctx.get_async_event_timeout(30_000).unwrap().expect("PORT_ERR (hang detector: 30 s)");
+    ip("up");
+    assert_eq!(ev.event_type, rverbs::AsyncEventType::PortErr, "{ev:?}");
+    let start = Instant::now();
+    loop {
+        let left = Duration::from_secs(30).saturating_sub(start.elapsed()).as_millis() as i32;
+        let ev = ctx.get_async_event_timeout(left).unwrap().expect("PORT_ACTIVE (hang detector: 30 s)");
+        if ev.event_type == rverbs::AsyncEventType::PortActive {
+            break;
+        }
+        assert_eq!(ev.event_type, rverbs::AsyncEventType::GidChange, "{ev:?}");
+    }
+    let dev = wait_usable(dev.name());
+    one_write_works(&dev);
+}
+
+/// Device removal: rxe cannot disassociate a context, so `rdma link
+/// delete` waits until every process has closed the device. Here it is
+/// started while this process holds connected QPs, an armed CQ on a
+/// channel and a bound CM id: the CM id gets DEVICE_REMOVAL, the delete
+/// waits, and it completes once these objects are dropped (nothing of the
+/// library keeps an fd, a mapping or a kernel object). The device re-added
+/// with the same name then works in this same process.
+#[test]
+fn link_delete_waits_for_the_objects_and_a_readded_device_works() {
+    let _g = lock();
+    let Some(dev) = common::first_device() else { return };
+    let Some(netdev) = dev.netdev().map(str::to_owned) else {
+        assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+        return;
+    };
+    let name = dev.name().to_owned();
+    // Whatever happens below, the next tests of this boot find the device.
+    struct ReAdd(String, String);
+    impl Drop for ReAdd {
+        fn drop(&mut self) {
+            if rverbs::devices().map(|d| d.iter().all(|d| d.name() != self.0)).unwrap_or(false) {
+                common::run("/usr/bin/rdma", &["link", "add", &self.0, "type", "rxe", "netdev", &self.1]);
+            }
+        }
+    }
+    let _readd = ReAdd(name.clone(), netdev.clone());
+    let mut del = {
+        let Some(mut lb) = common::loopback(QpType::Rc, QpCap::default(), 16) else { return };
+        let ch = lb.ctx.create_comp_channel().unwrap();
+        let mut armed = lb.ctx.create_cq_with(&CqInitAttr { cqe: 8, channel: Some(&ch), comp_vector: 0 }).unwrap();
+        armed.req_notify(false).unwrap();
+        let events = cm::EventChannel::new().unwrap();
+        let id = events.create_id(cm::PortSpace::Tcp).unwrap();
+        id.bind_addr(at(7471)).unwrap();
+        let mr = lb.pd.alloc_mr(4096, ALL).unwrap();
+        let sge = [mr.sge(0, 8).unwrap()];
+        lb.a.post_send(&[SendWr::write(1, &sge, mr.remote(64).unwrap()).signaled()]).unwrap();
+        common::poll_n(&mut lb.cq_a, 1);
+        let mut del = Command::new("/usr/bin/rdma").args(["link", "delete", &name]).spawn().unwrap();
+        let ev = events.get_event_timeout(Duration::from_secs(30)).unwrap().expect("DEVICE_REMOVAL (hang detector)");
+        assert_eq!(ev.kind(), cm::EventKind::DeviceRemoval, "{ev:?}");
+        assert!(ev.id().same_as(&id));
+        drop(ev);
+        assert!(exits_within(&mut del, Duration::from_secs(1)).is_none(), "the delete returned while objects lived");
+        drop((id, events, armed, ch, mr, lb));
+        del
+    };
+    let status =
+        exits_within(&mut del, Duration::from_secs(60)).expect("rdma link delete still waits (hang detector: 60 s)");
+    assert!(status.success(), "rdma link delete: {status}");
+    assert!(rverbs::devices().unwrap().iter().all(|d| d.name() != name), "{name} is gone");
+    let out = common::run("/usr/bin/rdma", &["link", "add", &name, "type", "rxe", "netdev", &netdev]);
+    assert!(out.status.success(), "rdma link add: {}", String::from_utf8_lossy(&out.stderr));
+    one_write_works(&wait_usable(&name));
+}
