@@ -51,6 +51,16 @@ struct Lib {
     modify_qp: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int,
     query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut [u8; 16]) -> c_int,
     create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
+    free_device_list: unsafe extern "C" fn(*mut *mut ibv_device),
+    get_device_name: unsafe extern "C" fn(*mut ibv_device) -> *const core::ffi::c_char,
+    close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
+    dealloc_pd: unsafe extern "C" fn(*mut ibv_pd) -> c_int,
+    dereg_mr: unsafe extern "C" fn(*mut ibv_mr) -> c_int,
+    destroy_comp_channel: unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int,
+    destroy_cq: unsafe extern "C" fn(*mut ibv_cq) -> c_int,
+    destroy_srq: unsafe extern "C" fn(*mut ibv_srq) -> c_int,
+    destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
+    destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
 }
 
 /// # Safety
@@ -86,6 +96,16 @@ fn load(which: &str) -> Lib {
             modify_qp: sym(h, "ibv_modify_qp"),
             query_gid: sym(h, "ibv_query_gid"),
             create_ah: sym(h, "ibv_create_ah"),
+            free_device_list: sym(h, "ibv_free_device_list"),
+            get_device_name: sym(h, "ibv_get_device_name"),
+            close_device: sym(h, "ibv_close_device"),
+            dealloc_pd: sym(h, "ibv_dealloc_pd"),
+            dereg_mr: sym(h, "ibv_dereg_mr"),
+            destroy_comp_channel: sym(h, "ibv_destroy_comp_channel"),
+            destroy_cq: sym(h, "ibv_destroy_cq"),
+            destroy_srq: sym(h, "ibv_destroy_srq"),
+            destroy_qp: sym(h, "ibv_destroy_qp"),
+            destroy_ah: sym(h, "ibv_destroy_ah"),
         }
     }
 }
@@ -127,6 +147,7 @@ fn child_main() {
             "mmap" => mmap(&lib, dev),
             "rc_peer" => rc_peer(&lib, dev),
             "rc_stream" => rc_stream(&lib, dev),
+            "release" => release(&lib, list),
             m => panic!("unknown child mode {m}"),
         }
     }
@@ -174,6 +195,85 @@ unsafe fn hold(lib: &Lib, dev: *mut ibv_device) {
         let mut ah_attr = a.ah_attr;
         let ah = (lib.create_ah)(pd, &mut ah_attr);
         assert!(!ah.is_null(), "create_ah errno {}", errno());
+    }
+}
+
+/// The next line of stdin, which the test writes when it is time.
+fn wait_for_line() -> String {
+    let mut l = String::new();
+    std::io::stdin().read_line(&mut l).unwrap();
+    l.trim().to_owned()
+}
+
+/// [`hold`]'s objects on the first device of `list`, each destroyed (and the
+/// device closed, the list freed) when the test says `release`; then, when
+/// it says `reopen`, the device listed and opened again by name (the test
+/// has deleted and re-added it meanwhile): `@@reopened ok` or the errno.
+unsafe fn release(lib: &Lib, list: *mut *mut ibv_device) {
+    // SAFETY: the caller's contract: a list from the library; each object
+    // is destroyed once, after those that use it.
+    unsafe {
+        let dev = *list;
+        let name = std::ffi::CStr::from_ptr((lib.get_device_name)(dev)).to_owned();
+        let ctx = (lib.open_device)(dev);
+        let pd = (lib.alloc_pd)(ctx);
+        let buf = Vec::leak(vec![0u8; 1 << 16]);
+        let mr = (lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
+        let ch = (lib.create_comp_channel)(ctx);
+        let cq = (lib.create_cq)(ctx, 64, core::ptr::null_mut(), ch, 0);
+        assert!(!ctx.is_null() && !pd.is_null() && !mr.is_null() && !ch.is_null() && !cq.is_null());
+        type Notify = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+        assert_eq!(core::mem::transmute::<Slot, Notify>((*ctx).ops.req_notify_cq)(cq, 0), 0, "arm");
+        let mut sa = ibv_srq_init_attr {
+            srq_context: core::ptr::null_mut(),
+            attr: ibv_srq_attr { max_wr: 16, max_sge: 1, srq_limit: 0 },
+        };
+        let srq = (lib.create_srq)(pd, &mut sa);
+        let mut qa = ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: cq,
+            recv_cq: cq,
+            srq: core::ptr::null_mut(),
+            cap: ibv_qp_cap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            qp_type: 2,
+            sq_sig_all: 0,
+        };
+        let qp = (lib.create_qp)(pd, &mut qa);
+        assert!(!srq.is_null() && !qp.is_null());
+        let a = connect(lib, ctx, qp, (*qp).qp_num, 14, 7);
+        let mut ah_attr = a.ah_attr;
+        let ah = (lib.create_ah)(pd, &mut ah_attr);
+        assert!(!ah.is_null(), "create_ah errno {}", errno());
+        println!("\n@@holding");
+        assert_eq!(wait_for_line(), "release");
+        let r = [
+            (lib.destroy_ah)(ah),
+            (lib.destroy_qp)(qp),
+            (lib.destroy_srq)(srq),
+            (lib.destroy_cq)(cq),
+            (lib.destroy_comp_channel)(ch),
+            (lib.dereg_mr)(mr),
+            (lib.dealloc_pd)(pd),
+            (lib.close_device)(ctx),
+        ];
+        (lib.free_device_list)(list);
+        println!("@@released {r:?}");
+        assert_eq!(wait_for_line(), "reopen");
+        let mut n = 0;
+        let list = (lib.get_device_list)(&mut n);
+        let dev = (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((lib.get_device_name)(d)) == name.as_c_str());
+        let reopened = match dev {
+            None => "not listed".to_owned(),
+            Some(d) => {
+                let ctx = (lib.open_device)(d);
+                let pd = if ctx.is_null() { core::ptr::null_mut() } else { (lib.alloc_pd)(ctx) };
+                outcome(pd)
+            }
+        };
+        println!("@@reopened {reopened}");
+        std::process::exit(0);
     }
 }
 
@@ -586,5 +686,61 @@ fn peer_sigkilled_mid_stream_ends_in_retry_exceeded_on_either_library() {
         // jiffies and a TCG guest runs timers late, so this bound is a hang
         // detector (timeout 0 would retry forever), not a performance limit.
         assert!(took < Duration::from_secs(30), "{lib}: {took:?}");
+    }
+}
+
+/// Device removal through the C library (rverbs' and rdma-core's): rxe
+/// cannot disassociate a context, so `rdma link delete` waits while a
+/// process holds the device. A child holds a context, a PD, an MR, an
+/// armed CQ on a channel, an SRQ, a connected RC QP and an AH; the delete
+/// still waits a second later; once the child has destroyed them all and
+/// closed the device (it stays alive), the delete completes: the library
+/// keeps no fd, mapping or kernel object. The device re-added with the same
+/// name is listed and opened again by the same process.
+#[test]
+fn link_delete_completes_once_the_objects_are_destroyed_on_either_library() {
+    let Some((dev, libs)) = libs() else { return };
+    let netdev = rverbs::device_by_name(&dev).unwrap().netdev().expect("rxe has a netdev").to_owned();
+    let _g = lock();
+    for lib in &libs {
+        let mut kid = Kid::spawn("release", lib);
+        kid.expect("holding");
+        let mut del = Command::new("/usr/bin/rdma").args(["link", "delete", &dev]).spawn().unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(del.try_wait().unwrap().is_none(), "{lib}: the delete returned while the child held objects");
+        use std::io::Write;
+        let stdin = kid.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "release").unwrap();
+        let released = kid.expect("released");
+        assert_eq!(released, "[0, 0, 0, 0, 0, 0, 0, 0]", "{lib}: every destroy succeeded");
+        // A hang detector, not a time limit.
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = del.try_wait().unwrap() {
+                break s;
+            }
+            if start.elapsed() > REPORT {
+                let _ = Command::new("/usr/bin/rdma")
+                    .args(["link", "add", &dev, "type", "rxe", "netdev", &netdev])
+                    .status();
+                panic!("{lib}: rdma link delete still waits after the child released everything");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{lib}: rdma link delete: {status}");
+        let add = Command::new("/usr/bin/rdma").args(["link", "add", &dev, "type", "rxe", "netdev", &netdev]).status();
+        assert!(add.unwrap().success(), "rdma link add");
+        // The port comes up and its GIDs come back before the child looks.
+        let start = Instant::now();
+        while !std::fs::read_to_string(format!("/sys/class/infiniband/{dev}/ports/1/state"))
+            .unwrap_or_default()
+            .contains("ACTIVE")
+        {
+            assert!(start.elapsed() < REPORT, "{dev} did not come back");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        writeln!(kid.child.stdin.as_mut().unwrap(), "reopen").unwrap();
+        assert_eq!(kid.expect("reopened"), "ok", "{lib}: the re-added device opens in the same process");
+        eprintln!("{lib}: the delete waited for the objects, then completed; the re-added device opened");
     }
 }
