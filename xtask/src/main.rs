@@ -33,6 +33,7 @@ mod fuzz;
 mod mlx5_diff;
 mod names;
 mod project;
+mod soak;
 mod strace;
 mod twohost;
 
@@ -82,6 +83,13 @@ usage:
       (default 50000), each with a new random seed, until N minutes have
       passed; a failing round stops the run and prints its seed and the
       command that replays it (--seed S: the first round's seed)
+  cargo xtask soak --minutes N [--kernel 6.1|6.12] [--sample S] [--no-capi] [--keep]
+      boot one guest (default kernel 6.12) and run examples/soak.rs for N
+      minutes: RC SEND/RECV, WRITE, READ, atomics, SRQ, UD, CM connects,
+      CQ events and rdma-core's ping-pongs on rverbs' libibverbs.so.1, every
+      byte and completion checked, rdma resource show and RSS sampled every
+      S s; exit 1 on an error, a lost or duplicated completion, or growth
+      (cargo xtask test runs 2 minutes on 6.12)
   cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
@@ -112,6 +120,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
         Some("bench") => bench::run(&parse_bench(&args[1..])?),
         Some("mlx5-diff") => mlx5_diff::run(&args[1..]),
         Some("fuzz") => fuzz::run(&fuzz::parse(&args[1..])?),
+        Some("soak") => soak::run(&soak::parse(&args[1..])?),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)
