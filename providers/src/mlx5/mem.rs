@@ -346,6 +346,7 @@ mod tests {
     /// Queue buffers and doorbell-record pages are not copied into a child
     /// of `fork()` (`dc`: `VM_DONTCOPY`), as with rdma-core's `ibv_fork_init`.
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc/self/smaps; Miri runs no madvise (dont_fork) and the layout tests")]
     fn dma_memory_is_madvised_dontfork() {
         let b = DmaBuf::new("t", 3 * page_size()).unwrap();
         for off in [0, b.len() as u64 - 1] {

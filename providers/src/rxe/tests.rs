@@ -1337,7 +1337,10 @@ fn randomized_posts_and_polls() {
         n
     };
 
-    for _ in 0..10_000 {
+    // Under Miri (`cargo xtask miri`) 400 steps: each ring still sees ~90
+    // requests and wraps ten times, in seconds instead of most of an hour.
+    let steps = if cfg!(miri) { 400 } else { 10_000 };
+    for _ in 0..steps {
         match rng.below(6) {
             0 => {
                 // Post 1..=5 sends; one in ten batches has an invalid request.
@@ -1493,7 +1496,7 @@ fn randomized_posts_and_polls() {
     assert!(completed.values().all(|&n| n == 1), "exactly once");
     for (tag, m) in [TAG_SQ, TAG_RQ, TAG_SRQ].iter().zip(&models) {
         let count = m.next - tag;
-        assert!(count > 500, "ring {tag:#x} saw only {count} requests");
+        assert!(count > steps / 20, "ring {tag:#x} saw only {count} requests");
         for id in *tag..m.next {
             assert_eq!(completed.get(&id), Some(&1), "wr_id {id:#x}");
         }
