@@ -30,6 +30,7 @@ mod demo;
 mod downstream;
 mod elf;
 mod fuzz;
+mod miri;
 mod mlx5_diff;
 mod names;
 mod project;
@@ -76,6 +77,11 @@ usage:
       UAR stores, decoded completions) over the named scenarios and N
       random ones (default 10000; part of cargo xtask test's host tier),
       and ibv_devinfo -v next to rverbs devinfo -v on the fake device
+  cargo xtask miri
+      host only: the unit tests that exercise unsafe code (rxe rings, the
+      mlx5 model's queues, CM and netlink, MemoryRegion bytes, the C
+      library's marshalling) under Miri; one line and exit 0 when rustup's
+      nightly lacks the miri and rust-src components
   cargo xtask fuzz --minutes N [--cases N] [--seed S]
       host only: the property tests of every decoder of peer, kernel and
       HCA bytes (the workspace's proptests modules; 10000 cases from a
@@ -121,6 +127,7 @@ fn dispatch(args: &[String]) -> Result<i32, String> {
         Some("mlx5-diff") => mlx5_diff::run(&args[1..]),
         Some("fuzz") => fuzz::run(&fuzz::parse(&args[1..])?),
         Some("soak") => soak::run(&soak::parse(&args[1..])?),
+        Some("miri") => miri::run(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(0)
