@@ -200,11 +200,14 @@ proptest! {
                 num_sge,
             })
             .collect();
+        // Linked through one raw pointer to the array, so that no later
+        // `&mut` retags the requests under the links (Stacked Borrows).
+        let base = wrs.as_mut_ptr();
         for i in 1..wrs.len() {
-            let next: *mut ibv_recv_wr = &mut wrs[i];
-            wrs[i - 1].next = next;
+            // SAFETY: `i - 1` and `i` are in bounds of `wrs`.
+            unsafe { (*base.add(i - 1)).next = base.add(i) };
         }
-        let head = wrs.first_mut().map_or(ptr::null_mut(), |w| w as *mut ibv_recv_wr);
+        let head = if wrs.is_empty() { ptr::null_mut() } else { base };
         let sentinel = 0x5a5a_usize as *mut ibv_recv_wr;
         let mut bad = sentinel;
         let bad_ptr = if with_bad_wr { &mut bad as *mut *mut ibv_recv_wr } else { ptr::null_mut() };
@@ -246,7 +249,7 @@ proptest! {
                 prop_assert_eq!(rc, want);
                 prop_assert_eq!(posted.len(), i);
                 if with_bad_wr {
-                    prop_assert_eq!(bad, &mut wrs[i] as *mut ibv_recv_wr);
+                    prop_assert_eq!(bad, base.wrapping_add(i));
                 }
             }
         }
