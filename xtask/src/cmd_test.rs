@@ -100,6 +100,9 @@ pub fn run(args: &TestArgs) -> Result<i32> {
     if (!some_only || args.vm_only || args.downstream_only) && !args.no_downstream {
         downstream_tiers(&ws, &series, &mut tally);
     }
+    if !some_only || args.vm_only {
+        soak_tier(&ws, &series, &mut tally);
+    }
     Ok(print_summary(&tally))
 }
 
@@ -300,6 +303,22 @@ fn downstream_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
         println!("{what}: {} in {}", with_problems(counts, &problems).describe(), secs(start.elapsed()));
         tally.add(what, counts, problems, secs(start.elapsed()));
     }
+}
+
+/// The soak (`cargo xtask soak`): `soak::CI_MINUTES` on `soak::CI_KERNEL`
+/// when the run boots that kernel; one test, failed by any error, lost or
+/// duplicated completion, or growth it reports.
+fn soak_tier(ws: &Workspace, series: &[Series], tally: &mut Tally) {
+    let Some(&s) = series.iter().find(|s| s.name == crate::soak::CI_KERNEL) else { return };
+    let what = format!("soak {}", s.name);
+    println!(
+        "==> {what}: examples/soak.rs for {} min, mixed traffic, every byte and completion checked",
+        crate::soak::CI_MINUTES
+    );
+    let start = Instant::now();
+    let (counts, problems) = crate::soak::tier(ws, s);
+    println!("{what}: {} in {}", with_problems(counts, &problems).describe(), secs(start.elapsed()));
+    tally.add(what, counts, problems, secs(start.elapsed()));
 }
 
 /// Progress: libtest result lines (both consoles with RVERBS_VM_VERBOSE;

@@ -59,7 +59,8 @@ usage:
       host tier (cargo test --workspace), then the integration tests in a
       QEMU guest with rxe0 for each kernel (default: all of them), then
       the two-host tier for each kernel, then tests/downstream's cargo test
-      through rverbs-vm (--vm-only runs all three VM tiers)
+      through rverbs-vm, then a 2-minute soak on 6.12 (cargo xtask soak)
+      (--vm-only runs all four VM tiers)
   cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--reuse] [--keep]
       rverbs next to rdma-core in one guest per kernel (default: all):
       instructions per iteration and per verb (callgrind), syscalls,
