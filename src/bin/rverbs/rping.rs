@@ -408,10 +408,7 @@ impl Conn {
     /// the server's go-ahead, the never-filled zeros.
     fn send_info(&mut self, info: Option<(u64, u32)>) -> Result<(), String> {
         if let Some((addr, rkey)) = info {
-            let mut m = [0u8; INFO_LEN];
-            m[..8].copy_from_slice(&addr.to_be_bytes());
-            m[8..12].copy_from_slice(&rkey.to_be_bytes());
-            m[12..].copy_from_slice(&self.size.to_be_bytes());
+            let m = encode_ad(addr, rkey, self.size);
             self.send_mr.write_at(0, &m).map_err(|e| e.to_string())?;
             if self.debug {
                 println!("RDMA addr {addr:x} rkey {rkey:x} len {}", self.size);
@@ -456,17 +453,15 @@ impl Conn {
                 Ok(true)
             }
             WcOpcode::RECV => {
-                if wc.byte_len as usize != INFO_LEN {
+                if let Err(e) = check_ad_len(wc.byte_len) {
                     eprintln!("Received bogus data, size {}", wc.byte_len);
                     self.state = State::Error;
-                    return Err(format!("received {} bytes, not a 16-byte buffer advertisement", wc.byte_len));
+                    return Err(e);
                 }
                 if self.server {
                     let mut m = [0u8; INFO_LEN];
                     self.recv_mr.read_at(0, &mut m).map_err(|e| e.to_string())?;
-                    let addr = u64::from_be_bytes(m[..8].try_into().unwrap());
-                    let rkey = u32::from_be_bytes(m[8..12].try_into().unwrap());
-                    let len = u32::from_be_bytes(m[12..].try_into().unwrap());
+                    let (addr, rkey, len) = decode_ad(&m);
                     self.remote = (addr, rkey, len);
                     if self.debug {
                         println!("Received rkey {rkey:x} addr {addr:x} len {len} from peer");
@@ -835,5 +830,61 @@ mod tests {
         assert!(parse_args(&args(&["-c"])).unwrap_err().contains("-a addr"));
         assert_eq!(atoi(" 12x"), 12);
         assert_eq!(atoi("x"), 0);
+    }
+}
+
+/// rping's buffer advertisement (`struct rping_rdma_info`): address, rkey
+/// and length, big-endian, 16 bytes.
+fn encode_ad(addr: u64, rkey: u32, len: u32) -> [u8; INFO_LEN] {
+    let mut m = [0u8; INFO_LEN];
+    m[..8].copy_from_slice(&addr.to_be_bytes());
+    m[8..12].copy_from_slice(&rkey.to_be_bytes());
+    m[12..].copy_from_slice(&len.to_be_bytes());
+    m
+}
+
+/// The peer's advertisement: any 16 bytes are one (what they name is the
+/// peer's to get right; a bad address or key fails the RDMA op, not us).
+fn decode_ad(m: &[u8; INFO_LEN]) -> (u64, u32, u32) {
+    let [a0, a1, a2, a3, a4, a5, a6, a7, k0, k1, k2, k3, l0, l1, l2, l3] = *m;
+    (
+        u64::from_be_bytes([a0, a1, a2, a3, a4, a5, a6, a7]),
+        u32::from_be_bytes([k0, k1, k2, k3]),
+        u32::from_be_bytes([l0, l1, l2, l3]),
+    )
+}
+
+/// A received message must be exactly one advertisement, as rping checks.
+fn check_ad_len(byte_len: u32) -> Result<(), String> {
+    if byte_len as usize == INFO_LEN {
+        Ok(())
+    } else {
+        Err(format!("received {byte_len} bytes, not a 16-byte buffer advertisement"))
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::proptest_config::config;
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any 16 bytes from the peer decode, and what we send decodes
+        /// back to what we meant; any other length is refused.
+        #[test]
+        fn advertisements_decode_whatever_the_peer_sends(
+            m in any::<[u8; INFO_LEN]>(),
+            (addr, rkey, len) in any::<(u64, u32, u32)>(),
+            byte_len in any::<u32>(),
+        ) {
+            let (a, k, l) = decode_ad(&m);
+            prop_assert_eq!(encode_ad(a, k, l), m);
+            prop_assert_eq!(decode_ad(&encode_ad(addr, rkey, len)), (addr, rkey, len));
+            prop_assert_eq!(check_ad_len(byte_len).is_ok(), byte_len == 16);
+        }
     }
 }
