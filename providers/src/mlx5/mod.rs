@@ -140,6 +140,8 @@ pub mod mmio;
 #[cfg(any(test, feature = "mock"))]
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod model;
+// The provider interface's implementation.
+mod provider;
 pub mod qp;
 pub mod recv;
 pub mod seg;

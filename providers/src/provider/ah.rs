@@ -83,12 +83,12 @@ impl ProviderContext {
         // On failure from here, dropping `ah` destroys the kernel AH.
         let mut ah = KernelAh { fd: fd.clone(), handle, ah_num: 0, prov: AhProv::KernelNumber, live: true };
         match &self.kind {
-            Kind::Rxe(avs) => {
+            Kind::Rxe(rxe_ctx) => {
                 let num = rxe::ah_num(drv_out)?;
                 if num == 0 || a.legacy_av {
                     // Kernels before 5.16 give no AH numbers and read a full
                     // address vector from every UD request instead.
-                    let av = avs.insert(rxe_av(fd, &a.attr)?)?;
+                    let av = rxe_ctx.avs.insert(rxe_av(fd, &a.attr)?)?;
                     ah.ah_num = av.num();
                     ah.prov = AhProv::RxeAv { _entry: av };
                 } else {

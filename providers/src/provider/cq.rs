@@ -7,14 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use tracing::debug;
-use zerocopy::IntoBytes;
+use zerocopy::{FromZeros, IntoBytes};
 
+use super::ops::create_then_finish;
 use super::parking::Parking;
-use super::{Kind, ProviderContext};
+use super::{CqOps, CqPoll, CqProv, CqRef, Drv, Kind, ProviderContext, ResizeError, Variant, VariantMut};
 use crate::cmd::cq as cmd;
 use crate::sys::UverbsFd;
 use crate::wr::Wc;
-use crate::{mlx5, rxe, Errno, Error, Result};
+use crate::{Errno, Error, Result};
 
 /// What a CQ is created with (`ibv_create_cq`'s arguments).
 #[derive(Clone, Copy, Debug)]
@@ -34,14 +35,15 @@ pub struct CqCreate<'a> {
 ///
 /// It knows its own kernel CQ (the second field): `park`, `req_notify` and
 /// `resize` refuse another's, and a driver dropped while its kernel CQ
-/// lives parks itself there, so mlx5's queue memory is never freed while
-/// the HCA may still write it.
+/// lives parks itself there when its provider parks CQ drivers
+/// (`CqOps::CQ_PARKS`: mlx5), so queue memory is never freed while the
+/// device may still write it.
 #[derive(Debug)]
 pub struct CqDriver(Drv, Weak<CqCore>);
 
 impl Drop for CqDriver {
     fn drop(&mut self) {
-        if matches!(self.0, Drv::Mlx5 { .. }) {
+        if self.0.parks() {
             if let Some(core) = self.1.upgrade() {
                 KernelCq(core).park(self.take());
             }
@@ -49,18 +51,11 @@ impl Drop for CqDriver {
     }
 }
 
-#[derive(Debug)]
-enum Drv {
-    /// `arm`: the `REQ_NOTIFY_CQ` command, built at create.
-    Rxe { ring: rxe::CqRing, arm: cmd::ReqNotifyCq },
-    /// `synced`: the channel events already folded into the arm sequence
-    /// number (rdma-core's `mlx5_cq_event`, run by `ibv_get_cq_event`).
-    Mlx5 { cq: mlx5::Cq, synced: u32 },
-    /// A resize failed after the kernel had moved the CQ to a new ring that
-    /// could not be mapped: the old ring gets no more completions.
-    Dead,
-    /// Moved out (parked or dropped): polls nothing.
-    Gone,
+impl Drv {
+    /// Whether this driver must outlive its kernel CQ.
+    fn parks(&self) -> bool {
+        each!(self, Drv, T, _ => <T as CqOps>::CQ_PARKS; Drv::Dead | Drv::Gone => false)
+    }
 }
 
 /// The kernel CQ, shared (cheap clone) by the CQ's owner and the QPs that
@@ -68,8 +63,9 @@ enum Drv {
 ///
 /// With mlx5 the CQ buffer and doorbell record are user memory the HCA
 /// writes until the kernel CQ is destroyed; a driver whose owner goes while
-/// QPs still hold the kernel CQ is therefore parked here, and freed only
-/// after the kernel destroy (or leaked if that fails).
+/// QPs still hold the kernel CQ is therefore parked here
+/// (`CqOps::CQ_PARKS`), and freed only after the kernel destroy (or
+/// leaked if that fails).
 #[derive(Clone, Debug)]
 pub struct KernelCq(Arc<CqCore>);
 
@@ -87,13 +83,10 @@ struct CqCore {
     parked: Parking<Drv>,
 }
 
-#[derive(Debug)]
-enum CqProv {
-    /// Nothing beyond the kernel object: rxe, or an mlx5 CQ whose provider
-    /// half never came to be (a failed finish).
-    KernelOnly,
-    /// The CQ number names the CQ in clean requests.
-    Mlx5 { ctx: mlx5::Context, cqn: u32 },
+impl CqProv {
+    fn counts_events(&self) -> bool {
+        each!(self, CqProv, T, _ => <T as CqOps>::CQ_COUNTS_EVENTS; CqProv::KernelOnly => false)
+    }
 }
 
 impl ProviderContext {
@@ -104,66 +97,45 @@ impl ProviderContext {
     /// CQ is destroyed before the memory it uses is freed.
     #[doc(alias = "ibv_create_cq")]
     pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
-        const VERB: &str = "ibv_create_cq";
-        let core = |handle, cqe, prov| CqCore {
-            fd: fd.clone(),
-            handle,
-            cqe: AtomicU32::new(cqe),
-            events: Arc::new(AtomicU32::new(0)),
-            prov,
-            live: AtomicBool::new(true),
-            parked: Parking::new(),
-        };
-        let args =
-            |cqe| cmd::CreateCq { cqe, user_handle: a.user_handle, channel: a.channel, comp_vector: a.comp_vector };
-        match &self.kind {
-            Kind::Rxe(_) => {
-                let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
-                // SAFETY: rxe's create-CQ driver data names no memory.
-                let created = unsafe { cmd::create_cq(fd, &args(a.cqe), &[], &mut drv_out) }?;
-                // If mapping fails, dropping the core destroys the kernel CQ.
-                let k = KernelCq(Arc::new(core(created.handle, created.cqe, CqProv::KernelOnly)));
-                let ring = rxe::cq_finish(fd, &drv_out)?;
-                debug!(handle = created.handle, cqe = created.cqe, "rxe CQ created");
-                let arm = cmd::ReqNotifyCq::new(fd, created.handle);
-                let owner = Arc::downgrade(&k.0);
-                Ok((k, CqDriver(Drv::Rxe { ring, arm }, owner)))
-            }
-            Kind::Mlx5(m) => {
-                let (pending, udata) = m.cq_prepare(a.cqe)?;
-                if let Some(page) = pending.uar_index_attr() {
-                    return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message(format!(
-                        "the CQ's UAR page id {page} needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX, which rverbs does not send"
-                    )));
-                }
-                let mut drv_out = [0u8; mlx5::CQ_RESP_LEN];
-                // SAFETY: the driver data names `pending`'s buffer and doorbell
-                // record, which stay allocated until the kernel CQ is destroyed:
-                // on failure here the kernel took nothing and `pending` drops.
-                let created = unsafe { cmd::create_cq(fd, &args(pending.core_cqe()), udata.as_bytes(), &mut drv_out) }?;
-                // Nothing fallible between the kernel create and `cq_finish`:
-                // `pending` must not be dropped while the kernel CQ exists.
-                match m.cq_finish(pending, &drv_out, created.cqe) {
-                    Ok(cq) => {
-                        let prov = CqProv::Mlx5 { ctx: m.clone(), cqn: cq.cqn() };
-                        debug!(handle = created.handle, cqe = created.cqe, cqn = cq.cqn(), "mlx5 CQ created");
-                        let k = KernelCq(Arc::new(core(created.handle, created.cqe, prov)));
-                        let owner = Arc::downgrade(&k.0);
-                        Ok((k, CqDriver(Drv::Mlx5 { cq, synced: 0 }, owner)))
-                    }
-                    Err(mlx5::FinishError { error, pending }) => {
-                        // The kernel CQ uses the pending memory: destroy it first.
-                        let mut c = core(created.handle, created.cqe, CqProv::KernelOnly);
-                        match c.destroy() {
-                            Ok(()) => drop(pending),
-                            Err(_) => std::mem::forget(pending),
-                        }
-                        Err(error)
-                    }
-                }
-            }
-        }
+        each!(&self.kind, Kind, T, ctx => create_cq::<T>(ctx, fd, a))
     }
+}
+
+/// [`ProviderContext::create_cq`] of provider `T`.
+fn create_cq<T: CqOps>(ctx: &T, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)>
+where
+    CqProv: Variant<T, Of = T::CqState>,
+    Drv: Variant<T, Of = T::Cq>,
+{
+    let core = |handle, cqe, prov| CqCore {
+        fd: fd.clone(),
+        handle,
+        cqe: AtomicU32::new(cqe),
+        events: Arc::new(AtomicU32::new(0)),
+        prov,
+        live: AtomicBool::new(true),
+        parked: Parking::new(),
+    };
+    let (pending, udata, cqe) = ctx.cq_prepare(a.cqe)?;
+    let args = cmd::CreateCq { cqe, user_handle: a.user_handle, channel: a.channel, comp_vector: a.comp_vector };
+    let ((created, _), (state, cq)) = create_then_finish(
+        pending,
+        |_| {
+            let mut resp = T::CqResp::new_zeroed();
+            // SAFETY: the driver data names only the pending memory
+            // (`CqOps`' contract), which `create_then_finish` frees only
+            // after the kernel CQ is destroyed; on failure here the kernel
+            // took nothing.
+            let created = unsafe { cmd::create_cq(fd, &args, udata.as_bytes(), resp.as_mut_bytes()) }?;
+            Ok((created, resp))
+        },
+        |pending, (created, resp)| ctx.cq_finish(fd, pending, resp, created),
+        |(created, _)| core(created.handle, created.cqe, CqProv::KernelOnly).destroy(),
+    )?;
+    debug!(handle = created.handle, cqe = created.cqe, "CQ created");
+    let k = KernelCq(Arc::new(core(created.handle, created.cqe, Variant::<T>::wrap(state))));
+    let owner = Arc::downgrade(&k.0);
+    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner)))
 }
 
 impl CqCore {
@@ -199,11 +171,8 @@ impl CqCore {
         if !self.live.swap(false, Ordering::AcqRel) {
             return Ok(cmd::EventsReported::default());
         }
-        if let CqProv::Mlx5 { ctx, cqn } = &self.prov {
-            // Nobody polls this CQ again; before the destroy, as the CQN
-            // may be reused right after it.
-            ctx.cq_destroyed(*cqn);
-        }
+        // Nobody polls this CQ again.
+        each!(&self.prov, CqProv, T, s => <T as CqOps>::cq_destroying(s); CqProv::KernelOnly => {});
         match cmd::destroy_cq(&self.fd, self.handle) {
             Ok(ev) => {
                 debug!(handle = self.handle, comp_events = ev.comp, async_events = ev.async_, "CQ destroyed");
@@ -242,12 +211,18 @@ impl KernelCq {
     /// ignored by the HCA. `None` for rxe, whose arm state the kernel keeps:
     /// reading its events needs no bookkeeping.
     pub fn event_counter(&self) -> Option<&Arc<AtomicU32>> {
-        matches!(self.0.prov, CqProv::Mlx5 { .. }).then_some(&self.0.events)
+        self.0.prov.counts_events().then_some(&self.0.events)
     }
 
     /// True when both are the same kernel CQ.
     pub fn same_as(&self, other: &KernelCq) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// What the driver's verbs see of it.
+    #[inline]
+    fn as_ref(&self) -> CqRef<'_> {
+        CqRef { fd: &self.0.fd, handle: self.0.handle, events: &self.0.events }
     }
 
     /// Whether it was created on `fd`.
@@ -273,13 +248,9 @@ impl KernelCq {
             std::mem::forget(driver.take());
             return;
         }
-        match std::mem::replace(&mut driver.0, Drv::Gone) {
-            d @ Drv::Mlx5 { .. } => self.0.parked.park(d, |d| {
-                if let Drv::Mlx5 { cq, .. } = d {
-                    cq.apply_cleans();
-                }
-            }),
-            other => drop(other),
+        let d = std::mem::replace(&mut driver.0, Drv::Gone);
+        if d.parks() {
+            self.0.parked.park(d, |d| each!(d, Drv, T, d => d.on_park(); Drv::Dead | Drv::Gone => {}));
         }
     }
 
@@ -319,18 +290,18 @@ impl KernelCq {
         self.0.destroy_now()
     }
 
-    /// mlx5: QP `qp` was destroyed or moved to RESET (kernel command done):
-    /// its completions still in this CQ must go. A parked driver (no owner
-    /// any more) is cleaned now; a live one is out of reach (polled through
-    /// `&mut` without a lock), so the clean is requested and runs at its
-    /// next poll, before it reads any entry. Under the parking lock, so an
-    /// owner being dropped either sees the request or is seen parked.
-    pub(crate) fn clean_qp(&self, qp: &Arc<mlx5::QpShared>) {
-        let CqProv::Mlx5 { ctx, cqn } = &self.0.prov else { return };
-        self.0.parked.with(|parked| match parked {
-            Some(Drv::Mlx5 { cq, .. }) => cq.clean_qp(qp),
-            _ => ctx.request_clean(*cqn, qp),
-        })
+    /// QP `qp` of provider `T` was destroyed or moved to RESET (kernel
+    /// command done): its completions still in this CQ must go
+    /// ([`CqOps::cq_clean_qp`], given the parked driver if the owner has
+    /// gone). Under the parking lock, so an owner being dropped either sees
+    /// the request or is seen parked.
+    pub(super) fn clean_qp<T: CqOps>(&self, qp: &T::CqCleanQp)
+    where
+        CqProv: Variant<T, Of = T::CqState>,
+        Drv: VariantMut<T, Of = T::Cq>,
+    {
+        let Some(state) = Variant::<T>::of(&self.0.prov) else { return };
+        self.0.parked.with(|parked| T::cq_clean_qp(state, parked.and_then(|d| VariantMut::<T>::of_mut(d)), qp))
     }
 }
 
@@ -343,11 +314,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
-        match &mut self.0 {
-            Drv::Rxe { ring, .. } => rxe_poll(ring, out),
-            Drv::Mlx5 { cq, .. } => mlx5_poll(cq, out),
-            Drv::Dead | Drv::Gone => 0,
-        }
+        each!(&mut self.0, Drv, T, d => d.poll(out); Drv::Dead | Drv::Gone => 0)
     }
 
     /// One completion into `w`: true, or false (and `w` as it was) when
@@ -357,11 +324,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_one(&mut self, w: &mut Wc) -> bool {
-        match &mut self.0 {
-            Drv::Rxe { ring, .. } => rxe_poll(ring, std::slice::from_mut(w)) == 1,
-            Drv::Mlx5 { cq, .. } => mlx5_poll_one(cq, w),
-            Drv::Dead | Drv::Gone => false,
-        }
+        each!(&mut self.0, Drv, T, d => d.poll_one(w); Drv::Dead | Drv::Gone => false)
     }
 
     /// [`poll`](Self::poll) into memory that need not be initialised:
@@ -371,15 +334,11 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_uninit<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
-        let n = match &mut self.0 {
-            Drv::Rxe { ring, .. } => rxe_poll_uninit(ring, out),
-            Drv::Mlx5 { cq, .. } => mlx5_poll_uninit(cq, out),
-            Drv::Dead | Drv::Gone => 0,
-        };
+        let n = each!(&mut self.0, Drv, T, d => d.poll_uninit(out); Drv::Dead | Drv::Gone => 0);
         let done = &mut out[..n];
-        // SAFETY: both polls wrote the first `n` entries whole (rxe's
-        // `poll_uninit` contract; mlx5's were all initialised), and
-        // `MaybeUninit<Wc>` has `Wc`'s layout.
+        // SAFETY: every poll wrote the first `n` entries whole
+        // (`CqPoll::poll_uninit`'s contract), and `MaybeUninit<Wc>` has
+        // `Wc`'s layout.
         unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
     }
 
@@ -393,17 +352,13 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline(always)]
     pub fn poll_uninit_net_imm<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
-        let n = match &mut self.0 {
-            Drv::Rxe { ring, .. } => ring.poll_uninit_net_imm(out),
-            Drv::Mlx5 { cq, .. } => mlx5_poll_uninit_net_imm(cq, out),
-            Drv::Dead | Drv::Gone => 0,
-        };
-        // Both polls return at most `out.len()`; `min` lets the compiler
+        let n = each!(&mut self.0, Drv, T, d => d.poll_uninit_net_imm(out); Drv::Dead | Drv::Gone => 0);
+        // Every poll returns at most `out.len()`; `min` lets the compiler
         // see it (no bounds check, no panic path).
         let len = out.len();
         let done = &mut out[..n.min(len)];
-        // SAFETY: both polls wrote the first `n` entries whole (rxe's
-        // `poll_uninit_net_imm` contract; mlx5's were all initialised), and
+        // SAFETY: every poll wrote the first `n` entries whole
+        // (`CqPoll::poll_uninit_net_imm`'s contract), and
         // `MaybeUninit<Wc>` has `Wc`'s layout.
         unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
     }
@@ -417,11 +372,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline(always)]
     pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
-        match &mut self.0 {
-            Drv::Rxe { ring, .. } => ring.poll_one_uninit_net_imm(w),
-            Drv::Mlx5 { cq, .. } => mlx5_poll_one_net_imm(cq, w),
-            Drv::Dead | Drv::Gone => None,
-        }
+        each!(&mut self.0, Drv, T, d => d.poll_one_uninit_net_imm(w); Drv::Dead | Drv::Gone => None)
     }
 
     /// True when no completion is ready: a [`poll`](Self::poll) now would
@@ -431,11 +382,7 @@ impl CqDriver {
     /// costs a few loads.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        match &self.0 {
-            Drv::Rxe { ring, .. } => ring.is_empty(),
-            Drv::Mlx5 { cq, .. } => cq.is_empty(),
-            Drv::Dead | Drv::Gone => true,
-        }
+        each!(&self.0, Drv, T, d => d.is_empty(); Drv::Dead | Drv::Gone => true)
     }
 
     /// Arms the CQ for one event (`ibv_req_notify_cq`). rxe:
@@ -447,33 +394,11 @@ impl CqDriver {
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
     pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+        const VERB: &str = "ibv_req_notify_cq";
         if !self.is_of(k) {
-            return Err(not_its_cq("ibv_req_notify_cq"));
+            return Err(not_its_cq(VERB));
         }
-        match &mut self.0 {
-            Drv::Rxe { arm, .. } => arm.send(&k.0.fd, solicited_only),
-            _ => self.req_notify_other(k, solicited_only),
-        }
-    }
-
-    /// [`req_notify`](Self::req_notify) of mlx5 (and of a CQ that cannot be armed).
-    #[inline(never)]
-    fn req_notify_other(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
-        match &mut self.0 {
-            Drv::Rxe { arm, .. } => arm.send(&k.0.fd, solicited_only),
-            Drv::Mlx5 { cq, synced } => {
-                let seen = k.0.events.load(Ordering::Acquire);
-                // At most one event per arm, so this is 0 or 1 in practice.
-                for _ in 0..seen.wrapping_sub(*synced) {
-                    cq.on_event();
-                }
-                *synced = seen;
-                cq.arm(solicited_only);
-                Ok(())
-            }
-            Drv::Dead => Err(dead("ibv_req_notify_cq")),
-            Drv::Gone => Err(gone("ibv_req_notify_cq")),
-        }
+        each!(&mut self.0, Drv, T, d => d.arm(k.as_ref(), solicited_only); Drv::Dead => Err(dead(VERB)), Drv::Gone => Err(gone(VERB)))
     }
 
     /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
@@ -490,35 +415,31 @@ impl CqDriver {
         if !self.is_of(k) {
             return Err(not_its_cq(VERB));
         }
-        match &mut self.0 {
-            Drv::Rxe { ring, .. } => {
-                let mut drv_out = [0u8; rxe::CQ_RESP_LEN];
-                let new = cmd::resize_cq(&k.0.fd, k.0.handle, cqe, &mut drv_out)?;
-                match rxe::cq_finish(&k.0.fd, &drv_out) {
-                    Ok(r) => *ring = r,
-                    Err(e) => {
-                        self.0 = Drv::Dead;
-                        return Err(e.with_message(format!(
-                            "the kernel resized the CQ to {new} entries but its new ring could not be mapped, so \
-                             this CQ can no longer be polled: destroy it and create a new one"
-                        )));
-                    }
-                }
+        let r = k.as_ref();
+        let resized = each!(&mut self.0, Drv, T, d => d.resize(r, cqe); Drv::Dead => return Err(dead(VERB)), Drv::Gone => return Err(gone(VERB)));
+        match resized {
+            Ok(new) => {
                 k.0.cqe.store(new, Ordering::Relaxed);
                 debug!(handle = k.0.handle, cqe = new, "CQ resized");
                 Ok(new)
             }
-            Drv::Mlx5 { .. } => Err(Error::check(VERB, Errno::EOPNOTSUPP)
-                .with_message("resizing a CQ is not supported by the rverbs mlx5 provider; create a larger one")),
-            Drv::Dead => Err(dead(VERB)),
-            Drv::Gone => Err(gone(VERB)),
+            Err(ResizeError::Kept(e)) => Err(e),
+            Err(ResizeError::Lost { error, cqe: new }) => {
+                self.0 = Drv::Dead;
+                Err(error.with_message(format!(
+                    "the kernel resized the CQ to {new} entries but its new ring could not be mapped, so this CQ \
+                     can no longer be polled: destroy it and create a new one"
+                )))
+            }
         }
     }
 
-    /// Takes the driver out, leaving one that polls nothing (for the owner's
-    /// `Drop`, before [`KernelCq::park`]).
+    /// Takes the driver out, leaving one that polls nothing and is tied to
+    /// no kernel CQ any more (for the owner's `Drop` or destroy, before
+    /// [`KernelCq::park`]): its link would keep [`KernelCq::destroy`]
+    /// from finding itself the last holder.
     pub fn take(&mut self) -> CqDriver {
-        CqDriver(std::mem::replace(&mut self.0, Drv::Gone), self.1.clone())
+        CqDriver(std::mem::replace(&mut self.0, Drv::Gone), std::mem::take(&mut self.1))
     }
 
     /// False once a failed resize left the CQ unpollable.
@@ -538,90 +459,15 @@ fn not_its_cq(verb: &'static str) -> Error {
     Error::check(verb, Errno::EINVAL).with_message("this CQ driver belongs to another kernel CQ")
 }
 
-// One function per provider behind the dispatch, each with a frame that fits
-// its own ring code (the providers' benches poll the rings directly).
-
-#[inline(never)]
-fn rxe_poll(ring: &mut rxe::CqRing, out: &mut [Wc]) -> usize {
-    ring.poll(out)
-}
-
-#[inline(never)]
-fn mlx5_poll(cq: &mut mlx5::Cq, out: &mut [Wc]) -> usize {
-    cq.poll(out)
-}
-
-#[inline(never)]
-fn mlx5_poll_one(cq: &mut mlx5::Cq, w: &mut Wc) -> bool {
-    cq.poll_one(w)
-}
-
 #[cold]
 #[inline(never)]
-fn mlx5_poll_one_net_imm<'a>(cq: &mut mlx5::Cq, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
-    let mut got = Wc::default();
-    if !cq.poll_one(&mut got) {
-        return None;
-    }
-    imm_to_net(std::slice::from_mut(&mut got));
-    Some(w.write(got))
-}
-
-#[inline(never)]
-fn rxe_poll_uninit(ring: &mut rxe::CqRing, out: &mut [MaybeUninit<Wc>]) -> usize {
-    ring.poll_uninit(out)
-}
-
-#[inline(never)]
-fn mlx5_poll_uninit(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
-    cq.poll_uninit(out)
-}
-
-/// mlx5's [`CqDriver::poll_uninit_net_imm`]: decoded as usual, then each
-/// immediate back to network order.
-#[inline(never)]
-fn mlx5_poll_uninit_net_imm(cq: &mut mlx5::Cq, out: &mut [MaybeUninit<Wc>]) -> usize {
-    let len = out.len();
-    let n = cq.poll_uninit(out).min(len);
-    let done = &mut out[..n];
-    // SAFETY: `poll_uninit` initialised the first `n` entries, and
-    // `MaybeUninit<Wc>` has `Wc`'s layout.
-    imm_to_net(unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) });
-    n
-}
-
-/// Puts the immediate of each completion that has one (`WITH_IMM`) in
-/// network byte order; an invalidated rkey stays as it is.
-fn imm_to_net(done: &mut [Wc]) {
-    for w in done {
-        if w.wc_flags.contains(crate::wr::WcFlags::WITH_IMM) {
-            w.imm_data = w.imm_data.to_be();
-        }
-    }
-}
-
 fn gone(verb: &'static str) -> Error {
     Error::check(verb, Errno::EINVAL).with_message("the CQ was destroyed")
 }
 
+#[cold]
+#[inline(never)]
 fn dead(verb: &'static str) -> Error {
     Error::check(verb, Errno::EIO)
         .with_message("a failed resize left this CQ without a ring: destroy it and create a new one")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wr::WcFlags;
-
-    #[test]
-    fn only_immediates_go_to_network_order() {
-        let mut w = [
-            Wc { imm_data: 0x0102_0304, wc_flags: WcFlags::WITH_IMM, ..Wc::default() },
-            Wc { imm_data: 0x0a0b_0c0d, wc_flags: WcFlags::WITH_INV, ..Wc::default() },
-            Wc { imm_data: 7, ..Wc::default() },
-        ];
-        imm_to_net(&mut w);
-        assert_eq!(w.map(|w| w.imm_data), [u32::from_ne_bytes([1, 2, 3, 4]), 0x0a0b_0c0d, 7]);
-    }
 }

@@ -145,7 +145,7 @@ impl ProviderContext {
             live: AtomicBool::new(true),
         };
         match &self.kind {
-            Kind::Rxe(avs) => {
+            Kind::Rxe(rxe_ctx) => {
                 let transport = match a.qp_type {
                     QpType::Rc => rxe::Transport::Rc,
                     QpType::Uc => rxe::Transport::Uc,
@@ -167,7 +167,7 @@ impl ProviderContext {
                     max_recv_sge: created.cap.max_recv_sge,
                     has_srq: a.srq.is_some(),
                 };
-                let q = rxe::qp_finish(fd, &drv_out, &info, avs)?;
+                let q = rxe::qp_finish(fd, &drv_out, &info, &rxe_ctx.avs)?;
                 debug!(handle = created.handle, qp_num = created.qpn, "rxe QP created");
                 Ok((k, SendDriver(SendDrv::Rxe(q.sq)), q.rq.map(|r| RecvDriver(RecvDrv::Rxe(r)))))
             }
@@ -343,9 +343,9 @@ impl KernelQp {
 
     /// mlx5: removes (or has removed) `qp`'s completions from both CQs.
     fn clean_cqs(&self, qp: &Arc<mlx5::QpShared>) {
-        self.send_cq.clean_qp(qp);
+        self.send_cq.clean_qp::<mlx5::Context>(qp);
         if !self.send_cq.same_as(&self.recv_cq) {
-            self.recv_cq.clean_qp(qp);
+            self.recv_cq.clean_qp::<mlx5::Context>(qp);
         }
     }
 }

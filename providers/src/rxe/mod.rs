@@ -36,6 +36,8 @@ pub mod datapath;
 pub(crate) mod mock;
 #[cfg(test)]
 mod proptests;
+// The provider interface's implementation.
+mod provider;
 // A queue's index words are shared with the kernel: crate-internal.
 pub(crate) mod queue;
 #[cfg(test)]
@@ -51,6 +53,7 @@ use zerocopy::FromBytes;
 
 pub use av::{Av, AvAttr, AvHandle, AvTable, AV_NUM_FLAG};
 pub use datapath::{CqRing, Doorbell, RecvRing, SendRing};
+pub(crate) use provider::Context;
 pub(crate) use queue::Queue;
 pub use wqe::{SendLimits, Transport};
 

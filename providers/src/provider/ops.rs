@@ -1,0 +1,259 @@
+//! The provider interface: what a vendor module implements, once per kind
+//! of object, and the one create sequence (prepare → kernel command →
+//! finish → rollback) every object shares.
+//!
+//! A provider is its context type (the list in [`super`]'s `providers!`
+//! names it). The traits give defaults where a provider has nothing to do
+//! (no lifecycle hook, no parking) and `EOPNOTSUPP` where it lacks a
+//! feature (resize). Dispatch stays static: the enums that `providers!`
+//! generates hold each provider's types, and every `match` over them
+//! forwards to these traits.
+
+use std::fmt::Debug;
+use std::mem::MaybeUninit;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+use crate::cmd::cq::CqCreated;
+use crate::cmd::device::ContextInfo;
+use crate::sys::UverbsFd;
+use crate::wr::{Wc, WcFlags};
+use crate::{Errno, Error, Result};
+
+/// A provider: its half of an open device context.
+pub(crate) trait ProviderOps: Clone + Debug + Send + Sync + Sized + 'static {
+    /// Creates the fd's ucontext (`UVERBS_METHOD_GET_CONTEXT`) with the
+    /// provider's driver data, and the provider's half from the answer.
+    fn open(fd: &Arc<UverbsFd>) -> Result<(ContextInfo, Self)>;
+}
+
+/// A provider's completion queues: the create, and the state that lives as
+/// long as the kernel CQ.
+///
+/// # Safety
+/// The driver data [`cq_prepare`](Self::cq_prepare) returns may name
+/// memory (addresses the device will write) only if that memory is owned
+/// by the pending value it returns with it, and stays allocated while that
+/// value, or the [`Cq`](Self::Cq) and [`CqState`](Self::CqState)
+/// [`cq_finish`](Self::cq_finish) makes of it, lives.
+pub(crate) unsafe trait CqOps: ProviderOps {
+    /// The driver, polled through `&mut`.
+    type Cq: CqPoll;
+    /// What lives exactly as long as the kernel CQ (mlx5: the CQ number,
+    /// which clean requests name).
+    type CqState: Debug + Send + Sync;
+    /// The memory the create's driver data names, between prepare and finish.
+    type CqPending;
+    /// The create's driver data in.
+    type CqUdata: IntoBytes + Immutable;
+    /// The create's driver data out.
+    type CqResp: FromBytes + IntoBytes;
+    /// What a QP's clean of this CQ names (mlx5: its shared state); `()`
+    /// for a provider whose CQs need no clean.
+    type CqCleanQp;
+    /// The driver must outlive the kernel CQ (the device writes its memory
+    /// until the destroy): a driver whose owner goes first is parked with
+    /// the kernel CQ, not dropped.
+    const CQ_PARKS: bool = false;
+    /// Whoever reads a completion event must count it
+    /// ([`KernelCq::event_counter`](super::KernelCq::event_counter)).
+    const CQ_COUNTS_EVENTS: bool = false;
+
+    /// Checks and allocates before the kernel command: the pending memory,
+    /// the driver data, and the entries the core command asks for.
+    fn cq_prepare(&self, cqe: u32) -> Result<(Self::CqPending, Self::CqUdata, u32)>;
+
+    /// After the kernel created the CQ (`created`, on `fd`) and answered
+    /// `resp`: the state and the driver. On failure the pending memory
+    /// comes back, to be freed only after the kernel destroy.
+    #[allow(clippy::type_complexity)]
+    fn cq_finish(
+        &self,
+        fd: &Arc<UverbsFd>,
+        pending: Self::CqPending,
+        resp: &Self::CqResp,
+        created: &CqCreated,
+    ) -> std::result::Result<(Self::CqState, Self::Cq), (Error, Self::CqPending)>;
+
+    /// Before the kernel destroy: nobody polls this CQ again.
+    fn cq_destroying(_state: &Self::CqState) {}
+
+    /// QP `qp` was destroyed or moved to RESET: its completions in this CQ
+    /// go. `parked`: the CQ's driver when its owner has gone (reachable, so
+    /// cleaned now); otherwise the clean must wait for the owner's next poll.
+    fn cq_clean_qp(_state: &Self::CqState, _parked: Option<&mut Self::Cq>, _qp: &Self::CqCleanQp) {}
+}
+
+/// What a CQ driver's verbs see of its kernel CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CqRef<'a> {
+    /// The fd it was created on.
+    pub fd: &'a Arc<UverbsFd>,
+    /// The kernel handle.
+    pub handle: u32,
+    /// Completion events read for it from the channel.
+    pub events: &'a AtomicU32,
+}
+
+/// Why a resize failed.
+#[derive(Debug)]
+pub(crate) enum ResizeError {
+    /// Nothing changed: the CQ is as it was.
+    Kept(Error),
+    /// The kernel resized the CQ to `cqe` entries, but the driver lost its
+    /// ring: the CQ can no longer be polled.
+    Lost { error: Error, cqe: u32 },
+}
+
+/// A provider's CQ driver: the poll, arm and resize fast paths.
+///
+/// Each provider picks what stays inline in the dispatch: a method marked
+/// `#[inline(never)]` is one call from the dispatching `match`.
+pub(crate) trait CqPoll: Debug + Send + Sized {
+    /// Moves up to `out.len()` completions into `out`; returns how many.
+    fn poll(&mut self, out: &mut [Wc]) -> usize;
+
+    /// One completion into `w`, or false (`w` as it was).
+    #[inline]
+    fn poll_one(&mut self, w: &mut Wc) -> bool {
+        self.poll(std::slice::from_mut(w)) == 1
+    }
+
+    /// [`poll`](Self::poll) into memory that need not be initialised: the
+    /// first `n` entries written whole, `n` returned (at most `out.len()`).
+    fn poll_uninit(&mut self, out: &mut [MaybeUninit<Wc>]) -> usize;
+
+    /// [`poll_uninit`](Self::poll_uninit) with each immediate in network
+    /// byte order (`ibv_wc`'s).
+    #[inline(never)]
+    fn poll_uninit_net_imm(&mut self, out: &mut [MaybeUninit<Wc>]) -> usize {
+        let len = out.len();
+        let n = self.poll_uninit(out).min(len);
+        let done = &mut out[..n];
+        // SAFETY: `poll_uninit` initialised the first `n` entries, and
+        // `MaybeUninit<Wc>` has `Wc`'s layout.
+        imm_to_net(unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) });
+        n
+    }
+
+    /// One entry of [`poll_uninit_net_imm`](Self::poll_uninit_net_imm):
+    /// `Some` with the completion written into `w`, or `None` (`w` untouched).
+    #[cold]
+    #[inline(never)]
+    fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        let mut got = Wc::default();
+        if !self.poll_one(&mut got) {
+            return None;
+        }
+        imm_to_net(std::slice::from_mut(&mut got));
+        Some(w.write(got))
+    }
+
+    /// True when no completion is ready; consumes nothing.
+    fn is_empty(&self) -> bool;
+
+    /// Arms the CQ for one completion event (`ibv_req_notify_cq`).
+    fn arm(&mut self, cq: CqRef<'_>, solicited_only: bool) -> Result<()>;
+
+    /// Resizes the CQ to at least `cqe` entries; returns the new size.
+    fn resize(&mut self, _cq: CqRef<'_>, _cqe: u32) -> std::result::Result<u32, ResizeError> {
+        Err(ResizeError::Kept(
+            Error::check("ibv_resize_cq", Errno::EOPNOTSUPP)
+                .with_message("resizing a CQ is not supported by this provider; create a larger one"),
+        ))
+    }
+
+    /// The last step before the driver is parked with its kernel CQ
+    /// (under the parking lock), when the provider parks it.
+    fn on_park(&mut self) {}
+}
+
+/// Puts the immediate of each completion that has one (`WITH_IMM`) in
+/// network byte order; an invalidated rkey stays as it is.
+pub(crate) fn imm_to_net(done: &mut [Wc]) {
+    for w in done {
+        if w.wc_flags.contains(WcFlags::WITH_IMM) {
+            w.imm_data = w.imm_data.to_be();
+        }
+    }
+}
+
+/// The create of every kernel object whose driver data may name provider
+/// memory: `create` issues the kernel command (its driver data names only
+/// `pending`'s memory), `finish` builds the provider's half. If `finish`
+/// fails, the kernel object is destroyed (`destroy`) before the pending
+/// memory it uses is freed; if that destroy fails too, the memory is
+/// leaked, never freed under the device.
+pub(crate) fn create_then_finish<P, C, F>(
+    pending: P,
+    create: impl FnOnce(&P) -> Result<C>,
+    finish: impl FnOnce(P, &C) -> std::result::Result<F, (Error, P)>,
+    destroy: impl FnOnce(&C) -> Result<()>,
+) -> Result<(C, F)> {
+    let created = create(&pending)?;
+    // Nothing fallible between the kernel create and `finish`: `pending`
+    // must not be dropped while the kernel object exists.
+    match finish(pending, &created) {
+        Ok(f) => Ok((created, f)),
+        Err((error, pending)) => {
+            match destroy(&created) {
+                Ok(()) => drop(pending),
+                Err(e) => {
+                    tracing::warn!(error = %e, "destroy after a failed create refused: its memory is leaked");
+                    std::mem::forget(pending);
+                }
+            }
+            Err(error)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_immediates_go_to_network_order() {
+        let mut w = [
+            Wc { imm_data: 0x0102_0304, wc_flags: WcFlags::WITH_IMM, ..Wc::default() },
+            Wc { imm_data: 0x0a0b_0c0d, wc_flags: WcFlags::WITH_INV, ..Wc::default() },
+            Wc { imm_data: 7, ..Wc::default() },
+        ];
+        imm_to_net(&mut w);
+        assert_eq!(w.map(|w| w.imm_data), [u32::from_ne_bytes([1, 2, 3, 4]), 0x0a0b_0c0d, 7]);
+    }
+
+    #[test]
+    fn a_failed_finish_destroys_before_it_frees() {
+        use std::cell::RefCell;
+        let log = RefCell::new(Vec::new());
+        struct Pending<'a>(&'a RefCell<Vec<&'static str>>);
+        impl Drop for Pending<'_> {
+            fn drop(&mut self) {
+                self.0.borrow_mut().push("freed");
+            }
+        }
+        let r: Result<((), ())> = create_then_finish(
+            Pending(&log),
+            |_| Ok(()),
+            |p, _| Err((Error::check("t", Errno::EPROTO), p)),
+            |_| {
+                log.borrow_mut().push("destroyed");
+                Ok(())
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(*log.borrow(), ["destroyed", "freed"]);
+        log.borrow_mut().clear();
+        let r: Result<((), ())> = create_then_finish(
+            Pending(&log),
+            |_| Ok(()),
+            |p, _| Err((Error::check("t", Errno::EPROTO), p)),
+            |_| Err(Error::check("t", Errno::EBUSY)),
+        );
+        assert!(r.is_err());
+        assert!(log.borrow().is_empty(), "leaked, never freed");
+    }
+}
