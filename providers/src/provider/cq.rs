@@ -141,7 +141,9 @@ where
 impl CqCore {
     /// The last holder's destroy: the kernel CQ (unless an earlier
     /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
-    fn destroy(&mut self) -> Result<()> {
+    /// Through `&self`: the drivers' `Weak`s keep `Arc::get_mut` from
+    /// answering, the strong count is what says "last holder".
+    fn destroy(&self) -> Result<()> {
         if self.fd.in_forked_child() {
             // The kernel CQ is the parent's (the destroy command would be
             // skipped too), and mlx5's queue memory is not mapped here.
@@ -262,11 +264,14 @@ impl KernelCq {
     /// them); the kernel's errno otherwise.
     #[doc(alias = "ibv_destroy_cq")]
     pub fn destroy(&mut self) -> Result<()> {
-        match Arc::get_mut(&mut self.0) {
-            Some(c) => c.destroy(),
-            None => Err(Error::check("ibv_destroy_cq", Errno::EBUSY)
-                .with_message("QPs still use this CQ; it is destroyed after the last of them")),
+        // The strong count, not `Arc::get_mut`: the driver's `Weak` to its
+        // kernel CQ is no holder. With `&mut self` and no other strong
+        // reference, nobody can clone this one meanwhile.
+        if Arc::strong_count(&self.0) > 1 {
+            return Err(Error::check("ibv_destroy_cq", Errno::EBUSY)
+                .with_message("QPs still use this CQ; it is destroyed after the last of them"));
         }
+        self.0.destroy()
     }
 
     /// Destroys the kernel CQ now, through a shared reference, and returns

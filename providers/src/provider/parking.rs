@@ -34,8 +34,8 @@ impl<D> Parking<D> {
     /// After the kernel object's destroy: `destroyed` hands the driver back
     /// (drop it); otherwise the kernel object may still exist and the
     /// device may still reach the driver's memory, so it is leaked.
-    pub(crate) fn release(&mut self, destroyed: bool) -> Option<D> {
-        let d = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+    pub(crate) fn release(&self, destroyed: bool) -> Option<D> {
+        let d = self.lock().take();
         if destroyed {
             d
         } else {
