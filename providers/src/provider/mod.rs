@@ -14,7 +14,8 @@
 //!   needs (mlx5: parked queue memory, completions cleaned from CQs, the
 //!   registry entry removed only after the kernel destroy);
 //! - the data-path drivers ([`CqDriver`], [`SendDriver`], [`RecvDriver`],
-//!   [`SrqDriver`]): closed enums over the providers (no `dyn`), polled
+//!   [`SrqDriver`]): closed enums over the providers (no `dyn`, generated
+//!   from the one list of providers below), polled
 //!   and posted through `&mut` with no lock and no syscall but rxe's send
 //!   doorbell.
 //!
@@ -25,12 +26,16 @@
 //! 1. `providers/src/driver.rs`: a [`Provider`] variant, its driver id in
 //!    `DriverId::provider`, its ABI range and firmware format.
 //! 2. `providers/src/<vendor>/`: the rings, WQE/CQE formats and the driver
-//!    data of each create command.
-//! 3. This module: a `Kind` variant in `mod.rs` ([`ProviderContext::open`]:
-//!    its `GET_CONTEXT` driver data), and one arm per `match` in `cq.rs`,
-//!    `qp.rs`, `srq.rs` and `ah.rs` (create, destroy extras, the driver
-//!    enums' dispatch). The compiler lists every place: the matches are
-//!    exhaustive, with no fall-through arm.
+//!    data of each create command; in its `provider.rs`, the traits of
+//!    `ops.rs` on its context type: `ProviderOps` (open, with its
+//!    `GET_CONTEXT` driver data), `CqOps`, `SrqOps`, `QpOps` and `AhOps`
+//!    (each create's prepare and finish with their driver data, and the
+//!    lifecycle hooks), `CqPoll`, `SendPost` and `RecvPost` (the fast
+//!    paths). Hooks default to nothing; a missing feature answers
+//!    `EOPNOTSUPP`.
+//! 3. This module: one line in the `providers!` list. It generates the
+//!    enums and every `match` over them, so the compiler lists whatever
+//!    the provider has not implemented; no other file here names a vendor.
 //! 4. `uapi/src/`: the vendor's ABI header, if it has driver data.
 //!
 //! Nothing in the `rverbs` crate (`src/`) changes.
@@ -40,7 +45,10 @@ use std::sync::Arc;
 
 pub use ah::{AhCreate, KernelAh};
 pub use cq::{CqCreate, CqDriver, KernelCq};
-pub(crate) use ops::{imm_to_net, CqOps, CqPoll, CqRef, ProviderOps, ResizeError};
+pub(crate) use ops::{
+    imm_to_net, modify_srq_limit, qp_type_unsupported, AhOps, CqOps, CqPoll, CqRef, ProviderOps, QpOps, RecvPost,
+    ResizeError, SendPost, SrqOps,
+};
 pub use qp::{KernelQp, ModifyError, QpCreate, RecvDriver, SendDriver};
 pub use srq::{KernelSrq, SrqCreate, SrqDriver};
 
@@ -48,6 +56,35 @@ use crate::cmd::device::{self as cmd, ContextInfo};
 use crate::driver::Provider;
 use crate::sys::UverbsFd;
 use crate::Result;
+
+/// `Variant` and `VariantMut` of enum `$E` for provider `$T` (variant `$P`,
+/// holding `$Of`).
+macro_rules! variant {
+    ($E:ident, $P:ident, $T:ty, $Of:ty) => {
+        impl Variant<$T> for $E {
+            type Of = $Of;
+            #[allow(unreachable_patterns)]
+            fn of(&self) -> Option<&$Of> {
+                match self {
+                    $E::$P(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn wrap(v: $Of) -> Self {
+                $E::$P(v)
+            }
+        }
+        impl VariantMut<$T> for $E {
+            #[allow(unreachable_patterns)]
+            fn of_mut(&mut self) -> Option<&mut $Of> {
+                match self {
+                    $E::$P(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
 
 /// Generates, from the one list of providers, the enums the dispatch
 /// matches on (one variant per provider, holding that provider's type for
@@ -75,6 +112,49 @@ macro_rules! providers {
             Gone,
         }
 
+        /// A QP's send-half driver.
+        #[derive(Debug)]
+        enum SendDrv { $($P(<$T as QpOps>::Send)),+ }
+
+        /// A QP's receive-half driver.
+        #[derive(Debug)]
+        enum RecvDrv { $($P(<$T as QpOps>::Recv)),+ }
+
+        /// What lives as long as a kernel QP.
+        #[derive(Debug)]
+        enum QpProv {
+            /// Nothing beyond the kernel object: a QP whose provider half
+            /// never came to be (a failed finish).
+            KernelOnly,
+            $($P(<$T as QpOps>::QpState)),+
+        }
+
+        /// What a provider keeps for a kernel AH, held for its `Drop`
+        /// (which forgets the AH's number).
+        #[derive(Debug)]
+        enum AhProv {
+            /// Nothing: an AH whose provider half never came to be.
+            KernelOnly,
+            $($P(<$T as AhOps>::Ah)),+
+        }
+
+        /// An SRQ's driver.
+        #[derive(Debug)]
+        enum SrqDrv {
+            $($P(<$T as SrqOps>::Srq),)+
+            /// Moved out (parked or dropped): posts nothing.
+            Gone,
+        }
+
+        /// What lives as long as a kernel SRQ.
+        #[derive(Debug)]
+        enum SrqProv {
+            /// Nothing beyond the kernel object: an SRQ whose provider half
+            /// never came to be (a failed finish).
+            KernelOnly,
+            $($P(<$T as SrqOps>::SrqState)),+
+        }
+
         /// What lives as long as a kernel CQ.
         #[derive(Debug)]
         enum CqProv {
@@ -85,42 +165,15 @@ macro_rules! providers {
         }
 
         $(
-            impl Variant<$T> for Kind {
-                type Of = $T;
-                #[allow(unreachable_patterns)]
-                fn of(&self) -> Option<&$T> {
-                    match self { Kind::$P(v) => Some(v), _ => None }
-                }
-                fn wrap(v: $T) -> Self {
-                    Kind::$P(v)
-                }
-            }
-            impl Variant<$T> for Drv {
-                type Of = <$T as CqOps>::Cq;
-                #[allow(unreachable_patterns)]
-                fn of(&self) -> Option<&Self::Of> {
-                    match self { Drv::$P(v) => Some(v), _ => None }
-                }
-                fn wrap(v: Self::Of) -> Self {
-                    Drv::$P(v)
-                }
-            }
-            impl VariantMut<$T> for Drv {
-                #[allow(unreachable_patterns)]
-                fn of_mut(&mut self) -> Option<&mut Self::Of> {
-                    match self { Drv::$P(v) => Some(v), _ => None }
-                }
-            }
-            impl Variant<$T> for CqProv {
-                type Of = <$T as CqOps>::CqState;
-                #[allow(unreachable_patterns)]
-                fn of(&self) -> Option<&Self::Of> {
-                    match self { CqProv::$P(v) => Some(v), _ => None }
-                }
-                fn wrap(v: Self::Of) -> Self {
-                    CqProv::$P(v)
-                }
-            }
+            variant!(Kind, $P, $T, $T);
+            variant!(Drv, $P, $T, <$T as CqOps>::Cq);
+            variant!(CqProv, $P, $T, <$T as CqOps>::CqState);
+            variant!(SrqDrv, $P, $T, <$T as SrqOps>::Srq);
+            variant!(SrqProv, $P, $T, <$T as SrqOps>::SrqState);
+            variant!(SendDrv, $P, $T, <$T as QpOps>::Send);
+            variant!(RecvDrv, $P, $T, <$T as QpOps>::Recv);
+            variant!(QpProv, $P, $T, <$T as QpOps>::QpState);
+            variant!(AhProv, $P, $T, <$T as AhOps>::Ah);
         )+
 
         /// `each!(value, Enum, T, x => body; other arms)`: a `match` of

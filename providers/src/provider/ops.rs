@@ -18,8 +18,14 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::cmd::cq::CqCreated;
 use crate::cmd::device::ContextInfo;
+use crate::cmd::qp::QpCreated;
+use crate::cmd::srq::{self as srq_cmd, SrqCreated};
+use crate::qp_state::{QpState as State, QpType};
 use crate::sys::UverbsFd;
-use crate::wr::{Wc, WcFlags};
+use crate::wr::{PostError, RecvWr, SendWr, Wc, WcFlags};
+use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
+
+use super::{AhCreate, QpCreate};
 use crate::{Errno, Error, Result};
 
 /// A provider: its half of an open device context.
@@ -168,6 +174,185 @@ pub(crate) trait CqPoll: Debug + Send + Sized {
     /// The last step before the driver is parked with its kernel CQ
     /// (under the parking lock), when the provider parks it.
     fn on_park(&mut self) {}
+}
+
+/// A provider's shared receive queues: the create, and the state that
+/// lives as long as the kernel SRQ.
+///
+/// # Safety
+/// As for [`CqOps`]: the driver data [`srq_prepare`](Self::srq_prepare)
+/// returns names only memory the pending value owns, which stays allocated
+/// while it, or what [`srq_finish`](Self::srq_finish) makes of it, lives.
+pub(crate) unsafe trait SrqOps: ProviderOps {
+    /// The driver, posted through `&mut`.
+    type Srq: RecvPost;
+    /// What lives exactly as long as the kernel SRQ (mlx5: the registry
+    /// entry's key and the state QPs receive through).
+    type SrqState: Debug + Send + Sync;
+    /// The memory the create's driver data names, between prepare and finish.
+    type SrqPending;
+    /// The create's driver data in.
+    type SrqUdata: IntoBytes + Immutable;
+    /// The create's driver data out.
+    type SrqResp: FromBytes + IntoBytes;
+    /// The driver must outlive the kernel SRQ: a driver whose owner goes
+    /// while QPs still use the SRQ is parked with it, not dropped.
+    const SRQ_PARKS: bool = false;
+
+    /// Checks and allocates before the kernel command: the pending memory,
+    /// the driver data, and the `max_wr` and `max_sge` the core command
+    /// asks for.
+    fn srq_prepare(&self, max_wr: u32, max_sge: u32) -> Result<(Self::SrqPending, Self::SrqUdata, u32, u32)>;
+
+    /// After the kernel created the SRQ (`created`, on `fd`) and answered
+    /// `resp`: the state, the driver, and the `max_wr` and `max_sge` the
+    /// SRQ has. On failure the pending memory comes back.
+    #[allow(clippy::type_complexity)]
+    fn srq_finish(
+        &self,
+        fd: &Arc<UverbsFd>,
+        pending: Self::SrqPending,
+        resp: &Self::SrqResp,
+        created: &SrqCreated,
+    ) -> std::result::Result<(Self::SrqState, Self::Srq, u32, u32), (Error, Self::SrqPending)>;
+
+    /// Right after the kernel destroy.
+    fn srq_destroyed(_state: &Self::SrqState) {}
+
+    /// Sets the limit that arms `SRQ_LIMIT_REACHED`: by default
+    /// `MODIFY_SRQ` with no driver data.
+    fn srq_modify_limit(_state: &Self::SrqState, fd: &UverbsFd, handle: u32, limit: u32) -> Result<()> {
+        // SAFETY: no driver data, so no address.
+        unsafe { modify_srq_limit(fd, handle, limit, &[]) }
+    }
+}
+
+/// `IBV_SRQ_LIMIT` in `ibv_srq_attr_mask`.
+const SRQ_LIMIT: u32 = 2;
+
+/// `IB_USER_VERBS_CMD_MODIFY_SRQ` of the limit alone, with `drv_in`.
+///
+/// # Safety
+/// Every address in `drv_in` must be writable memory of this process for
+/// the duration of the call.
+pub(crate) unsafe fn modify_srq_limit(fd: &UverbsFd, handle: u32, limit: u32, drv_in: &[u8]) -> Result<()> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { srq_cmd::modify_srq(fd, handle, SRQ_LIMIT, 0, limit, drv_in) }
+}
+
+/// A provider's receive-queue or SRQ driver: the post fast path.
+pub(crate) trait RecvPost: Debug + Send + Sized {
+    /// Posts receive work requests; on a refused request the ones before it
+    /// are posted, none after it.
+    fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError>;
+}
+
+/// A provider's queue pairs: the create, the state that lives as long as
+/// the kernel QP, and its steps around modify and destroy.
+///
+/// # Safety
+/// As for [`CqOps`]: the driver data [`qp_prepare`](Self::qp_prepare)
+/// returns names only memory the pending value owns, which stays allocated
+/// while it, or what [`qp_finish`](Self::qp_finish) makes of it, lives.
+pub(crate) unsafe trait QpOps: CqOps + SrqOps {
+    /// The send half's driver.
+    type Send: SendPost;
+    /// The receive half's driver (none with an SRQ).
+    type Recv: RecvPost;
+    /// What lives exactly as long as the kernel QP (mlx5: the shared QP
+    /// state, registered in the context until the kernel destroy).
+    type QpState: Debug + Send + Sync;
+    /// The memory the create's driver data names, between prepare and finish.
+    type QpPending;
+    /// The create's driver data in.
+    type QpUdata: IntoBytes + Immutable;
+    /// The create's driver data out.
+    type QpResp: FromBytes + IntoBytes;
+
+    /// Checks (the QP type) and allocates before the kernel command: the
+    /// pending memory, the driver data, and the capacities the core
+    /// command asks for. `srq`: the SRQ's state, if the QP receives from one.
+    fn qp_prepare(
+        &self,
+        a: &QpCreate<'_>,
+        srq: Option<&Self::SrqState>,
+    ) -> Result<(Self::QpPending, Self::QpUdata, ib_uverbs_qp_cap)>;
+
+    /// After the kernel created the QP (`created`, on `fd`) and answered
+    /// `resp`: the state, the halves' drivers, and the capacities the
+    /// queues really have. On failure the pending memory comes back.
+    #[allow(clippy::type_complexity)]
+    fn qp_finish(
+        &self,
+        fd: &Arc<UverbsFd>,
+        pending: Self::QpPending,
+        resp: &Self::QpResp,
+        created: &QpCreated,
+        a: &QpCreate<'_>,
+    ) -> std::result::Result<(Self::QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, Self::QpPending)>;
+
+    /// Before `MODIFY_QP` from `from` to `to` (`None`: attributes only): an
+    /// error refuses the modify before the kernel is asked.
+    fn qp_before_modify(_state: &Self::QpState, _from: State, _to: Option<State>) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the kernel moved the QP to `to` (after the CQs' clean, on a
+    /// move to RESET).
+    fn qp_after_modify(_state: &Self::QpState, _to: State) {}
+
+    /// What the QP's CQs clean of it after a destroy or a move to RESET
+    /// ([`CqOps::cq_clean_qp`]); `None`: nothing to clean.
+    fn qp_clean_key(_state: &Self::QpState) -> Option<&Self::CqCleanQp> {
+        None
+    }
+
+    /// After the kernel destroy and the CQs' clean.
+    fn qp_destroyed(_state: &Self::QpState) {}
+
+    /// The kernel refused the destroy: the QP may still exist, so whatever
+    /// the device may reach must never be freed.
+    fn qp_destroy_failed(_state: &Self::QpState) {}
+}
+
+/// A provider's address handles: what it keeps to address UD sends.
+pub(crate) trait AhOps: ProviderOps {
+    /// What lives as long as the kernel AH (dropped after its destroy:
+    /// the provider forgets the AH's number then).
+    type Ah: Debug + Send + Sync;
+    /// The create's driver data out (its length tells the kernel which
+    /// answer the provider understands).
+    type AhResp: FromBytes + IntoBytes;
+
+    /// After the kernel created the AH on `fd` and answered `resp`: what
+    /// the provider keeps, and the number UD work requests name the AH by.
+    fn ah_finish(&self, fd: &Arc<UverbsFd>, a: &AhCreate, resp: &Self::AhResp) -> Result<(Self::Ah, u32)>;
+}
+
+/// The error of a QP type a provider does not create.
+pub(crate) fn qp_type_unsupported(provider: &str, t: QpType) -> Error {
+    Error::check("ibv_create_qp", Errno::EOPNOTSUPP)
+        .with_message(format!("the rverbs {provider} provider creates RC, UC and UD QPs, not {t}"))
+}
+
+/// A provider's send-queue driver: the post fast path.
+pub(crate) trait SendPost: Debug + Send + Sized {
+    /// Posts `wrs` in order, then rings the doorbell once if any was posted.
+    ///
+    /// # Safety
+    /// For every `INLINE` request, each SGE's `addr..addr+length` must be
+    /// memory this process may read for the duration of the call.
+    unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError>;
+
+    /// [`post`](Self::post) of one request.
+    ///
+    /// # Safety
+    /// As for [`post`](Self::post).
+    #[inline]
+    unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+        // SAFETY: forwarded.
+        unsafe { self.post(std::slice::from_ref(wr)) }
+    }
 }
 
 /// Puts the immediate of each completion that has one (`WITH_IMM`) in

@@ -8,14 +8,18 @@ use std::sync::Arc;
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_qp_cap;
 use rverbs_uapi::ib_user_verbs::ib_uverbs_modify_qp;
 use tracing::debug;
-use zerocopy::IntoBytes;
+use zerocopy::{FromZeros, IntoBytes};
 
-use super::{KernelCq, KernelSrq, Kind, ProviderContext};
+use super::ops::create_then_finish;
+use super::{
+    CqProv, Drv, KernelCq, KernelSrq, Kind, ProviderContext, QpOps, QpProv, RecvDrv, RecvPost, SendDrv, SendPost,
+    SrqProv, Variant, VariantMut,
+};
 use crate::cmd::qp as cmd;
 use crate::qp_state::{QpState, QpType};
 use crate::sys::{CmdPath, UverbsFd};
 use crate::wr::{PostError, RecvWr, SendWr};
-use crate::{mlx5, rxe, Errno, Error, Result};
+use crate::{Errno, Error, Result};
 
 /// What a QP is created with (`ibv_create_qp`'s `ibv_qp_init_attr`, with
 /// the objects already resolved to their kernel halves).
@@ -43,21 +47,9 @@ pub struct QpCreate<'a> {
 #[derive(Debug)]
 pub struct SendDriver(SendDrv);
 
-#[derive(Debug)]
-enum SendDrv {
-    Rxe(rxe::SendRing<rxe::UverbsDoorbell>),
-    Mlx5(mlx5::SendQueue<mlx5::UarMmio>),
-}
-
 /// The receive half's provider driver (absent with an SRQ).
 #[derive(Debug)]
 pub struct RecvDriver(RecvDrv);
-
-#[derive(Debug)]
-enum RecvDrv {
-    Rxe(rxe::RecvRing),
-    Mlx5(mlx5::RecvQueue),
-}
 
 /// The kernel QP and the provider state that lives exactly as long:
 /// mlx5's shared QP state, which owns the queue memory and is registered in
@@ -80,17 +72,6 @@ pub struct KernelQp {
     live: AtomicBool,
 }
 
-#[derive(Debug)]
-enum QpProv {
-    /// Nothing beyond the kernel object: rxe, or an mlx5 QP whose provider
-    /// half never came to be.
-    KernelOnly,
-    Mlx5 {
-        ctx: mlx5::Context,
-        qp: Arc<mlx5::QpShared>,
-    },
-}
-
 /// Why [`KernelQp::modify`] failed.
 #[derive(Debug)]
 pub enum ModifyError {
@@ -98,11 +79,6 @@ pub enum ModifyError {
     Check(Error),
     /// The kernel refused `MODIFY_QP` with this errno.
     Os(Errno),
-}
-
-fn unsupported(provider: &str, t: QpType) -> Error {
-    Error::check("ibv_create_qp", Errno::EOPNOTSUPP)
-        .with_message(format!("the rverbs {provider} provider creates RC, UC and UD QPs, not {t}"))
 }
 
 impl ProviderContext {
@@ -123,120 +99,68 @@ impl ProviderContext {
             return Err(Error::check("ibv_create_qp", Errno::EINVAL)
                 .with_message("its CQs and SRQ belong to another context than the QP"));
         }
-        let args = |cap| cmd::CreateQp {
-            qp_type: a.qp_type.to_kernel(),
-            pd: a.pd_handle,
-            send_cq: a.send_cq.handle(),
-            recv_cq: a.recv_cq.handle(),
-            srq: a.srq.map(|s| s.handle()),
-            cap,
-            sq_sig_all: a.sq_sig_all,
-            user_handle: a.user_handle,
-        };
-        let kernel = |created: &cmd::QpCreated, cap, prov| KernelQp {
-            fd: fd.clone(),
-            handle: created.handle,
-            qpn: created.qpn,
-            cap,
-            prov,
-            send_cq: a.send_cq.clone(),
-            recv_cq: a.recv_cq.clone(),
-            _srq: a.srq.cloned(),
-            live: AtomicBool::new(true),
-        };
-        match &self.kind {
-            Kind::Rxe(rxe_ctx) => {
-                let transport = match a.qp_type {
-                    QpType::Rc => rxe::Transport::Rc,
-                    QpType::Uc => rxe::Transport::Uc,
-                    QpType::Ud => rxe::Transport::Ud,
-                    other => return Err(unsupported("rxe", other)),
-                };
-                let mut drv_out = [0u8; rxe::QP_RESP_LEN];
-                // SAFETY: rxe's create-QP driver data names no memory.
-                let created = unsafe { cmd::create_qp(fd, &args(a.cap), &[], &mut drv_out) }?;
-                // On failure from here, dropping `k` destroys the kernel QP.
-                let k = kernel(&created, created.cap, QpProv::KernelOnly);
-                let info = rxe::QpInfo {
-                    handle: created.handle,
-                    send: rxe::SendLimits {
-                        transport,
-                        max_sge: created.cap.max_send_sge,
-                        max_inline: created.cap.max_inline_data,
-                    },
-                    max_recv_sge: created.cap.max_recv_sge,
-                    has_srq: a.srq.is_some(),
-                };
-                let q = rxe::qp_finish(fd, &drv_out, &info, &rxe_ctx.avs)?;
-                debug!(handle = created.handle, qp_num = created.qpn, "rxe QP created");
-                Ok((k, SendDriver(SendDrv::Rxe(q.sq)), q.rq.map(|r| RecvDriver(RecvDrv::Rxe(r)))))
-            }
-            Kind::Mlx5(m) => {
-                let qp_type = match a.qp_type {
-                    QpType::Rc => mlx5::QpType::Rc,
-                    QpType::Uc => mlx5::QpType::Uc,
-                    QpType::Ud => mlx5::QpType::Ud,
-                    other => return Err(unsupported("mlx5", other)),
-                };
-                let srq = match a.srq {
-                    Some(s) => Some(s.mlx5_shared().cloned().ok_or_else(|| {
-                        Error::check("ibv_create_qp", Errno::EINVAL).with_message("the SRQ has no mlx5 receive queue")
-                    })?),
-                    None => None,
-                };
-                let prep = mlx5::QpPrepareArgs { qp_type, caps: caps_of(a.cap), srq, sq_sig_all: a.sq_sig_all };
-                let (pending, udata) = m.qp_prepare(&prep)?;
-                let mut drv_out = [0u8; mlx5::QP_RESP_LEN];
-                let core_args = args(cap_of(pending.core_caps()));
-                // SAFETY: the driver data names `pending`'s buffer and doorbell
-                // record, which stay allocated until the kernel QP is destroyed:
-                // on failure here the kernel took nothing and `pending` drops.
-                let created = unsafe { cmd::create_qp(fd, &core_args, udata.as_bytes(), &mut drv_out) }?;
-                // The provider's capacities, not the kernel's echo of the request.
-                let cap = cap_of(pending.caps());
-                // Nothing fallible between the kernel create and `qp_finish`:
-                // `pending` must not be dropped while the kernel QP exists.
-                match m.qp_finish(pending, &drv_out, created.qpn) {
-                    Ok(q) => {
-                        let prov = QpProv::Mlx5 { ctx: m.clone(), qp: q.shared().clone() };
-                        let k = kernel(&created, cap, prov);
-                        let mlx5::Qp { sq, rq, .. } = q;
-                        debug!(handle = created.handle, qp_num = created.qpn, "mlx5 QP created");
-                        Ok((k, SendDriver(SendDrv::Mlx5(sq)), rq.map(|r| RecvDriver(RecvDrv::Mlx5(r)))))
-                    }
-                    Err(mlx5::FinishError { error, pending }) => {
-                        // The kernel QP uses the pending memory: destroy it first.
-                        let mut k = kernel(&created, cap, QpProv::KernelOnly);
-                        match k.destroy() {
-                            Ok(()) => drop(pending),
-                            Err(_) => std::mem::forget(pending),
-                        }
-                        Err(error)
-                    }
-                }
-            }
-        }
+        each!(&self.kind, Kind, T, ctx => create_qp::<T>(ctx, fd, a))
     }
 }
 
-fn caps_of(c: ib_uverbs_qp_cap) -> mlx5::QpCaps {
-    mlx5::QpCaps {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
-}
-
-fn cap_of(c: mlx5::QpCaps) -> ib_uverbs_qp_cap {
-    ib_uverbs_qp_cap {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
+/// [`ProviderContext::create_qp`] of provider `T`.
+#[allow(clippy::type_complexity)]
+fn create_qp<T: QpOps>(
+    ctx: &T,
+    fd: &Arc<UverbsFd>,
+    a: &QpCreate<'_>,
+) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)>
+where
+    QpProv: Variant<T, Of = T::QpState>,
+    SendDrv: Variant<T, Of = T::Send>,
+    RecvDrv: Variant<T, Of = T::Recv>,
+    SrqProv: Variant<T, Of = T::SrqState>,
+{
+    let srq = match a.srq {
+        Some(s) => Some(s.state::<T>().ok_or_else(|| {
+            Error::check("ibv_create_qp", Errno::EINVAL).with_message("the SRQ has no receive queue of this provider")
+        })?),
+        None => None,
+    };
+    let (pending, udata, cap) = ctx.qp_prepare(a, srq)?;
+    let args = cmd::CreateQp {
+        qp_type: a.qp_type.to_kernel(),
+        pd: a.pd_handle,
+        send_cq: a.send_cq.handle(),
+        recv_cq: a.recv_cq.handle(),
+        srq: a.srq.map(|s| s.handle()),
+        cap,
+        sq_sig_all: a.sq_sig_all,
+        user_handle: a.user_handle,
+    };
+    let kernel = |created: &cmd::QpCreated, cap, prov| KernelQp {
+        fd: fd.clone(),
+        handle: created.handle,
+        qpn: created.qpn,
+        cap,
+        prov,
+        send_cq: a.send_cq.clone(),
+        recv_cq: a.recv_cq.clone(),
+        _srq: a.srq.cloned(),
+        live: AtomicBool::new(true),
+    };
+    let ((created, _), (state, sq, rq, cap)) = create_then_finish(
+        pending,
+        |_| {
+            let mut resp = T::QpResp::new_zeroed();
+            // SAFETY: the driver data names only the pending memory
+            // (`QpOps`' contract), which `create_then_finish` frees only
+            // after the kernel QP is destroyed; on failure here the kernel
+            // took nothing.
+            let created = unsafe { cmd::create_qp(fd, &args, udata.as_bytes(), resp.as_mut_bytes()) }?;
+            Ok((created, resp))
+        },
+        |pending, (created, resp)| ctx.qp_finish(fd, pending, resp, created, a),
+        |(created, _)| kernel(created, created.cap, QpProv::KernelOnly).destroy(),
+    )?;
+    debug!(handle = created.handle, qp_num = created.qpn, "QP created");
+    let k = kernel(&created, cap, Variant::<T>::wrap(state));
+    Ok((k, SendDriver(Variant::<T>::wrap(sq)), rq.map(|r| RecvDriver(Variant::<T>::wrap(r)))))
 }
 
 impl KernelQp {
@@ -268,23 +192,18 @@ impl KernelQp {
         from: QpState,
         to: Option<QpState>,
     ) -> std::result::Result<CmdPath, ModifyError> {
-        if let (QpProv::Mlx5 { ctx, qp }, QpState::Reset, Some(QpState::Init)) = (&self.prov, from, to) {
-            if ctx.clean_pending(qp) {
-                return Err(ModifyError::Check(Error::check("ibv_modify_qp", Errno::EBUSY).with_message(
-                    "on mlx5 the completions this QP left before its move to RESET are removed when its CQs \
-                     are next polled, and that has not happened yet: poll its CQs once (an empty slice is \
-                     enough), then retry",
-                )));
-            }
-        }
+        each!(&self.prov, QpProv, T, s => <T as QpOps>::qp_before_modify(s, from, to).map_err(ModifyError::Check)?;
+            QpProv::KernelOnly => {});
         let path = cmd::modify_qp(&self.fd, req, rate_limit).map_err(ModifyError::Os)?;
-        if let (QpProv::Mlx5 { qp, .. }, Some(next)) = (&self.prov, to) {
-            if next == QpState::Reset {
-                // Before the indices start over: the old completions must
-                // not be matched against the new posts.
-                self.clean_cqs(qp);
-            }
-            qp.on_state_change(next as u8);
+        if let Some(next) = to {
+            each!(&self.prov, QpProv, T, s => {
+                if next == QpState::Reset {
+                    // Before the indices start over: the old completions
+                    // must not be matched against the new posts.
+                    self.clean_cqs::<T>(s);
+                }
+                <T as QpOps>::qp_after_modify(s, next)
+            }; QpProv::KernelOnly => {});
         }
         Ok(path)
     }
@@ -305,9 +224,7 @@ impl KernelQp {
                 // this reference is never released, not even when the
                 // context goes).
                 self.live.store(false, Ordering::Relaxed);
-                if let QpProv::Mlx5 { qp, .. } = &self.prov {
-                    std::mem::forget(qp.clone());
-                }
+                each!(&self.prov, QpProv, T, s => <T as QpOps>::qp_destroy_failed(s); QpProv::KernelOnly => {});
                 Err(e)
             }
         }
@@ -333,19 +250,25 @@ impl KernelQp {
                 return Err(e);
             }
         };
-        if let QpProv::Mlx5 { ctx, qp } = &self.prov {
-            self.clean_cqs(qp);
-            ctx.qp_shared_destroyed(qp);
-        }
+        each!(&self.prov, QpProv, T, s => {
+            self.clean_cqs::<T>(s);
+            <T as QpOps>::qp_destroyed(s)
+        }; QpProv::KernelOnly => {});
         debug!(handle = self.handle, qp_num = self.qpn, async_events = events, "QP destroyed");
         Ok(events)
     }
 
-    /// mlx5: removes (or has removed) `qp`'s completions from both CQs.
-    fn clean_cqs(&self, qp: &Arc<mlx5::QpShared>) {
-        self.send_cq.clean_qp::<mlx5::Context>(qp);
+    /// Removes (or has removed) this QP's completions from both CQs, when
+    /// its provider cleans CQs (`QpOps::qp_clean_key`).
+    fn clean_cqs<T: QpOps>(&self, s: &T::QpState)
+    where
+        CqProv: Variant<T, Of = T::CqState>,
+        Drv: VariantMut<T, Of = T::Cq>,
+    {
+        let Some(key) = T::qp_clean_key(s) else { return };
+        self.send_cq.clean_qp::<T>(key);
         if !self.send_cq.same_as(&self.recv_cq) {
-            self.recv_cq.clean_qp::<mlx5::Context>(qp);
+            self.recv_cq.clean_qp::<T>(key);
         }
     }
 }
@@ -372,12 +295,9 @@ impl SendDriver {
     #[doc(alias = "ibv_post_send")]
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
-        match &mut self.0 {
-            // SAFETY: forwarded from this function's contract.
-            SendDrv::Rxe(r) => unsafe { r.post(wrs) },
-            // SAFETY: forwarded (mlx5's `post` has the same contract).
-            SendDrv::Mlx5(q) => unsafe { q.post(wrs) },
-        }
+        // SAFETY: forwarded from this function's contract (`SendPost::post`
+        // has the same).
+        each!(&mut self.0, SendDrv, T, q => unsafe { SendPost::post(q, wrs) })
     }
 
     /// [`post`](Self::post) of the one request `wr`, inlined into the
@@ -390,24 +310,9 @@ impl SendDriver {
     #[doc(alias = "ibv_post_send")]
     #[inline(always)]
     pub unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
-        match &mut self.0 {
-            // SAFETY: forwarded from this function's contract.
-            SendDrv::Rxe(r) => unsafe { r.post_one(wr) },
-            // SAFETY: forwarded (mlx5's `post` has the same contract).
-            SendDrv::Mlx5(q) => unsafe { mlx5_post_one(q, wr) },
-        }
+        // SAFETY: forwarded from this function's contract.
+        each!(&mut self.0, SendDrv, T, q => unsafe { SendPost::post_one(q, wr) })
     }
-}
-
-/// mlx5's post of one request, kept out of line so that an inlined
-/// [`SendDriver::post_one`] carries only rxe's ring code.
-///
-/// # Safety
-/// As for [`SendDriver::post`].
-#[inline(never)]
-unsafe fn mlx5_post_one(q: &mut mlx5::SendQueue<mlx5::UarMmio>, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
-    // SAFETY: forwarded.
-    unsafe { q.post(core::slice::from_ref(wr)) }
 }
 
 impl RecvDriver {
@@ -417,17 +322,6 @@ impl RecvDriver {
     #[doc(alias = "ibv_post_recv")]
     #[inline]
     pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        match &mut self.0 {
-            RecvDrv::Rxe(r) => r.post(wrs),
-            RecvDrv::Mlx5(q) => mlx5_post_recv(q, wrs),
-        }
+        each!(&mut self.0, RecvDrv, T, q => RecvPost::post(q, wrs))
     }
-}
-
-/// mlx5's receive post, kept out of line (a call of its own: a few
-/// instructions more per mlx5 post): inlined next to rxe's one-SGE path,
-/// its loop made every post of either provider save six registers first.
-#[inline(never)]
-fn mlx5_post_recv(q: &mut mlx5::RecvQueue, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-    q.post(wrs)
 }

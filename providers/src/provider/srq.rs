@@ -4,19 +4,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rverbs_uapi::rdma_user_rxe::{mminfo, rxe_modify_srq_cmd};
 use tracing::debug;
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::ops::create_then_finish;
 use super::parking::Parking;
-use super::{Kind, ProviderContext};
+use super::{modify_srq_limit, Kind, ProviderContext, RecvPost, SrqDrv, SrqOps, SrqProv, Variant};
 use crate::cmd::srq as cmd;
 use crate::sys::UverbsFd;
 use crate::wr::{PostError, PostErrorKind, RecvWr};
-use crate::{mlx5, rxe, Error, Result};
-
-/// `IBV_SRQ_LIMIT` in `ibv_srq_attr_mask`.
-const SRQ_LIMIT: u32 = 2;
+use crate::{Error, Result};
 
 /// What an SRQ is created with (`ibv_create_srq`'s `ibv_srq_init_attr`).
 #[derive(Clone, Copy, Debug)]
@@ -38,12 +35,11 @@ pub struct SrqCreate {
 #[derive(Debug)]
 pub struct SrqDriver(SrqDrv);
 
-#[derive(Debug)]
-enum SrqDrv {
-    Rxe(rxe::RecvRing),
-    Mlx5(mlx5::Srq),
-    /// Moved out (parked or dropped): posts nothing.
-    Gone,
+impl SrqDrv {
+    /// Whether this driver must outlive its kernel SRQ.
+    fn parks(&self) -> bool {
+        each!(self, SrqDrv, T, _ => <T as SrqOps>::SRQ_PARKS; SrqDrv::Gone => false)
+    }
 }
 
 /// The kernel SRQ, shared (cheap clone) with the QPs attached to it.
@@ -51,8 +47,8 @@ enum SrqDrv {
 /// With mlx5 the SRQ buffer and doorbell record are user memory the HCA
 /// reads and writes until the kernel SRQ is destroyed. The provider keeps
 /// them in its registry; a driver whose owner goes while QPs still use the
-/// kernel SRQ is parked here, and the registry entry is removed only after
-/// the kernel destroy.
+/// kernel SRQ is parked here (`SrqOps::SRQ_PARKS`), and the registry
+/// entry is removed only after the kernel destroy.
 #[derive(Clone, Debug)]
 pub struct KernelSrq(Arc<SrqCore>);
 
@@ -68,18 +64,6 @@ struct SrqCore {
     parked: Parking<SrqDrv>,
 }
 
-#[derive(Debug)]
-enum SrqProv {
-    /// rxe, or an mlx5 SRQ whose provider half never came to be.
-    KernelOnly,
-    /// Rxe: modify commands carry `rxe_modify_srq_cmd`.
-    Rxe,
-    Mlx5 {
-        ctx: mlx5::Context,
-        shared: Arc<mlx5::SrqShared>,
-    },
-}
-
 impl ProviderContext {
     /// Creates a basic SRQ: `UVERBS_METHOD_SRQ_CREATE` with the provider's
     /// driver data (mlx5: buffer, doorbell record and user index first, and
@@ -87,69 +71,54 @@ impl ProviderContext {
     /// ring's mmap info out), then its driver.
     #[doc(alias = "ibv_create_srq")]
     pub fn create_srq(&self, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)> {
-        let core = |handle, max_wr, max_sge, prov| SrqCore {
-            fd: fd.clone(),
-            handle,
-            max_wr,
-            max_sge,
-            prov,
-            live: AtomicBool::new(true),
-            parked: Parking::new(),
-        };
-        match &self.kind {
-            Kind::Rxe(_) => {
-                let mut drv_out = [0u8; rxe::SRQ_RESP_LEN];
-                // SAFETY: rxe's create-SRQ driver data names no memory.
-                let created = unsafe {
-                    cmd::create_srq(fd, a.pd_handle, a.max_wr, a.max_sge, a.srq_limit, a.user_handle, &[], &mut drv_out)
-                }?;
-                // If mapping fails, dropping the core destroys the kernel SRQ.
-                let k = KernelSrq(Arc::new(core(created.handle, created.max_wr, created.max_sge, SrqProv::Rxe)));
-                let ring = rxe::srq_finish(fd, &drv_out, created.max_sge)?;
-                debug!(handle = created.handle, max_wr = created.max_wr, "rxe SRQ created");
-                Ok((k, SrqDriver(SrqDrv::Rxe(ring))))
-            }
-            Kind::Mlx5(m) => {
-                let (pending, udata) = m.srq_prepare(a.max_wr, a.max_sge)?;
-                // What the provider's queue really holds (rdma-core reports the same).
-                let (wr, sge) = (pending.core_max_wr(), pending.core_max_sge());
-                let mut drv_out = [0u8; mlx5::SRQ_RESP_LEN];
-                // SAFETY: the driver data names `pending`'s buffer and doorbell
-                // record, which stay allocated until the kernel SRQ is destroyed:
-                // on failure here the kernel took nothing and `pending` drops.
-                let created = unsafe {
-                    cmd::create_srq(
-                        fd,
-                        a.pd_handle,
-                        wr,
-                        sge,
-                        a.srq_limit,
-                        a.user_handle,
-                        udata.as_bytes(),
-                        &mut drv_out,
-                    )
-                }?;
-                // Nothing fallible between the kernel create and `srq_finish`:
-                // `pending` must not be dropped while the kernel SRQ exists.
-                match m.srq_finish(pending, &drv_out) {
-                    Ok(srq) => {
-                        let prov = SrqProv::Mlx5 { ctx: m.clone(), shared: srq.shared().clone() };
-                        debug!(handle = created.handle, max_wr = wr, "mlx5 SRQ created");
-                        Ok((KernelSrq(Arc::new(core(created.handle, wr, sge, prov))), SrqDriver(SrqDrv::Mlx5(srq))))
-                    }
-                    Err(mlx5::FinishError { error, pending }) => {
-                        // The kernel SRQ uses the pending memory: destroy it first.
-                        let mut c = core(created.handle, wr, sge, SrqProv::KernelOnly);
-                        match c.destroy() {
-                            Ok(()) => drop(pending),
-                            Err(_) => std::mem::forget(pending),
-                        }
-                        Err(error)
-                    }
-                }
-            }
-        }
+        each!(&self.kind, Kind, T, ctx => create_srq::<T>(ctx, fd, a))
     }
+}
+
+/// [`ProviderContext::create_srq`] of provider `T`.
+fn create_srq<T: SrqOps>(ctx: &T, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)>
+where
+    SrqProv: Variant<T, Of = T::SrqState>,
+    SrqDrv: Variant<T, Of = T::Srq>,
+{
+    let core = |handle, max_wr, max_sge, prov| SrqCore {
+        fd: fd.clone(),
+        handle,
+        max_wr,
+        max_sge,
+        prov,
+        live: AtomicBool::new(true),
+        parked: Parking::new(),
+    };
+    let (pending, udata, wr, sge) = ctx.srq_prepare(a.max_wr, a.max_sge)?;
+    let ((created, _), (state, srq, max_wr, max_sge)) = create_then_finish(
+        pending,
+        |_| {
+            let mut resp = T::SrqResp::new_zeroed();
+            // SAFETY: the driver data names only the pending memory
+            // (`SrqOps`' contract), which `create_then_finish` frees only
+            // after the kernel SRQ is destroyed; on failure here the kernel
+            // took nothing.
+            let created = unsafe {
+                cmd::create_srq(
+                    fd,
+                    a.pd_handle,
+                    wr,
+                    sge,
+                    a.srq_limit,
+                    a.user_handle,
+                    udata.as_bytes(),
+                    resp.as_mut_bytes(),
+                )
+            }?;
+            Ok((created, resp))
+        },
+        |pending, (created, resp)| ctx.srq_finish(fd, pending, resp, created),
+        |(created, _)| core(created.handle, created.max_wr, created.max_sge, SrqProv::KernelOnly).destroy(),
+    )?;
+    debug!(handle = created.handle, max_wr, "SRQ created");
+    let k = KernelSrq(Arc::new(core(created.handle, max_wr, max_sge, Variant::<T>::wrap(state))));
+    Ok((k, SrqDriver(Variant::<T>::wrap(srq))))
 }
 
 impl SrqCore {
@@ -192,9 +161,7 @@ impl SrqCore {
                 return Err(e);
             }
         };
-        if let SrqProv::Mlx5 { ctx, shared } = &self.prov {
-            ctx.srqn_destroyed(shared.srqn());
-        }
+        each!(&self.prov, SrqProv, T, s => <T as SrqOps>::srq_destroyed(s); SrqProv::KernelOnly => {});
         debug!(handle = self.handle, async_events = events, "SRQ destroyed");
         Ok(events)
     }
@@ -227,42 +194,35 @@ impl KernelSrq {
         self.0.max_sge
     }
 
-    /// mlx5: the provider's SRQ state, for QPs that receive from it.
-    pub(crate) fn mlx5_shared(&self) -> Option<&Arc<mlx5::SrqShared>> {
-        match &self.0.prov {
-            SrqProv::Mlx5 { shared, .. } => Some(shared),
-            _ => None,
-        }
+    /// Provider `T`'s state of this SRQ, for QPs that receive from it.
+    pub(super) fn state<T: SrqOps>(&self) -> Option<&T::SrqState>
+    where
+        SrqProv: Variant<T, Of = T::SrqState>,
+    {
+        Variant::<T>::of(&self.0.prov)
     }
 
     /// Sets the limit that arms `SRQ_LIMIT_REACHED`
     /// (`IB_USER_VERBS_CMD_MODIFY_SRQ` with `IBV_SRQ_LIMIT`, `ibv_modify_srq`).
     #[doc(alias = "ibv_modify_srq")]
     pub fn modify_limit(&self, limit: u32) -> Result<()> {
-        // rxe reads an `rxe_modify_srq_cmd` on every modify; its pointer is
-        // where the kernel would describe a resized queue (not written for a
-        // limit change, but it must be valid memory). mlx5 takes no driver data.
-        let mut mi = mminfo::new_zeroed();
-        let drv = rxe_modify_srq_cmd { mmap_info_addr: mi.as_mut_bytes().as_mut_ptr() as u64 };
-        let drv_in = match self.0.prov {
-            SrqProv::Rxe => drv.as_bytes(),
-            SrqProv::Mlx5 { .. } | SrqProv::KernelOnly => &[],
-        };
-        // SAFETY: the only address in the driver data is `mi`'s, writable and
-        // alive for the whole call.
-        unsafe { cmd::modify_srq(&self.0.fd, self.0.handle, SRQ_LIMIT, 0, limit, drv_in) }
+        let (fd, handle) = (&self.0.fd, self.0.handle);
+        each!(&self.0.prov, SrqProv, T, s => <T as SrqOps>::srq_modify_limit(s, fd, handle, limit);
+            // SAFETY: no driver data, so no address.
+            SrqProv::KernelOnly => unsafe { modify_srq_limit(fd, handle, limit, &[]) })
     }
 
-    /// Takes the driver of an SRQ whose owner goes away: rxe's ring is
-    /// dropped now; mlx5's is parked until the kernel SRQ is destroyed.
+    /// Takes the driver of an SRQ whose owner goes away: parked until the
+    /// kernel SRQ is destroyed if its provider parks SRQ drivers
+    /// (`SrqOps::SRQ_PARKS`: mlx5), dropped now otherwise (rxe's ring).
     pub fn park(&self, driver: SrqDriver) {
         if self.0.fd.in_forked_child() {
             std::mem::forget(driver);
             return;
         }
-        match driver.0 {
-            d @ SrqDrv::Mlx5(_) => self.0.parked.park(d, |_| {}),
-            other => drop(other),
+        let d = driver.0;
+        if d.parks() {
+            self.0.parked.park(d, |_| {});
         }
     }
 
@@ -305,11 +265,8 @@ impl SrqDriver {
     #[doc(alias = "ibv_post_srq_recv")]
     #[inline]
     pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        match &mut self.0 {
-            SrqDrv::Rxe(ring) => ring.post(wrs),
-            SrqDrv::Mlx5(srq) => srq.post(wrs),
-            SrqDrv::Gone => Err(PostError { index: 0, kind: PostErrorKind::BadState }),
-        }
+        each!(&mut self.0, SrqDrv, T, d => RecvPost::post(d, wrs);
+            SrqDrv::Gone => Err(PostError { index: 0, kind: PostErrorKind::BadState }))
     }
 
     /// Takes the driver out, leaving one that posts nothing (for the
