@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn nothing_parked_releases_nothing() {
-        let mut p: Parking<Dummy> = Parking::new();
+        let p: Parking<Dummy> = Parking::new();
         assert!(p.with(|d| d.is_none()));
         assert!(p.release(true).is_none());
     }
