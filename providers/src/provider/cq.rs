@@ -122,10 +122,8 @@ where
         pending,
         |_| {
             let mut resp = T::CqResp::new_zeroed();
-            // SAFETY: the driver data names only the pending memory
-            // (`CqOps`' contract), which `create_then_finish` frees only
-            // after the kernel CQ is destroyed; on failure here the kernel
-            // took nothing.
+            // SAFETY: the driver data names only pending memory (CqOps), freed
+            // after the kernel CQ is destroyed, or now if this create fails.
             let created = unsafe { cmd::create_cq(fd, &args, udata.as_bytes(), resp.as_mut_bytes()) }?;
             Ok((created, resp))
         },

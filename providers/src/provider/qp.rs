@@ -148,10 +148,8 @@ where
         pending,
         |_| {
             let mut resp = T::QpResp::new_zeroed();
-            // SAFETY: the driver data names only the pending memory
-            // (`QpOps`' contract), which `create_then_finish` frees only
-            // after the kernel QP is destroyed; on failure here the kernel
-            // took nothing.
+            // SAFETY: the driver data names only pending memory (QpOps), freed
+            // after the kernel QP is destroyed, or now if this create fails.
             let created = unsafe { cmd::create_qp(fd, &args, udata.as_bytes(), resp.as_mut_bytes()) }?;
             Ok((created, resp))
         },

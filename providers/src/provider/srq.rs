@@ -95,10 +95,8 @@ where
         pending,
         |_| {
             let mut resp = T::SrqResp::new_zeroed();
-            // SAFETY: the driver data names only the pending memory
-            // (`SrqOps`' contract), which `create_then_finish` frees only
-            // after the kernel SRQ is destroyed; on failure here the kernel
-            // took nothing.
+            // SAFETY: the driver data names only pending memory (SrqOps), freed
+            // after the kernel SRQ is destroyed, or now if this create fails.
             let created = unsafe {
                 cmd::create_srq(
                     fd,
