@@ -142,27 +142,11 @@ impl CqCore {
     /// Through `&self`: the drivers' `Weak`s keep `Arc::get_mut` from
     /// answering, the strong count is what says "last holder".
     fn destroy(&self) -> Result<()> {
-        if self.fd.in_forked_child() {
-            // The kernel CQ is the parent's (the destroy command would be
-            // skipped too), and mlx5's queue memory is not mapped here.
-            if self.live.swap(false, Ordering::Relaxed) {
-                self.parked.release(false);
-            }
-            return Ok(());
-        }
-        match self.destroy_now() {
-            Ok(_) => {
-                drop(self.parked.release(true));
-                Ok(())
-            }
-            Err(e) => {
-                // The kernel CQ may still exist, and an mlx5 HCA may still
-                // write its buffer: never free that memory.
-                self.live.store(false, Ordering::Relaxed);
-                self.parked.release(false);
-                Err(e)
-            }
-        }
+        // A forked child: the kernel CQ is the parent's (the destroy
+        // command would be skipped too), and mlx5's queue memory is not
+        // mapped here. A refused destroy: the kernel CQ may still exist,
+        // and an mlx5 HCA may still write its buffer, which is never freed.
+        self.parked.destroy_last(&self.live, self.fd.in_forked_child(), || self.destroy_now())
     }
 
     /// The kernel destroy, once; zero counts when it was already done. On

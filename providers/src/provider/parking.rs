@@ -1,7 +1,10 @@
 //! Where the provider half of a dropped user handle waits for its kernel
 //! object's destroy (mlx5: queue memory the device writes until then).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+use crate::Result;
 
 /// A parked provider half. Only control paths touch it (drop, destroy, a
 /// QP's destroy or RESET); the fast path never does.
@@ -41,6 +44,37 @@ impl<D> Parking<D> {
         } else {
             std::mem::forget(d);
             None
+        }
+    }
+
+    /// The last holder's destroy of the kernel object this parks for:
+    /// `destroy_now` (the kernel command, done at most once through `live`),
+    /// then the parked driver is dropped. If the kernel refuses, the object
+    /// counts as gone and the driver is leaked (the device may still reach
+    /// its memory). In a forked child (`forked`) nothing is destroyed: the
+    /// object and its memory are the parent's.
+    pub(crate) fn destroy_last<R>(
+        &self,
+        live: &AtomicBool,
+        forked: bool,
+        destroy_now: impl FnOnce() -> Result<R>,
+    ) -> Result<()> {
+        if forked {
+            if live.swap(false, Ordering::Relaxed) {
+                self.release(false);
+            }
+            return Ok(());
+        }
+        match destroy_now() {
+            Ok(_) => {
+                drop(self.release(true));
+                Ok(())
+            }
+            Err(e) => {
+                live.store(false, Ordering::Relaxed);
+                self.release(false);
+                Err(e)
+            }
         }
     }
 }

@@ -123,26 +123,10 @@ impl SrqCore {
     /// The last holder's destroy: the kernel SRQ (unless an earlier
     /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     fn destroy(&mut self) -> Result<()> {
-        if self.fd.in_forked_child() {
-            // The parent's SRQ, and memory a forked child does not have.
-            if self.live.swap(false, Ordering::Relaxed) {
-                self.parked.release(false);
-            }
-            return Ok(());
-        }
-        match self.destroy_now() {
-            Ok(_) => {
-                drop(self.parked.release(true));
-                Ok(())
-            }
-            Err(e) => {
-                // The mlx5 SRQ stays registered, and its memory is leaked
-                // rather than freed under the HCA.
-                self.live.store(false, Ordering::Relaxed);
-                self.parked.release(false);
-                Err(e)
-            }
-        }
+        // A forked child: the parent's SRQ, and memory it does not have. A
+        // refused destroy: the mlx5 SRQ stays registered, and its memory is
+        // leaked rather than freed under the HCA.
+        self.parked.destroy_last(&self.live, self.fd.in_forked_child(), || self.destroy_now())
     }
 
     /// The kernel destroy, once (0 when it was already done), and mlx5's
