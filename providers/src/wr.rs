@@ -771,6 +771,12 @@ impl Wc {
 
     /// The immediate data, in host order, of a completion that carries one
     /// (`WITH_IMM`): `ibv_wc.imm_data` with `ntohl` applied.
+    ///
+    /// ```
+    /// use rverbs_providers::wr::{Wc, WcFlags};
+    /// let wc = Wc { imm_data: 0xbeef, wc_flags: WcFlags::WITH_IMM, ..Wc::default() };
+    /// assert_eq!((wc.imm(), wc.invalidated_rkey()), (Some(0xbeef), None));
+    /// ```
     pub fn imm(&self) -> Option<u32> {
         self.wc_flags.contains(WcFlags::WITH_IMM).then_some(self.imm_data)
     }
