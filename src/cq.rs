@@ -318,6 +318,17 @@ impl CompletionQueue {
     /// channel between polls as [`wait`](Self::wait) does; without one it
     /// polls (spins) until a completion comes or the time is up.
     ///
+    /// ```no_run
+    /// # let ctx = rverbs::devices()?[0].open()?;
+    /// # let mut cq = ctx.create_cq(16)?;
+    /// let mut wc = [rverbs::Wc::default(); 16];
+    /// let n = cq.wait_any(&mut wc, Some(std::time::Duration::from_secs(5)))?;
+    /// for w in &wc[..n] {
+    ///     w.ok()?; // an error status becomes an rverbs::Error
+    /// }
+    /// # Ok::<(), rverbs::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// The arm or the channel read failed.
     pub fn wait_any(&mut self, out: &mut [Wc], timeout: Option<Duration>) -> Result<usize> {
