@@ -64,7 +64,7 @@ impl Default for BenchArgs {
 /// Default runs per latency configuration.
 pub const DEFAULT_RUNS: u32 = 15;
 
-/// The parts of the benchmark (`--only instr,syscalls,latency,perftest,capi,mock`).
+/// The parts of the benchmark (`--only instr,syscalls,latency,perftest,capi,scale,mock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
     pub instr: bool,
@@ -73,17 +73,27 @@ pub struct Parts {
     pub perftest: bool,
     /// perftest on rdma-core's `libibverbs.so.1` and on rverbs' (issue #12 §5).
     pub capi: bool,
+    /// The scale tables ([`crate::scale`]).
+    pub scale: bool,
     pub mock: bool,
 }
 
 impl Parts {
     pub fn all() -> Parts {
-        Parts { instr: true, syscalls: true, latency: true, perftest: true, capi: true, mock: true }
+        Parts { instr: true, syscalls: true, latency: true, perftest: true, capi: true, scale: true, mock: true }
     }
 
     /// Parses `instr,syscalls,...`.
     pub fn parse(list: &str) -> Result<Parts> {
-        let mut p = Parts { instr: false, syscalls: false, latency: false, perftest: false, capi: false, mock: false };
+        let mut p = Parts {
+            instr: false,
+            syscalls: false,
+            latency: false,
+            perftest: false,
+            capi: false,
+            scale: false,
+            mock: false,
+        };
         for w in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match w {
                 "instr" => p.instr = true,
@@ -91,15 +101,16 @@ impl Parts {
                 "latency" => p.latency = true,
                 "perftest" => p.perftest = true,
                 "capi" => p.capi = true,
+                "scale" => p.scale = true,
                 "mock" => p.mock = true,
-                _ => return Err(format!("unknown part {w:?} (instr, syscalls, latency, perftest, capi, mock)")),
+                _ => return Err(format!("unknown part {w:?} (instr, syscalls, latency, perftest, capi, scale, mock)")),
             }
         }
         Ok(p)
     }
 
     fn any_guest(&self) -> bool {
-        self.instr || self.syscalls || self.latency || self.perftest || self.capi
+        self.instr || self.syscalls || self.latency || self.perftest || self.capi || self.scale
     }
 }
 
@@ -449,6 +460,9 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
             }
         }
     }
+    if parts.scale {
+        crate::scale::script(&mut s);
+    }
     s.push_str(
         "step send\n\
          for f in *; do\n    \
@@ -536,13 +550,19 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         }
     } else if args.parts.any_guest() {
         let cli = project::build_cli_release(&ws)?;
-        let capi = if args.parts.capi { Some(project::build_capi_release(&ws)?) } else { None };
+        let capi = if args.parts.capi || args.parts.scale { Some(project::build_capi_release(&ws)?) } else { None };
+        let scale = if args.parts.scale { crate::scale::guest_files(&ws)? } else { Vec::new() };
         let dirs = ws.dirs()?;
         for s in series {
             let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
             note(format!("kernel {}: {}", s.name, k.describe()));
-            let built =
-                Built { cli: cli.clone(), notrace: notrace.clone(), capi: capi.clone(), commit: commit.clone() };
+            let built = Built {
+                cli: cli.clone(),
+                notrace: notrace.clone(),
+                capi: capi.clone(),
+                scale: scale.clone(),
+                commit: commit.clone(),
+            };
             runs.push(one_kernel(&k, &tools, &dirs, &knobs, &built, args)?);
         }
     }
@@ -563,8 +583,10 @@ struct Built {
     cli: PathBuf,
     /// The CLI without tracing's callsites (`instr`).
     notrace: Option<PathBuf>,
-    /// rverbs' release `libibverbs.so` (`capi`).
+    /// rverbs' release `libibverbs.so` (`capi`, `scale`).
     capi: Option<PathBuf>,
+    /// The scale sections' programs: (guest path, host file).
+    scale: Vec<(String, PathBuf)>,
     /// `git describe` of the tree built.
     commit: String,
 }
@@ -594,6 +616,7 @@ fn one_kernel(
     if let Some(so) = &built.capi {
         files.push((format!("{}/libibverbs.so.1", project::GUEST_LIB_DIR), so.to_path_buf()));
     }
+    files.extend(built.scale.iter().cloned());
     let mut data = Vec::new();
     if args.parts.instr || args.parts.capi {
         for (at, host, program) in valgrind_files()? {

@@ -34,6 +34,7 @@ mod miri;
 mod mlx5_diff;
 mod names;
 mod project;
+mod scale;
 mod soak;
 mod strace;
 mod twohost;
@@ -65,10 +66,11 @@ usage:
       rverbs next to rdma-core in one guest per kernel (default: all):
       instructions per iteration and per verb (callgrind), syscalls,
       latency and throughput medians, perftest as the floor, perftest on
-      rdma-core's and rverbs' libibverbs.so.1 (capi), plus the
+      rdma-core's and rverbs' libibverbs.so.1 (capi), the cost of
+      objects, connections, memory and queues as N grows (scale), plus the
       providers against the mock kernel and the HCA model on the host;
       prints one table and writes it into docs/PERFORMANCE.md (not with
-      --no-doc). PARTS: instr,syscalls,latency,perftest,capi,mock (default all); N:
+      --no-doc). PARTS: instr,syscalls,latency,perftest,capi,scale,mock (default all); N:
       timed runs per configuration, medians (default 15);
       --reuse: no guests, the report of the files the last run kept in
       target/vm/bench/<kernel>/

@@ -89,6 +89,11 @@ impl<'a> Report<'a> {
             s.push_str(&self.tracing_table());
             s.push('\n');
             s.push_str(&self.capi_calls_table());
+            let scale = crate::scale::tables(self.runs);
+            if !scale.is_empty() {
+                s.push('\n');
+                s.push_str(&scale);
+            }
         }
         if let Some(m) = self.mock {
             s.push('\n');
