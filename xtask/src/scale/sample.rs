@@ -21,7 +21,7 @@ pub struct Sample {
 impl Sample {
     /// Parses one line; `None` unless it is a well-formed result line.
     pub fn parse(line: &str) -> Option<Sample> {
-        let mut w = line.trim().split_whitespace();
+        let mut w = line.split_whitespace();
         if w.next()? != "SCALE" {
             return None;
         }
