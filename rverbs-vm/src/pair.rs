@@ -1,14 +1,16 @@
 //! Two guests on one virtual wire: each has a virtio NIC (`eth0`) on a QEMU
-//! socket network, an address in one /24 and rxe0 on `eth0`, so RoCE v2
+//! stream network, an address in one /24 and rxe0 on `eth0`, so RoCE v2
 //! packets travel between two kernels.
 //!
-//! Host A (`192.168.78.1`) gets `-netdev socket,listen=127.0.0.1:PORT` and
-//! is started first; host B (`192.168.78.2`) gets `connect=` and starts once
-//! A's QEMU listens (read from `/proc/net/tcp`, never by connecting: QEMU
+//! The wire is a unix socket in a new directory of mode 0700 (no TCP port
+//! another local user could connect to first and become a guest's peer).
+//! Host A (`192.168.78.1`) gets `-netdev stream,server=on` on it and is
+//! started first; host B (`192.168.78.2`) gets `server=off` and starts once
+//! A's QEMU listens (read from `/proc/net/unix`, never by connecting: QEMU
 //! would take that connection as its peer). What the two run, and how they
 //! find each other, is up to their payloads (see [`crate::guest::net_payload`]).
 
-use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::console::LineKind;
@@ -30,40 +32,61 @@ pub fn host_ip(i: usize) -> String {
     format!("{NET}.{}", i + 1)
 }
 
-/// One wire: the loopback port A listens on.
-#[derive(Debug, Clone, Copy)]
+/// One wire: the unix socket A listens on, in a directory of its own.
+#[derive(Debug)]
 pub struct Wire {
-    pub port: u16,
+    pub socket: PathBuf,
 }
 
 impl Wire {
-    /// A wire on a port of 127.0.0.1 that is free now.
+    /// A wire in a new private directory (mode 0700, a random name under
+    /// the system's temporary directory: a unix socket's path must stay
+    /// under 108 bytes, which a deep work directory would not).
     pub fn new() -> Result<Wire> {
-        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot pick a free port: {e}"))?;
-        let port = l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot pick a free port: {e}"))?;
-        Ok(Wire { port })
+        let dir = crate::util::private_dir(&std::env::temp_dir(), "rverbs-wire-")?;
+        Ok(Wire { socket: dir.join("wire.sock") })
     }
 
     /// QEMU arguments of host `i` (0 = A listens, 1 = B connects).
     pub fn qemu_args(&self, i: usize) -> Vec<String> {
-        let side = if i == 0 { "listen" } else { "connect" };
+        let server = if i == 0 { "on" } else { "off" };
         vec![
             "-netdev".into(),
-            format!("socket,id=n0,{side}=127.0.0.1:{}", self.port),
+            format!("stream,id=n0,server={server},addr.type=unix,addr.path={}", self.socket.display()),
             "-device".into(),
             format!("virtio-net-pci,netdev=n0,mac=52:54:00:78:00:{:02x}", i + 1),
         ]
     }
 
-    /// True when something listens on 127.0.0.1:`port` (from /proc/net/tcp).
+    /// True when a socket listens at the wire's path (from /proc/net/unix:
+    /// flags `00010000` are `__SO_ACCEPTCON`, a listening socket).
     fn listening(&self) -> bool {
-        let want = format!("0100007F:{:04X}", self.port);
-        std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        let want = self.socket.to_string_lossy();
+        std::fs::read_to_string("/proc/net/unix").is_ok_and(|t| {
             t.lines().any(|l| {
                 let w: Vec<&str> = l.split_whitespace().collect();
-                w.len() > 3 && w[1] == want && w[3] == "0A"
+                w.len() > 7 && w[3] == "00010000" && w[7] == want
             })
         })
+    }
+
+    /// Where the wire is, for reports.
+    pub fn describe(&self) -> String {
+        format!("-netdev stream on the unix socket {}", self.socket.display())
+    }
+
+    fn dir(&self) -> Option<&Path> {
+        self.socket.parent()
+    }
+}
+
+impl Drop for Wire {
+    /// Removes the socket and its directory.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        if let Some(d) = self.dir() {
+            let _ = std::fs::remove_dir(d);
+        }
     }
 }
 
@@ -88,7 +111,7 @@ pub fn boot(
         let b = if wire.listening() {
             Ok(sc.spawn(|| boot(1)))
         } else {
-            Err(format!("host A's QEMU never listened on 127.0.0.1:{} (see its console)", wire.port))
+            Err(format!("host A's QEMU never listened on {} (see its console)", wire.socket.display()))
         };
         let b = b.and_then(|h| h.join().unwrap_or_else(|_| Err("host B's runner panicked".into())));
         let a = a.join().unwrap_or_else(|_| Err("host A's runner panicked".into()));
@@ -102,10 +125,17 @@ mod tests {
 
     #[test]
     fn wire_arguments() {
-        let w = Wire { port: 4321 };
-        assert_eq!(w.qemu_args(0)[1], "socket,id=n0,listen=127.0.0.1:4321");
-        assert_eq!(w.qemu_args(1)[1], "socket,id=n0,connect=127.0.0.1:4321");
+        let w = Wire::new().unwrap();
+        let dir = w.socket.parent().unwrap().to_path_buf();
+        let at = w.socket.display().to_string();
+        assert_eq!(w.qemu_args(0)[1], format!("stream,id=n0,server=on,addr.type=unix,addr.path={at}"));
+        assert_eq!(w.qemu_args(1)[1], format!("stream,id=n0,server=off,addr.type=unix,addr.path={at}"));
         assert!(w.qemu_args(1)[3].ends_with("mac=52:54:00:78:00:02"));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(!w.listening());
+        drop(w);
+        assert!(!dir.exists());
         assert_eq!((host_ip(0), host_ip(1)), ("192.168.78.1".to_owned(), "192.168.78.2".to_owned()));
     }
 }

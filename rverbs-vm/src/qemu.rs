@@ -2,7 +2,7 @@
 //! console line by line, and enforcing a wall-clock limit.
 //!
 //! [`Vm`] is one running QEMU; two-VM runs start two of them with extra
-//! arguments (`-netdev socket,...`) and read both consoles.
+//! arguments (`-netdev stream,...`) and read both consoles.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};

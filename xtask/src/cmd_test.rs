@@ -228,7 +228,7 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
     tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
 }
 
-/// The two-host tier: per kernel, two guests joined by a QEMU socket
+/// The two-host tier: per kernel, two guests joined by a QEMU stream
 /// network run `rverbs pingpong -e` across it, RC and UD (one test each).
 fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
     let fail = |tally: &mut Tally, e: String| tally.add("two hosts".into(), Counts::default(), vec![e], String::new());
@@ -253,7 +253,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
     for &s in series {
         let what = format!("two hosts {}", s.name);
         println!(
-            "==> {what}: rverbs pingpong -e -n {} between two guests on a QEMU socket network, RC and UD",
+            "==> {what}: rverbs pingpong -e -n {} between two guests on a QEMU stream network, RC and UD",
             spec.iters
         );
         let start = Instant::now();

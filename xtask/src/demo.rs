@@ -20,7 +20,7 @@
 //! The exit status is 1 when any check fails.
 //!
 //! `cargo xtask demo --two-hosts` instead boots two guests joined by a
-//! QEMU socket network and runs RC and UD ping-pongs across it
+//! QEMU stream network and runs RC and UD ping-pongs across it
 //! ([`crate::twohost`]).
 //!
 //! The guest prints each file the report needs between `@@DEMO file NAME`
@@ -107,7 +107,7 @@ pub fn run(args: &DemoArgs) -> Result<i32> {
 
 /// `--two-hosts`: the pair, its report, exit 1 unless both modes passed.
 fn two_hosts(k: &Kernel, tools: &HostTools, dirs: &Dirs, knobs: &Knobs, cli: &Path) -> Result<i32> {
-    note("booting two guests joined by a QEMU socket network (RC and UD ping-pong across it)");
+    note("booting two guests joined by a QEMU stream network (RC and UD ping-pong across it)");
     let show = twohost::progress(knobs.verbose);
     let pair = twohost::run(k, tools, dirs, knobs, cli, &twohost::PairSpec::default(), &show)?;
     println!("==> rverbs pingpong between two hosts");

@@ -28,7 +28,6 @@ mod cmd_vm;
 mod console_files;
 mod demo;
 mod downstream;
-mod elf;
 mod fuzz;
 mod miri;
 mod mlx5_diff;
@@ -39,7 +38,7 @@ mod soak;
 mod strace;
 mod twohost;
 
-use rverbs_vm::{console, guest, host_tools, kernel, runner, util};
+use rverbs_vm::{console, elf, guest, host_tools, kernel, runner, util};
 
 use bench::BenchArgs;
 use cmd_test::TestArgs;
@@ -53,7 +52,7 @@ usage:
       strace and report: no libibverbs, the control path's ioctls, the
       data path's syscalls, timings next to ibv_rc_pingpong; exit 1 if a
       check fails. --two-hosts: RC and UD ping-pong between two guests
-      joined by a QEMU socket network instead
+      joined by a QEMU stream network instead
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
                    --two-hosts-only | --downstream-only] [--no-two-hosts]
                    [--no-downstream] [--keep]

@@ -1,13 +1,13 @@
-//! Two hosts: two guests joined by a QEMU socket network, each with rxe0
+//! Two hosts: two guests joined by a QEMU stream network, each with rxe0
 //! on its own virtio NIC, run `rverbs pingpong` across that wire (RoCE v2
 //! in UDP between two kernels), RC and UD, with completion events (`-e`:
 //! with one vCPU per guest on a 2-core host, busy polling starves rxe),
 //! and `rverbs rping` (RC connected by the RDMA connection manager, RDMA
 //! READ and WRITE, validated) between the two kernels' CMs.
 //!
-//! Host A (`192.168.78.1`) is the server and is started first, with
-//! `-netdev socket,listen=127.0.0.1:PORT`; once QEMU listens, host B
-//! (`192.168.78.2`, the client) starts with `connect=`. B's script retries
+//! Host A (`192.168.78.1`) is the server and is started first, listening
+//! on a unix socket in a private directory ([`rverbs_vm::pair::Wire`]);
+//! once QEMU listens, host B (`192.168.78.2`, the client) connects to it. B's script retries
 //! each client run while the server is not listening yet ("Couldn't
 //! connect"; rping: REJECTED, "nobody listens", or an address that does
 //! not answer yet). Both scripts print each run between `@@PAIR begin MODE` and
@@ -227,7 +227,8 @@ fn script(server: bool, spec: &PairSpec) -> String {
 /// The finished pair.
 pub struct PairRun {
     pub spec: PairSpec,
-    pub port: u16,
+    /// The wire between the two QEMUs ([`Wire::describe`]).
+    pub wire: String,
     /// (host name, IP, its boot) for A then B; `Err` when the boot could
     /// not be made at all.
     pub hosts: Vec<(&'static str, String, Result<Outcome>)>,
@@ -261,7 +262,7 @@ pub fn run(
     let [a, b] = pair::boot(&guest, &wire, [&pa, &pb], show);
     Ok(PairRun {
         spec: spec.clone(),
-        port: wire.port,
+        wire: wire.describe(),
         hosts: vec![("A", pair::host_ip(0), a), ("B", pair::host_ip(1), b)],
         elapsed: start.elapsed(),
     })
@@ -387,8 +388,8 @@ impl PairRun {
             .find_map(|(_, _, o)| o.as_ref().ok().and_then(|o| o.report.release.clone()))
             .unwrap_or_else(|| "?".into());
         out.push(format!(
-            "{indent}two guests of Linux {release} (QEMU {accel}, 1 vCPU each), virtio-net joined by -netdev socket on 127.0.0.1:{}",
-            self.port
+            "{indent}two guests of Linux {release} (QEMU {accel}, 1 vCPU each), virtio-net joined by {}",
+            self.wire
         ));
         out.push(format!(
             "{indent}host A {NET}.1 (server) <-> host B {NET}.2 (client); rxe0 on each eth0; rverbs pingpong -e -n {n}, rverbs rping -C {n}",
