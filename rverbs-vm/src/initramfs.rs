@@ -1,12 +1,13 @@
 //! Assembling the guest's initramfs: what goes in (busybox, kmod, iproute2,
 //! rdma-core tools, libibverbs' rxe provider, Python with rdma-core's
 //! pyverbs and its test suite, kernel modules, the project's binaries, with
-//! every shared library `ldd` names) and writing it as cpio.
+//! every shared library they load, read from their ELF headers) and writing
+//! it as cpio.
 //!
 //! The guest uses a merged /usr: `/bin`, `/sbin`, `/lib`, `/lib64` are
 //! links into `/usr`, and every host path is placed under `/usr`
 //! accordingly, so a program finds its loader and libraries at the paths
-//! `ldd` reported on the host.
+//! the host's loader would resolve ([`crate::elf::libraries`]).
 //!
 //! An initrd is two archives back to back, which the kernel unpacks in
 //! order: a gzip'd *base* that depends only on the kernel and the host's
@@ -109,7 +110,7 @@ impl Manifest {
     }
 
     /// Adds a host program (or shared object) at its mapped path, with
-    /// every library `ldd` lists for it.
+    /// every library it loads.
     pub fn program(&mut self, host: &Path) -> Result<()> {
         self.program_at(&guest_path(host), host)
     }
@@ -130,7 +131,7 @@ impl Manifest {
         let libs = match self.ldd_cache.get(host) {
             Some(l) => l.clone(),
             None => {
-                let l = ldd(host)?;
+                let l = crate::elf::libraries(host)?;
                 self.ldd_cache.insert(host.to_path_buf(), l.clone());
                 l
             }
@@ -212,34 +213,6 @@ fn copy_into<W: Write>(w: &mut CpioWriter<W>, path: &str, perm: u32, host: &Path
     let mut f = File::open(host)?;
     let size = f.metadata()?.len();
     w.file(path, perm, size, &mut f)
-}
-
-/// The shared libraries (and loader) `ldd` lists for `path`; none for a
-/// static binary.
-pub fn ldd(path: &Path) -> Result<Vec<PathBuf>> {
-    let (ok, out, err) = util::capture_lenient(Command::new("ldd").arg(path)).ok_or("cannot run ldd")?;
-    if !ok {
-        if (out + &err).contains("not a dynamic executable") {
-            return Ok(Vec::new());
-        }
-        return Err(format!("ldd {} failed: {err}", path.display()));
-    }
-    parse_ldd(&out).map_err(|e| format!("ldd {}: {e}", path.display()))
-}
-
-/// Parses `ldd` output: `name => /path (addr)` and `/path (addr)` lines.
-fn parse_ldd(out: &str) -> Result<Vec<PathBuf>> {
-    let mut libs = Vec::new();
-    for line in out.lines().map(str::trim) {
-        if line.contains("=> not found") {
-            return Err(format!("missing library: {line}"));
-        }
-        let target = line.split_once("=>").map_or(line, |(_, t)| t.trim());
-        if let Some(p) = target.split_whitespace().next().filter(|p| p.starts_with('/')) {
-            libs.push(PathBuf::from(p));
-        }
-    }
-    Ok(libs)
 }
 
 /// The kernel-independent part of the guest: layout, busybox, kmod, the
@@ -525,17 +498,6 @@ mod tests {
         assert_eq!(guest_path(Path::new("/usr/bin/ip")), "usr/bin/ip");
         assert_eq!(guest_path(Path::new("/sbin/modprobe")), "usr/sbin/modprobe");
         assert_eq!(guest_path(Path::new("/etc/libibverbs.d/rxe.driver")), "etc/libibverbs.d/rxe.driver");
-    }
-
-    #[test]
-    fn parses_ldd() {
-        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
-        let libs = parse_ldd(out).unwrap();
-        assert_eq!(
-            libs,
-            vec![PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
-        );
-        assert!(parse_ldd("\tlibfoo.so => not found\n").is_err());
     }
 
     #[test]

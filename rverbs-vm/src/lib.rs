@@ -18,6 +18,7 @@
 
 pub mod console;
 pub mod cpio;
+pub mod elf;
 pub mod guest;
 pub mod host_tools;
 pub mod initramfs;

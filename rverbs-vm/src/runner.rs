@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::console::{GuestReport, LineKind};
-use crate::guest::{MARK, PAYLOAD};
+use crate::guest::{MARK, NONCE_FILE, PAYLOAD};
 use crate::host_tools::HostTools;
 use crate::initramfs::{self, Manifest};
 use crate::kernel::Kernel;
@@ -22,7 +22,7 @@ const KVM_GRACE: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Default)]
 pub struct Payload {
     /// (guest path, host file) of programs: each is copied with the shared
-    /// libraries it needs (`ldd`) that the base lacks.
+    /// libraries it loads that the base lacks.
     pub files: Vec<(String, PathBuf)>,
     /// (guest path, host file) copied as they are.
     pub data: Vec<(String, PathBuf)>,
@@ -159,7 +159,7 @@ pub struct Guest<'a> {
 /// what it was) to `show`. Falls back to TCG once if a KVM guest never
 /// reaches `/init`. Keeps the initrd only with `keep`.
 pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKind, &str)) -> Result<Outcome> {
-    let initrd = build_initrd(g, payload)?;
+    let (initrd, nonce) = build_initrd(g, payload)?;
     let verdict = kvm_verdict_file(g);
     let accel = if !qemu::accel_forced() && verdict.is_file() {
         static SAID: std::sync::Once = std::sync::Once::new();
@@ -173,14 +173,14 @@ pub fn run(g: &Guest, payload: &Payload, keep: bool, show: &mut dyn FnMut(LineKi
     } else {
         qemu::accel(&g.tools.qemu)
     };
-    let mut outcome = boot_once(g, payload, &initrd, &accel, show)?;
+    let mut outcome = boot_once(g, payload, &initrd, &nonce, &accel, show)?;
     let kvm_failed = outcome.report.release.is_none() && !outcome.boot.timed_out;
     if matches!(accel, Accel::Kvm(_)) && kvm_failed {
         // KVM passed the probe but did not get the guest to /init.
         let why = exit_text(&outcome.boot);
         note(format!("KVM guest did not start ({why}); retrying under TCG"));
         qemu::demote_to_tcg();
-        outcome = boot_once(g, payload, &initrd, &Accel::Tcg, show)?;
+        outcome = boot_once(g, payload, &initrd, &nonce, &Accel::Tcg, show)?;
         if outcome.report.release.is_some() {
             // TCG got there, so KVM was the problem: later processes (a cargo
             // runner starts one per test binary) skip the failing attempt,
@@ -213,8 +213,9 @@ fn kvm_verdict_file(g: &Guest) -> PathBuf {
     dir.join(format!("{}-{key}", g.kernel.release))
 }
 
-/// base archive (cached) + payload -> `work/run/<release>-<label>-<pid>.initrd`.
-fn build_initrd(g: &Guest, payload: &Payload) -> Result<PathBuf> {
+/// base archive (cached) + payload -> `work/run/<release>-<label>-<pid>.initrd`,
+/// and the boot's marker nonce it holds.
+fn build_initrd(g: &Guest, payload: &Payload) -> Result<(PathBuf, String)> {
     let k = g.kernel;
     let (base, base_manifest) = initramfs::base_archive(k, g.tools, &g.dirs.cache)?;
     let mut m = Manifest::default();
@@ -228,11 +229,13 @@ fn build_initrd(g: &Guest, payload: &Payload) -> Result<PathBuf> {
         m.dir(d);
     }
     m.bytes(PAYLOAD, 0o644, payload.script.clone());
+    let nonce = util::random_hex()?;
+    m.bytes(NONCE_FILE, 0o600, nonce.clone());
     let dir = g.dirs.run()?;
     remove_stale_files(&dir);
     let initrd = run_file(g, payload, "initrd")?;
     initramfs::concat_initrd(&base, &mut m, &initrd)?;
-    Ok(initrd)
+    Ok((initrd, nonce))
 }
 
 /// `work/run/<release>-<label>-<pid>.<suffix>`: a file of this run only.
@@ -258,6 +261,7 @@ fn boot_once(
     g: &Guest,
     payload: &Payload,
     initrd: &Path,
+    nonce: &str,
     accel: &Accel,
     show: &mut dyn FnMut(LineKind, &str),
 ) -> Result<Outcome> {
@@ -273,7 +277,7 @@ fn boot_once(
         kernel_log: Some(log_path(g.dirs, g.kernel, payload.label, "kernel.log")?),
         stderr_log: payload.separate_stderr.then(|| run_file(g, payload, "stderr")).transpose()?,
     };
-    let mut report = GuestReport::default();
+    let mut report = GuestReport::with_nonce(nonce);
     // Under KVM /init starts within seconds; waiting longer means KVM is
     // not working here, and the caller falls back to TCG.
     let started = |l: &str| l.contains(MARK);
