@@ -170,6 +170,9 @@ pub struct GuestReport {
     pub dmesg: Vec<String>,
     in_run: bool,
     in_dmesg: bool,
+    /// This boot's nonce ([`crate::guest::NONCE_FILE`]); empty: plain
+    /// `@@RVERBS ` markers.
+    nonce: String,
 }
 
 /// What a console line was, for whoever shows progress.
@@ -191,10 +194,28 @@ pub enum LineKind {
 }
 
 impl GuestReport {
-    /// Feeds one console line and says what it was.
+    /// A report that believes only markers carrying `nonce`
+    /// (`@@RVERBS:<nonce> …`); any other `@@RVERBS` line is the program's
+    /// output.
+    pub fn with_nonce(nonce: &str) -> GuestReport {
+        GuestReport { nonce: nonce.to_owned(), ..GuestReport::default() }
+    }
+
+    /// The prefix of a marker this report believes.
+    fn prefix(&self) -> String {
+        if self.nonce.is_empty() {
+            format!("{MARK} ")
+        } else {
+            format!("{MARK}:{} ", self.nonce)
+        }
+    }
+
+    /// Feeds one console line and says what it was. A marker may follow
+    /// output that did not end its line, so it is found anywhere in it.
     pub fn push(&mut self, line: &str) -> LineKind {
-        if let Some(at) = line.find(MARK) {
-            self.marker(line[at + MARK.len()..].trim());
+        let prefix = self.prefix();
+        if let Some(at) = line.find(&prefix) {
+            self.marker(line[at + prefix.len()..].trim());
             return LineKind::Marker;
         }
         if self.in_dmesg {
@@ -301,5 +322,24 @@ test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; 
         assert!(r.runs[1].crash_reason().is_some());
         assert_eq!(r.counts(), Counts { passed: 1, failed: 2, skipped: 0 });
         assert_eq!(r.dmesg, vec!["[    1.0] rxe"]);
+    }
+
+    #[test]
+    fn only_markers_with_the_nonce_count() {
+        let mut r = GuestReport::with_nonce("00ff");
+        for l in [
+            "@@RVERBS:00ff ready",
+            "@@RVERBS:00ff begin t",
+            "@@RVERBS end t 0",
+            "faked @@RVERBS:0000 end t 0",
+            "no newline@@RVERBS:00ff end t 101",
+            "@@RVERBS:00ff done",
+        ] {
+            r.push(l);
+        }
+        assert!(r.ready && r.done);
+        assert_eq!(r.runs.len(), 1);
+        assert_eq!(r.runs[0].exit, Some(101));
+        assert_eq!(r.runs[0].log.lines, vec!["@@RVERBS end t 0", "faked @@RVERBS:0000 end t 0"]);
     }
 }

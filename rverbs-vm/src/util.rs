@@ -177,19 +177,23 @@ pub fn mkdir(dir: PathBuf) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// 16 random hex digits from `/dev/urandom`.
+pub fn random_hex() -> Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).ctx("reading /dev/urandom")?;
+    Ok(format!("{:016x}", u64::from_ne_bytes(b)))
+}
+
 /// A new directory `<parent>/<prefix><random>`, mode 0700, that did not
 /// exist before: `mkdir(2)` fails on anything already at the path, a
 /// symlink included, so a name another user guessed or planted is never
 /// used (the harness runs as root; `mkdtemp`'s contract, with std only).
 pub fn private_dir(parent: &Path, prefix: &str) -> Result<PathBuf> {
-    use std::io::Read;
     use std::os::unix::fs::DirBuilderExt;
     std::fs::create_dir_all(parent).ctx(format!("creating {}", parent.display()))?;
-    let mut urandom = std::fs::File::open("/dev/urandom").ctx("opening /dev/urandom")?;
     for _ in 0..16 {
-        let mut b = [0u8; 8];
-        urandom.read_exact(&mut b).ctx("reading /dev/urandom")?;
-        let dir = parent.join(format!("{prefix}{:016x}", u64::from_ne_bytes(b)));
+        let dir = parent.join(format!("{prefix}{}", random_hex()?));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
