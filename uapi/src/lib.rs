@@ -19,6 +19,7 @@
 //! | [`rdma_netlink`] | `rdma_netlink.h`: RDMA netlink (`NETLINK_RDMA`) ids |
 //! | [`rdma_user_cm`] | `rdma_user_cm.h`: the RDMA connection manager (`/dev/infiniband/rdma_cm`) |
 //! | [`rdma_user_rxe`] | `rdma_user_rxe.h`: soft-RoCE (rxe) driver ABI |
+//! | [`siw_abi`] | `siw-abi.h`: soft-iWARP (siw) driver ABI |
 //! | [`mlx5_abi`] | `mlx5-abi.h`: mlx5 driver udata |
 //! | [`mlx5_user_ioctl_cmds`] | `mlx5_user_ioctl_cmds.h`: mlx5 ioctl ids |
 //! | [`mlx5_user_ioctl_verbs`] | `mlx5_user_ioctl_verbs.h`: mlx5 ioctl enums and structs |
@@ -156,6 +157,7 @@ pub mod rdma_user_cm;
 pub mod rdma_user_ioctl;
 pub mod rdma_user_ioctl_cmds;
 pub mod rdma_user_rxe;
+pub mod siw_abi;
 
 #[cfg(test)]
 mod tests;
