@@ -1,0 +1,345 @@
+//! N RDMA CM connections to one listener, the scale bench's `connections`
+//! section (`cargo xtask bench --only scale`, issue #35). It speaks
+//! rdma-core's `ucmatose` protocol (librdmacm/examples/cmatose.c), so
+//! either side can be ucmatose:
+//!
+//! * each connection has a PD, a send CQ and a receive CQ of
+//!   `max(M, 1)` entries, an RC QP signalling every send, and (M > 0) an
+//!   S-byte region with M receives posted before CONNECT / ACCEPT; no
+//!   private data; the client asks for responder resources 1, initiator
+//!   depth 1, retry count 5;
+//! * once every connection is ESTABLISHED the server SENDs M messages on
+//!   each, the client receives them and SENDs M back;
+//! * the server then disconnects every connection and waits for each
+//!   DISCONNECTED; the client answers each DISCONNECTED with its own
+//!   disconnect.
+//!
+//! ```text
+//! scale_connections server PORT N M S LABEL       # the async listener (tokio)
+//! scale_connections client ADDR PORT N M S LABEL  # N async clients at once
+//! scale_connections drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD
+//! ```
+//!
+//! `server` and `client` print one result line each (`SCALE connections
+//! listener|client rverbs:PEER N …`): the listener's span from the first
+//! CONNECT_REQUEST to the last ESTABLISHED (`conn_ns`), from its first
+//! disconnect to the last DISCONNECTED (`disc_ns`), and the CM events it
+//! handled in those spans (`events`, 3 per connection); the client's span
+//! from its start to the last ESTABLISHED.
+//!
+//! `drive` times a pair of any two programs the same way for both
+//! libraries: it starts `SERVER_CMD` (`sh -c`), waits until an RDMA CM id
+//! listens on PORT (`rdma resource show cm_id`), runs `CLIENT_CMD`, and
+//! prints `SCALE connections wall LABEL N cli_ns=… srv_ns=… rc=… src=…`:
+//! the client's wall time and the time from the client's start to the
+//! server's exit (the listener's whole span, every event included), with
+//! both exit statuses; then every result line the two printed. Their
+//! outputs go to `OUT.srv` and `OUT.cli`. (busybox's `date` has no
+//! nanoseconds, hence a driver.)
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rverbs::asynch::{AsyncCmId, AsyncConnection, AsyncListener};
+use rverbs::cm::{CmId, ConnParam};
+use rverbs::{
+    AccessFlags, CompletionQueue, Context, CqInitAttr, MemoryRegion, ProtectionDomain, QpCap, QpInitAttr, QpType,
+    QueuePair, RecvWr, SendWr,
+};
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A step that never comes fails instead of hanging the bench.
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// ucmatose's address and route resolution timeout (ms).
+const RESOLVE: Duration = Duration::from_millis(2000);
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = run(&args) {
+        eprintln!("scale_connections: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &[String]) -> Result {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        ["server", port, n, m, s, label] => {
+            let shape = Shape::parse(n, m, s)?;
+            let port = port.parse().map_err(|_| format!("port {port:?}: not a number"))?;
+            runtime()?.block_on(serve(port, shape, label))
+        }
+        ["client", addr, port, n, m, s, label] => {
+            let shape = Shape::parse(n, m, s)?;
+            let ip: IpAddr = addr.parse().map_err(|_| format!("address {addr:?}: not a numeric IP address"))?;
+            let port = port.parse().map_err(|_| format!("port {port:?}: not a number"))?;
+            runtime()?.block_on(clients(SocketAddr::new(ip, port), shape, label))
+        }
+        ["drive", label, n, port, out, server, client] => drive(label, n, port, out, server, client),
+        _ => Err(format!(
+            "usage: scale_connections server PORT N M S LABEL | client ADDR PORT N M S LABEL | \
+             drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD (got {args:?})"
+        )
+        .into()),
+    }
+}
+
+/// One thread: the listener's events are handled one after the other,
+/// as ucmatose's loop does.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+/// Connections, messages per connection and message size.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    n: usize,
+    m: usize,
+    size: usize,
+}
+
+impl Shape {
+    fn parse(n: &str, m: &str, s: &str) -> Result<Shape> {
+        let num = |what: &str, v: &str| v.parse::<usize>().map_err(|_| format!("{what} {v:?}: not a whole number"));
+        let shape = Shape { n: num("N", n)?, m: num("M", m)?, size: num("S", s)? };
+        if shape.n == 0 || (shape.m > 0 && shape.size == 0) {
+            return Err(format!("N must be at least 1 and S at least 1 when M > 0 (got {shape:?})").into());
+        }
+        Ok(shape)
+    }
+}
+
+/// A connection's objects besides its QP and id, as cmatose's node.
+struct Node {
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
+    mr: Option<MemoryRegion>,
+    _pd: ProtectionDomain,
+}
+
+impl Node {
+    /// PD, the two CQs, the QP (attached to `id`, so in INIT), the region
+    /// and `m` receives posted.
+    fn new(ctx: &Context, id: &CmId, shape: Shape) -> Result<(QueuePair, Node)> {
+        let pd = ctx.alloc_pd()?;
+        let cqe = shape.m.max(1) as u32;
+        let send_cq = ctx.create_cq_with(&CqInitAttr { cqe, ..Default::default() })?;
+        let recv_cq = ctx.create_cq_with(&CqInitAttr { cqe, ..Default::default() })?;
+        let mut init = QpInitAttr::new(QpType::Rc, &send_cq);
+        init.recv_cq = &recv_cq;
+        init.cap = QpCap { max_send_wr: cqe, max_recv_wr: cqe, max_send_sge: 1, max_recv_sge: 1, ..QpCap::default() };
+        init.sq_sig_all = true;
+        let mut qp = pd.create_qp(&init)?;
+        id.attach_qp(&qp)?;
+        let mr = if shape.m > 0 { Some(pd.alloc_mr(shape.size, AccessFlags::LOCAL_WRITE)?) } else { None };
+        if let Some(mr) = &mr {
+            let sge = [mr.sge(0, shape.size as u32)?];
+            for i in 0..shape.m {
+                qp.post_recv(&[RecvWr::new(i as u64, &sge)])?;
+            }
+        }
+        Ok((qp, Node { send_cq, recv_cq, mr, _pd: pd }))
+    }
+
+    /// SENDs `m` messages of the region.
+    fn send(&self, qp: &mut QueuePair, shape: Shape) -> Result {
+        if let Some(mr) = &self.mr {
+            let sge = [mr.sge(0, shape.size as u32)?];
+            for i in 0..shape.m {
+                qp.post_send(&[SendWr::send(i as u64, &sge).signaled()])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls `m` successful completions from the send or the receive CQ.
+    fn complete(&mut self, recv: bool, m: usize) -> Result {
+        let cq = if recv { &mut self.recv_cq } else { &mut self.send_cq };
+        let (mut done, start) = (0, Instant::now());
+        while done < m {
+            if let Some(w) = cq.poll_one() {
+                w.ok()?;
+                done += 1;
+            } else if start.elapsed() > TIMEOUT {
+                let what = if recv { "receive" } else { "send" };
+                return Err(format!("{done} of {m} {what} completions in {TIMEOUT:?}: the peer stopped").into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bounds `f` by [`TIMEOUT`], naming `what`.
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = rverbs::Result<T>>) -> Result<T> {
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(format!("{what}: nothing in {TIMEOUT:?}").into()),
+    }
+}
+
+/// The listener: accepts `shape.n` requests (each accept waits for its
+/// ESTABLISHED in a task of its own), exchanges the messages, disconnects
+/// every connection and waits for each DISCONNECTED.
+async fn serve(port: u16, shape: Shape, label: &str) -> Result {
+    let mut listener = AsyncListener::bind(SocketAddr::new([0, 0, 0, 0].into(), port))?;
+    let mut pending = tokio::task::JoinSet::new();
+    let mut first = None;
+    for _ in 0..shape.n {
+        let req = bounded("rdma_get_request", listener.accept()).await?;
+        first.get_or_insert_with(Instant::now);
+        let ctx = req.context()?;
+        let (qp, node) = Node::new(&ctx, req.id(), shape)?;
+        let accepted = req.accept(qp, &ConnParam::default());
+        pending.spawn(async move { bounded("rdma_accept", accepted).await.map(|c| (c, node)) });
+    }
+    let mut conns: Vec<(AsyncConnection, Node)> = Vec::with_capacity(shape.n);
+    while let Some(done) = pending.join_next().await {
+        conns.push(done.map_err(|e| format!("an accept task: {e}"))??);
+    }
+    let established = Instant::now();
+    for (c, node) in &mut conns {
+        node.send(c, shape)?;
+    }
+    for (_, node) in &mut conns {
+        node.complete(false, shape.m)?;
+    }
+    for (_, node) in &mut conns {
+        node.complete(true, shape.m)?;
+    }
+    let disc = Instant::now();
+    for (c, _) in &conns {
+        c.disconnect()?;
+    }
+    let mut closing = tokio::task::JoinSet::new();
+    for (mut c, node) in conns {
+        closing.spawn(async move {
+            let r = bounded("DISCONNECTED", c.disconnected()).await;
+            drop(c);
+            drop(node);
+            r
+        });
+    }
+    while let Some(done) = closing.join_next().await {
+        done.map_err(|e| format!("a disconnect task: {e}"))??;
+    }
+    let end = Instant::now();
+    let first = first.unwrap_or(established);
+    println!(
+        "SCALE connections listener rverbs:{label} {} conn_ns={} disc_ns={} events={}",
+        shape.n,
+        (established - first).as_nanos(),
+        (end - disc).as_nanos(),
+        3 * shape.n
+    );
+    Ok(())
+}
+
+/// `shape.n` clients at once, as ucmatose's: resolve, connect, receive
+/// the server's messages, answer them, then answer its disconnect.
+async fn clients(addr: SocketAddr, shape: Shape, label: &str) -> Result {
+    let start = Instant::now();
+    let mut pending = tokio::task::JoinSet::new();
+    for _ in 0..shape.n {
+        pending.spawn(async move {
+            let id = bounded("rdma_resolve_addr/route", AsyncCmId::resolve(addr, RESOLVE)).await?;
+            let ctx = id.context()?;
+            let (qp, node) = Node::new(&ctx, id.id(), shape)?;
+            let param = ConnParam { responder_resources: 1, initiator_depth: 1, retry_count: 5, ..Default::default() };
+            let c = bounded("rdma_connect", id.connect_qp(qp, &param)).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((c, node))
+        });
+    }
+    let mut conns: Vec<(AsyncConnection, Node)> = Vec::with_capacity(shape.n);
+    while let Some(done) = pending.join_next().await {
+        conns.push(done.map_err(|e| format!("a connect task: {e}"))??);
+    }
+    let established = Instant::now();
+    for (_, node) in &mut conns {
+        node.complete(true, shape.m)?;
+    }
+    for (c, node) in &mut conns {
+        node.send(c, shape)?;
+    }
+    for (_, node) in &mut conns {
+        node.complete(false, shape.m)?;
+    }
+    let mut closing = tokio::task::JoinSet::new();
+    for (mut c, node) in conns {
+        closing.spawn(async move {
+            let r = bounded("DISCONNECTED", c.disconnected()).await;
+            // Answering the peer's disconnect may find the id gone to
+            // TIMEWAIT already (cmatose ignores the result too).
+            let _ = c.disconnect();
+            drop(c);
+            drop(node);
+            r
+        });
+    }
+    while let Some(done) = closing.join_next().await {
+        done.map_err(|e| format!("a disconnect task: {e}"))??;
+    }
+    println!("SCALE connections client {label}:rverbs {} conn_ns={}", shape.n, (established - start).as_nanos());
+    Ok(())
+}
+
+/// `drive`: see the file's docs.
+fn drive(label: &str, n: &str, port: &str, out: &str, server: &str, client: &str) -> Result {
+    let n: u64 = n.parse().map_err(|_| format!("N {n:?}: not a whole number"))?;
+    let sh = |cmd: &str, to: &str| -> Result<Child> {
+        let f = std::fs::File::create(to).map_err(|e| format!("creating {to}: {e}"))?;
+        let f2 = f.try_clone()?;
+        Ok(Command::new("sh").args(["-c", cmd]).stdin(Stdio::null()).stdout(f).stderr(f2).spawn()?)
+    };
+    let (srv_out, cli_out) = (format!("{out}.srv"), format!("{out}.cli"));
+    let mut srv = sh(server, &srv_out)?;
+    let listening = wait_cm_listening(port, &mut srv);
+    let t0 = Instant::now();
+    let (cli_rc, t1) = if listening {
+        let rc = sh(client, &cli_out)?.wait()?;
+        (code(rc), Instant::now())
+    } else {
+        let _ = srv.kill();
+        std::fs::write(&cli_out, format!("the server never listened on port {port}\n"))?;
+        (99, Instant::now())
+    };
+    let srv_rc = code(srv.wait()?);
+    let t2 = Instant::now();
+    println!(
+        "SCALE connections wall {label} {n} cli_ns={} srv_ns={} rc={cli_rc} src={srv_rc}",
+        (t1 - t0).as_nanos(),
+        (t2 - t0).as_nanos()
+    );
+    for f in [&srv_out, &cli_out] {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        text.lines().filter(|l| l.starts_with("SCALE ")).for_each(|l| println!("{l}"));
+        if cli_rc != 0 || srv_rc != 0 {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(5)..].iter().for_each(|l| println!("# {f}: {l}"));
+        }
+    }
+    Ok(())
+}
+
+fn code(s: ExitStatus) -> i32 {
+    s.code().unwrap_or(128)
+}
+
+/// True once an RDMA CM id listens on `port`; false when the server exits
+/// first or nothing listens within a minute.
+fn wait_cm_listening(port: &str, server: &mut Child) -> bool {
+    let start = Instant::now();
+    let (mid, end) = (format!(":{port} "), format!(":{port}"));
+    loop {
+        let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        if text.lines().any(|l| l.contains("LISTEN") && (l.contains(&mid) || l.trim_end().ends_with(&end))) {
+            return true;
+        }
+        if !matches!(server.try_wait(), Ok(None)) || start.elapsed() > Duration::from_secs(60) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
