@@ -618,7 +618,7 @@ fn one_kernel(
     }
     files.extend(built.scale.iter().cloned());
     let mut data = Vec::new();
-    if args.parts.instr || args.parts.capi {
+    if args.parts.instr || args.parts.capi || args.parts.scale {
         for (at, host, program) in valgrind_files()? {
             if program {
                 files.push((at, host));

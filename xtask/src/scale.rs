@@ -26,12 +26,11 @@ mod sample;
 
 use std::path::PathBuf;
 
-#[allow(unused_imports)]
 pub use sample::Sample;
 
 use crate::bench_report::KernelRun;
-use crate::project::Workspace;
-use crate::util::Result;
+use crate::project::{self, Workspace};
+use crate::util::{self, note, Result};
 
 /// The first TCP port the sections' pairs use (the rest of the bench
 /// counts up from 19000).
@@ -62,4 +61,72 @@ pub fn script(s: &mut String) {
 pub fn tables(runs: &[KernelRun]) -> String {
     let parts = [objects::table(runs), memory::table(runs), connections::table(runs), queues::table(runs)];
     parts.into_iter().filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
+}
+
+/// The three implementations a section compares, as its lines name them.
+pub const IMPLS: [&str; 3] = ["rdma-core", "rverbs", "rverbs-capi"];
+
+/// Where the guest finds the `objects` and `memory` programs.
+pub const SCALE_OBJECTS: &str = "/usr/local/bin/scale_objects";
+pub const SCALE_C: &str = "/usr/local/bin/scale_c";
+
+/// The command that does `args` (`objects pd 100`, `memory 1g 2`) with
+/// implementation `imp`: rverbs' Rust API (`examples/scale_objects.rs`), or
+/// `capi/examples/scale_c.rs` on rdma-core's `libibverbs.so.1` or, through
+/// `LD_LIBRARY_PATH`, on rverbs'. `wrap` (strace, valgrind) goes right
+/// before the program, after the environment.
+pub fn command(imp: &str, wrap: &str, args: &str) -> String {
+    let wrap = if wrap.is_empty() { String::new() } else { format!("{wrap} ") };
+    match imp {
+        "rverbs" => format!("{wrap}{SCALE_OBJECTS} {args}"),
+        "rverbs-capi" => format!("env LD_LIBRARY_PATH={} {wrap}{SCALE_C} {imp} {args}", project::GUEST_LIB_DIR),
+        _ => format!("{wrap}{SCALE_C} {imp} {args}"),
+    }
+}
+
+/// The `objects`/`memory` programs, release builds (the figures are of
+/// optimised code on every side, as rdma-core's are): (guest path, host file).
+fn scale_programs(ws: &Workspace) -> Result<Vec<(String, PathBuf)>> {
+    let mut v = Vec::new();
+    for (package, example, at) in [("rverbs", "scale_objects", SCALE_OBJECTS), ("rverbs-capi", "scale_c", SCALE_C)] {
+        let mut cmd = project::cargo();
+        cmd.current_dir(&ws.root).args(["build", "--release", "--quiet", "-p", package, "--example", example]);
+        note(util::describe(&cmd));
+        util::run(&mut cmd)?;
+        let host = ws.target_dir.join("release/examples").join(example);
+        if !host.is_file() {
+            return Err(format!("cargo built no {} (examples of {package})", host.display()));
+        }
+        v.push((at.to_owned(), host));
+    }
+    Ok(v)
+}
+
+/// Grouped thousands: `12345` → `12,345`.
+pub fn thousands(v: f64) -> String {
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 && out != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// `a / b / c` of the three implementations' figures (`—` where one is missing).
+pub fn triple(v: &[Option<f64>], show: impl Fn(f64) -> String) -> String {
+    v.iter().map(|x| x.map_or("—".to_owned(), &show)).collect::<Vec<_>>().join(" / ")
+}
+
+/// `x/base` to two places, `—` without both.
+pub fn ratio(x: Option<f64>, base: Option<f64>) -> String {
+    match (x, base) {
+        (Some(x), Some(b)) if b > 0.0 => format!("{:.2}", x / b),
+        _ => "—".into(),
+    }
 }

@@ -1,20 +1,271 @@
-//! The scale bench's `objects` section (to do).
+//! The scale bench's `objects` section: create and destroy N of each kind
+//! (PD, MR, CQ, RC and UD QP, SRQ, AH), N = 1 to 10,000, on rdma-core 44,
+//! rverbs' Rust API and rverbs' C library, in the same guest.
+//!
+//! Per object, per implementation:
+//! * wall time of the create loop and of the destroy loop, and the
+//!   resident memory the create loop added (the programs' own lines, one
+//!   process per kind and N, so that no run inherits another's heap);
+//! * syscalls: `strace -f -c` of the whole program at N and at N = 0 (the
+//!   same set-up, no objects), `(calls(N) − calls(0)) / N`;
+//! * userspace instructions: callgrind counting only inside the two loops
+//!   (`--toggle-collect` of `scale_create`/`scale_destroy`), over N, at
+//!   [`CG_N`] (valgrind under TCG makes larger N costly).
 
 use std::path::PathBuf;
 
+use super::{command, ratio, thousands, triple, Sample, IMPLS};
+use crate::bench;
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
 
+/// The object kinds, as the programs name them.
+pub const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
+/// The counts.
+pub const NS: [u64; 4] = [1, 100, 1_000, 10_000];
+/// The N callgrind counts at.
+pub const CG_N: u64 = 100;
+
 /// The section's guest programs: (path in the guest, host file).
-pub fn guest_files(_ws: &Workspace) -> Result<Vec<(String, PathBuf)>> {
-    Ok(Vec::new())
+pub fn guest_files(ws: &Workspace) -> Result<Vec<(String, PathBuf)>> {
+    super::scale_programs(ws)
+}
+
+/// strace's summary of a run: `so-KIND-IMPL-N`.
+fn strace_tag(kind: &str, imp: &str, n: u64) -> String {
+    format!("so-{kind}-{imp}-{n}")
+}
+
+/// callgrind's log of a run: `sg-KIND-IMPL-N.vg`.
+fn callgrind_tag(kind: &str, imp: &str, n: u64) -> String {
+    format!("sg-{kind}-{imp}-{n}.vg")
 }
 
 /// Appends the section's part of the guest script.
-pub fn script(_s: &mut String, _port: &mut u32) {}
+pub fn script(s: &mut String, _port: &mut u32) {
+    s.push_str("step scale-objects-time\n");
+    // The timed runs: every kind at every N, the three implementations in
+    // turn, which one goes first rotating (a TCG guest drifts).
+    let mut turn = 0;
+    for n in NS {
+        for kind in KINDS {
+            for k in 0..IMPLS.len() {
+                let imp = IMPLS[(turn + k) % IMPLS.len()];
+                let cmd = command(imp, "", &format!("objects {kind} {n}"));
+                s.push_str(&format!("timeout 900 {cmd} >>$D/sc-objects-{imp} 2>&1\n"));
+            }
+            turn += 1;
+        }
+    }
+    s.push_str("step scale-objects-strace\n");
+    for kind in KINDS {
+        for imp in IMPLS {
+            for n in std::iter::once(0).chain(NS) {
+                let st = format!("strace -f -c -o $D/{}", strace_tag(kind, imp, n));
+                let cmd = command(imp, &st, &format!("objects {kind} {n}"));
+                s.push_str(&format!("timeout 900 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n"));
+            }
+        }
+    }
+    s.push_str("step scale-objects-callgrind\n");
+    for kind in KINDS {
+        for imp in IMPLS {
+            let vg = format!(
+                "valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
+                 --toggle-collect='*scale_create*' --toggle-collect='*scale_destroy*' --log-file=$D/{}",
+                callgrind_tag(kind, imp, CG_N)
+            );
+            let cmd = command(imp, &vg, &format!("objects {kind} {CG_N}"));
+            s.push_str(&format!("timeout 900 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n"));
+        }
+    }
+}
+
+/// The `calls` total of an `strace -c` summary.
+fn strace_total(lines: &[String]) -> Option<u64> {
+    lines.iter().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.last() == Some(&"total") && w.len() >= 5 {
+            w[3].parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Syscalls per object: `(calls(N) − calls(0)) / N`.
+fn syscalls(run: &KernelRun, kind: &str, imp: &str, n: u64) -> Option<f64> {
+    let total = |n| strace_total(run.files.get(&strace_tag(kind, imp, n))?);
+    Some((total(n)? as f64 - total(0)? as f64) / n as f64)
+}
+
+/// Instructions per object (create and destroy) at [`CG_N`].
+fn instructions(run: &KernelRun, kind: &str, imp: &str, n: u64) -> Option<f64> {
+    if n != CG_N {
+        return None;
+    }
+    let log = run.files.get(&callgrind_tag(kind, imp, n))?;
+    Some(bench::collected(&log.join("\n"))? as f64 / n as f64)
+}
+
+/// One figure of the programs' lines.
+fn figure(samples: &[Sample], kind: &str, imp: &str, n: u64, key: &str) -> Option<f64> {
+    samples.iter().find(|s| s.what == kind && s.imp == imp && s.n == n)?.values.get(key).copied()
+}
+
+/// Create plus destroy, ns per object.
+fn wall(samples: &[Sample], kind: &str, imp: &str, n: u64) -> Option<f64> {
+    Some(figure(samples, kind, imp, n, "create_ns")? + figure(samples, kind, imp, n, "destroy_ns")?)
+}
+
+/// The same cell from every kernel: once when they agree, else per kernel.
+fn across(runs: &[KernelRun], cell: impl Fn(&KernelRun) -> String) -> String {
+    let cells: Vec<String> = runs.iter().map(&cell).collect();
+    if cells.windows(2).all(|w| w[0] == w[1]) {
+        cells.into_iter().next().unwrap_or_default()
+    } else {
+        runs.iter().zip(cells).map(|(r, c)| format!("{}: {c}", r.series)).collect::<Vec<_>>().join("; ")
+    }
+}
 
 /// The section's table (empty: no figures).
-pub fn table(_runs: &[KernelRun]) -> String {
-    String::new()
+pub fn table(runs: &[KernelRun]) -> String {
+    let samples: Vec<Vec<Sample>> = runs.iter().map(|r| Sample::all(r, "objects")).collect();
+    if samples.iter().all(Vec::is_empty) {
+        return String::new();
+    }
+    let mut t = String::from(
+        "**Scale: objects.** Create and destroy N objects of each kind, per object, \
+         rdma-core 44 / rverbs / rverbs' C library (`a / b / c`), same guest. Syscalls: \
+         strace of the whole program at N less at N = 0, over N (exact); instructions: \
+         callgrind inside the create and destroy loops, over N, at N = 100 only (valgrind \
+         under TCG); RSS: resident bytes the create loop added, over N; µs: wall time of \
+         create + destroy under TCG, with the ratios to rdma-core (rverbs, C library).\n\n",
+    );
+    t.push_str("| object | N | syscalls | instructions | RSS bytes |");
+    for r in runs {
+        t.push_str(&format!(" {} µs | {} ratio |", r.series, r.series));
+    }
+    t.push_str("\n|---|--:|--:|--:|--:|");
+    for _ in runs {
+        t.push_str("--:|--:|");
+    }
+    t.push('\n');
+    let at = |run: &KernelRun| runs.iter().position(|r| std::ptr::eq(r, run)).unwrap_or(0);
+    for kind in KINDS {
+        for n in NS {
+            let per = |f: &dyn Fn(&KernelRun, &str) -> Option<f64>, show: &dyn Fn(f64) -> String| {
+                across(runs, |r| {
+                    let v: Vec<Option<f64>> = IMPLS.iter().map(|i| f(r, i)).collect();
+                    if v.iter().all(Option::is_none) {
+                        "·".to_owned()
+                    } else {
+                        triple(&v, show)
+                    }
+                })
+            };
+            let sys = per(&|r, i| syscalls(r, kind, i, n), &|v| format!("{v:.2}"));
+            let ins = per(&|r, i| instructions(r, kind, i, n), &thousands);
+            let rss = per(&|r, i| figure(&samples[at(r)], kind, i, n, "rss_b"), &thousands);
+            t.push_str(&format!("| {kind} | {} | {sys} | {ins} | {rss} |", thousands(n as f64)));
+            for s in &samples {
+                let w: Vec<Option<f64>> = IMPLS.iter().map(|i| wall(s, kind, i, n)).collect();
+                t.push_str(&format!(
+                    " {} | {} / {} |",
+                    triple(&w, |v| format!("{:.1}", v / 1000.0)),
+                    ratio(w[1], w[0]),
+                    ratio(w[2], w[0])
+                ));
+            }
+            t.push('\n');
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn lines(s: &str) -> Vec<String> {
+        s.lines().map(String::from).collect()
+    }
+
+    fn strace_c(calls: u64) -> Vec<String> {
+        lines(&format!(
+            "% time     seconds  usecs/call     calls    errors syscall\n\
+             ------ ----------- ----------- --------- --------- ----------------\n \
+             60.00    0.000006           3         2           ioctl\n\
+             100.00    0.000010           1      {calls}         3 total\n"
+        ))
+    }
+
+    fn run(series: &str) -> KernelRun {
+        let mut files = BTreeMap::new();
+        files.insert(
+            "sc-objects-rverbs".to_owned(),
+            lines(
+                "SCALE objects pd rverbs 100 create_ns=2000 destroy_ns=1000 rss_b=40.4\n\
+                 scale_objects objects qp-rc 10000: creating qp-rc 9000 of 10000: ENOMEM",
+            ),
+        );
+        files.insert(
+            "sc-objects-rdma-core".to_owned(),
+            lines("SCALE objects pd rdma-core 100 create_ns=3000 destroy_ns=1000 rss_b=41"),
+        );
+        files.insert(strace_tag("pd", "rverbs", 0), strace_c(50));
+        files.insert(strace_tag("pd", "rverbs", 100), strace_c(250));
+        files.insert(strace_tag("pd", "rdma-core", 0), strace_c(90));
+        files.insert(strace_tag("pd", "rdma-core", 100), strace_c(290));
+        files.insert(callgrind_tag("pd", "rverbs", 100), lines("==1== Events    : Ir\n==1== Collected : 123400"));
+        KernelRun { series: series.into(), files, ..Default::default() }
+    }
+
+    #[test]
+    fn reads_strace_summaries() {
+        assert_eq!(strace_total(&strace_c(1234)), Some(1234));
+        // No errors column in the total line.
+        assert_eq!(strace_total(&lines("100.00    0.000017           1        13           total")), Some(13));
+        assert_eq!(strace_total(&lines("nothing here")), None);
+        let r = run("6.12");
+        assert_eq!(syscalls(&r, "pd", "rverbs", 100), Some(2.0));
+        assert_eq!(syscalls(&r, "pd", "rverbs", 1000), None);
+        assert_eq!(instructions(&r, "pd", "rverbs", 100), Some(1234.0));
+        assert_eq!(instructions(&r, "pd", "rverbs", 1), None);
+    }
+
+    #[test]
+    fn script_runs_each_kind_n_and_impl() {
+        let mut s = String::new();
+        script(&mut s, &mut 0);
+        assert!(
+            s.contains("timeout 900 /usr/local/bin/scale_objects objects qp-ud 10000 >>$D/sc-objects-rverbs 2>&1\n")
+        );
+        assert!(s.contains(
+            "timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib strace -f -c -o $D/so-ah-rverbs-capi-0 \
+             /usr/local/bin/scale_c rverbs-capi objects ah 0 >/dev/null"
+        ));
+        assert!(s.contains("--log-file=$D/sg-srq-rdma-core-100.vg /usr/local/bin/scale_c rdma-core objects srq 100"));
+        let timed = s.lines().filter(|l| l.contains(">>$D/sc-objects-")).count();
+        assert_eq!(timed, KINDS.len() * NS.len() * IMPLS.len());
+        // The first implementation rotates.
+        let firsts: Vec<&str> = s.lines().filter(|l| l.contains(" objects pd ") && l.contains(">>")).collect();
+        assert!(firsts[0].contains("rdma-core") && firsts[1].contains("rverbs") && firsts[2].contains("rverbs-capi"));
+    }
+
+    #[test]
+    fn table_has_each_figure() {
+        let runs = [run("6.1"), run("6.12")];
+        let t = table(&runs);
+        let row = t.lines().find(|l| l.starts_with("| pd | 100 |")).unwrap();
+        assert_eq!(
+            row,
+            "| pd | 100 | 2.00 / 2.00 / — | — / 1,234 / — | 41 / 40 / — | 4.0 / 3.0 / — | 0.75 / — | 4.0 / 3.0 / — | 0.75 / — |"
+        );
+        assert!(t.contains("| qp-rc | 10,000 | · | · | · | — / — / — | — / — |"));
+        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 1 + KINDS.len() * NS.len());
+        assert_eq!(table(&[KernelRun::default()]), "");
+    }
 }

@@ -1,0 +1,447 @@
+//! The scale bench's C side (`cargo xtask bench --only scale`, issue #35):
+//! the work of `examples/scale_objects.rs` done as a C program does it,
+//! through the `ibv_*` functions of a `libibverbs.so.1` it `dlopen`s. Run
+//! plainly it measures rdma-core's library (and its rxe provider); with
+//! `LD_LIBRARY_PATH=/opt/rverbs/lib` rverbs' C library. The first argument
+//! names the implementation in the output lines.
+//!
+//! ```text
+//! scale_c IMPL objects KIND N          # KIND: pd mr cq qp-rc qp-ud srq ah
+//! scale_c IMPL memory SIZE REPS [huge] # SIZE: 4k 1m 64m 1g
+//! ```
+//!
+//! Lines and set-up as `scale_objects`' (see there): `objects` prints
+//! `SCALE objects KIND IMPL N create_ns=… destroy_ns=… rss_b=…`, `memory`
+//! `SCALE memory SIZE IMPL REPS reg_ns=… rereg_ns=… dereg_ns=…`. The
+//! structures are `verbs.h`'s (rdma-core 44) layouts, written out here so
+//! that this program links no verbs library of its own.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::ffi::CString;
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use nix::libc;
+
+type Result<T = ()> = std::result::Result<T, String>;
+type P = *mut c_void;
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+struct QpCap {
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    max_send_sge: u32,
+    max_recv_sge: u32,
+    max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (64 bytes).
+#[repr(C)]
+struct QpInitAttr {
+    qp_context: P,
+    send_cq: P,
+    recv_cq: P,
+    srq: P,
+    cap: QpCap,
+    qp_type: u32,
+    sq_sig_all: c_int,
+}
+
+/// `struct ibv_srq_init_attr` (24 bytes).
+#[repr(C)]
+struct SrqInitAttr {
+    srq_context: P,
+    max_wr: u32,
+    max_sge: u32,
+    srq_limit: u32,
+}
+
+/// `struct ibv_global_route` (24 bytes, 8-aligned: `union ibv_gid`).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default)]
+struct GlobalRoute {
+    dgid: [u8; 16],
+    flow_label: u32,
+    sgid_index: u8,
+    hop_limit: u8,
+    traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr` (32 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct AhAttr {
+    grh: GlobalRoute,
+    dlid: u16,
+    sl: u8,
+    src_path_bits: u8,
+    static_rate: u8,
+    is_global: u8,
+    port_num: u8,
+}
+
+const _: () = assert!(core::mem::size_of::<QpInitAttr>() == 64 && core::mem::size_of::<SrqInitAttr>() == 24);
+const _: () = assert!(core::mem::size_of::<GlobalRoute>() == 24 && core::mem::size_of::<AhAttr>() == 32);
+
+const IBV_QPT_RC: u32 = 2;
+const IBV_QPT_UD: u32 = 4;
+const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
+const IBV_ACCESS_REMOTE_READ: c_int = 4;
+const IBV_REREG_MR_CHANGE_ACCESS: c_int = 4;
+const GID_INDEX: c_int = 1;
+const CQE: c_int = 16;
+
+/// The `ibv_*` functions used, from the `dlopen`ed library.
+struct Lib {
+    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut P,
+    free_device_list: unsafe extern "C" fn(*mut P),
+    open_device: unsafe extern "C" fn(P) -> P,
+    close_device: unsafe extern "C" fn(P) -> c_int,
+    alloc_pd: unsafe extern "C" fn(P) -> P,
+    dealloc_pd: unsafe extern "C" fn(P) -> c_int,
+    reg_mr: unsafe extern "C" fn(P, P, usize, c_int) -> P,
+    rereg_mr: unsafe extern "C" fn(P, c_int, P, P, usize, c_int) -> c_int,
+    dereg_mr: unsafe extern "C" fn(P) -> c_int,
+    create_cq: unsafe extern "C" fn(P, c_int, P, P, c_int) -> P,
+    destroy_cq: unsafe extern "C" fn(P) -> c_int,
+    create_qp: unsafe extern "C" fn(P, *mut QpInitAttr) -> P,
+    destroy_qp: unsafe extern "C" fn(P) -> c_int,
+    create_srq: unsafe extern "C" fn(P, *mut SrqInitAttr) -> P,
+    destroy_srq: unsafe extern "C" fn(P) -> c_int,
+    query_gid: unsafe extern "C" fn(P, u8, c_int, *mut [u8; 16]) -> c_int,
+    create_ah: unsafe extern "C" fn(P, *mut AhAttr) -> P,
+    destroy_ah: unsafe extern "C" fn(P) -> c_int,
+}
+
+/// # Safety
+/// `T` is the C type of the function `name`.
+unsafe fn sym<T: Copy>(h: P, name: &str) -> Result<T> {
+    let n = CString::new(name).map_err(|e| e.to_string())?;
+    // SAFETY: `h` is a live handle, `n` NUL-terminated.
+    let p = unsafe { libc::dlsym(h, n.as_ptr()) };
+    if p.is_null() {
+        return Err(format!("{name} is not exported by libibverbs.so.1"));
+    }
+    // SAFETY: the caller's contract: `p` is a function of type `T`.
+    Ok(unsafe { core::mem::transmute_copy(&p) })
+}
+
+/// `libibverbs.so.1` as the loader finds it (`LD_LIBRARY_PATH` picks rverbs').
+fn load() -> Result<Lib> {
+    // SAFETY: a NUL-terminated literal.
+    let h = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        // SAFETY: dlerror's string is valid until the next dl* call.
+        let why = unsafe { std::ffi::CStr::from_ptr(libc::dlerror() as *const c_char) };
+        return Err(format!("dlopen libibverbs.so.1: {}", why.to_string_lossy()));
+    }
+    // SAFETY: each type is that name's C prototype in verbs.h 44.
+    unsafe {
+        Ok(Lib {
+            get_device_list: sym(h, "ibv_get_device_list")?,
+            free_device_list: sym(h, "ibv_free_device_list")?,
+            open_device: sym(h, "ibv_open_device")?,
+            close_device: sym(h, "ibv_close_device")?,
+            alloc_pd: sym(h, "ibv_alloc_pd")?,
+            dealloc_pd: sym(h, "ibv_dealloc_pd")?,
+            reg_mr: sym(h, "ibv_reg_mr")?,
+            rereg_mr: sym(h, "ibv_rereg_mr")?,
+            dereg_mr: sym(h, "ibv_dereg_mr")?,
+            create_cq: sym(h, "ibv_create_cq")?,
+            destroy_cq: sym(h, "ibv_destroy_cq")?,
+            create_qp: sym(h, "ibv_create_qp")?,
+            destroy_qp: sym(h, "ibv_destroy_qp")?,
+            create_srq: sym(h, "ibv_create_srq")?,
+            destroy_srq: sym(h, "ibv_destroy_srq")?,
+            query_gid: sym(h, "ibv_query_gid")?,
+            create_ah: sym(h, "ibv_create_ah")?,
+            destroy_ah: sym(h, "ibv_destroy_ah")?,
+        })
+    }
+}
+
+fn errno() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+/// A pointer a verb returned, or its errno as an error naming the verb.
+fn ok(p: P, verb: &str) -> Result<P> {
+    if p.is_null() {
+        Err(format!("{verb} failed: {}", errno()))
+    } else {
+        Ok(p)
+    }
+}
+
+/// A status a verb returned (0, or an errno value).
+fn ok0(rc: c_int, verb: &str) -> Result {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!("{verb} failed: {}", std::io::Error::from_raw_os_error(rc)))
+    }
+}
+
+/// The first device, opened.
+fn open(lib: &Lib) -> Result<P> {
+    let mut n = 0;
+    // SAFETY: `n` is a valid out-pointer.
+    let list = unsafe { (lib.get_device_list)(&mut n) };
+    if list.is_null() || n < 1 {
+        return Err(format!("ibv_get_device_list: no RDMA device (is rxe0 set up?) {}", errno()));
+    }
+    // SAFETY: the list holds `n` >= 1 devices.
+    let ctx = unsafe { (lib.open_device)(*list) };
+    // SAFETY: the list came from ibv_get_device_list; the context keeps
+    // what it needs of the device.
+    unsafe { (lib.free_device_list)(list) };
+    ok(ctx, "ibv_open_device")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = match a.as_slice() {
+        [imp, "objects", kind, n] => {
+            n.parse().map_err(|_| format!("N {n:?} is not a count")).and_then(|n| objects(imp, kind, n))
+        }
+        [imp, "memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
+            .parse()
+            .map_err(|_| format!("REPS {reps:?} is not a count"))
+            .and_then(|r| memory(imp, size, r, !rest.is_empty())),
+        _ => Err("usage: scale_c IMPL objects KIND N | scale_c IMPL memory SIZE REPS [huge]".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale_c {}: {e}", a.join(" "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What the objects of a kind need, made before the timed loops.
+struct Setup<'a> {
+    lib: &'a Lib,
+    ctx: P,
+    pd: P,
+    cq: P,
+    page: P,
+    ah: AhAttr,
+}
+
+fn objects(imp: &str, kind: &str, n: usize) -> Result {
+    if !["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"].contains(&kind) {
+        return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)"));
+    }
+    let lib = load()?;
+    let ctx = open(&lib)?;
+    // SAFETY: `ctx` is an open context.
+    let pd = ok(unsafe { (lib.alloc_pd)(ctx) }, "ibv_alloc_pd")?;
+    let cq = if kind.starts_with("qp") {
+        // SAFETY: as above; no channel, no context.
+        ok(unsafe { (lib.create_cq)(ctx, CQE, core::ptr::null_mut(), core::ptr::null_mut(), 0) }, "ibv_create_cq")?
+    } else {
+        core::ptr::null_mut()
+    };
+    let mut ah = AhAttr::default();
+    if kind == "ah" {
+        let mut gid = [0u8; 16];
+        // SAFETY: `gid` is 16 writable bytes (`union ibv_gid`).
+        ok0(unsafe { (lib.query_gid)(ctx, 1, GID_INDEX, &mut gid) }, "ibv_query_gid")?;
+        ah.grh = GlobalRoute { dgid: gid, sgid_index: GID_INDEX as u8, hop_limit: 64, ..Default::default() };
+        ah.is_global = 1;
+        ah.port_num = 1;
+    }
+    let mut buf = vec![0u8; 2 * 4096];
+    let off = buf.as_ptr().align_offset(4096);
+    let page = buf[off..].as_mut_ptr().cast();
+    let s = Setup { lib: &lib, ctx, pd, cq, page, ah };
+    let rss0 = rss_bytes()?;
+    let t0 = Instant::now();
+    let objs = scale_create(&s, kind, n)?;
+    let create = t0.elapsed();
+    let rss1 = rss_bytes()?;
+    let t1 = Instant::now();
+    scale_destroy(&s, kind, objs)?;
+    let destroy = t1.elapsed();
+    // SAFETY: every object made of them is destroyed.
+    unsafe {
+        if !cq.is_null() {
+            ok0((lib.destroy_cq)(cq), "ibv_destroy_cq")?;
+        }
+        ok0((lib.dealloc_pd)(pd), "ibv_dealloc_pd")?;
+        ok0((lib.close_device)(ctx), "ibv_close_device")?;
+    }
+    drop(buf);
+    if n > 0 {
+        let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
+        println!(
+            "SCALE objects {kind} {imp} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1}",
+            per(create),
+            per(destroy),
+            (rss1 as f64 - rss0 as f64) / n as f64
+        );
+    }
+    Ok(())
+}
+
+/// Creates `n` objects of `kind` (the loop callgrind counts).
+#[inline(never)]
+fn scale_create(s: &Setup, kind: &str, n: usize) -> Result<Vec<P>> {
+    let l = s.lib;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: `ctx`, `pd` and `cq` are live; `page` is a page of the
+        // caller's buffer, which outlives every MR; the attributes are
+        // initialised verbs.h structures.
+        let (p, verb) = unsafe {
+            match kind {
+                "pd" => ((l.alloc_pd)(s.ctx), "ibv_alloc_pd"),
+                "mr" => ((l.reg_mr)(s.pd, s.page, 4096, IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"),
+                "cq" => ((l.create_cq)(s.ctx, CQE, core::ptr::null_mut(), core::ptr::null_mut(), 0), "ibv_create_cq"),
+                "qp-rc" | "qp-ud" => {
+                    let mut a = QpInitAttr {
+                        qp_context: core::ptr::null_mut(),
+                        send_cq: s.cq,
+                        recv_cq: s.cq,
+                        srq: core::ptr::null_mut(),
+                        cap: QpCap {
+                            max_send_wr: 16,
+                            max_recv_wr: 16,
+                            max_send_sge: 1,
+                            max_recv_sge: 1,
+                            max_inline_data: 0,
+                        },
+                        qp_type: if kind == "qp-rc" { IBV_QPT_RC } else { IBV_QPT_UD },
+                        sq_sig_all: 0,
+                    };
+                    ((l.create_qp)(s.pd, &mut a), "ibv_create_qp")
+                }
+                "srq" => {
+                    let mut a =
+                        SrqInitAttr { srq_context: core::ptr::null_mut(), max_wr: 16, max_sge: 1, srq_limit: 0 };
+                    ((l.create_srq)(s.pd, &mut a), "ibv_create_srq")
+                }
+                _ => {
+                    let mut a = s.ah;
+                    ((l.create_ah)(s.pd, &mut a), "ibv_create_ah")
+                }
+            }
+        };
+        v.push(ok(p, verb).map_err(|e| format!("creating {kind} {} of {n}: {e}", i + 1))?);
+    }
+    Ok(black_box(v))
+}
+
+/// Destroys them, in creation order (the loop callgrind counts).
+#[inline(never)]
+fn scale_destroy(s: &Setup, kind: &str, objs: Vec<P>) -> Result {
+    let l = s.lib;
+    for o in objs {
+        // SAFETY: `o` is a live object of `kind`, destroyed once.
+        let (rc, verb) = unsafe {
+            match kind {
+                "pd" => ((l.dealloc_pd)(o), "ibv_dealloc_pd"),
+                "mr" => ((l.dereg_mr)(o), "ibv_dereg_mr"),
+                "cq" => ((l.destroy_cq)(o), "ibv_destroy_cq"),
+                "qp-rc" | "qp-ud" => ((l.destroy_qp)(o), "ibv_destroy_qp"),
+                "srq" => ((l.destroy_srq)(o), "ibv_destroy_srq"),
+                _ => ((l.destroy_ah)(o), "ibv_destroy_ah"),
+            }
+        };
+        ok0(rc, verb)?;
+    }
+    Ok(())
+}
+
+/// Resident memory (`/proc/self/statm`'s second field, in pages).
+fn rss_bytes() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").map_err(|e| format!("/proc/self/statm: {e}"))?;
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|p| p.parse().ok()).ok_or("statm unreadable")?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    Ok(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64)
+}
+
+/// `4k`, `1m`, `64m`, `1g` in bytes.
+fn size_of(s: &str) -> Option<usize> {
+    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
+    let shift = match unit {
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        _ => return None,
+    };
+    num.parse::<usize>().ok().map(|n| n << shift)
+}
+
+fn memory(imp: &str, size: &str, reps: usize, huge: bool) -> Result {
+    let len = size_of(size).ok_or(format!("size {size:?} (4k 1m 64m 1g)"))?;
+    if reps == 0 {
+        return Err("REPS must be at least 1".into());
+    }
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | if huge { libc::MAP_HUGETLB | (21 << libc::MAP_HUGE_SHIFT) } else { 0 };
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let map = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+    if map == libc::MAP_FAILED {
+        return Err(format!("mmap of {len} bytes{}: {}", if huge { " (huge)" } else { "" }, errno()));
+    }
+    // Every page present before the clock starts: the registrations pin,
+    // they do not fault in.
+    for off in (0..len).step_by(4096) {
+        // SAFETY: `off` < `len`, inside the writable mapping.
+        unsafe { map.cast::<u8>().add(off).write_volatile(1) };
+    }
+    let lib = load()?;
+    let ctx = open(&lib)?;
+    // SAFETY: `ctx` is an open context.
+    let pd = ok(unsafe { (lib.alloc_pd)(ctx) }, "ibv_alloc_pd")?;
+    let (mut reg, mut rereg, mut dereg) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rereg_err = None;
+    for _ in 0..reps {
+        let t = Instant::now();
+        // SAFETY: `map..map+len` is mapped until the munmap below, after
+        // the region is deregistered.
+        let mr = ok(unsafe { (lib.reg_mr)(pd, map, len, IBV_ACCESS_LOCAL_WRITE) }, "ibv_reg_mr")?;
+        reg.push(t.elapsed().as_nanos());
+        let t = Instant::now();
+        let access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+        // SAFETY: a live MR; an access change leaves pd/addr/length unused.
+        let rc = unsafe {
+            (lib.rereg_mr)(mr, IBV_REREG_MR_CHANGE_ACCESS, core::ptr::null_mut(), core::ptr::null_mut(), 0, access)
+        };
+        if rc == 0 {
+            rereg.push(t.elapsed().as_nanos());
+        } else {
+            // rdma-core 44's rxe provider has no rereg_mr: the verb fails
+            // with IBV_REREG_MR_ERR_CMD and errno EOPNOTSUPP.
+            rereg_err = Some(errno().raw_os_error().unwrap_or(0));
+        }
+        let t = Instant::now();
+        // SAFETY: a live MR, deregistered once.
+        ok0(unsafe { (lib.dereg_mr)(mr) }, "ibv_dereg_mr")?;
+        dereg.push(t.elapsed().as_nanos());
+    }
+    // SAFETY: nothing registered is left; the mapping is ours.
+    unsafe {
+        ok0((lib.dealloc_pd)(pd), "ibv_dealloc_pd")?;
+        ok0((lib.close_device)(ctx), "ibv_close_device")?;
+        libc::munmap(map, len);
+    }
+    let what = if huge { format!("{size}-huge") } else { size.to_owned() };
+    let rereg = match rereg_err {
+        Some(e) => format!("rereg_errno={e}"),
+        None => format!("rereg_ns={}", median(&mut rereg)),
+    };
+    println!("SCALE memory {what} {imp} {reps} reg_ns={} {rereg} dereg_ns={}", median(&mut reg), median(&mut dereg));
+    Ok(())
+}
+
+fn median(v: &mut [u128]) -> u128 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}

@@ -1,0 +1,234 @@
+//! The scale bench's rverbs side (`cargo xtask bench --only scale`, issue
+//! #35): what creating and destroying many objects, and registering large
+//! buffers, costs through rverbs' Rust API. `capi/examples/scale_c.rs` does
+//! the same work through a `libibverbs.so.1` (rdma-core's or rverbs'), so
+//! the two print comparable lines.
+//!
+//! ```text
+//! scale_objects objects KIND N    # KIND: pd mr cq qp-rc qp-ud srq ah
+//! scale_objects memory SIZE REPS [huge]   # SIZE: 4k 1m 64m 1g
+//! ```
+//!
+//! `objects` sets up what KIND needs (device, PD, one CQ for the QPs, one
+//! page for the MRs, the port's GID 1 for the AHs), then creates N objects
+//! in [`scale_create`] and destroys them in [`scale_destroy`], and prints
+//! `SCALE objects KIND rverbs N create_ns=… destroy_ns=… rss_b=…`: wall
+//! time per object of each loop and the resident memory the create loop
+//! added, per object (`/proc/self/statm`). N = 0 does the set-up alone,
+//! the baseline the bench subtracts from a whole run's syscalls (strace);
+//! callgrind counts the two loops alone (`--toggle-collect=*scale_*`).
+//!
+//! `memory` maps SIZE bytes (2 MiB huge pages with `huge`), writes every
+//! page, then REPS times registers it (`ibv_reg_mr`), changes its access
+//! (`ibv_rereg_mr`, `IBV_REREG_MR_CHANGE_ACCESS`) and deregisters it, and
+//! prints `SCALE memory SIZE rverbs REPS reg_ns=… rereg_ns=… dereg_ns=…`,
+//! the medians.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use rverbs::{
+    AccessFlags, AddressHandle, AhAttr, CompletionQueue, Context, GlobalRoute, MemoryRegion, ProtectionDomain,
+    QpInitAttr, QpType, QueuePair, SharedReceiveQueue, SrqAttr,
+};
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const IMPL: &str = "rverbs";
+/// The GID index the bench uses everywhere (`-g 1`: RoCE v2, IPv4).
+const GID_INDEX: u32 = 1;
+const CQE: u32 = 16;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = match a.as_slice() {
+        ["objects", kind, n] => {
+            n.parse().map_err(|_| format!("N {n:?} is not a count").into()).and_then(|n| objects(kind, n))
+        }
+        ["memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
+            .parse()
+            .map_err(|_| format!("REPS {reps:?} is not a count").into())
+            .and_then(|r| memory(size, r, !rest.is_empty())),
+        _ => Err("usage: scale_objects objects KIND N | memory SIZE REPS [huge]".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale_objects {}: {e}", a.join(" "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What the objects of a kind need, made before the timed loops.
+struct Setup {
+    ctx: Context,
+    pd: ProtectionDomain,
+    cq: Option<CompletionQueue>,
+    /// One page (inside a larger buffer) that every MR registers.
+    page: *mut u8,
+    ah: Option<AhAttr>,
+}
+
+/// One created object.
+enum Obj {
+    Pd(ProtectionDomain),
+    Mr(MemoryRegion),
+    Cq(CompletionQueue),
+    Qp(QueuePair),
+    Srq(SharedReceiveQueue),
+    Ah(AddressHandle),
+}
+
+fn objects(kind: &str, n: usize) -> Result {
+    if !["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"].contains(&kind) {
+        return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)").into());
+    }
+    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device (is rxe0 set up?)")?.open()?;
+    let pd = ctx.alloc_pd()?;
+    let cq = if kind.starts_with("qp") { Some(ctx.create_cq(CQE)?) } else { None };
+    let ah = if kind == "ah" {
+        let gid = ctx.query_gid(1, GID_INDEX)?.ok_or("port 1 has no GID at index 1")?;
+        Some(AhAttr {
+            port_num: 1,
+            grh: Some(GlobalRoute { dgid: gid.gid, sgid_index: GID_INDEX as u8, hop_limit: 64, ..Default::default() }),
+            ..Default::default()
+        })
+    } else {
+        None
+    };
+    let mut buf = vec![0u8; 2 * 4096];
+    let off = buf.as_ptr().align_offset(4096);
+    let page = buf[off..].as_mut_ptr();
+    let setup = Setup { ctx, pd, cq, page, ah };
+    let rss0 = rss_bytes()?;
+    let t0 = Instant::now();
+    let objs = scale_create(&setup, kind, n)?;
+    let create = t0.elapsed();
+    let rss1 = rss_bytes()?;
+    let t1 = Instant::now();
+    scale_destroy(objs)?;
+    let destroy = t1.elapsed();
+    drop(setup);
+    drop(buf);
+    if n > 0 {
+        let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
+        println!(
+            "SCALE objects {kind} {IMPL} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1}",
+            per(create),
+            per(destroy),
+            (rss1 as f64 - rss0 as f64) / n as f64
+        );
+    }
+    Ok(())
+}
+
+/// Creates `n` objects of `kind` (the loop callgrind counts).
+#[inline(never)]
+fn scale_create(s: &Setup, kind: &str, n: usize) -> Result<Vec<Obj>> {
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let o = match kind {
+            "pd" => s.ctx.alloc_pd().map(Obj::Pd),
+            // SAFETY: `page` is a page of `buf`, which outlives every MR
+            // (they are destroyed before it is dropped); nothing reads or
+            // writes it while they exist.
+            "mr" => unsafe { s.pd.reg_mr(s.page, 4096, AccessFlags::LOCAL_WRITE) }.map(Obj::Mr),
+            "cq" => s.ctx.create_cq(CQE).map(Obj::Cq),
+            "qp-rc" | "qp-ud" => {
+                let t = if kind == "qp-rc" { QpType::Rc } else { QpType::Ud };
+                let cq = s.cq.as_ref().ok_or("no CQ")?;
+                s.pd.create_qp(&QpInitAttr::new(t, cq)).map(Obj::Qp)
+            }
+            "srq" => s.pd.create_srq(&SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).map(Obj::Srq),
+            _ => s.pd.create_ah(s.ah.as_ref().ok_or("no AH attributes")?).map(Obj::Ah),
+        };
+        v.push(o.map_err(|e| format!("creating {kind} {} of {n}: {e}", i + 1))?);
+    }
+    Ok(black_box(v))
+}
+
+/// Destroys them, in creation order (the loop callgrind counts).
+#[inline(never)]
+fn scale_destroy(objs: Vec<Obj>) -> Result {
+    for o in objs {
+        match o {
+            Obj::Pd(x) => x.dealloc(),
+            Obj::Mr(x) => x.dereg(),
+            Obj::Cq(x) => x.destroy(),
+            Obj::Qp(x) => x.destroy(),
+            Obj::Srq(x) => x.destroy(),
+            Obj::Ah(x) => x.destroy(),
+        }?;
+    }
+    Ok(())
+}
+
+/// Resident memory (`/proc/self/statm`'s second field, in pages).
+fn rss_bytes() -> Result<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm")?;
+    let pages: u64 = s.split_whitespace().nth(1).and_then(|p| p.parse().ok()).ok_or("statm unreadable")?;
+    Ok(pages * rverbs::page_size() as u64)
+}
+
+/// `4k`, `1m`, `64m`, `1g` in bytes.
+fn size_of(s: &str) -> Option<usize> {
+    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
+    let shift = match unit {
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        _ => return None,
+    };
+    num.parse::<usize>().ok().map(|n| n << shift)
+}
+
+fn memory(size: &str, reps: usize, huge: bool) -> Result {
+    let len = size_of(size).ok_or(format!("size {size:?} (4k 1m 64m 1g)"))?;
+    if reps == 0 {
+        return Err("REPS must be at least 1".into());
+    }
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(len);
+    if huge {
+        opts.huge(Some(21));
+    }
+    let mut map =
+        opts.map_anon().map_err(|e| format!("mmap of {len} bytes{}: {e}", if huge { " (huge)" } else { "" }))?;
+    // Every page present before the clock starts: the registrations pin,
+    // they do not fault in.
+    for b in map.iter_mut().step_by(4096) {
+        *b = 1;
+    }
+    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device (is rxe0 set up?)")?.open()?;
+    let pd = ctx.alloc_pd()?;
+    let (mut reg, mut rereg, mut dereg) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        // SAFETY: `map` outlives the region (deregistered below, before
+        // the map is dropped), and nothing touches it while it is registered.
+        let mut mr = unsafe { pd.reg_mr(map.as_mut_ptr(), len, AccessFlags::LOCAL_WRITE) }?;
+        reg.push(t.elapsed().as_nanos());
+        let t = Instant::now();
+        mr.rereg_access(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ)?;
+        rereg.push(t.elapsed().as_nanos());
+        let t = Instant::now();
+        mr.dereg()?;
+        dereg.push(t.elapsed().as_nanos());
+    }
+    let what = if huge { format!("{size}-huge") } else { size.to_owned() };
+    println!(
+        "SCALE memory {what} {IMPL} {reps} reg_ns={} rereg_ns={} dereg_ns={}",
+        median(&mut reg),
+        median(&mut rereg),
+        median(&mut dereg)
+    );
+    Ok(())
+}
+
+fn median(v: &mut [u128]) -> u128 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
