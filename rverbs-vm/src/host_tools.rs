@@ -31,6 +31,9 @@ pub struct HostTools {
     pub guest_programs: Vec<PathBuf>,
     /// libibverbs provider plugins for rxe and their `.driver` files.
     pub verbs_providers: Vec<PathBuf>,
+    /// rdma-core's siw plugin and `siw.driver` (from ibverbs-providers),
+    /// put in guests whose kernel has siw ([`crate::kernel::Kernel::siw`]).
+    pub siw_provider: Vec<PathBuf>,
     /// Python and rdma-core's pyverbs suite, when the host has them.
     pub pyverbs: Option<Pyverbs>,
 }
@@ -114,6 +117,10 @@ const PYVERBS_FILES: &[&str] = &[
     "/usr/lib/python3/dist-packages/pyverbs/__init__.py",
     "/usr/share/doc/rdma-core/tests/run_tests.py",
 ];
+
+/// rdma-core's siw provider: the plugin and the file naming it.
+const SIW_PROVIDER: &[&str] =
+    &["/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so", "/etc/libibverbs.d/siw.driver"];
 
 /// Optional extra perftest programs, copied when present.
 const OPTIONAL_PROGRAMS: &[&str] = &[
@@ -222,6 +229,18 @@ pub fn ensure(apt: &mut Apt, profile: Profile) -> Result<HostTools> {
     locate()
 }
 
+/// Installs `missing` Debian packages (as root, unless `apt` is read-only)
+/// or fails with one line saying what to run (nothing to do when empty).
+pub fn install_or_say(apt: &mut Apt, missing: &[&str]) -> Result<()> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if apt.read_only || !util::is_root() || util::which("apt-get").is_none() {
+        return Err(missing_line(missing));
+    }
+    apt.install(missing)
+}
+
 /// One line: what is missing and the command that installs it.
 fn missing_line(missing: &[&str]) -> String {
     if util::which("apt-get").is_some() {
@@ -271,6 +290,7 @@ fn locate() -> Result<HostTools> {
         gzip: util::which("gzip"),
         guest_programs,
         verbs_providers: rxe_provider_files()?,
+        siw_provider: SIW_PROVIDER.iter().map(PathBuf::from).filter(|p| p.is_file()).collect(),
         pyverbs: pyverbs(),
     })
 }

@@ -59,6 +59,9 @@ pub struct Kernel {
     pub vmlinuz: PathBuf,
     /// `lib/modules/<release>` with depmod's indexes.
     pub modules: PathBuf,
+    /// `modules` has siw (soft-iWARP): the guest then loads it and adds
+    /// siw0 when a payload asks ([`crate::siw_module::with_siw`]).
+    pub siw: bool,
 }
 
 impl Kernel {
@@ -136,7 +139,7 @@ fn depends_image(meta: &str) -> Option<String> {
 }
 
 /// The version apt would download for `package`.
-fn candidate_version(package: &str) -> Result<String> {
+pub(crate) fn candidate_version(package: &str) -> Result<String> {
     let out = util::capture(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
     out.lines()
         .find_map(|l| l.strip_prefix("Version:"))
@@ -157,13 +160,13 @@ fn cached_fallback(s: Series, cache: &Path, why: &str) -> Result<Kernel> {
     Ok(k)
 }
 
-/// `apt-get download` into `debs` unless the .deb is already there. apt
-/// writes into a directory of this process first, so a concurrent run never
-/// sees a partial file.
-fn download(package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
-    let file = format!("{package}_{}_amd64.deb", version.replace(':', "%3a"));
-    let deb = debs.join(&file);
-    if deb.exists() {
+/// `apt-get download` into `debs` unless the .deb is already there (for
+/// amd64 or, like `linux-source-*`, for all architectures). apt writes
+/// into a directory of this process first, so a concurrent run never sees
+/// a partial file.
+pub(crate) fn download(package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
+    let name = |arch: &str| format!("{package}_{}_{arch}.deb", version.replace(':', "%3a"));
+    if let Some(deb) = ["amd64", "all"].iter().map(|a| debs.join(name(a))).find(|d| d.exists()) {
         return Ok(deb);
     }
     let tmp = util::private_dir(debs, ".download-")?;
@@ -174,9 +177,18 @@ fn download(package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
         cmd.args(["-o", "APT::Sandbox::User=root"]);
     }
     let got = util::run(cmd.args(["download", "-q", &format!("{package}={version}")]).current_dir(&tmp));
-    let moved = got.and_then(|()| std::fs::rename(tmp.join(&file), &deb).ctx(format!("apt-get download: {file}")));
+    let moved = got.and_then(|()| {
+        let file = ["amd64", "all"]
+            .iter()
+            .map(|a| name(a))
+            .find(|f| tmp.join(f).is_file())
+            .ok_or_else(|| format!("apt-get download {package}={version} left no {}", name("amd64")))?;
+        let deb = debs.join(&file);
+        std::fs::rename(tmp.join(&file), &deb).ctx(format!("apt-get download: {file}"))?;
+        Ok(deb)
+    });
     let _ = std::fs::remove_dir_all(&tmp);
-    moved.map(|()| deb)
+    moved
 }
 
 /// Unpacks `deb` into `dest/root`, runs depmod and writes the stamp that
@@ -257,6 +269,7 @@ fn load_stamp(s: Series, dir: &Path) -> Option<Kernel> {
         release: release.to_owned(),
         vmlinuz,
         modules,
+        siw: false,
     })
 }
 
@@ -293,6 +306,7 @@ pub fn from_paths(image: &Path, modules: &Path, cache: &Path, tools: &HostTools)
         release,
         vmlinuz: image,
         modules,
+        siw: false,
     })
 }
 
@@ -375,7 +389,7 @@ fn indexed_shadow(tree: &Path, release: &str, cache: &Path, tools: &HostTools) -
 }
 
 /// The `modules.*` files that are inputs of depmod (kept), not its outputs.
-fn is_source_index(name: &str) -> bool {
+pub(crate) fn is_source_index(name: &str) -> bool {
     matches!(name, "modules.order" | "modules.builtin" | "modules.builtin.modinfo" | "modules.builtin.ranges")
 }
 

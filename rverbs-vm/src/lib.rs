@@ -12,7 +12,8 @@
 //! [`initramfs`] and [`cpio`] (the guest image), [`guest`] (its `/init`
 //! and payload scripts), [`qemu`] (booting, consoles, timeouts),
 //! [`console`] (reading results back), [`runner`] (one boot end to end),
-//! [`pair`] (two guests on one virtual wire), [`run`] (the `run` command),
+//! [`pair`] (two guests on one virtual wire), [`siw_module`]
+//! (siw.ko built for Debian's kernels, which lack it), [`run`] (the `run` command),
 //! [`util`].
 #![forbid(unsafe_code)]
 
@@ -27,4 +28,5 @@ pub mod pair;
 pub mod qemu;
 pub mod run;
 pub mod runner;
+pub mod siw_module;
 pub mod util;
