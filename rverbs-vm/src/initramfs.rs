@@ -353,7 +353,8 @@ fn add_busybox(m: &mut Manifest, busybox: &Path) -> Result<()> {
 /// `modules.*` index files, under `/lib/modules/<release>`.
 fn add_modules(m: &mut Manifest, k: &Kernel) -> Result<()> {
     let dest = format!("usr/lib/modules/{}", k.release);
-    for rel in module_closure(&k.modules, MODULES, OPTIONAL_MODULES)? {
+    let wanted = wanted_modules(k);
+    for rel in module_closure(&k.modules, &wanted, OPTIONAL_MODULES)? {
         m.host_file(&format!("{dest}/{rel}"), &k.modules.join(&rel))?;
     }
     for e in std::fs::read_dir(&k.modules).ctx(format!("reading {}", k.modules.display()))? {
@@ -364,6 +365,13 @@ fn add_modules(m: &mut Manifest, k: &Kernel) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`MODULES`], plus siw's ([`crate::siw_module::GUEST_MODULES`]) when
+/// the kernel has siw: default guests stay as they were.
+fn wanted_modules(k: &Kernel) -> Vec<&'static str> {
+    let siw: &[&str] = if k.siw { crate::siw_module::GUEST_MODULES } else { &[] };
+    MODULES.iter().chain(siw).copied().collect()
 }
 
 /// A module's name from its file: `kernel/x/ip6_udp_tunnel.ko.xz` ->
@@ -413,6 +421,16 @@ pub fn module_closure(modules_dir: &Path, wanted: &[&str], optional: &[&str]) ->
 pub fn base_manifest(k: &Kernel, tools: &HostTools) -> Result<Manifest> {
     let mut m = base_userland(tools)?;
     add_modules(&mut m, k)?;
+    if k.siw {
+        // rdma-core's libsiw, so its tools (the oracles) see siw0.
+        for p in &tools.siw_provider {
+            if p.extension().is_some_and(|e| e == "so") {
+                m.program(p)?;
+            } else {
+                m.host_file(&guest_path(p), p)?;
+            }
+        }
+    }
     Ok(m)
 }
 
