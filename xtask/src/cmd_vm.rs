@@ -20,6 +20,9 @@ pub struct VmArgs {
     /// to /examples.
     pub with_tests: bool,
     pub keep: bool,
+    /// Also siw0 (soft-iWARP, 192.168.79.1 on `v2`) next to rxe0; siw.ko
+    /// is built for the kernel once ([`rverbs_vm::siw_module`]).
+    pub siw: bool,
     /// The command, read by the guest's shell.
     pub command: Vec<String>,
 }
@@ -30,7 +33,7 @@ pub const DEFAULT_KERNEL: &str = "6.12";
 /// Runs the command; returns the exit code to leave with.
 pub fn run(args: &VmArgs) -> Result<i32> {
     if args.command.is_empty() {
-        return Err("usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...".into());
+        return Err("usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--siw] [--keep] -- COMMAND...".into());
     }
     let s = kernel::series(args.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
     let knobs = Knobs::from_env()?;
@@ -39,7 +42,10 @@ pub fn run(args: &VmArgs) -> Result<i32> {
     let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let payload = payload(&ws, args)?;
     let dirs = ws.dirs()?;
-    let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
+    let mut k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
+    if args.siw {
+        k = rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &tools, &mut apt)?;
+    }
     note(format!("kernel {}: {}", s.name, k.describe()));
     let verbose = knobs.verbose;
     // The command's output on stdout; with RVERBS_VM_VERBOSE the rest of
@@ -85,5 +91,9 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
             files.push((format!("{}/{}", guest::EXAMPLES_DIR, e.name), e.path));
         }
     }
-    Ok(Payload { files, script: guest::cmd_payload(&args.command), label: "vm", ..Default::default() })
+    let mut script = guest::cmd_payload(&args.command);
+    if args.siw {
+        script = guest::with_siw(&script);
+    }
+    Ok(Payload { files, script, label: "vm", ..Default::default() })
 }

@@ -98,10 +98,11 @@ usage:
       byte and completion checked, rdma resource show and RSS sampled every
       S s; exit 1 on an error, a lost or duplicated completion, or growth
       (cargo xtask test runs 2 minutes on 6.12)
-  cargo xtask vm [--kernel 6.1|6.12] [--tests] [--keep] -- COMMAND...
+  cargo xtask vm [--kernel 6.1|6.12] [--tests] [--siw] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
-      --tests also copies the integration tests to /tests
+      --tests also copies the integration tests to /tests; --siw also
+      brings up siw0 (soft-iWARP, 192.168.79.1), building siw.ko once
 
 environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
   RVERBS_VM_MEMORY (default 4G), RVERBS_VM_VERBOSE=1 (show the whole console)
@@ -210,6 +211,7 @@ fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
             }
             "--kernel" => v.kernel = Some(value_of(a, &mut it)?),
             "--tests" => v.with_tests = true,
+            "--siw" => v.siw = true,
             "--keep" => v.keep = true,
             _ if !a.starts_with('-') => {
                 // `cargo xtask vm rverbs devinfo` without `--` also works.
@@ -266,5 +268,8 @@ mod tests {
         assert_eq!(v.command, s(&["rverbs", "devinfo", "-v"]));
         let v = parse_vm(&s(&["ibv_devinfo", "-v"])).unwrap();
         assert_eq!(v.command, s(&["ibv_devinfo", "-v"]));
+        assert!(!v.siw);
+        let v = parse_vm(&s(&["--siw", "--kernel=6.1", "--", "ibv_devices"])).unwrap();
+        assert!(v.siw && v.command == s(&["ibv_devices"]));
     }
 }
