@@ -26,6 +26,8 @@ usage:
     --two-hosts           run PROGRAM on two guests joined by a virtual wire (rxe0
                           on each eth0); each gets RVERBS_VM_HOST (A or B),
                           RVERBS_VM_SELF and RVERBS_VM_PEER (IPv4 addresses)
+    --siw                 also siw0 (soft-iWARP, 192.168.79.1 on v2); siw.ko is
+                          built once per Debian kernel (apt-get download, make)
     --copy SRC[:DST]      also copy a host file or directory (DST: guest path,
                           default SRC's absolute path); repeatable
     --env NAME[=VALUE]    set NAME in the guest (default: its value here);
@@ -99,6 +101,7 @@ fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             "--kernel-image" => r.kernel_image = Some(PathBuf::from(value_of(a, &mut it)?)),
             "--modules-dir" => r.modules_dir = Some(PathBuf::from(value_of(a, &mut it)?)),
             "--two-hosts" => r.two_hosts = true,
+            "--siw" => r.siw = true,
             "--copy" => r.copies.push(value_of(a, &mut it)?),
             "--env" => r.env.push(value_of(a, &mut it)?),
             "--timeout" => r.timeout = Some(number(a, &value_of(a, &mut it)?)?),
@@ -183,7 +186,8 @@ mod tests {
         assert_eq!((r.env, r.copies), (s(&["A"]), s(&["x:/y"])));
         assert_eq!(r.command, s(&["/t/bin", "--nocapture", "--"]));
         let r = parse_run(&s(&["--two-hosts", "prog", "--kernel", "x"])).unwrap();
-        assert!(r.two_hosts);
+        assert!(r.two_hosts && !r.siw);
+        assert!(parse_run(&s(&["--siw", "ibv_devices"])).unwrap().siw);
         assert_eq!(r.command, s(&["prog", "--kernel", "x"]), "options after the program are its own");
         assert!(parse_run(&s(&["--bogus", "--", "p"])).is_err());
         assert!(parse_run(&s(&["--kernel", "6.1"])).is_err());

@@ -59,6 +59,9 @@ pub struct RunArgs {
     pub kernel_image: Option<PathBuf>,
     pub modules_dir: Option<PathBuf>,
     pub two_hosts: bool,
+    /// Also siw0 (soft-iWARP, [`guest::SIW_IP`] on `v2`) next to rxe0;
+    /// siw.ko is built for a Debian kernel once ([`crate::siw_module`]).
+    pub siw: bool,
     /// `SRC[:DST]`.
     pub copies: Vec<String>,
     /// `NAME` or `NAME=VALUE`.
@@ -134,7 +137,13 @@ fn prepare_and_run(args: &RunArgs) -> Result<i32> {
     let knobs = knobs(args)?;
     let tools = host_tools::ensure(&mut Apt::read_only(), Profile::Run)?;
     let dirs = dirs()?;
-    let k = kernel(&choice, &dirs, &tools)?;
+    let mut k = kernel(&choice, &dirs, &tools)?;
+    if args.siw {
+        if args.two_hosts {
+            return Err("--siw with --two-hosts: not yet (rxe0 holds each guest's eth0)".into());
+        }
+        k = crate::siw_module::with_siw(&k, &dirs.cache, &tools, &mut Apt::read_only())?;
+    }
     let base = initramfs::base_manifest(&k, &tools)?;
     let mut payload = Payload { separate_stderr: true, label: "run", ..Default::default() };
     let program = place_program(&args.command[0], &base, &mut payload)?;
@@ -149,7 +158,7 @@ fn prepare_and_run(args: &RunArgs) -> Result<i32> {
     if args.two_hosts {
         two_hosts(&guest, &prog, &payload)
     } else {
-        one_host(&guest, &prog, payload, args.keep)
+        one_host(&guest, &prog, payload, args.keep, args.siw)
     }
 }
 
@@ -303,8 +312,11 @@ fn show_line(verbose: bool, prefix: &str, kind: LineKind, line: &str) {
     }
 }
 
-fn one_host(g: &Guest, prog: &Program, mut payload: Payload, keep: bool) -> Result<i32> {
+fn one_host(g: &Guest, prog: &Program, mut payload: Payload, keep: bool, siw: bool) -> Result<i32> {
     payload.script = guest::run_payload(prog);
+    if siw {
+        payload.script = guest::with_siw(&payload.script);
+    }
     let verbose = g.knobs.verbose;
     let out = runner::run(g, &payload, keep, &mut |kind, line| show_line(verbose, "", kind, line))?;
     Ok(verdict(&out, "", verbose))
