@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use rverbs_uapi::ib_user_ioctl_verbs::{RDMA_DRIVER_MLX5, RDMA_DRIVER_RXE, RDMA_DRIVER_UNKNOWN};
+use rverbs_uapi::ib_user_ioctl_verbs::{RDMA_DRIVER_MLX5, RDMA_DRIVER_RXE, RDMA_DRIVER_SIW, RDMA_DRIVER_UNKNOWN};
 
 /// A kernel RDMA driver id (`RDMA_DRIVER_*`), as reported by RDMA netlink.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,6 +19,8 @@ impl DriverId {
     pub const MLX5: DriverId = DriverId(RDMA_DRIVER_MLX5);
     /// `RDMA_DRIVER_RXE`: soft-RoCE.
     pub const RXE: DriverId = DriverId(RDMA_DRIVER_RXE);
+    /// `RDMA_DRIVER_SIW`: soft-iWARP.
+    pub const SIW: DriverId = DriverId(RDMA_DRIVER_SIW);
 
     /// The kernel driver's name (`mlx5`, `rxe`, ...), `unknown` for ids we
     /// have no name for.
@@ -55,6 +57,7 @@ impl DriverId {
         match self {
             DriverId::RXE => Some(Provider::Rxe),
             DriverId::MLX5 => Some(Provider::Mlx5),
+            DriverId::SIW => Some(Provider::Siw),
             _ => None,
         }
     }
@@ -80,6 +83,9 @@ pub enum Provider {
     Rxe,
     /// NVIDIA ConnectX: queues in user memory, doorbells through UAR pages.
     Mlx5,
+    /// Soft-iWARP: RC queues shared with the kernel through mmap, each
+    /// entry owned through its flags; connected only through the CM.
+    Siw,
 }
 
 impl Provider {
@@ -90,6 +96,7 @@ impl Provider {
         match self {
             Provider::Rxe => 1..=2,
             Provider::Mlx5 => 1..=1,
+            Provider::Siw => 1..=1,
         }
     }
 
@@ -98,6 +105,7 @@ impl Provider {
         match self {
             Provider::Rxe => DriverId::RXE,
             Provider::Mlx5 => DriverId::MLX5,
+            Provider::Siw => DriverId::SIW,
         }
     }
 }
@@ -123,6 +131,9 @@ mod tests {
     fn names_and_fw() {
         assert_eq!(DriverId(14).name(), "rxe");
         assert_eq!(DriverId(1).name(), "mlx5");
+        assert_eq!(DriverId(18).name(), "siw");
+        assert_eq!(DriverId::SIW.provider(), Some(Provider::Siw));
+        assert_eq!((Provider::Siw.driver_id(), Provider::Siw.abi_range()), (DriverId::SIW, 1..=1));
         assert_eq!(DriverId(99).name(), "unknown");
         assert_eq!(format_fw_ver(DriverId::RXE, 0), "0.0.0");
         assert_eq!(format_fw_ver(DriverId::MLX5, (16u64 << 32) | (35 << 16) | 2000), "16.35.2000");

@@ -12,6 +12,7 @@ pub mod error;
 pub mod provider;
 pub mod qp_state;
 pub mod rxe;
+pub mod siw;
 pub mod sys;
 pub mod wr;
 

@@ -218,6 +218,7 @@ macro_rules! providers {
 providers! { $;
     Rxe => crate::rxe::Context,
     Mlx5 => crate::mlx5::Context,
+    Siw => crate::siw::Context,
 }
 
 /// The value of provider `T`'s variant of a provider enum, if it is `T`'s.

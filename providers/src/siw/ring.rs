@@ -1,0 +1,191 @@
+//! One siw ring (SQ, RQ, SRQ or CQ) mapped from the kernel: `slots`
+//! entries of `SLOT` bytes, for a CQ followed by its `siw_cq_ctrl` word.
+//!
+//! The kernel allocates the memory (`vmalloc_user`, zeroed) at create and
+//! answers with an mmap key (an offset on the uverbs fd) and the entry
+//! count; the length is ours to compute (rdmacm.md §B.2). The mapping is
+//! shared with the kernel, so it is only touched through raw pointers and
+//! atomics: never a `&[u8]` over it. There are no index words: ownership
+//! of an entry is its `flags` word (`SIW_WQE_VALID`), each side keeping a
+//! free-running counter of its own.
+//!
+//! Crate-internal: a `Ring` hands out raw pointers into memory the kernel
+//! writes; only this module's queues, which follow the ownership protocol,
+//! hold one.
+
+use memmap2::MmapRaw;
+use rverbs_uapi::siw_abi::SIW_INVAL_UOBJ_KEY;
+
+use crate::sys::UverbsFd;
+use crate::{Errno, Error, Result};
+
+/// What backs a ring's memory: the kernel's mapped into us, or (host tests
+/// and benchmarks) heap pages playing the kernel's.
+#[derive(Debug)]
+enum Backing {
+    Mapped(#[allow(dead_code)] MmapRaw),
+    #[cfg(any(test, feature = "mock"))]
+    #[cfg_attr(not(test), allow(dead_code))]
+    Heap(#[allow(dead_code)] HeapPages),
+    /// Another ring's memory, which that ring owns ([`Ring::alias`]).
+    #[cfg(test)]
+    Alias,
+}
+
+/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
+/// that moving the `Ring` moves no `Box` (which would retag the allocation
+/// and invalidate `Ring::base` under Stacked Borrows).
+#[cfg(any(test, feature = "mock"))]
+#[derive(Debug)]
+struct HeapPages(*mut [HeapPage]);
+
+#[cfg(any(test, feature = "mock"))]
+impl Drop for HeapPages {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `new_heap` and is
+        // turned back into a box once, here, as the ring that used it goes.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// One zeroed page of a heap ring: page aligned like the kernel's memory.
+#[cfg(any(test, feature = "mock"))]
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct HeapPage([u8; 4096]);
+
+#[cfg(any(test, feature = "mock"))]
+impl std::fmt::Debug for HeapPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeapPage")
+    }
+}
+
+/// A ring of `SLOT`-byte entries shared with the kernel.
+#[derive(Debug)]
+pub(crate) struct Ring<const SLOT: usize> {
+    base: *mut u8,
+    /// `slots - 1`; `slots` is a power of two.
+    mask: u32,
+    // Owns the memory `base` points into; reached only through `base`.
+    _backing: Backing,
+}
+
+// SAFETY: the memory is owned by this value (a mapping or heap pages) and
+// reached only through `base`; the queues that own a `Ring` serialise their
+// side with `&mut self`.
+unsafe impl<const SLOT: usize> Send for Ring<SLOT> {}
+// SAFETY: through `&self` a ring only hands out raw pointers (`slot`,
+// `tail`), whose use is `unsafe` and the caller's.
+unsafe impl<const SLOT: usize> Sync for Ring<SLOT> {}
+
+/// The bytes of a ring of `slots` entries of `slot` bytes and `tail` bytes
+/// after them, if `slots` is a power of two and the product fits.
+fn ring_len(slots: u32, slot: usize, tail: usize) -> Option<usize> {
+    if !slots.is_power_of_two() {
+        return None;
+    }
+    (slots as usize).checked_mul(slot)?.checked_add(tail)
+}
+
+impl<const SLOT: usize> Ring<SLOT> {
+    /// Maps the ring of `slots` entries (and `tail` bytes after them) the
+    /// kernel offered under mmap `key` on `fd`, for `verb`; `what` names it
+    /// in errors. `EPROTO` for a key or count the kernel could not have
+    /// meant; mmap's errno otherwise.
+    pub fn map(verb: &'static str, fd: &UverbsFd, key: u64, slots: u32, tail: usize, what: &str) -> Result<Self> {
+        if key == SIW_INVAL_UOBJ_KEY {
+            return Err(Error::check(verb, Errno::ENOMEM).with_message(format!(
+                "the kernel created the {what} but could not offer it for mmap (SIW_INVAL_UOBJ_KEY): \
+                 it ran out of memory; free some objects and retry"
+            )));
+        }
+        let len = ring_len(slots, SLOT, tail).filter(|&n| n > 0).ok_or_else(|| {
+            Error::check(verb, Errno::EPROTO).with_message(format!(
+                "the kernel answered a {what} of {slots} entries, not a power of two that fits memory: \
+                 a siw ABI this provider does not know"
+            ))
+        })?;
+        let map = fd.mmap(key, len).map_err(|e| {
+            let errno = Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32));
+            Error::os(verb, errno).with_message(format!(
+                "cannot map the {what} the kernel created ({len} bytes at mmap offset {key:#x}; \
+                 ENOMEM: RLIMIT_AS or vm.max_map_count)"
+            ))
+        })?;
+        let base = map.as_mut_ptr();
+        Ok(Ring { base, mask: slots - 1, _backing: Backing::Mapped(map) })
+    }
+
+    /// A zeroed ring in heap memory, as the kernel's `vmalloc_user` gives
+    /// it: for host tests, the mock of the kernel side, and benchmarks.
+    ///
+    /// # Panics
+    /// If `slots` is not a power of two (a test's mistake).
+    #[cfg(any(test, feature = "mock"))]
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn new_heap(slots: u32, tail: usize) -> Self {
+        let bytes = ring_len(slots, SLOT, tail).expect("a power of two of slots");
+        let pages = bytes.div_ceil(4096).max(1);
+        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); pages].into_boxed_slice()));
+        Ring { base: mem.0.cast::<u8>(), mask: slots - 1, _backing: Backing::Heap(mem) }
+    }
+
+    /// A second ring over this one's memory, owning nothing: the kernel's
+    /// view, for a mock kernel on another thread (tests).
+    ///
+    /// # Safety
+    /// The alias must not outlive `self`.
+    #[cfg(test)]
+    pub unsafe fn alias(&self) -> Self {
+        Ring { base: self.base, mask: self.mask, _backing: Backing::Alias }
+    }
+
+    /// Entries in the ring.
+    #[inline]
+    pub fn slots(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The entry free-running counter `i` names (`i % slots`).
+    #[inline(always)]
+    pub fn slot(&self, i: u32) -> *mut u8 {
+        let off = ((i & self.mask) as usize) * SLOT;
+        // SAFETY: `i & mask < slots`, and the memory holds `slots * SLOT`
+        // bytes (`map` and `new_heap` sized it so): in bounds.
+        unsafe { self.base.add(off) }
+    }
+
+    /// The first byte after the entries (a CQ's `siw_cq_ctrl`); valid only
+    /// for a ring made with a `tail`.
+    #[inline(always)]
+    pub fn tail(&self) -> *mut u8 {
+        let off = (self.slots() as usize) * SLOT;
+        // SAFETY: one past the last entry: in bounds of (or one past) the
+        // memory, which holds `slots * SLOT + tail` bytes.
+        unsafe { self.base.add(off) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths() {
+        assert_eq!(ring_len(4, 32, 8), Some(136));
+        assert_eq!(ring_len(1, 120, 0), Some(120));
+        assert_eq!(ring_len(0, 120, 0), None);
+        assert_eq!(ring_len(3, 120, 0), None);
+        assert_eq!(ring_len(1 << 31, 120, 0), (1usize << 31).checked_mul(120));
+    }
+
+    #[test]
+    fn slots_wrap() {
+        let r = Ring::<32>::new_heap(4, 8);
+        assert_eq!(r.slots(), 4);
+        assert_eq!(r.slot(0), r.slot(4));
+        assert_eq!(r.slot(u32::MAX), r.slot(3));
+        assert_eq!(r.tail() as usize - r.slot(0) as usize, 128);
+    }
+}
