@@ -5,7 +5,7 @@
 //! the two print comparable lines.
 //!
 //! ```text
-//! scale_objects objects KIND N    # KIND: pd mr cq qp-rc qp-ud srq ah
+//! scale_objects objects KIND N    # KIND: pd mr cq qp-rc qp-ud srq ah, or all
 //! scale_objects memory SIZE REPS [huge]   # SIZE: 4k 1m 64m 1g
 //! ```
 //!
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = match a.as_slice() {
         ["objects", kind, n] => {
-            n.parse().map_err(|_| format!("N {n:?} is not a count").into()).and_then(|n| objects(kind, n))
+            n.parse().map_err(|_| format!("N {n:?} is not a count").into()).and_then(|n| each(kind, n))
         }
         ["memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
             .parse()
@@ -60,6 +60,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The kinds, in the order `all` does them.
+const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
+
+/// `objects` of one kind, or of every kind in turn (`all`: one process
+/// for callgrind, whose `--dump-after=*scale_destroy*` gives each its count).
+fn each(kind: &str, n: usize) -> Result {
+    if kind != "all" {
+        return objects(kind, n);
+    }
+    KINDS.iter().try_for_each(|k| objects(k, n))
 }
 
 /// What the objects of a kind need, made before the timed loops.
@@ -83,7 +95,7 @@ enum Obj {
 }
 
 fn objects(kind: &str, n: usize) -> Result {
-    if !["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"].contains(&kind) {
+    if !KINDS.contains(&kind) {
         return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)").into());
     }
     let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device (is rxe0 set up?)")?.open()?;

@@ -6,7 +6,7 @@
 //! names the implementation in the output lines.
 //!
 //! ```text
-//! scale_c IMPL objects KIND N          # KIND: pd mr cq qp-rc qp-ud srq ah
+//! scale_c IMPL objects KIND N          # KIND: pd mr cq qp-rc qp-ud srq ah, or all
 //! scale_c IMPL memory SIZE REPS [huge] # SIZE: 4k 1m 64m 1g
 //! ```
 //!
@@ -205,7 +205,7 @@ fn main() -> ExitCode {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = match a.as_slice() {
         [imp, "objects", kind, n] => {
-            n.parse().map_err(|_| format!("N {n:?} is not a count")).and_then(|n| objects(imp, kind, n))
+            n.parse().map_err(|_| format!("N {n:?} is not a count")).and_then(|n| each(imp, kind, n))
         }
         [imp, "memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
             .parse()
@@ -222,6 +222,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The kinds, in the order `all` does them.
+const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
+
+/// `objects` of one kind, or of every kind in turn (`all`: one process
+/// for callgrind, whose `--dump-after=*scale_destroy*` gives each its count).
+fn each(imp: &str, kind: &str, n: usize) -> Result {
+    if kind != "all" {
+        return objects(imp, kind, n);
+    }
+    KINDS.iter().try_for_each(|k| objects(imp, k, n))
+}
+
 /// What the objects of a kind need, made before the timed loops.
 struct Setup<'a> {
     lib: &'a Lib,
@@ -233,7 +245,7 @@ struct Setup<'a> {
 }
 
 fn objects(imp: &str, kind: &str, n: usize) -> Result {
-    if !["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"].contains(&kind) {
+    if !KINDS.contains(&kind) {
         return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)"));
     }
     let lib = load()?;

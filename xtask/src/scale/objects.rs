@@ -24,6 +24,9 @@ use crate::util::Result;
 pub const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
 /// The counts.
 pub const NS: [u64; 4] = [1, 100, 1_000, 10_000];
+/// The counts strace runs at (at 10,000 a traced run takes minutes under
+/// TCG; equal counts at 100 and 1,000 already show none grows with N).
+pub const STRACE_NS: [u64; 3] = [1, 100, 1_000];
 /// The N callgrind counts at.
 pub const CG_N: u64 = 100;
 
@@ -37,9 +40,11 @@ fn strace_tag(kind: &str, imp: &str, n: u64) -> String {
     format!("so-{kind}-{imp}-{n}")
 }
 
-/// callgrind's log of a run: `sg-KIND-IMPL-N.vg`.
-fn callgrind_tag(kind: &str, imp: &str, n: u64) -> String {
-    format!("sg-{kind}-{imp}-{n}.vg")
+/// The counts of an implementation's callgrind run, a line per dump
+/// (`sg-rverbs.out.3 part: 3 desc: Trigger: --dump-after=… summary: 1234`):
+/// `sg-IMPL`.
+fn callgrind_tag(imp: &str) -> String {
+    format!("sg-{imp}")
 }
 
 /// Appends the section's part of the guest script.
@@ -61,7 +66,7 @@ pub fn script(s: &mut String, _port: &mut u32) {
     s.push_str("step scale-objects-strace\n");
     for kind in KINDS {
         for imp in IMPLS {
-            for n in std::iter::once(0).chain(NS) {
+            for n in std::iter::once(0).chain(STRACE_NS) {
                 let st = format!("strace -f -c -o $D/{}", strace_tag(kind, imp, n));
                 let cmd = command(imp, &st, &format!("objects {kind} {n}"));
                 s.push_str(&format!("timeout 900 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n"));
@@ -69,16 +74,23 @@ pub fn script(s: &mut String, _port: &mut u32) {
         }
     }
     s.push_str("step scale-objects-callgrind\n");
-    for kind in KINDS {
-        for imp in IMPLS {
-            let vg = format!(
-                "valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
-                 --toggle-collect='*scale_create*' --toggle-collect='*scale_destroy*' --log-file=$D/{}",
-                callgrind_tag(kind, imp, CG_N)
-            );
-            let cmd = command(imp, &vg, &format!("objects {kind} {CG_N}"));
-            s.push_str(&format!("timeout 900 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n"));
-        }
+    // One process per implementation does every kind in turn (`all`);
+    // callgrind counts inside the two loops only and dumps its count each
+    // time the destroy loop returns: dump k is KINDS[k - 1].
+    for imp in IMPLS {
+        let out = format!("$D/sg-{imp}.out");
+        let vg = format!(
+            "valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*::scale_create' \
+             --toggle-collect='*::scale_destroy' --dump-after='*::scale_destroy' --dump-instr=no --dump-line=no \
+             --callgrind-out-file={out} --log-file=$D/sg-{imp}.vg"
+        );
+        let cmd = command(imp, &vg, &format!("objects all {CG_N}"));
+        s.push_str(&format!(
+            "timeout 1800 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n\
+             for f in {out}*; do echo \"${{f##*/}} $(grep -E '^(part|summary):|Trigger' $f | tr '\\n' ' ')\"; done >$D/{}\n\
+             rm -f {out}*\n",
+            callgrind_tag(imp)
+        ));
     }
 }
 
@@ -100,13 +112,21 @@ fn syscalls(run: &KernelRun, kind: &str, imp: &str, n: u64) -> Option<f64> {
     Some((total(n)? as f64 - total(0)? as f64) / n as f64)
 }
 
-/// Instructions per object (create and destroy) at [`CG_N`].
+/// Instructions per object (create and destroy) at [`CG_N`]: the count
+/// of the dump that followed `kind`'s destroy loop, over N.
 fn instructions(run: &KernelRun, kind: &str, imp: &str, n: u64) -> Option<f64> {
+    let k = KINDS.iter().position(|x| *x == kind)? + 1;
     if n != CG_N {
         return None;
     }
-    let log = run.files.get(&callgrind_tag(kind, imp, n))?;
-    Some(bench::collected(&log.join("\n"))? as f64 / n as f64)
+    let ir = run.files.get(&callgrind_tag(imp))?.iter().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let after = |key: &str| w.iter().position(|x| *x == key).and_then(|i| w.get(i + 1));
+        let part: usize = after("part:")?.parse().ok()?;
+        let dumped = w.iter().any(|x| x.starts_with("--dump-after="));
+        (dumped && part == k).then(|| after("summary:")?.parse::<u64>().ok()).flatten()
+    })?;
+    Some(ir as f64 / n as f64)
 }
 
 /// One figure of the programs' lines.
@@ -219,7 +239,14 @@ mod tests {
         files.insert(strace_tag("pd", "rverbs", 100), strace_c(250));
         files.insert(strace_tag("pd", "rdma-core", 0), strace_c(90));
         files.insert(strace_tag("pd", "rdma-core", 100), strace_c(290));
-        files.insert(callgrind_tag("pd", "rverbs", 100), lines("==1== Events    : Ir\n==1== Collected : 123400"));
+        files.insert(
+            callgrind_tag("rverbs"),
+            lines(
+                "sg-rverbs.out part: 8 desc: Trigger: Program termination summary: 0\n\
+                 sg-rverbs.out.1 part: 1 desc: Trigger: --dump-after=*::scale_destroy summary: 123400\n\
+                 sg-rverbs.out.2 part: 2 desc: Trigger: --dump-after=*::scale_destroy summary: 555500",
+            ),
+        );
         KernelRun { series: series.into(), files, ..Default::default() }
     }
 
@@ -234,6 +261,9 @@ mod tests {
         assert_eq!(syscalls(&r, "pd", "rverbs", 1000), None);
         assert_eq!(instructions(&r, "pd", "rverbs", 100), Some(1234.0));
         assert_eq!(instructions(&r, "pd", "rverbs", 1), None);
+        assert_eq!(instructions(&r, "mr", "rverbs", 100), Some(5555.0));
+        assert_eq!(instructions(&r, "cq", "rverbs", 100), None);
+        assert_eq!(instructions(&r, "pd", "rdma-core", 100), None);
     }
 
     #[test]
@@ -247,7 +277,9 @@ mod tests {
             "timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib strace -f -c -o $D/so-ah-rverbs-capi-0 \
              /usr/local/bin/scale_c rverbs-capi objects ah 0 >/dev/null"
         ));
-        assert!(s.contains("--log-file=$D/sg-srq-rdma-core-100.vg /usr/local/bin/scale_c rdma-core objects srq 100"));
+        assert!(s.contains("--log-file=$D/sg-rdma-core.vg /usr/local/bin/scale_c rdma-core objects all 100 >/dev/null"));
+        assert!(s.contains("--dump-after='*::scale_destroy'"));
+        assert!(!s.contains("-o $D/so-pd-rverbs-10000"));
         let timed = s.lines().filter(|l| l.contains(">>$D/sc-objects-")).count();
         assert_eq!(timed, KINDS.len() * NS.len() * IMPLS.len());
         // The first implementation rotates.
