@@ -144,3 +144,73 @@ impl PollBench {
         self.hca.assert_clean();
     }
 }
+
+/// `qps` connected pairs of RC QPs on the HCA model whose first QPs all
+/// complete on one CQ (`examples/mlx5_scale.rs`): [`fill`](Self::fill)
+/// posts one RDMA WRITE on each of them per round and runs the model
+/// after every round, so consecutive CQEs name different QPs, and a poll
+/// looks each QP up in the context's registry (the one-entry cache of the
+/// last QP misses every time with more than one).
+// `repr(C)`, the CQ first: see `PostBench`.
+#[derive(Debug)]
+#[repr(C)]
+pub struct ManyQpPollBench {
+    cq: Cq<HcaMmio>,
+    a: Vec<Qp<HcaMmio>>,
+    _b: Vec<Qp<HcaMmio>>,
+    _other: Cq<HcaMmio>,
+    hca: Hca,
+    _ctx: Context,
+    mem: DmaBuf,
+    lkey: u32,
+    rkey: u32,
+}
+
+impl ManyQpPollBench {
+    /// `qps` pairs; the shared CQ holds `rounds` rounds of completions.
+    pub fn new(qps: u32, rounds: u32) -> ManyQpPollBench {
+        let hca = Hca::new(ModelCfg::default());
+        let ctx = hca.context();
+        let cq = hca.new_cq(&ctx, qps * rounds);
+        let other = hca.new_cq(&ctx, 1);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..qps {
+            let x = hca.new_qp(&ctx, &rc_args(rounds), cq.cqn(), cq.cqn());
+            let y = hca.new_qp(&ctx, &rc_args(1), other.cqn(), other.cqn());
+            hca.connect(&x, &y);
+            a.push(x);
+            b.push(y);
+        }
+        let mem = DmaBuf::new("mlx5_scale", 4096).expect("bench memory");
+        // The model writes only inside this region, which lives as long as it.
+        let (lkey, rkey) = hca.reg_mr(mem.addr(), 4096, access::ALL);
+        ManyQpPollBench { cq, a, _b: b, _other: other, hca, _ctx: ctx, mem, lkey, rkey }
+    }
+
+    /// [`Cq::poll`].
+    #[inline(always)]
+    pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        self.cq.poll(out)
+    }
+
+    /// `rounds` rounds (at most `new`'s) of one signaled 8-byte WRITE per
+    /// QP, the model run after each; their completions are then in the CQ.
+    pub fn fill(&mut self, first: u64, rounds: u32) {
+        let base = self.mem.addr();
+        let sge = [Sge::new(base, 8, self.lkey)];
+        let op = SendOp::RdmaWrite(RemoteAddr { addr: base + 2048, rkey: self.rkey });
+        for r in 0..u64::from(rounds) {
+            for (i, qp) in self.a.iter_mut().enumerate() {
+                let wr = SendWr { wr_id: first + r, op, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+                // SAFETY: not INLINE: nothing is read here.
+                unsafe { qp.sq.post(std::slice::from_ref(&wr)) }.unwrap_or_else(|e| panic!("post on QP {i}: {e:?}"));
+            }
+            self.hca.run();
+        }
+    }
+
+    /// Panics if the model saw the provider break a rule.
+    pub fn assert_clean(&self) {
+        self.hca.assert_clean();
+    }
+}

@@ -90,7 +90,19 @@ struct Cache {
     generation: u64,
     qp: Option<Arc<QpShared>>,
     srq: Option<Arc<SrqShared>>,
+    /// The QPs looked up before, by resource number (user indices are
+    /// dense from 0), made when the CQ first switches from one QP to
+    /// another, grown as larger numbers come, dropped with the rest of the
+    /// cache. With many QPs on one CQ consecutive CQEs name different QPs,
+    /// and the registry's lookup (a lock and a hash) on every switch was
+    /// 124 of the 332 instructions a CQE cost at 16 or 256 QPs
+    /// (`examples/mlx5_scale.rs`).
+    recent: Option<Vec<Option<Arc<QpShared>>>>,
 }
+
+/// Resource numbers from here on (version-0 QPNs can be anything) are not
+/// kept in [`Cache::recent`].
+const RECENT_MAX: usize = 1 << 16;
 
 /// A created completion queue. `Send`; one poller at a time (`&mut self`).
 #[derive(Debug)]
@@ -1033,7 +1045,7 @@ impl<M: Mmio> Cq<M> {
 
     #[cold]
     fn forget(&mut self, generation: u64) {
-        self.cache = Cache { generation, qp: None, srq: None };
+        self.cache = Cache { generation, ..Cache::default() };
         self.cur_rsn_key = u32::MAX;
         self.cur_qpn_word = 0;
         self.cur_slots = ptr::null();
@@ -1082,7 +1094,7 @@ impl<M: Mmio> Cq<M> {
     fn qp(&mut self, rsn: u32) -> Option<&QpShared> {
         let hit = matches!(&self.cache.qp, Some(q) if q.rsn() == rsn);
         if !hit {
-            let q = self.registry.qp(rsn)?;
+            let q = self.lookup_qp(rsn)?;
             self.cur_rsn_key = rsn_key(rsn.to_be());
             self.cur_qpn_word = pair(0, q.qpn());
             self.cur_slots = q.sq.slots_ptr();
@@ -1090,6 +1102,26 @@ impl<M: Mmio> Cq<M> {
             self.cache.qp = Some(q);
         }
         self.cache.qp.as_deref()
+    }
+
+    /// `rsn`'s QP from [`Cache::recent`], else from the registry (then
+    /// kept in `recent` once this CQ has served more than one QP).
+    fn lookup_qp(&mut self, rsn: u32) -> Option<Arc<QpShared>> {
+        let i = rsn as usize;
+        if let Some(Some(q)) = self.cache.recent.as_ref().and_then(|t| t.get(i)) {
+            if q.rsn() == rsn {
+                return Some(Arc::clone(q));
+            }
+        }
+        let q = self.registry.qp(rsn)?;
+        if self.cache.qp.is_some() && i < RECENT_MAX {
+            let t = self.cache.recent.get_or_insert_with(Vec::new);
+            if t.len() <= i {
+                t.resize((i + 1).next_power_of_two(), None);
+            }
+            t[i] = Some(Arc::clone(&q));
+        }
+        Some(q)
     }
 
     #[inline(always)]

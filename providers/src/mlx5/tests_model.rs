@@ -1317,3 +1317,66 @@ fn poll_one_runs_a_requested_clean_first() {
         t.hca.assert_clean();
     }
 }
+
+/// Many QPs on one CQ, their completions alternating (so the CQ finds
+/// each CQE's QP through its table of recent QPs, not the one-entry
+/// cache): every completion names its own QP and wr_id, before and after
+/// a QP is destroyed and its user index given to a new QP (the table is
+/// dropped with the generation bump, so the new QP's completions never
+/// resolve to the old one's slots; with CQE version 0 the new QP has the
+/// old one's QPN, its resource number). CQE version 0 and 1.
+#[test]
+fn many_qps_on_one_cq_alternate_and_survive_a_replaced_qp() {
+    for cqe_version in [1, 0] {
+        let hca = Hca::new(ModelCfg { cqe_version, ..Default::default() });
+        let ctx = hca.context();
+        let (mut cq, other) = (hca.new_cq(&ctx, 64), hca.new_cq(&ctx, 64));
+        let (cqn, other_cqn) = (cq.cqn(), other.cqn());
+        let new_pair = || {
+            let a = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), cqn, cqn);
+            let b = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), other_cqn, other_cqn);
+            hca.connect(&a, &b);
+            (a, b)
+        };
+        let mut qps: Vec<_> = (0..5).map(|_| new_pair()).collect();
+        let src = Region::new(&hca, 64, access::ALL);
+        let dst = Region::new(&hca, 64, access::ALL);
+        let sge = [src.sge(0, 8)];
+        let op = SendOp::RdmaWrite(RemoteAddr { addr: dst.addr(0), rkey: dst.rkey });
+        let round = |qps: &mut Vec<(Qp<HcaMmio>, Qp<HcaMmio>)>, cq: &mut Cq<HcaMmio>, r: u64| {
+            for (i, (a, _)) in qps.iter_mut().enumerate() {
+                let wr = SendWr { wr_id: 1000 * i as u64 + r, op, flags: SendFlags::SIGNALED, sgl: &sge, ud: None };
+                post_send(a, &[wr]).unwrap();
+            }
+            hca.run();
+            let mut seen = vec![false; qps.len()];
+            for w in poll_n(cq, qps.len()) {
+                let i = qps.iter().position(|(a, _)| a.qpn() == w.qp_num).expect("a completion of one of the QPs");
+                assert_eq!((w.status, w.wr_id), (WcStatus::SUCCESS, 1000 * i as u64 + r), "QP {i}");
+                assert!(!std::mem::replace(&mut seen[i], true), "two completions of QP {i}");
+            }
+        };
+        for r in 0..3 {
+            round(&mut qps, &mut cq, r);
+        }
+        // Replace QP 2: destroyed (its CQ cleaned), a new one in its place.
+        let (old, _) = qps.remove(2);
+        let old_qpn = old.qpn();
+        hca.destroy_qp(old.qpn());
+        let shared = old.shared().clone();
+        cq.clean_qp(&shared);
+        assert!(ctx.qp_shared_destroyed(&shared), "unregistered: the generation moves");
+        drop(old);
+        drop(shared);
+        hca.reuse_qpns();
+        qps.insert(2, new_pair());
+        if cqe_version == 0 {
+            // Version 0 names QPs by QPN, and the model gave the old one again.
+            assert_eq!(qps[2].0.qpn(), old_qpn, "the new QP has the old one's QPN");
+        }
+        for r in 3..6 {
+            round(&mut qps, &mut cq, r);
+        }
+        hca.assert_clean();
+    }
+}
