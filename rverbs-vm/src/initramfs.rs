@@ -38,6 +38,9 @@ pub const MODULES: &[&str] = &["rdma_rxe", "veth", "rdma_ucm", "virtio_net"];
 /// virtio pieces some kernels build in).
 pub const OPTIONAL_MODULES: &[&str] = &["crc32_generic", "virtio_pci", "net_failover", "failover"];
 
+/// The unwinder library glibc loads at run time ([`base_userland`]).
+const LIBGCC_S: &str = "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1";
+
 /// Where one guest file comes from.
 #[derive(Debug, Clone)]
 enum Source {
@@ -252,6 +255,12 @@ fn base_userland(tools: &HostTools) -> Result<Manifest> {
     }
     for p in &tools.guest_programs {
         m.program(p)?;
+    }
+    // glibc loads libgcc_s with dlopen for pthread_exit and pthread_cancel,
+    // so no ELF header names it: without it rping (which ends its threads
+    // so) aborts when it finishes ("libgcc_s.so.1 must be installed").
+    if let Some(gcc_s) = util::first_existing(&[LIBGCC_S]) {
+        m.program(&gcc_s)?;
     }
     for p in &tools.verbs_providers {
         if p.extension().is_some_and(|e| e == "so") {
