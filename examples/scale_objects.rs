@@ -84,14 +84,24 @@ struct Setup {
     ah: Option<AhAttr>,
 }
 
-/// One created object.
-enum Obj {
-    Pd(ProtectionDomain),
-    Mr(MemoryRegion),
-    Cq(CompletionQueue),
-    Qp(QueuePair),
-    Srq(SharedReceiveQueue),
-    Ah(AddressHandle),
+/// The created objects, in a vector of their own type (so that each
+/// object's memory is its handle's size, not the largest kind's).
+enum Objs {
+    Pd(Vec<ProtectionDomain>),
+    Mr(Vec<MemoryRegion>),
+    Cq(Vec<CompletionQueue>),
+    Qp(Vec<QueuePair>),
+    Srq(Vec<SharedReceiveQueue>),
+    Ah(Vec<AddressHandle>),
+}
+
+/// `n` results of `make`, or the first error, naming which.
+fn make<T>(kind: &str, n: usize, mut make: impl FnMut() -> rverbs::Result<T>) -> Result<Vec<T>> {
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        v.push(make().map_err(|e| format!("creating {kind} {} of {n}: {e}", i + 1))?);
+    }
+    Ok(v)
 }
 
 fn objects(kind: &str, n: usize) -> Result {
@@ -139,42 +149,39 @@ fn objects(kind: &str, n: usize) -> Result {
 
 /// Creates `n` objects of `kind` (the loop callgrind counts).
 #[inline(never)]
-fn scale_create(s: &Setup, kind: &str, n: usize) -> Result<Vec<Obj>> {
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        let o = match kind {
-            "pd" => s.ctx.alloc_pd().map(Obj::Pd),
-            // SAFETY: `page` is a page of `buf`, which outlives every MR
-            // (they are destroyed before it is dropped); nothing reads or
-            // writes it while they exist.
-            "mr" => unsafe { s.pd.reg_mr(s.page, 4096, AccessFlags::LOCAL_WRITE) }.map(Obj::Mr),
-            "cq" => s.ctx.create_cq(CQE).map(Obj::Cq),
-            "qp-rc" | "qp-ud" => {
-                let t = if kind == "qp-rc" { QpType::Rc } else { QpType::Ud };
-                let cq = s.cq.as_ref().ok_or("no CQ")?;
-                s.pd.create_qp(&QpInitAttr::new(t, cq)).map(Obj::Qp)
-            }
-            "srq" => s.pd.create_srq(&SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }).map(Obj::Srq),
-            _ => s.pd.create_ah(s.ah.as_ref().ok_or("no AH attributes")?).map(Obj::Ah),
-        };
-        v.push(o.map_err(|e| format!("creating {kind} {} of {n}: {e}", i + 1))?);
-    }
-    Ok(black_box(v))
+fn scale_create(s: &Setup, kind: &str, n: usize) -> Result<Objs> {
+    let objs = match kind {
+        "pd" => Objs::Pd(make(kind, n, || s.ctx.alloc_pd())?),
+        // SAFETY: `page` is a page of `buf`, which outlives every MR (they
+        // are destroyed before it is dropped); nothing reads or writes it
+        // while they exist.
+        "mr" => Objs::Mr(make(kind, n, || unsafe { s.pd.reg_mr(s.page, 4096, AccessFlags::LOCAL_WRITE) })?),
+        "cq" => Objs::Cq(make(kind, n, || s.ctx.create_cq(CQE))?),
+        "qp-rc" | "qp-ud" => {
+            let t = if kind == "qp-rc" { QpType::Rc } else { QpType::Ud };
+            let cq = s.cq.as_ref().ok_or("no CQ")?;
+            Objs::Qp(make(kind, n, || s.pd.create_qp(&QpInitAttr::new(t, cq)))?)
+        }
+        "srq" => Objs::Srq(make(kind, n, || s.pd.create_srq(&SrqAttr { max_wr: 16, max_sge: 1, srq_limit: 0 }))?),
+        _ => {
+            let attr = s.ah.as_ref().ok_or("no AH attributes")?;
+            Objs::Ah(make(kind, n, || s.pd.create_ah(attr))?)
+        }
+    };
+    Ok(black_box(objs))
 }
 
 /// Destroys them, in creation order (the loop callgrind counts).
 #[inline(never)]
-fn scale_destroy(objs: Vec<Obj>) -> Result {
-    for o in objs {
-        match o {
-            Obj::Pd(x) => x.dealloc(),
-            Obj::Mr(x) => x.dereg(),
-            Obj::Cq(x) => x.destroy(),
-            Obj::Qp(x) => x.destroy(),
-            Obj::Srq(x) => x.destroy(),
-            Obj::Ah(x) => x.destroy(),
-        }?;
-    }
+fn scale_destroy(objs: Objs) -> Result {
+    match objs {
+        Objs::Pd(v) => v.into_iter().try_for_each(|x| x.dealloc()),
+        Objs::Mr(v) => v.into_iter().try_for_each(|x| x.dereg()),
+        Objs::Cq(v) => v.into_iter().try_for_each(|x| x.destroy()),
+        Objs::Qp(v) => v.into_iter().try_for_each(|x| x.destroy()),
+        Objs::Srq(v) => v.into_iter().try_for_each(|x| x.destroy()),
+        Objs::Ah(v) => v.into_iter().try_for_each(|x| x.destroy()),
+    }?;
     Ok(())
 }
 

@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 
 use super::{command, ratio, thousands, triple, Sample, IMPLS};
-use crate::bench;
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
