@@ -180,6 +180,25 @@ mod tests {
         assert_eq!(ring_len(1 << 31, 120, 0), (1usize << 31).checked_mul(120));
     }
 
+    /// The kernel's answers a create can fail on, before and at the mmap.
+    #[test]
+    #[cfg_attr(miri, ignore = "opens /dev/null")]
+    fn map_errors_name_the_verb_and_the_cause() {
+        let fd = UverbsFd::open(std::path::Path::new("/dev/null"), 18, None).expect("/dev/null");
+        let e = Ring::<32>::map("ibv_create_cq", &fd, SIW_INVAL_UOBJ_KEY, 4, 8, "completion queue").unwrap_err();
+        assert_eq!((e.verb(), e.errno()), ("ibv_create_cq", Some(Errno::ENOMEM)));
+        assert!(e.to_string().contains("SIW_INVAL_UOBJ_KEY"), "{e}");
+        for slots in [0, 3, 6] {
+            let e = Ring::<120>::map("ibv_create_qp", &fd, 0, slots, 0, "send queue").unwrap_err();
+            assert_eq!(e.errno(), Some(Errno::EPROTO), "{slots} entries");
+            assert!(e.to_string().contains("not a power of two"), "{e}");
+        }
+        // /dev/null cannot be mapped: mmap's errno, with the length asked.
+        let e = Ring::<112>::map("ibv_create_srq", &fd, 0x1000, 4, 0, "shared receive queue").unwrap_err();
+        assert!(e.errno().is_some_and(|e| e != Errno::EPROTO), "{e}");
+        assert!(e.to_string().contains("448 bytes at mmap offset 0x1000"), "{e}");
+    }
+
     #[test]
     fn slots_wrap() {
         let r = Ring::<32>::new_heap(4, 8);
