@@ -167,6 +167,29 @@ fn golden_inline() {
     assert_eq!(encode(&[wr], SendLimits { max_sge: 1, ..LIM }), want);
 }
 
+/// A zero-length READ (the kernel allows it) still gets a `sge[0]`, of
+/// length 0, over whatever the entry held; an empty inline SEND has no SGE.
+#[test]
+fn golden_empty_requests() {
+    let mut q = SendQueue::new(Ring::new_heap(2, 0), LIM, TestDoorbell::default());
+    // SAFETY: the ring is the test's; no one else touches entry 0 now.
+    unsafe { q.ring().slot(0).add(24).write_bytes(0xee, 16) };
+    // SAFETY: not INLINE; the inline request has no bytes to read.
+    unsafe { q.post(&[SendWr::read(1, &[], REMOTE), SendWr::send(2, &[]).inline()]) }.unwrap();
+    let mut want = vec![0u8; SQE_LEN];
+    put_u64(&mut want, 0, 1);
+    put_u16(&mut want, 8, 1);
+    want[11] = 1; // SIW_OP_READ, num_sge 0
+    put_u32(&mut want, 12, REMOTE.rkey);
+    put_u64(&mut want, 16, REMOTE.addr);
+    assert_eq!(entry(q.ring(), 0), want);
+    let mut want = vec![0u8; SQE_LEN];
+    put_u64(&mut want, 0, 2);
+    put_u16(&mut want, 8, 1 | 2);
+    want[11] = 3; // SIW_OP_SEND, num_sge 0, sge[0].length 0
+    assert_eq!(entry(q.ring(), 1), want);
+}
+
 #[test]
 fn golden_recv() {
     let mut q = rq(4);
