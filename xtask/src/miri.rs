@@ -7,8 +7,8 @@
 //! subcommand says so on one line and exits 0: it installs nothing (CI
 //! runs it where the toolchain is there). Miri interprets, ~100x slower
 //! than a debug build, so it runs a chosen set, [`SUITES`], sized to a few
-//! minutes on two cores: the rings, queues and models (rxe against the
-//! mock kernel, the mlx5 HCA model, the CM and netlink codecs), the
+//! minutes on two cores: the rings, queues and models (rxe and siw
+//! against their mock kernels, the mlx5 HCA model, the CM and netlink codecs), the
 //! memory region's byte access and the C library's marshalling, plus the
 //! property tests that feed hostile bytes to the rings and queues, 16
 //! cases each (`PROPTEST_CASES`, forwarded through Miri). A test of
@@ -48,6 +48,7 @@ pub const SUITES: &[Suite] = &[
             "rxe::tests_av::",
             "mlx5::tests::",
             "mlx5::mem::",
+            "siw::",
             // The HCA model end to end: each of its tests takes ~10 s
             // interpreted, the 10,000-operation ones most of an hour.
             "mlx5::tests_model::bad_lkey_then_flush_of_everything_outstanding",
@@ -68,7 +69,7 @@ pub const SUITES: &[Suite] = &[
         ],
         // 65,539 posts to wrap a 16-bit counter: hours under Miri.
         skip: &["srq_doorbell_counter_is_masked_to_16_bits"],
-        what: "rxe rings on the mock kernel, mlx5 queues on the HCA model, CM and netlink codecs",
+        what: "rxe and siw rings on their mock kernels, mlx5 queues on the HCA model, CM and netlink codecs",
     },
     Suite {
         package: "rverbs",
