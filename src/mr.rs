@@ -244,10 +244,12 @@ impl ProtectionDomain {
         const VERB: &str = "ibv_reg_mr";
         let _span = tracing::debug_span!("ibv_reg_mr", len, access = access.bits()).entered();
         let addr = ptr.as_ptr() as u64;
+        let udata = self.context().provider().map_or(0, |p| p.reg_mr_udata_len());
         // SAFETY: the range stays valid for the region's life (this
         // function's contract), and the region never makes references to it.
-        let keys = unsafe { cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits()) }
-            .map_err(|e| reg_error(VERB, e, addr, len))?;
+        let keys =
+            unsafe { cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits(), udata) }
+                .map_err(|e| reg_error(VERB, e, addr, len))?;
         debug!(handle = keys.handle, lkey = keys.lkey, rkey = keys.rkey, "MR registered");
         Ok(MemoryRegion {
             pd: self.clone(),

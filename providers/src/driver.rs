@@ -100,6 +100,18 @@ impl Provider {
         }
     }
 
+    /// Bytes of driver data `REG_MR` carries each way, zeros in and the
+    /// answer unread (`ibv_reg_mr`): siw requires `siw_ureq_reg_mr` and
+    /// room for `siw_uresp_reg_mr` (without them: `EINVAL`); rxe and mlx5
+    /// take none.
+    pub fn reg_mr_udata_len(self) -> usize {
+        match self {
+            Provider::Rxe => 0,
+            Provider::Mlx5 => 0,
+            Provider::Siw => std::mem::size_of::<rverbs_uapi::siw_abi::siw_ureq_reg_mr>(),
+        }
+    }
+
     /// The driver id this provider serves.
     pub fn driver_id(self) -> DriverId {
         match self {
@@ -134,6 +146,8 @@ mod tests {
         assert_eq!(DriverId(18).name(), "siw");
         assert_eq!(DriverId::SIW.provider(), Some(Provider::Siw));
         assert_eq!((Provider::Siw.driver_id(), Provider::Siw.abi_range()), (DriverId::SIW, 1..=1));
+        assert_eq!((Provider::Siw.reg_mr_udata_len(), Provider::Rxe.reg_mr_udata_len()), (8, 0));
+        assert!(Provider::Siw.reg_mr_udata_len() <= crate::cmd::mr::REG_MR_UDATA_MAX);
         assert_eq!(DriverId(99).name(), "unknown");
         assert_eq!(format_fw_ver(DriverId::RXE, 0), "0.0.0");
         assert_eq!(format_fw_ver(DriverId::MLX5, (16u64 << 32) | (35 << 16) | 2000), "16.35.2000");

@@ -19,16 +19,22 @@ pub struct MrKeys {
     pub rkey: u32,
 }
 
+/// The most driver data [`reg_mr`] carries each way.
+pub const REG_MR_UDATA_MAX: usize = 16;
+
 /// `IB_USER_VERBS_CMD_REG_MR` (write-only before 6.17; through
 /// `INVOKE_WRITE`): pins `[start, start+length)` and maps it at IO virtual
-/// address `hca_va` in PD `pd`. The kernel errno is returned raw so the
-/// caller can explain `ENOMEM`/`EFAULT` with its own context.
+/// address `hca_va` in PD `pd`, with `udata_len` zero bytes of driver data
+/// each way (the provider's [`Provider::reg_mr_udata_len`](crate::driver::Provider::reg_mr_udata_len); at most
+/// [`REG_MR_UDATA_MAX`], else `EINVAL`). The kernel errno is returned raw
+/// so the caller can explain `ENOMEM`/`EFAULT` with its own context.
 ///
 /// # Safety
 /// The device may read `[start, start+length)` and, with write access
 /// flags, write it at any time until the MR is deregistered: the range must
 /// be memory that stays mapped until then, and that no Rust reference
 /// covers while the device may write it.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn reg_mr(
     fd: &UverbsFd,
     pd: u32,
@@ -36,11 +42,23 @@ pub unsafe fn reg_mr(
     length: u64,
     hca_va: u64,
     access: u32,
+    udata_len: usize,
 ) -> Result<MrKeys, crate::Errno> {
+    if udata_len > REG_MR_UDATA_MAX {
+        return Err(crate::Errno::EINVAL);
+    }
     let req =
         ib_uverbs_reg_mr { response: 0, start, length, hca_va, pd_handle: pd, access_flags: access, driver_data: [] };
     let mut resp = ib_uverbs_reg_mr_resp::new_zeroed();
-    let path = fd.write_cmd(IB_USER_VERBS_CMD_REG_MR, req.as_bytes(), resp.as_mut_bytes(), &[], &mut [])?;
+    let drv_in = [0u8; REG_MR_UDATA_MAX];
+    let mut drv_out = [0u8; REG_MR_UDATA_MAX];
+    let path = fd.write_cmd(
+        IB_USER_VERBS_CMD_REG_MR,
+        req.as_bytes(),
+        resp.as_mut_bytes(),
+        &drv_in[..udata_len],
+        &mut drv_out[..udata_len],
+    )?;
     traced("ibv_reg_mr", path);
     Ok(MrKeys { handle: resp.mr_handle, lkey: resp.lkey, rkey: resp.rkey })
 }
