@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::rxe::av::{AvTable, AV_NUM_FLAG};
 use crate::rxe::wqe::{self, SendLimits};
 use crate::rxe::Queue;
-use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc};
+use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc, WcFlags};
 use crate::Errno;
 
 /// What makes the kernel look at the send ring. For rxe that is a `write()`
@@ -297,6 +297,8 @@ impl RecvRing {
 #[derive(Debug)]
 pub struct CqRing {
     q: Queue,
+    /// Bytes per slot (`q.elem_size()`): a slot's offset is one multiply.
+    step: usize,
 }
 
 impl CqRing {
@@ -307,7 +309,7 @@ impl CqRing {
     /// kernel answer with `EPROTO` first).
     pub(crate) fn new(q: Queue) -> Self {
         assert!(q.elem_size() >= wqe::CQE_LEN, "CQ slots of {} bytes cannot hold a completion", q.elem_size());
-        CqRing { q }
+        CqRing { step: q.elem_size(), q }
     }
 
     /// The ring (crate-internal: its index words are the kernel's too).
@@ -330,7 +332,7 @@ impl CqRing {
     /// Moves up to `out.len()` completions into `out`; returns how many.
     /// No syscall: one Acquire load of the producer, copies, one Release
     /// store of the consumer.
-    #[inline]
+    #[inline(always)]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
         // SAFETY: `MaybeUninit<Wc>` has `Wc`'s layout, and `poll_uninit`
         // writes only whole, initialised `Wc`s through it, so `out` holds
@@ -343,7 +345,7 @@ impl CqRing {
     /// C library's caller-owned `ibv_wc` array): the first `n` entries of
     /// `out` are written, whole, and `n` is returned; the rest are left as
     /// they were.
-    #[inline]
+    #[inline(always)]
     pub fn poll_uninit(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
         self.poll_into::<true>(out)
     }
@@ -369,7 +371,7 @@ impl CqRing {
         // Relaxed: the CQ consumer is ours. The slot's address is computed
         // before the Acquire load; nothing is read from it until after.
         let cons = self.q.consumer_own();
-        let slot = self.q.elem_ptr(cons);
+        let slot = self.slot(cons);
         // Acquire: the CQE at our consumer is written before we read it.
         let prod = self.q.producer_acquire();
         if prod.wrapping_sub(cons) & mask == 0 {
@@ -378,63 +380,143 @@ impl CqRing {
         // SAFETY: slot `cons` lies between our consumer and the producer we
         // loaded with Acquire, so the kernel finished writing it; it is a
         // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
-        let raw = unsafe { wqe::read_cqe(slot) };
-        let w = w.write(wqe::decode_cqe_flags(raw));
+        let w = unsafe { copy_cqe::<false>(slot, w) };
         // Release: our copy is done before the kernel may reuse the slot
         // (`publish_consumer` masks the index).
         self.q.publish_consumer(cons.wrapping_add(1));
         Some(w)
     }
 
-    /// Decodes the CQEs from slot `cons` on into `out`, one per entry
-    /// (`HOST_IMM`: `imm_data` to host order); returns the slot after.
-    /// The caller has counted that many published CQEs from `cons`.
+    /// Slot `i` (masked): the index scaled by a multiply, where
+    /// [`Queue::elem_ptr`] needs the shift count in a register.
     #[inline(always)]
-    fn take<const HOST_IMM: bool>(&self, out: &mut [core::mem::MaybeUninit<Wc>], mut cons: u32) -> u32 {
-        let mask = self.q.index_mask();
-        for w in out {
-            // SAFETY: slot `cons` lies between our consumer and the producer we
-            // loaded with Acquire, so the kernel finished writing it; it is a
-            // whole 8-aligned slot of at least CQE_LEN bytes (asserted in `new`).
-            let raw = unsafe { wqe::read_cqe(self.q.elem_ptr(cons)) };
-            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
-            cons = cons.wrapping_add(1) & mask;
-        }
-        cons
+    fn slot(&self, i: u32) -> *mut u8 {
+        // In bounds of the mapping: `step` is the queue's slot size, and
+        // `Queue::map` checked that every masked slot fits; never past
+        // it, so `wrapping_add` computes the same pointer `add` would.
+        self.q.elem_ptr(0).wrapping_add((i & self.q.index_mask()) as usize * self.step)
     }
 
-    /// [`take`](Self::take) for the C poll's entries after its first.
+    /// [`poll_into`](Self::poll_into) of `n` CQEs from slot `cons` on, when
+    /// `n` is not one or two, out of line: decodes them into `out`,
+    /// publishes the consumer, returns `n`. Each CQE is decoded whatever
+    /// its flags (a table lookup and a conditional swap, no branch): the
+    /// cheaper loop when many come at once.
+    ///
+    /// # Safety
+    /// The kernel has published `n` slots from `cons` on, `n <= out.len()`.
     #[inline(never)]
-    fn take_rest(&self, out: &mut [core::mem::MaybeUninit<Wc>], cons: u32) -> u32 {
-        self.take::<false>(out, cons)
+    unsafe fn take_many<const HOST_IMM: bool>(
+        &mut self,
+        out: &mut [core::mem::MaybeUninit<Wc>],
+        n: usize,
+        cons: u32,
+    ) -> usize {
+        if n == 0 {
+            // No room (`out` is empty): nothing taken, nothing published.
+            return 0;
+        }
+        let out = &mut out[..n];
+        // Two runs of consecutive slots: up to the ring's end, then from
+        // its start; each walks a pointer (no index to mask and scale).
+        let to_end = (self.q.index_mask() - (cons & self.q.index_mask())) as usize + 1;
+        let (run, wrapped) = out.split_at_mut(to_end.min(n));
+        // SAFETY: published (contract); `run` fits before the ring's end.
+        unsafe { self.take_run::<HOST_IMM>(run, self.slot(cons)) };
+        // SAFETY: published (contract); `wrapped` holds fewer entries than
+        // the ring has slots.
+        unsafe { self.take_run::<HOST_IMM>(wrapped, self.slot(0)) };
+        // Release: our copies are done before the kernel may reuse the
+        // slots (`n` is at most the mask; `publish_consumer` masks).
+        self.q.publish_consumer(cons.wrapping_add(n as u32));
+        n
+    }
+
+    /// Decodes `out.len()` CQEs of consecutive slots from `slot` on.
+    ///
+    /// # Safety
+    /// `slot` is a slot of this ring, and it and the `out.len() - 1`
+    /// slots after it are published and lie before the ring's end.
+    #[inline(always)]
+    unsafe fn take_run<const HOST_IMM: bool>(&self, out: &mut [core::mem::MaybeUninit<Wc>], mut slot: *mut u8) {
+        for w in out {
+            // SAFETY: published (contract), a whole 8-aligned slot of at
+            // least CQE_LEN bytes (asserted in `new`).
+            let raw = unsafe { wqe::read_cqe(slot) };
+            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
+            // The next slot, or (after the last) one past the ring's end:
+            // never read.
+            slot = slot.wrapping_add(self.step);
+        }
     }
 
     /// The polls above: `HOST_IMM` swaps `imm_data` to host order.
+    ///
+    /// Shaped for the usual poll, which finds one or two completions: they
+    /// are copied in a straight line (a CQE that needs no decoding, the
+    /// usual one, is three 16-byte copies and one test of its flags) that
+    /// saves no register and sets up no loop; three or more go to a loop
+    /// out of line, as a tail call.
     #[inline(always)]
     fn poll_into<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
-        let mask = self.q.index_mask();
+        // Relaxed: the CQ consumer is ours. Loaded before the producer, so
+        // that nothing of `self` is loaded twice around the Acquire.
+        let cons = self.q.consumer_own();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
-        // Relaxed: the CQ consumer is ours.
-        let mut cons = self.q.consumer_own();
-        // Count first, then a loop with one exit: fewer instructions per CQE.
-        let n = ((prod.wrapping_sub(cons) & mask) as usize).min(out.len());
-        if n == 0 {
+        // In `usize`: no zero extension of the count before the `min`.
+        let ready = (prod as usize).wrapping_sub(cons as usize) & self.q.index_mask() as usize;
+        if ready == 0 {
             return 0;
         }
-        if HOST_IMM {
-            cons = self.take::<true>(&mut out[..n], cons);
-        } else if let Some((first, rest)) = out[..n].split_first_mut() {
-            // The C poll mostly finds one: that one here, the rest out of
-            // line, so that this path saves no register and sets up no
-            // loop (unrolled by two, it cost more than the entry).
-            cons = self.take::<false>(core::slice::from_mut(first), cons);
-            if !rest.is_empty() {
-                cons = self.take_rest(rest, cons);
+        let n = ready.min(out.len());
+        // The `n` slots from `cons` on lie between our consumer and the
+        // producer we loaded with Acquire: the kernel finished writing them.
+        // Not one or two (`out` is empty, or three or more are ready):
+        // one range test.
+        if n.wrapping_sub(1) > 1 {
+            // SAFETY: published; `n <= out.len()`.
+            return unsafe { self.take_many::<HOST_IMM>(out, n, cons) };
+        }
+        if let [first, rest @ ..] = &mut out[..n] {
+            // SAFETY: published.
+            unsafe { copy_cqe::<HOST_IMM>(self.slot(cons), first) };
+            if let [second] = rest {
+                // SAFETY: published.
+                unsafe { copy_cqe::<HOST_IMM>(self.slot(cons.wrapping_add(1)), second) };
             }
         }
-        // Release: our copies are done before the kernel may reuse the slots.
-        self.q.publish_consumer(cons);
+        // Release: our copies are done before the kernel may reuse the slots
+        // (`publish_consumer` masks the index).
+        self.q.publish_consumer(cons.wrapping_add(n as u32));
         n
     }
+}
+
+/// Copies the CQE at `slot` into `w` as it is, then decodes it there if its
+/// flags need it (`HOST_IMM`: [`wqe::decode_cqe`], else
+/// [`wqe::decode_cqe_flags`]); the usual CQE needs nothing
+/// ([`wqe::CQE_PLAIN`]), so its whole cost is the copy and one test.
+///
+/// # Safety
+/// `slot` is a CQ slot the kernel has published (between our consumer and
+/// a producer index loaded with Acquire), whole, at least `CQE_LEN` bytes
+/// long and 8-aligned.
+#[inline(always)]
+unsafe fn copy_cqe<const HOST_IMM: bool>(slot: *const u8, w: &mut core::mem::MaybeUninit<Wc>) -> &mut Wc {
+    // SAFETY: forwarded.
+    let w = w.write(unsafe { wqe::read_cqe(slot) });
+    let plain = if HOST_IMM { wqe::CQE_PLAIN } else { wqe::CQE_PLAIN_NET_IMM };
+    let flags = w.wc_flags.bits();
+    if flags & !plain != 0 {
+        // `decode_cqe` (`decode_cqe_flags`), field by field in place; the
+        // immediate's test on the mapped flags (`WITH_IMM` is the same bit
+        // in both), so that the kernel's are dead by then.
+        let mapped = wqe::map_wc_flags(flags);
+        w.wc_flags = mapped;
+        if HOST_IMM && mapped.contains(WcFlags::WITH_IMM) {
+            w.imm_data = u32::from_be(w.imm_data);
+        }
+    }
+    w
 }

@@ -1611,3 +1611,80 @@ fn refused_local_ops() {
     refused(UC, wr_op(SendOp::LocalInv(1), &[]), PostErrorKind::OpcodeNotSupported);
     refused(UC, wr_op(SendOp::SendWithInv(1), &sgl), PostErrorKind::OpcodeNotSupported);
 }
+
+/// A CQE whose kernel flags are within `CQE_PLAIN` (`CQE_PLAIN_NET_IMM`)
+/// is its own decoding, which is why the polls copy such CQEs as they are
+/// and decode the others; each other flag bit alone changes it.
+#[test]
+fn plain_cqes_decode_to_themselves() {
+    let w = |k: u32| Wc { imm_data: 0x0102_0304, wc_flags: WcFlags::from_bits_retain(k), ..Wc::default() };
+    for k in 0..=0x7fu32 {
+        if k & !wqe::CQE_PLAIN == 0 {
+            assert_eq!(wqe::decode_cqe(w(k)), w(k), "flags {k:#x}");
+        }
+        if k & !wqe::CQE_PLAIN_NET_IMM == 0 {
+            assert_eq!(wqe::decode_cqe_flags(w(k)), w(k), "flags {k:#x}");
+        }
+    }
+    for bit in (0..7).map(|b| 1u32 << b) {
+        assert_eq!(wqe::decode_cqe(w(bit)) == w(bit), bit & !wqe::CQE_PLAIN == 0, "flag {bit:#x}");
+        assert_eq!(wqe::decode_cqe_flags(w(bit)) == w(bit), bit & !wqe::CQE_PLAIN_NET_IMM == 0, "flag {bit:#x}");
+    }
+}
+
+/// Every shape of poll (one or two CQEs in a straight line, three or more
+/// in the loop, across the ring's end, with room for fewer than are
+/// ready, plain CQEs and ones to decode side by side) gives each CQE
+/// decoded as `decode_cqe` would, in order, once.
+#[test]
+fn polls_of_every_count_decode_every_cqe() {
+    const IB_WC_WITH_INVALIDATE: u32 = 4;
+    let kinds = |i: u64| {
+        let mut c = recv_cqe(i, 5, 64, (i % 3 == 1).then_some(0x1000 + i as u32));
+        match i % 4 {
+            0 => c.wc_flags = 0,
+            3 => c.wc_flags |= IB_WC_WITH_INVALIDATE | 0x40,
+            _ => {}
+        }
+        c
+    };
+    for start in 0..8u64 {
+        for ready in 0..8usize {
+            for room in 0..6usize {
+                let mut c = cq(8);
+                let mut k = MockKernel::new(Transport::Rc);
+                // Move both indices to `start`.
+                let mut sink = [Wc::default(); 8];
+                for i in 0..start {
+                    assert!(k.produce_cqe(c.queue(), &kinds(i)));
+                    assert_eq!(c.poll(&mut sink[..1]), 1);
+                }
+                let first = 100 * start;
+                let ready = ready.min(7);
+                for i in 0..ready as u64 {
+                    assert!(k.produce_cqe(c.queue(), &kinds(first + i)));
+                }
+                let mut want = Vec::new();
+                for i in 0..ready as u64 {
+                    // The reference: the raw CQE copied and decoded whole.
+                    let raw = kinds(first + i);
+                    let mut w = Wc::default();
+                    // SAFETY: `ib_uverbs_wc` and `Wc` have the same 48 bytes (asserted in wr.rs).
+                    unsafe { core::ptr::copy_nonoverlapping((&raw as *const _ as *const u8).cast::<Wc>(), &mut w, 1) };
+                    want.push(wqe::decode_cqe(w));
+                }
+                let mut got = Vec::new();
+                let mut out = vec![Wc::default(); room];
+                for _ in 0..8 {
+                    let n = c.poll(&mut out);
+                    assert!(n <= room);
+                    got.extend_from_slice(&out[..n]);
+                }
+                let expect = if room == 0 { Vec::new() } else { want };
+                assert_eq!(got, expect, "start {start}, ready {ready}, room {room}");
+                let left = if room == 0 { ready } else { 0 };
+                assert_eq!(k.cq_free(c.queue()) as usize, 7 - left, "start {start}, ready {ready}, room {room}");
+            }
+        }
+    }
+}

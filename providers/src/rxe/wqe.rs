@@ -11,7 +11,8 @@ use core::ptr;
 
 use rverbs_uapi::ib_user_verbs::IB_UVERBS_ACCESS_ZERO_BASED;
 use rverbs_uapi::ib_verbs_values::{
-    IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_IP_CSUM_OK, IB_WC_WITH_INVALIDATE,
+    IBV_WC_GRH, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_IMM, IBV_WC_WITH_INV, IB_WC_GRH, IB_WC_IP_CSUM_OK, IB_WC_WITH_IMM,
+    IB_WC_WITH_INVALIDATE,
 };
 use rverbs_uapi::rdma_user_rxe::{rxe_dma_info, rxe_recv_wqe, rxe_send_wqe, rxe_send_wr_mw, rxe_send_wr_ud};
 
@@ -488,6 +489,16 @@ pub fn decode_cqe_flags(mut w: Wc) -> Wc {
     w.wc_flags = map_wc_flags(w.wc_flags.bits());
     w
 }
+
+/// The kernel flag bits a CQE may have and still be its own [`Wc`] as
+/// copied, with nothing to decode: `GRH` (the same bit in libibverbs; rxe
+/// sets it on every receive). [`decode_cqe`] of such a CQE changes
+/// nothing (`tests::plain_cqes_decode_to_themselves`).
+pub const CQE_PLAIN: u32 = IB_WC_GRH;
+
+/// [`CQE_PLAIN`] for [`decode_cqe_flags`], which leaves the immediate in
+/// network order: `GRH` and `WITH_IMM` (both the same bits in libibverbs).
+pub const CQE_PLAIN_NET_IMM: u32 = IB_WC_GRH | IB_WC_WITH_IMM;
 
 /// Copies the CQE at `src` out of the ring, as it is: a
 /// `struct ib_uverbs_wc`, which [`Wc`] mirrors field for field (asserted in
