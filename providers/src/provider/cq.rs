@@ -38,8 +38,13 @@ pub struct CqCreate<'a> {
 /// lives parks itself there when its provider parks CQ drivers
 /// (`CqOps::CQ_PARKS`: mlx5), so queue memory is never freed while the
 /// device may still write it.
+///
+/// The tie is the `Weak` (which keeps the kernel CQ's allocation, so its
+/// address, from being reused while the driver lives) and that address,
+/// kept as a number: [`is_of`](Self::is_of), tested on every arm, is one
+/// compare, where `Weak::as_ptr` must first tell a dangling `Weak` apart.
 #[derive(Debug)]
-pub struct CqDriver(Drv, Weak<CqCore>);
+pub struct CqDriver(Drv, Weak<CqCore>, usize);
 
 impl Drop for CqDriver {
     fn drop(&mut self) {
@@ -48,6 +53,57 @@ impl Drop for CqDriver {
                 KernelCq(core).park(self.take());
             }
         }
+    }
+}
+
+/// `inline_first!(&mut drv, d => fast, slow)`: the dispatch of a fast
+/// path. A provider whose fast paths are inlined ([`CqPoll::INLINE`]) is
+/// called in place (`fast`, with its driver `d`) after one compare of the
+/// tag; every other provider, and a dead or moved-out driver, calls `slow`
+/// (one of `Drv`'s `*_elsewhere`), out of line, which dispatches again.
+/// (The `match` leaves every other arm empty, so they all reach `slow` as
+/// one branch: with a call in each, LLVM builds a jump table.)
+macro_rules! inline_first {
+    ($drv:expr, $d:ident => $fast:expr, $slow:expr) => {
+        'inline: {
+            each!($drv, Drv, T, $d => if <<T as CqOps>::Cq as CqPoll>::INLINE { break 'inline $fast; }; Drv::Dead | Drv::Gone => {});
+            $slow
+        }
+    };
+}
+
+// The fast paths of the providers that are not inlined into the dispatch,
+// and of a dead or moved-out driver (nothing, or an error).
+impl Drv {
+    #[inline(never)]
+    fn poll_elsewhere(&mut self, out: &mut [Wc]) -> usize {
+        each!(self, Drv, T, d => d.poll(out); Drv::Dead | Drv::Gone => 0)
+    }
+
+    #[inline(never)]
+    fn poll_one_elsewhere(&mut self, w: &mut Wc) -> bool {
+        each!(self, Drv, T, d => d.poll_one(w); Drv::Dead | Drv::Gone => false)
+    }
+
+    #[inline(never)]
+    fn poll_uninit_elsewhere(&mut self, out: &mut [MaybeUninit<Wc>]) -> usize {
+        each!(self, Drv, T, d => d.poll_uninit(out); Drv::Dead | Drv::Gone => 0)
+    }
+
+    #[inline(never)]
+    fn poll_uninit_net_imm_elsewhere(&mut self, out: &mut [MaybeUninit<Wc>]) -> usize {
+        each!(self, Drv, T, d => d.poll_uninit_net_imm(out); Drv::Dead | Drv::Gone => 0)
+    }
+
+    #[inline(never)]
+    fn arm_elsewhere(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+        const VERB: &str = "ibv_req_notify_cq";
+        each!(self, Drv, T, d => d.arm(k.as_ref(), solicited_only); Drv::Dead => Err(dead(VERB)), Drv::Gone => Err(gone(VERB)))
+    }
+
+    #[inline(never)]
+    fn poll_one_uninit_net_imm_elsewhere<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        each!(self, Drv, T, d => d.poll_one_uninit_net_imm(w); Drv::Dead | Drv::Gone => None)
     }
 }
 
@@ -132,8 +188,8 @@ where
     )?;
     debug!(handle = created.handle, cqe = created.cqe, "CQ created");
     let k = KernelCq(Arc::new(core(created.handle, created.cqe, Variant::<T>::wrap(state))));
-    let owner = Arc::downgrade(&k.0);
-    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner)))
+    let (owner, at) = (Arc::downgrade(&k.0), Arc::as_ptr(&k.0) as usize);
+    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner, at)))
 }
 
 impl CqCore {
@@ -301,7 +357,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll(&mut self, out: &mut [Wc]) -> usize {
-        each!(&mut self.0, Drv, T, d => d.poll(out); Drv::Dead | Drv::Gone => 0)
+        inline_first!(&mut self.0, d => d.poll(out), self.0.poll_elsewhere(out))
     }
 
     /// One completion into `w`: true, or false (and `w` as it was) when
@@ -311,7 +367,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_one(&mut self, w: &mut Wc) -> bool {
-        each!(&mut self.0, Drv, T, d => d.poll_one(w); Drv::Dead | Drv::Gone => false)
+        inline_first!(&mut self.0, d => d.poll_one(w), self.0.poll_one_elsewhere(w))
     }
 
     /// [`poll`](Self::poll) into memory that need not be initialised:
@@ -321,8 +377,11 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_uninit<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
-        let n = each!(&mut self.0, Drv, T, d => d.poll_uninit(out); Drv::Dead | Drv::Gone => 0);
-        let done = &mut out[..n];
+        let n = inline_first!(&mut self.0, d => d.poll_uninit(out), self.0.poll_uninit_elsewhere(out));
+        // Every poll returns at most `out.len()`; `min` lets the compiler
+        // see it (no bounds check, no panic path).
+        let len = out.len();
+        let done = &mut out[..n.min(len)];
         // SAFETY: every poll wrote the first `n` entries whole
         // (`CqPoll::poll_uninit`'s contract), and `MaybeUninit<Wc>` has
         // `Wc`'s layout.
@@ -339,7 +398,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline(always)]
     pub fn poll_uninit_net_imm<'a>(&mut self, out: &'a mut [MaybeUninit<Wc>]) -> &'a mut [Wc] {
-        let n = each!(&mut self.0, Drv, T, d => d.poll_uninit_net_imm(out); Drv::Dead | Drv::Gone => 0);
+        let n = inline_first!(&mut self.0, d => d.poll_uninit_net_imm(out), self.0.poll_uninit_net_imm_elsewhere(out));
         // Every poll returns at most `out.len()`; `min` lets the compiler
         // see it (no bounds check, no panic path).
         let len = out.len();
@@ -359,7 +418,7 @@ impl CqDriver {
     #[doc(alias = "ibv_poll_cq")]
     #[inline(always)]
     pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
-        each!(&mut self.0, Drv, T, d => d.poll_one_uninit_net_imm(w); Drv::Dead | Drv::Gone => None)
+        inline_first!(&mut self.0, d => d.poll_one_uninit_net_imm(w), self.0.poll_one_uninit_net_imm_elsewhere(w))
     }
 
     /// True when no completion is ready: a [`poll`](Self::poll) now would
@@ -381,11 +440,10 @@ impl CqDriver {
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
     pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
-        const VERB: &str = "ibv_req_notify_cq";
         if !self.is_of(k) {
-            return Err(not_its_cq(VERB));
+            return Err(not_its_cq("ibv_req_notify_cq"));
         }
-        each!(&mut self.0, Drv, T, d => d.arm(k.as_ref(), solicited_only); Drv::Dead => Err(dead(VERB)), Drv::Gone => Err(gone(VERB)))
+        inline_first!(&mut self.0, d => d.arm(k.as_ref(), solicited_only), self.0.arm_elsewhere(k, solicited_only))
     }
 
     /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
@@ -426,7 +484,8 @@ impl CqDriver {
     /// [`KernelCq::park`]): its link would keep [`KernelCq::destroy`]
     /// from finding itself the last holder.
     pub fn take(&mut self) -> CqDriver {
-        CqDriver(std::mem::replace(&mut self.0, Drv::Gone), std::mem::take(&mut self.1))
+        let tie = (std::mem::take(&mut self.1), std::mem::take(&mut self.2));
+        CqDriver(std::mem::replace(&mut self.0, Drv::Gone), tie.0, tie.1)
     }
 
     /// False once a failed resize left the CQ unpollable.
@@ -434,10 +493,12 @@ impl CqDriver {
         !matches!(self.0, Drv::Dead | Drv::Gone)
     }
 
-    /// Whether this is `k`'s driver.
+    /// Whether this is `k`'s driver. (Its address: the driver's `Weak`
+    /// keeps that allocation alive, so no other kernel CQ can have it; 0,
+    /// no address, once [`take`](Self::take)n.)
     #[inline]
     pub fn is_of(&self, k: &KernelCq) -> bool {
-        core::ptr::eq(self.1.as_ptr(), Arc::as_ptr(&k.0))
+        self.2 == Arc::as_ptr(&k.0) as usize
     }
 }
 
@@ -457,4 +518,84 @@ fn gone(verb: &'static str) -> Error {
 fn dead(verb: &'static str) -> Error {
     Error::check(verb, Errno::EIO)
         .with_message("a failed resize left this CQ without a ring: destroy it and create a new one")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel CQ that was never created (no provider half, not live: its
+    /// drop sends nothing), on `/dev/null`.
+    fn kernel_cq() -> KernelCq {
+        let fd = UverbsFd::open(std::path::Path::new("/dev/null"), 0, None).expect("/dev/null is a char device");
+        KernelCq(Arc::new(CqCore {
+            fd: Arc::new(fd),
+            handle: 7,
+            cqe: AtomicU32::new(16),
+            events: Arc::new(AtomicU32::new(0)),
+            prov: CqProv::KernelOnly,
+            live: AtomicBool::new(false),
+            parked: Parking::new(),
+        }))
+    }
+
+    /// A driver tied to `k` as `create_cq` ties one.
+    fn driver_of(k: &KernelCq) -> CqDriver {
+        CqDriver(Drv::Gone, Arc::downgrade(&k.0), Arc::as_ptr(&k.0) as usize)
+    }
+
+    /// N9: a driver is its own kernel CQ's only, and once taken out, no
+    /// kernel CQ's: arming or resizing another CQ is refused before any
+    /// command (the fd is /dev/null: a command would fail otherwise).
+    #[test]
+    fn a_driver_is_tied_to_its_kernel_cq_alone() {
+        let (a, b) = (kernel_cq(), kernel_cq());
+        let mut d = driver_of(&a);
+        assert!(d.is_of(&a) && !d.is_of(&b));
+        assert!(d.is_of(&a.clone()), "a clone is the same kernel CQ");
+        let e = d.req_notify(&b, false).expect_err("another CQ's arm");
+        assert_eq!(e.errno(), Some(Errno::EINVAL));
+        assert!(e.to_string().contains("another kernel CQ"), "{e}");
+        let e = d.resize(&b, 32).expect_err("another CQ's resize");
+        assert!(e.to_string().contains("another kernel CQ"), "{e}");
+        // Its own CQ: past the tie, to the driver (moved out: "destroyed").
+        let e = d.req_notify(&a, false).expect_err("a moved-out driver");
+        assert!(e.to_string().contains("destroyed"), "{e}");
+        let taken = d.take();
+        assert!(taken.is_of(&a), "the tie moves with the driver");
+        assert!(!d.is_of(&a) && !d.is_of(&b), "what is left is tied to nothing");
+        assert_eq!(d.2, 0);
+    }
+
+    /// The tie outlives the kernel CQ's last strong holder: the driver's
+    /// `Weak` keeps the allocation, so a kernel CQ created after it cannot
+    /// take its address.
+    #[test]
+    fn a_dead_kernel_cqs_address_is_not_reused() {
+        let a = kernel_cq();
+        let d = driver_of(&a);
+        drop(a);
+        let fresh: Vec<KernelCq> = (0..16).map(|_| kernel_cq()).collect();
+        assert!(fresh.iter().all(|k| !d.is_of(k)));
+    }
+
+    /// A dead or moved-out driver polls nothing, through the out-of-line
+    /// dispatch, in every shape of poll.
+    #[test]
+    fn a_moved_out_driver_polls_nothing() {
+        let k = kernel_cq();
+        let mut d = driver_of(&k);
+        let mut out = [Wc::default(); 4];
+        assert_eq!(d.poll(&mut out), 0);
+        assert!(!d.poll_one(&mut out[0]));
+        let mut raw = [MaybeUninit::<Wc>::uninit(); 4];
+        assert!(d.poll_uninit(&mut raw).is_empty());
+        assert!(d.poll_uninit_net_imm(&mut raw).is_empty());
+        assert!(d.poll_one_uninit_net_imm(&mut raw[0]).is_none());
+        assert!(d.is_empty() && !d.is_usable());
+        d.0 = Drv::Dead;
+        assert_eq!(d.poll(&mut out), 0);
+        let e = d.req_notify(&k, false).expect_err("a dead CQ");
+        assert_eq!(e.errno(), Some(Errno::EIO));
+    }
 }

@@ -118,6 +118,13 @@ pub(crate) enum ResizeError {
 /// Each provider picks what stays inline in the dispatch: a method marked
 /// `#[inline(never)]` is one call from the dispatching `match`.
 pub(crate) trait CqPoll: Debug + Send + Sized {
+    /// The polls and the arm are inlined into their caller (the provider
+    /// marks them `#[inline(always)]` or `#[inline]`): the dispatch tests
+    /// for this provider with one compare of the tag and calls it in
+    /// place; the other providers, and a dead or moved-out driver, go
+    /// through one out-of-line call that dispatches again.
+    const INLINE: bool = false;
+
     /// Moves up to `out.len()` completions into `out`; returns how many.
     fn poll(&mut self, out: &mut [Wc]) -> usize;
 
