@@ -161,8 +161,22 @@ impl UverbsFd {
                 }
                 return Ok(CmdPath::InvokeWrite);
             }
-            self.small_ioctl_failed(super::syscall_error(rc))?;
+            // One tail call of what lives on in registers the syscall
+            // leaves alone: the fast path above then saves none.
+            return self.send_small_after_failure(cmd, rc);
         }
+        self.send_small_write(cmd, body)
+    }
+
+    /// [`send_small`](Self::send_small) after its `INVOKE_WRITE` returned
+    /// `rc`: by `write()` if the kernel lacks the method, else the errno.
+    #[cold]
+    #[inline(never)]
+    fn send_small_after_failure(&self, cmd: &mut SmallWrite, rc: isize) -> Result<CmdPath, Errno> {
+        self.small_ioctl_failed(super::syscall_error(rc))?;
+        // The request as written above (the kernel writes nothing back
+        // into an inline input attribute).
+        let body = cmd.invoke.attrs[1].data;
         self.send_small_write(cmd, body)
     }
 
