@@ -9,7 +9,10 @@
 //! ```
 //!
 //! Cases: `post` (one `SendRing::post` of one 1-SGE SEND per call),
-//! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs). The
+//! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs, each
+//! with immediate data: the decode's longest path), `poll1plain` and
+//! `poll2plain` (room for 1 or 2, receives without immediate data: the
+//! usual CQE, copied as it is). The
 //! rings and the mock kernel come as the fixtures of
 //! `rverbs_providers::rxe::bench`, which own both sides.
 //!
@@ -94,6 +97,12 @@ fn run_post(n: u64) -> Duration {
 /// Polls `n` CQEs in calls of `batch`; the mock refills the CQ outside
 /// the timed region. Returns the time spent inside the loop.
 fn run_poll(n: u64, batch: usize) -> Duration {
+    run_poll_of(n, batch, true)
+}
+
+/// [`run_poll`] of CQEs with immediate data (`imm`: the decode's longest
+/// path) or without (an RC receive: the copy alone).
+fn run_poll_of(n: u64, batch: usize, imm: bool) -> Duration {
     let mut c = CqBench::new(CQ_SLOTS, CQ_LOG2);
     let mut out = vec![Wc::default(); batch];
     let cap = u64::from(c.capacity());
@@ -104,8 +113,8 @@ fn run_poll(n: u64, batch: usize) -> Duration {
         let fill = cap.min(n - done);
         for _ in 0..fill {
             id += 1;
-            // A receive completion with immediate data: the decode's longest path.
-            assert!(c.produce(&recv_cqe(id, 1, 64, Some(id as u32))));
+            // A receive completion, with immediate data or without.
+            assert!(c.produce(&recv_cqe(id, 1, 64, imm.then_some(id as u32))));
         }
         let t = Instant::now();
         loop_poll(&mut c, &mut out, fill);
@@ -120,14 +129,18 @@ fn run(case: &str, n: u64) -> Option<Duration> {
         "post" => run_post(n),
         "poll16" => run_poll(n, 16),
         "poll1" => run_poll(n, 1),
+        "poll1plain" => run_poll_of(n, 1, false),
+        "poll2plain" => run_poll_of(n, 2, false),
         _ => return None,
     })
 }
 
-const CASES: [(&str, &str, &str, u32); 3] = [
+const CASES: [(&str, &str, &str, u32); 5] = [
     ("post", "post, one 1-SGE SEND", "ns/post", 50),
     ("poll16", "poll, batches of 16", "ns/CQE ", 20),
     ("poll1", "poll, batches of 1", "ns/CQE ", 20),
+    ("poll1plain", "poll, batches of 1, no immediate", "ns/CQE ", 20),
+    ("poll2plain", "poll, batches of 2, no immediate", "ns/CQE ", 20),
 ];
 
 fn main() {
@@ -135,7 +148,7 @@ fn main() {
     if args.first().map(String::as_str) == Some("count") {
         let n: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
         if run(args.get(1).map_or("", String::as_str), n).is_none() {
-            eprintln!("usage: rxe_bench count post|poll16|poll1 N");
+            eprintln!("usage: rxe_bench count post|poll16|poll1|poll1plain|poll2plain N");
             std::process::exit(2);
         }
         return;
