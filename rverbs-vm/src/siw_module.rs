@@ -18,9 +18,10 @@
 //!    CONFIG_DEBUG_INFO_BTF_MODULES= modules` with the kernel's own
 //!    compiler (`CONFIG_CC_VERSION_TEXT`, gcc-12 on Debian 12; installed
 //!    with make, binutils and xz through apt when missing);
-//! 4. the module's `vermagic` is checked against the release, and the
-//!    kernel's module tree is copied as symbolic links with `extra/siw.ko`
-//!    added and depmod's indexes rebuilt.
+//! 4. the module is stripped of debug info (as Debian's are), its
+//!    `vermagic` is checked against the release, and the kernel's module
+//!    tree is copied as symbolic links with `extra/siw.ko` added and
+//!    depmod's indexes rebuilt.
 //!
 //! The result lives in `cache/siw/<release>/` (`ready` names the Debian
 //! version it was built for), so a second run downloads and builds nothing.
@@ -39,7 +40,7 @@ use crate::util::{self, note, Context, Result};
 pub const GUEST_MODULES: &[&str] = &["crc32c_generic", "siw"];
 
 /// Bumped whenever the build recipe changes, so cached modules are rebuilt.
-const RECIPE: &str = "siw-recipe-1";
+const RECIPE: &str = "siw-recipe-2";
 
 /// Where siw.ko goes in the module tree (modules.dep names it so).
 const MODULE_PATH: &str = "extra/siw.ko";
@@ -178,7 +179,13 @@ fn build_in(k: &Kernel, work: &Path, tools: &HostTools, apt: &mut Apt) -> Result
         return Err(format!("{e}: {}", tail.join(" | ")));
     }
     let ko = mdir.join("siw.ko");
-    let bytes = std::fs::read(&ko).ctx("make succeeded but left no siw.ko")?;
+    if !ko.is_file() {
+        return Err("make succeeded but left no siw.ko".into());
+    }
+    // Like Debian's own modules: 5.3 MB with debug info, 0.3 MB without,
+    // which the guests' initramfs carries and unpacks at every boot.
+    util::run(Command::new("strip").arg("--strip-debug").arg(&ko))?;
+    let bytes = std::fs::read(&ko).ctx(format!("reading {}", ko.display()))?;
     check_vermagic(&bytes, &k.release)?;
 
     let out = util::mkdir(work.join("out"))?;
@@ -368,6 +375,7 @@ fn build_needs(compiler: &str) -> Vec<(String, String)> {
         pair("make", "make"),
         pair("ld", "binutils"),
         pair("x86_64-linux-gnu-ld", "binutils"),
+        pair("strip", "binutils"),
         pair("xz", "xz-utils"),
         pair("tar", "tar"),
         pair("dpkg-deb", "dpkg"),
