@@ -548,6 +548,7 @@ mod tests {
     /// kernel CQ's: arming or resizing another CQ is refused before any
     /// command (the fd is /dev/null: a command would fail otherwise).
     #[test]
+    #[cfg_attr(miri, ignore)] // opens /dev/null
     fn a_driver_is_tied_to_its_kernel_cq_alone() {
         let (a, b) = (kernel_cq(), kernel_cq());
         let mut d = driver_of(&a);
@@ -571,6 +572,7 @@ mod tests {
     /// `Weak` keeps the allocation, so a kernel CQ created after it cannot
     /// take its address.
     #[test]
+    #[cfg_attr(miri, ignore)] // opens /dev/null
     fn a_dead_kernel_cqs_address_is_not_reused() {
         let a = kernel_cq();
         let d = driver_of(&a);
@@ -582,6 +584,7 @@ mod tests {
     /// A dead or moved-out driver polls nothing, through the out-of-line
     /// dispatch, in every shape of poll.
     #[test]
+    #[cfg_attr(miri, ignore)] // opens /dev/null
     fn a_moved_out_driver_polls_nothing() {
         let k = kernel_cq();
         let mut d = driver_of(&k);
