@@ -125,12 +125,39 @@ fn abi_version(sysfs: &Path) -> Option<u32> {
     read_trim(&sysfs.join("abi_version")).and_then(|s| s.parse().ok()).or(u32::try_from(c.abi).ok())
 }
 
+/// `sysfs/dev`'s `MAJOR:MINOR`.
+fn dev_numbers(sysfs: &Path) -> Option<(u64, u64)> {
+    read_trim(&sysfs.join("dev")).and_then(|s| {
+        let (a, b) = s.split_once(':')?;
+        Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?))
+    })
+}
+
+/// The CM's ABI version and char device numbers from `sysfs`. For the
+/// default directory they are read once per process, as librdmacm reads
+/// them once (`ucma_init`), once both were there: a process that opens a
+/// channel per connection (rverbs' async listener moves each request to
+/// one of its own, an async client resolves on one of its own) otherwise
+/// read two sysfs files, ten syscalls, for each (issue #35's connections).
+fn cm_facts(sysfs: &Path) -> (Option<u32>, Option<(u64, u64)>) {
+    static KNOWN: std::sync::OnceLock<(u32, (u64, u64))> = std::sync::OnceLock::new();
+    let default = sysfs == Path::new(RDMA_CM_SYSFS);
+    if let Some(&(abi, dev)) = KNOWN.get().filter(|_| default) {
+        return (Some(abi), Some(dev));
+    }
+    let (abi, dev) = (abi_version(sysfs), dev_numbers(sysfs));
+    if let (true, Some(RDMA_USER_CM_ABI_VERSION), Some(d)) = (default, abi, dev) {
+        let _ = KNOWN.set((RDMA_USER_CM_ABI_VERSION, d));
+    }
+    (abi, dev)
+}
+
 impl UcmaFd {
     /// Opens the kernel's CM: checks its ABI version (4) in
     /// `/sys/class/misc/rdma_cm/abi_version`, opens
     /// `/dev/infiniband/rdma_cm` `O_RDWR|O_CLOEXEC`, checks that it is the
-    /// char device sysfs names, and makes it non-blocking
-    /// (`rdma_create_event_channel`).
+    /// char device sysfs names (both sysfs files read once per process),
+    /// and makes it non-blocking (`rdma_create_event_channel`).
     pub fn open() -> Result<UcmaFd> {
         Self::open_at(Path::new(RDMA_CM_DEV), Path::new(RDMA_CM_SYSFS))
     }
@@ -138,7 +165,7 @@ impl UcmaFd {
     /// [`open`](Self::open) with another node and sysfs directory.
     pub fn open_at(path: &Path, sysfs: &Path) -> Result<UcmaFd> {
         const VERB: &str = "rdma_create_event_channel";
-        let abi = abi_version(sysfs);
+        let (abi, want) = cm_facts(sysfs);
         match abi {
             Some(RDMA_USER_CM_ABI_VERSION) => {}
             Some(v) => {
@@ -168,10 +195,6 @@ impl UcmaFd {
         if !meta.file_type().is_char_device() {
             return Err(open_error(path, Errno::ENOTTY));
         }
-        let want = read_trim(&sysfs.join("dev")).and_then(|s| {
-            let (a, b) = s.split_once(':')?;
-            Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?))
-        });
         let rdev = meta.rdev();
         if let Some((maj, min)) = want {
             if (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev)) != (maj, min) {
@@ -256,5 +279,27 @@ impl AsFd for UcmaFd {
             #[cfg(any(test, feature = "ucma-mock"))]
             Backend::Mock(m) => m.as_fd(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another sysfs directory than the kernel's is read on every open
+    /// (only the kernel's facts are kept for the process).
+    #[test]
+    fn cm_facts_are_read_from_sysfs_and_kept_only_for_the_default() {
+        let dir = std::env::temp_dir().join(format!("rverbs-ucma-facts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("abi_version"), "4\n").unwrap();
+        std::fs::write(dir.join("dev"), "10:260\n").unwrap();
+        assert_eq!(cm_facts(&dir), (Some(4), Some((10, 260))));
+        std::fs::write(dir.join("abi_version"), "5\n").unwrap();
+        std::fs::write(dir.join("dev"), "bogus\n").unwrap();
+        assert_eq!(cm_facts(&dir), (Some(5), None));
+        let e = UcmaFd::open_at(&dir.join("no-such-node"), &dir).unwrap_err();
+        assert!(e.to_string().contains("ABI version 5"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
