@@ -403,6 +403,11 @@ pub(crate) fn decode(ch: &EventChannel, raw: &rdma_ucm_event_resp) -> Result<Opt
                 }
             }
         }
+        EventKind::Established => {
+            if let Some(q) = id.qp() {
+                qp::learn_iwarp_state(&q);
+            }
+        }
         EventKind::Rejected | EventKind::Disconnected => {
             if id.state().connect_error {
                 tracing::debug!(event = %kind, "after a failed connect response: dropped, as librdmacm does");

@@ -75,6 +75,18 @@ pub(crate) fn to_rts(id: &CmId, q: &QpControl, init_depth: u8) -> Result<()> {
     })
 }
 
+/// On iWARP the kernel's iw_cm moves the QP to RTS itself before it
+/// reports ESTABLISHED (RTR and RTS were not applied here), and siw's
+/// `QUERY_QP` reports no state to read back: at ESTABLISHED the state
+/// rverbs keeps becomes RTS, so posts see it. Nothing on InfiniBand and
+/// RoCE, where rverbs made the moves itself.
+pub(crate) fn learn_iwarp_state(q: &QpControl) {
+    if q.context().device().transport() == Transport::Iwarp {
+        tracing::debug!(qp_num = q.qp_num(), "iWARP: ESTABLISHED, the kernel moved the QP to RTS");
+        q.note_state(QpState::Rts);
+    }
+}
+
 /// ERR, so posted work requests flush; a failure is only logged (the QP
 /// may be gone with its device).
 pub(crate) fn to_err(q: &QpControl) {

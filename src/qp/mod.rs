@@ -24,7 +24,7 @@ use crate::cq::CqShared;
 use crate::event::EventObject;
 use crate::post::{RecvQueue, SendQueue};
 use crate::srq::SrqShared;
-use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType};
+use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transport};
 
 /// The kernel QP and what keeps it alive: PD, CQs, SRQ.
 #[derive(Debug)]
@@ -257,8 +257,9 @@ impl QpControl {
     /// Modifies the QP (`IB_USER_VERBS_CMD_MODIFY_QP` through `INVOKE_WRITE`;
     /// the extended command when `RATE_LIMIT` is set), `ibv_modify_qp`.
     ///
-    /// The transition and the mask are checked against the IBTA state table
-    /// first; an illegal one is an error of kind
+    /// On InfiniBand and RoCE the transition and the mask are checked
+    /// against the IBTA state table first (iWARP has none); an illegal one
+    /// is an error of kind
     /// [`ErrorKind::Transition`](crate::ErrorKind::Transition) naming the
     /// states and bits, and the kernel never sees it. Addresses are checked
     /// too: RoCE needs a GRH, the source GID index must exist.
@@ -279,7 +280,13 @@ impl QpControl {
         let _span =
             tracing::debug_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask)
                 .entered();
-        check_transition(self.qp_type(), cur, next, mask).map_err(|e| Error::transition(VERB, e))?;
+        // The IBTA table is IB's and RoCE's (`ib_modify_qp_is_ok`, which
+        // their drivers call). An iWARP device has none: its QPs take STATE
+        // and ACCESS alone (the iw_cm's INIT attributes carry no PKEY_INDEX
+        // or PORT), and the kernel's driver judges the rest.
+        if self.context().device().transport() != Transport::Iwarp {
+            check_transition(self.qp_type(), cur, next, mask).map_err(|e| Error::transition(VERB, e))?;
+        }
         self.check_attrs(attr, mask)?;
         let req = attr.to_kernel(self.handle(), mask);
         let rate = mask.contains(QpAttrMask::RATE_LIMIT).then_some(attr.rate_limit);
@@ -356,6 +363,12 @@ impl QpControl {
                 mask
             )),
         }
+    }
+
+    /// Records a state the kernel moved the QP to on its own (iWARP's
+    /// iw_cm at ESTABLISHED), for the posts' state check.
+    pub(crate) fn note_state(&self, state: QpState) {
+        self.0.state.store(state as u8, Ordering::Relaxed);
     }
 
     /// Queries the QP (`IB_USER_VERBS_CMD_QUERY_QP`, `ibv_query_qp`). Also
