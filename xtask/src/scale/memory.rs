@@ -66,8 +66,8 @@ pub fn table(runs: &[KernelRun]) -> String {
          changed (`ibv_rereg_mr`, IBV_REREG_MR_CHANGE_ACCESS) and deregistered, the median \
          of the repetitions, every page written before; rdma-core 44 / rverbs / rverbs' C \
          library (`a / b / c`) and the ratios to rdma-core, same guest under TCG. \
-         Registration in ms per GiB, rereg and dereg in µs per call. n/a: rdma-core 44's \
-         rxe provider has no `rereg_mr` (the verb fails with EOPNOTSUPP).\n\n",
+         Registration in ms per GiB, rereg and dereg in µs per call. n/a: the verb fails with \
+         EOPNOTSUPP (rdma-core 44's rxe provider has no `rereg_mr`; nor has rxe in kernel 6.1).\n\n",
     );
     t.push_str("| verb | size |");
     for r in runs {

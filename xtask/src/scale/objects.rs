@@ -75,7 +75,8 @@ pub fn script(s: &mut String, _port: &mut u32) {
     s.push_str("step scale-objects-callgrind\n");
     // One process per implementation does every kind in turn (`all`);
     // callgrind counts inside the two loops only and dumps its count each
-    // time the destroy loop returns: dump k is KINDS[k - 1].
+    // time the destroy loop returns: dump k is KINDS[k - 1]. The profiles
+    // (`sg-IMPL.out.K`, per function) come back too, for callgrind_annotate.
     for imp in IMPLS {
         let out = format!("$D/sg-{imp}.out");
         let vg = format!(
@@ -86,8 +87,7 @@ pub fn script(s: &mut String, _port: &mut u32) {
         let cmd = command(imp, &vg, &format!("objects all {CG_N}"));
         s.push_str(&format!(
             "timeout 1800 {cmd} >/dev/null 2>>$D/se-objects-{imp}\n\
-             for f in {out}*; do echo \"${{f##*/}} $(grep -E '^(part|summary):|Trigger' $f | tr '\\n' ' ')\"; done >$D/{}\n\
-             rm -f {out}*\n",
+             for f in {out}*; do echo \"${{f##*/}} $(grep -E '^(part|summary):|Trigger' $f | tr '\\n' ' ')\"; done >$D/{}\n",
             callgrind_tag(imp)
         ));
     }
@@ -159,7 +159,9 @@ pub fn table(runs: &[KernelRun]) -> String {
          rdma-core 44 / rverbs / rverbs' C library (`a / b / c`), same guest. Syscalls: \
          strace of the whole program at N less at N = 0, over N (exact); instructions: \
          callgrind inside the create and destroy loops, over N, at N = 100 only (valgrind \
-         under TCG); RSS: resident bytes the create loop added, over N; µs: wall time of \
+         under TCG); RSS: resident bytes the create loop added, over N \
+         (`/proc/self/statm`; kernels before 6.2 count RSS per thread and fold it in every \
+         64 faults, so 6.1's small-N figures read 0); µs: wall time of \
          create + destroy under TCG, with the ratios to rdma-core (rverbs, C library).\n\n",
     );
     t.push_str("| object | N | syscalls | instructions | RSS bytes |");
