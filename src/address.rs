@@ -229,6 +229,15 @@ pub(crate) struct AvPort {
 /// the source GID's type (from the kernel, or sysfs on kernels without
 /// `QUERY_GID_ENTRY`) when there is a GRH.
 pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str) -> Result<AvPort> {
+    check_av_with(ctx, ah, port, verb, true)
+}
+
+/// [`check_av`], reading the source GID's entry only when `gid` (else
+/// `sgid_type` is `None`: a provider that needs the type asks the kernel,
+/// and the kernel refuses an index without a GID). `create_ah` skips the
+/// read, one syscall per AH that rdma-core does not make either, and
+/// checks fully only to explain a refusal.
+pub(crate) fn check_av_with(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str, gid: bool) -> Result<AvPort> {
     let bad = |msg: String| Err(Error::check(verb, Errno::EINVAL).with_message(msg));
     if port == 0 {
         return bad("the address vector names no port (set ah_attr.port_num, or PORT at RESET->INIT)".into());
@@ -242,6 +251,9 @@ pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str)
         }
         return Ok(AvPort { ethernet: false, sgid_type: None });
     };
+    if !gid && u32::from(g.sgid_index) < p.gid_tbl_len && !g.dgid.is_zero() {
+        return Ok(AvPort { ethernet: p.link_layer == LinkLayer::Ethernet, sgid_type: None });
+    }
     let entry =
         if u32::from(g.sgid_index) < p.gid_tbl_len { ctx.gid_unnamed(port, g.sgid_index.into())? } else { None };
     let Some(entry) = entry else {

@@ -3,7 +3,7 @@
 use rverbs_providers::provider::{AhCreate, KernelAh};
 use rverbs_providers::{Errno, Error, Result};
 
-use crate::address::check_av;
+use crate::address::{check_av, check_av_with};
 use crate::{AhAttr, ProtectionDomain, UdDest};
 
 /// An address handle for UD sends. The kernel resolved the destination MAC
@@ -63,7 +63,7 @@ impl ProtectionDomain {
         let ctx = self.context();
         let _span = tracing::debug_span!("ibv_create_ah").entered();
         let provider = ctx.provider_ctx(VERB, "address handles")?;
-        let port = check_av(ctx, attr, attr.port_num, VERB)?;
+        let port = check_av_with(ctx, attr, attr.port_num, VERB, false)?;
         let args = AhCreate {
             pd_handle: self.handle(),
             attr: attr.to_kernel_ah_attr(),
@@ -71,7 +71,13 @@ impl ProtectionDomain {
             sgid_type: port.sgid_type,
             ethernet: Some(port.ethernet),
         };
-        let kernel = provider.create_ah(ctx.fd_arc(), &args).map_err(|e| route_error(e, attr))?;
+        let kernel = provider.create_ah(ctx.fd_arc(), &args).map_err(|e| {
+            // An index without a GID: say so, as check_av does.
+            match check_av(ctx, attr, attr.port_num, VERB) {
+                Err(why) => why,
+                Ok(_) => route_error(e, attr),
+            }
+        })?;
         Ok(AddressHandle { pd: self.clone(), attr: *attr, kernel })
     }
 }
