@@ -249,6 +249,9 @@ pub(crate) unsafe fn modify_srq_limit(fd: &UverbsFd, handle: u32, limit: u32, dr
 
 /// A provider's receive-queue or SRQ driver: the post fast path.
 pub(crate) trait RecvPost: Debug + Send + Sized {
+    /// The post is inlined into its caller: as [`CqPoll::INLINE`].
+    const INLINE: bool = false;
+
     /// Posts receive work requests; on a refused request the ones before it
     /// are posted, none after it.
     fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError>;
@@ -344,6 +347,9 @@ pub(crate) fn qp_type_unsupported(provider: &str, t: QpType) -> Error {
 
 /// A provider's send-queue driver: the post fast path.
 pub(crate) trait SendPost: Debug + Send + Sized {
+    /// The posts are inlined into their caller: as [`CqPoll::INLINE`].
+    const INLINE: bool = false;
+
     /// Posts `wrs` in order, then rings the doorbell once if any was posted.
     ///
     /// # Safety

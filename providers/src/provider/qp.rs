@@ -279,6 +279,46 @@ impl Drop for KernelQp {
     }
 }
 
+/// `inline_first!(&mut drv, Enum, Trait, Assoc, q => fast, slow)`: the
+/// dispatch of a post, as the CQ driver's (`cq.rs`): a provider whose
+/// posts are inlined (`Trait::INLINE` of its `QpOps::Assoc`) is called in
+/// place after one compare of the tag; every other provider calls `slow`
+/// out of line, which dispatches again.
+macro_rules! inline_first {
+    ($drv:expr, $E:ident, $Tr:ident, $Of:ident, $q:ident => $fast:expr, $slow:expr) => {
+        'inline: {
+            each!($drv, $E, T, $q => if <<T as QpOps>::$Of as $Tr>::INLINE { break 'inline $fast; });
+            $slow
+        }
+    };
+}
+
+// The posts of the providers that are not inlined into the dispatch.
+impl SendDrv {
+    /// # Safety
+    /// As for [`SendDriver::post`].
+    #[inline(never)]
+    unsafe fn post_elsewhere(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        // SAFETY: forwarded from this function's contract.
+        each!(self, SendDrv, T, q => unsafe { SendPost::post(q, wrs) })
+    }
+
+    /// # Safety
+    /// As for [`SendDriver::post`].
+    #[inline(never)]
+    unsafe fn post_one_elsewhere(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
+        // SAFETY: forwarded from this function's contract.
+        each!(self, SendDrv, T, q => unsafe { SendPost::post_one(q, wr) })
+    }
+}
+
+impl RecvDrv {
+    #[inline(never)]
+    fn post_elsewhere(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
+        each!(self, RecvDrv, T, q => RecvPost::post(q, wrs))
+    }
+}
+
 impl SendDriver {
     /// Posts `wrs` in order, then rings the doorbell once if any was
     /// posted (rxe: one `write()`; mlx5: the doorbell record and a UAR
@@ -294,8 +334,10 @@ impl SendDriver {
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         // SAFETY: forwarded from this function's contract (`SendPost::post`
-        // has the same).
-        each!(&mut self.0, SendDrv, T, q => unsafe { SendPost::post(q, wrs) })
+        // and `post_elsewhere` have the same).
+        inline_first!(&mut self.0, SendDrv, SendPost, Send, q => unsafe { SendPost::post(q, wrs) },
+            // SAFETY: as above.
+            unsafe { self.0.post_elsewhere(wrs) })
     }
 
     /// [`post`](Self::post) of the one request `wr`, inlined into the
@@ -309,7 +351,9 @@ impl SendDriver {
     #[inline(always)]
     pub unsafe fn post_one(&mut self, wr: &SendWr<'_>) -> std::result::Result<(), PostError> {
         // SAFETY: forwarded from this function's contract.
-        each!(&mut self.0, SendDrv, T, q => unsafe { SendPost::post_one(q, wr) })
+        inline_first!(&mut self.0, SendDrv, SendPost, Send, q => unsafe { SendPost::post_one(q, wr) },
+            // SAFETY: as above.
+            unsafe { self.0.post_one_elsewhere(wr) })
     }
 }
 
@@ -320,6 +364,6 @@ impl RecvDriver {
     #[doc(alias = "ibv_post_recv")]
     #[inline]
     pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        each!(&mut self.0, RecvDrv, T, q => RecvPost::post(q, wrs))
+        inline_first!(&mut self.0, RecvDrv, RecvPost, Recv, q => RecvPost::post(q, wrs), self.0.post_elsewhere(wrs))
     }
 }

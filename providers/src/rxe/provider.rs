@@ -210,6 +210,8 @@ unsafe impl QpOps for Context {
 }
 
 impl SendPost for SendRing<UverbsDoorbell> {
+    const INLINE: bool = true;
+
     #[inline(always)]
     unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         // SAFETY: forwarded (the ring's `post` has the same contract).
@@ -225,6 +227,8 @@ impl SendPost for SendRing<UverbsDoorbell> {
 }
 
 impl RecvPost for RecvRing {
+    const INLINE: bool = true;
+
     #[inline(always)]
     fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         RecvRing::post(self, wrs)
