@@ -114,6 +114,11 @@ impl Parts {
     }
 }
 
+/// What the scale part adds to the guest's time limit (unless
+/// `RVERBS_VM_TIMEOUT` sets it): its four sections take about 20 minutes
+/// of a 2-core host under TCG, more when other guests share it.
+const SCALE_EXTRA_TIME: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
 /// The CLI without tracing's callsites, in the guest.
 const NOTRACE_BIN: &str = "rverbs-notrace";
 
@@ -530,6 +535,9 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
     let mut knobs = Knobs::from_env()?;
     if std::env::var_os("RVERBS_VM_CPUS").is_none() {
         knobs.cpus = BENCH_CPUS;
+    }
+    if args.parts.scale && std::env::var_os("RVERBS_VM_TIMEOUT").is_none() {
+        knobs.timeout += SCALE_EXTRA_TIME;
     }
     let ws = project::workspace()?;
     let mut apt = Apt::default();
