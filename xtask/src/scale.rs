@@ -51,10 +51,21 @@ pub fn guest_files(ws: &Workspace) -> Result<Vec<(String, PathBuf)>> {
 pub fn script(s: &mut String) {
     let mut port = FIRST_PORT;
     s.push_str("step scale\n");
-    objects::script(s, &mut port);
-    memory::script(s, &mut port);
-    connections::script(s, &mut port);
-    queues::script(s, &mut port);
+    // `RVERBS_SCALE_SECTIONS=connections,queues`: only those (development).
+    let only = std::env::var("RVERBS_SCALE_SECTIONS").ok();
+    let on = |name: &str| only.as_deref().is_none_or(|l| l.split(',').any(|w| w.trim() == name));
+    if on("objects") {
+        objects::script(s, &mut port);
+    }
+    if on("memory") {
+        memory::script(s, &mut port);
+    }
+    if on("connections") {
+        connections::script(s, &mut port);
+    }
+    if on("queues") {
+        queues::script(s, &mut port);
+    }
 }
 
 /// The scale tables, one per section that has figures.
