@@ -131,8 +131,9 @@ struct CqCore {
     handle: u32,
     cqe: AtomicU32,
     /// Completion events read from the channel for this CQ (mlx5's arm
-    /// sequence number follows them).
-    events: Arc<AtomicU32>,
+    /// sequence number follows them); `None` where the provider does not
+    /// count them (rxe: one allocation less per CQ).
+    events: Option<Arc<AtomicU32>>,
     prov: CqProv,
     /// The kernel CQ exists (a failed destroy sets it again).
     live: AtomicBool,
@@ -167,7 +168,7 @@ where
         fd: fd.clone(),
         handle,
         cqe: AtomicU32::new(cqe),
-        events: Arc::new(AtomicU32::new(0)),
+        events: T::CQ_COUNTS_EVENTS.then(|| Arc::new(AtomicU32::new(0))),
         prov,
         live: AtomicBool::new(true),
         parked: Parking::new(),
@@ -251,7 +252,7 @@ impl KernelCq {
     /// ignored by the HCA. `None` for rxe, whose arm state the kernel keeps:
     /// reading its events needs no bookkeeping.
     pub fn event_counter(&self) -> Option<&Arc<AtomicU32>> {
-        self.0.prov.counts_events().then_some(&self.0.events)
+        self.0.events.as_ref().filter(|_| self.0.prov.counts_events())
     }
 
     /// True when both are the same kernel CQ.
@@ -262,7 +263,9 @@ impl KernelCq {
     /// What the driver's verbs see of it.
     #[inline]
     fn as_ref(&self) -> CqRef<'_> {
-        CqRef { fd: &self.0.fd, handle: self.0.handle, events: &self.0.events }
+        /// What a CQ that does not count events shows its driver: 0.
+        static NO_EVENTS: AtomicU32 = AtomicU32::new(0);
+        CqRef { fd: &self.0.fd, handle: self.0.handle, events: self.0.events.as_deref().unwrap_or(&NO_EVENTS) }
     }
 
     /// Whether it was created on `fd`.
@@ -532,7 +535,7 @@ mod tests {
             fd: Arc::new(fd),
             handle: 7,
             cqe: AtomicU32::new(16),
-            events: Arc::new(AtomicU32::new(0)),
+            events: None,
             prov: CqProv::KernelOnly,
             live: AtomicBool::new(false),
             parked: Parking::new(),
