@@ -138,7 +138,8 @@ impl Context {
                 device: dev.clone(),
                 num_comp_vectors: info.num_comp_vectors,
                 next_user_handle: AtomicU64::new(1),
-                objects: Mutex::new(HashMap::with_hasher(HandleHash)),
+                // Room for a typical program's objects before the first rehash.
+                objects: Mutex::new(HashMap::with_capacity_and_hasher(64, HandleHash)),
                 attr: OnceLock::new(),
                 ports: Mutex::new(Vec::new()),
                 provider,

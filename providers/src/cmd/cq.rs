@@ -47,6 +47,7 @@ pub struct CqCreated {
 
 /// Builds the `UVERBS_METHOD_CQ_CREATE` command (attribute order as
 /// libibverbs sends it); returns it with the slot of the new handle.
+#[inline]
 pub fn create_cq_cmd<'a>(
     a: &CreateCq<'a>,
     cqe_out: &'a mut u32,

@@ -43,6 +43,7 @@ pub struct QpCreated {
 
 /// Builds the `UVERBS_METHOD_QP_CREATE` command; returns it with the slot
 /// of the new handle.
+#[inline]
 pub fn create_qp_cmd<'a>(
     a: &'a CreateQp,
     cap_out: &'a mut ib_uverbs_qp_cap,

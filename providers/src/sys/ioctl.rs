@@ -50,6 +50,7 @@ pub struct IoctlCmd<'a> {
 
 impl<'a> IoctlCmd<'a> {
     /// A command for `object_id`/`method_id`, with no attributes yet.
+    #[inline]
     pub fn new(object_id: u16, method_id: u16) -> Self {
         let mut hdr = ib_uverbs_ioctl_hdr::new_zeroed();
         hdr.object_id = object_id;
