@@ -63,7 +63,10 @@ impl ProtectionDomain {
         let ctx = self.context();
         let _span = tracing::debug_span!("ibv_create_ah").entered();
         let provider = ctx.provider_ctx(VERB, "address handles")?;
-        let port = check_av_with(ctx, attr, attr.port_num, VERB, false)?;
+        // The source GID's entry (one syscall) only for a provider that
+        // uses its type; the kernel refuses an index without a GID anyway.
+        let gid_type = ctx.provider().is_some_and(|p| p.ah_needs_gid_type());
+        let port = check_av_with(ctx, attr, attr.port_num, VERB, gid_type)?;
         let args = AhCreate {
             pd_handle: self.handle(),
             attr: attr.to_kernel_ah_attr(),

@@ -112,6 +112,17 @@ impl Provider {
         }
     }
 
+    /// Whether `create_ah` uses the source GID's type (mlx5: RoCE v1 or v2
+    /// in its address vector; read from the kernel unless the caller gives
+    /// it). rxe and siw do not: rverbs then reads no GID entry per AH.
+    pub fn ah_needs_gid_type(self) -> bool {
+        match self {
+            Provider::Rxe => false,
+            Provider::Mlx5 => true,
+            Provider::Siw => false,
+        }
+    }
+
     /// The driver id this provider serves.
     pub fn driver_id(self) -> DriverId {
         match self {
