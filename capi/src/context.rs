@@ -176,7 +176,9 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         sz: core::mem::size_of::<verbs_context>(),
         context,
     };
-    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, objects: Default::default() }));
+    // Room for a typical program's objects before the table first grows.
+    let objects = std::sync::Mutex::new(std::collections::HashMap::with_capacity_and_hasher(64, HandleHash::default()));
+    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, objects }));
     // SAFETY: `ctx` was just boxed; the pointer handed out is to a field of it.
     unsafe { &raw mut (*ctx).vctx.context }
 }
