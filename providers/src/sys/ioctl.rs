@@ -14,7 +14,6 @@
 //! Attributes are mandatory unless [`IoctlCmd::optional`] is called after them.
 
 use std::marker::PhantomData;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::errno::Errno;
@@ -33,15 +32,12 @@ pub const MAX_ATTRS: usize = 20;
 pub struct AttrSlot(usize);
 
 /// The header and the attribute array, contiguous as the kernel reads them.
-/// Only the first `num` attributes are written (the rest are never read,
-/// by us or the kernel): zeroing all 20 cost ~35 instructions per command.
 #[repr(C)]
+#[derive(IntoBytes, Immutable)]
 struct Buf {
     hdr: ib_uverbs_ioctl_hdr,
-    attrs: [MaybeUninit<ib_uverbs_attr>; MAX_ATTRS],
+    attrs: [ib_uverbs_attr; MAX_ATTRS],
 }
-// `finish` hands out header and attributes as one byte run: no gap between.
-const _: () = assert!(std::mem::offset_of!(Buf, attrs) == size_of::<ib_uverbs_ioctl_hdr>());
 
 /// One `RDMA_VERBS_IOCTL` command under construction.
 pub struct IoctlCmd<'a> {
@@ -60,7 +56,7 @@ impl<'a> IoctlCmd<'a> {
         hdr.object_id = object_id;
         hdr.method_id = method_id;
         IoctlCmd {
-            buf: Buf { hdr, attrs: [MaybeUninit::uninit(); MAX_ATTRS] },
+            buf: Buf { hdr, attrs: [ib_uverbs_attr::new_zeroed(); MAX_ATTRS] },
             num: 0,
             overflow: false,
             _borrows: PhantomData,
@@ -77,33 +73,17 @@ impl<'a> IoctlCmd<'a> {
         self.buf.hdr.method_id
     }
 
-    /// The attributes pushed so far.
-    fn written(&self) -> &[ib_uverbs_attr] {
-        let n = self.num.min(MAX_ATTRS);
-        // SAFETY: `push` wrote the first `num` (at most MAX_ATTRS) slots
-        // whole; MaybeUninit<T> has T's layout.
-        unsafe { std::slice::from_raw_parts(self.buf.attrs.as_ptr().cast::<ib_uverbs_attr>(), n) }
-    }
-
-    /// [`written`](Self::written), mutable.
-    fn written_mut(&mut self) -> &mut [ib_uverbs_attr] {
-        let n = self.num.min(MAX_ATTRS);
-        // SAFETY: as in `written`; the borrow of `self` is exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.buf.attrs.as_mut_ptr().cast::<ib_uverbs_attr>(), n) }
-    }
-
     fn push(&mut self, attr_id: u16, len: u16, data: u64) -> AttrSlot {
         if self.num == MAX_ATTRS {
             self.overflow = true;
             return AttrSlot(MAX_ATTRS - 1);
         }
-        self.buf.attrs[self.num] = MaybeUninit::new(ib_uverbs_attr {
-            attr_id,
-            len,
-            flags: UVERBS_ATTR_F_MANDATORY as u16,
-            attr_data: 0,
-            data,
-        });
+        let a = &mut self.buf.attrs[self.num];
+        a.attr_id = attr_id;
+        a.len = len;
+        a.flags = UVERBS_ATTR_F_MANDATORY as u16;
+        a.attr_data = 0;
+        a.data = data;
         self.num += 1;
         AttrSlot(self.num - 1)
     }
@@ -111,7 +91,7 @@ impl<'a> IoctlCmd<'a> {
     /// Clears the mandatory flag of the attribute added last: a kernel that
     /// does not know it ignores it instead of failing with `EPROTONOSUPPORT`.
     pub fn optional(&mut self) -> &mut Self {
-        if let Some(a) = self.written_mut().last_mut() {
+        if let Some(a) = self.buf.attrs[..self.num].last_mut() {
             a.flags &= !(UVERBS_ATTR_F_MANDATORY as u16);
         }
         self
@@ -203,12 +183,12 @@ impl<'a> IoctlCmd<'a> {
 
     /// The value the kernel left in the slot's `data`: a new handle or fd.
     pub fn data(&self, slot: AttrSlot) -> u64 {
-        self.written().get(slot.0).map_or(0, |a| a.data)
+        self.buf.attrs[slot.0].data
     }
 
     /// True when the kernel wrote this output attribute (`UVERBS_ATTR_F_VALID_OUTPUT`).
     pub fn is_valid_output(&self, slot: AttrSlot) -> bool {
-        self.written().get(slot.0).is_some_and(|a| a.flags & UVERBS_ATTR_F_VALID_OUTPUT as u16 != 0)
+        self.buf.attrs[slot.0].flags & UVERBS_ATTR_F_VALID_OUTPUT as u16 != 0
     }
 
     /// Fills in the header (`length`, `num_attrs`, `driver_id`) and returns
@@ -222,11 +202,7 @@ impl<'a> IoctlCmd<'a> {
         hdr.num_attrs = self.num as u16;
         hdr.driver_id = driver_id;
         let len = hdr.length as usize;
-        // SAFETY: `Buf` is `repr(C)`: the 24-byte header, then the 16-byte
-        // attributes with no padding (both layouts asserted in the uapi
-        // crate); `len` covers the header and the first `num` attributes,
-        // which `push` wrote whole, so every byte read is initialised.
-        Ok(unsafe { std::slice::from_raw_parts((&raw const self.buf).cast::<u8>(), len) })
+        Ok(&self.buf.as_bytes()[..len])
     }
 
     /// Issues `ioctl(fd, RDMA_VERBS_IOCTL, &hdr)`.
