@@ -77,6 +77,16 @@ rm -f /{NONCE_FILE}
 mark() {{ echo "{MARK}${{RVERBS_NONCE:+:$RVERBS_NONCE}} $*"; }}
 dmesg_tail() {{ mark dmesg-begin; dmesg | tail -n 80; mark dmesg-end; }}
 die() {{ mark setup-failed "$*"; dmesg_tail; mark done; poweroff -f; sleep 10; }}
+# port_active DEV: waits up to 30 s for DEV's port 1 to be ACTIVE.
+port_active() {{
+    state=/sys/class/infiniband/$1/ports/1/state
+    i=0
+    until grep -q ACTIVE $state 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -le 300 ] || die "$1 port 1 not ACTIVE after 30 s: $(cat $state 2>&1)"
+        usleep 100000
+    done
+}}
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -128,13 +138,7 @@ else
 /usr/bin/ip link set v0 up && /usr/bin/ip link set v1 up || die "cannot bring v0/v1 up"
 /usr/bin/rdma link add rxe0 type rxe netdev v0 || die "rdma link add rxe0 failed"
 fi
-state=/sys/class/infiniband/rxe0/ports/1/state
-i=0
-until grep -q ACTIVE $state 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -le 300 ] || die "rxe0 port 1 not ACTIVE after 30 s: $(cat $state 2>&1)"
-    usleep 100000
-done
+port_active rxe0
 [ -e /dev/infiniband/uverbs0 ] || die "rxe0 is ACTIVE but /dev/infiniband/uverbs0 is missing"
 [ -e /dev/infiniband/rdma_cm ] || die "rdma_ucm is loaded but /dev/infiniband/rdma_cm is missing"
 if [ -n "${SIW_VAR}" ]; then
@@ -145,13 +149,7 @@ if [ -n "${SIW_VAR}" ]; then
     /usr/bin/ip addr add {SIW_IP} dev v2 || die "cannot set the address of v2"
     /usr/bin/ip link set v2 up && /usr/bin/ip link set v3 up || die "cannot bring v2/v3 up"
     /usr/bin/rdma link add siw0 type siw netdev v2 || die "rdma link add siw0 failed"
-    state=/sys/class/infiniband/siw0/ports/1/state
-    i=0
-    until grep -q ACTIVE $state 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -le 300 ] || die "siw0 port 1 not ACTIVE after 30 s: $(cat $state 2>&1)"
-        usleep 100000
-    done
+    port_active siw0
 fi
 mark ready
 
@@ -312,7 +310,9 @@ mod tests {
         assert!(init.contains("modprobe -a crc32c_generic siw ||"), "crc32c_generic before siw");
         assert!(init.contains("ip addr add 192.168.79.1/24 dev v2"));
         assert!(init.contains("/usr/bin/rdma link add siw0 type siw netdev v2"));
-        assert!(init.contains("/sys/class/infiniband/siw0/ports/1/state"));
+        // siw0's port 1 is waited for, as rxe0's.
+        assert!(init.contains("state=/sys/class/infiniband/$1/ports/1/state"));
+        assert!(init.contains("    port_active siw0\n") && init.contains("\nport_active rxe0\n"));
         assert!(siw < init.find("mark ready").unwrap());
         assert_eq!(with_siw("RVERBS_MODE=cmd\n"), "RVERBS_SIW=1\nRVERBS_MODE=cmd\n");
     }
