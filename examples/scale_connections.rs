@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! scale_connections server PORT N M S LABEL       # the async listener (tokio)
-//! scale_connections client ADDR PORT N M S LABEL  # N async clients at once
+//! scale_connections client ADDR PORT N M S LABEL  # N async clients at once, one channel
 //! scale_connections drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD
 //! ```
 //!
@@ -41,7 +41,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use rverbs::asynch::{AsyncCmId, AsyncConnection, AsyncListener};
+use rverbs::asynch::{AsyncCmChannel, AsyncCmId, AsyncConnection, AsyncListener};
 use rverbs::cm::{CmId, ConnParam};
 use rverbs::{
     AccessFlags, CompletionQueue, Context, CqInitAttr, MemoryRegion, ProtectionDomain, QpCap, QpInitAttr, QpType,
@@ -240,10 +240,13 @@ async fn serve(port: u16, shape: Shape, label: &str) -> Result {
 /// the server's messages, answer them, then answer its disconnect.
 async fn clients(addr: SocketAddr, shape: Shape, label: &str) -> Result {
     let start = Instant::now();
+    // One event channel for every connection, as ucmatose's.
+    let channel = AsyncCmChannel::new()?;
     let mut pending = tokio::task::JoinSet::new();
     for _ in 0..shape.n {
+        let channel = channel.clone();
         pending.spawn(async move {
-            let id = bounded("rdma_resolve_addr/route", AsyncCmId::resolve(addr, RESOLVE)).await?;
+            let id = bounded("rdma_resolve_addr/route", AsyncCmId::resolve_on(&channel, addr, RESOLVE)).await?;
             let ctx = id.context()?;
             let (qp, node) = Node::new(&ctx, id.id(), shape)?;
             let param = ConnParam { responder_resources: 1, initiator_depth: 1, retry_count: 5, ..Default::default() };

@@ -2,7 +2,10 @@
 //! against the kernel's CM over rxe0 (VM tier; feature `tokio`): many
 //! clients connecting at once to one `AsyncListener` and echoing through
 //! it, accept futures dropped at random points (no request lost or seen
-//! twice), the async connect's errors. Bounded by a timeout (a failure,
+//! twice), the async connect's errors, and one `AsyncCmChannel` carrying
+//! both ends of many connections (each event reaching its id, ids dropped
+//! with events pending, the listener dropped while its connections live,
+//! no kernel object left). Bounded by a timeout (a failure,
 //! never a pass on time).
 
 mod common;
@@ -22,8 +25,8 @@ mod on_tokio {
     use std::net::SocketAddr;
     use std::time::Duration;
 
-    use rverbs::asynch::{AsyncCmId, AsyncConnection, AsyncCq, AsyncListener, TokioReadiness};
-    use rverbs::cm::{CmId, ConnParam};
+    use rverbs::asynch::{AsyncCmChannel, AsyncCmId, AsyncConnection, AsyncCq, AsyncListener, TokioReadiness};
+    use rverbs::cm::{CmId, ConnParam, PortSpace};
     use rverbs::{
         AccessFlags, CqInitAttr, Errno, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr, WcStatus,
     };
@@ -234,5 +237,99 @@ mod on_tokio {
             .await
             .expect("the test ran past its bound");
         });
+    }
+
+    /// Both ends of 12 connections on one `AsyncCmChannel` (the listener,
+    /// its accepted ids and the clients: one fd, their events interleaved):
+    /// each connection echoes its own message; the listener is dropped
+    /// while they live; then half are dropped by the client without reading
+    /// an event (the server sees DISCONNECTED), half disconnected by the
+    /// server, whose end is dropped with its DISCONNECTED (and
+    /// TIMEWAIT_EXIT) unread (the client sees DISCONNECTED). Afterwards no
+    /// CM id, QP or CQ of the test is left in the kernel.
+    #[test]
+    fn one_channel_routes_both_ends_of_many_connections_and_leaks_nothing() {
+        if !ready() {
+            return;
+        }
+        let dev = common::first_device().unwrap();
+        let before = common::resource_counts(dev.name());
+        const N: usize = 12;
+        runtime().block_on(async {
+            tokio::time::timeout(LIMIT, async {
+                let ch = AsyncCmChannel::new().unwrap();
+                let mut listener = AsyncListener::bind_on(&ch, at(20305), PortSpace::Tcp, 0).unwrap();
+                let clients: Vec<_> = (0..N)
+                    .map(|n| {
+                        let ch = ch.clone();
+                        tokio::spawn(async move {
+                            let id = AsyncCmId::resolve_on(&ch, at(20305), T).await.unwrap();
+                            let (qp, s) = side(id.id());
+                            let param = ConnParam { private_data: vec![n as u8], ..ConnParam::default() };
+                            (id.connect_qp(qp, &param).await.unwrap(), s)
+                        })
+                    })
+                    .collect();
+                let mut servers = Vec::new();
+                for _ in 0..N {
+                    let req = listener.accept().await.unwrap();
+                    let n = usize::from(req.private_data()[0]);
+                    let (qp, s) = side(req.id());
+                    let accepted = req.accept(qp, &ConnParam::default());
+                    servers.push((n, tokio::spawn(async move { (accepted.await.unwrap(), s) })));
+                }
+                // The listener goes; its connections stay routed.
+                drop(listener);
+                let mut cli = Vec::new();
+                for c in clients {
+                    cli.push(Some(c.await.unwrap()));
+                }
+                let mut srv: Vec<Option<(AsyncConnection, Side)>> = (0..N).map(|_| None).collect();
+                for (n, t) in servers {
+                    srv[n] = Some(t.await.unwrap());
+                }
+                // Each client sends its number; its server echoes it.
+                for (n, c) in cli.iter_mut().enumerate() {
+                    let (c, s) = c.as_mut().unwrap();
+                    s.mr.write_at(128, &[n as u8]).unwrap();
+                    send(c, s, 128, 1);
+                }
+                for (n, c) in srv.iter_mut().enumerate() {
+                    let (c, s) = c.as_mut().unwrap();
+                    let wc = next_ok(s).await;
+                    assert_eq!(wc.wr_id, 1);
+                    let mut got = [0u8];
+                    s.mr.read_at(0, &mut got).unwrap();
+                    assert_eq!(usize::from(got[0]), n, "connection {n} got another's message");
+                    send(c, s, 0, 1);
+                    assert_eq!(next_ok(s).await.wr_id, 2);
+                }
+                for c in &mut cli {
+                    let (_, s) = c.as_mut().unwrap();
+                    let mut ids = HashSet::new();
+                    for _ in 0..2 {
+                        ids.insert(next_ok(s).await.wr_id);
+                    }
+                    assert_eq!(ids, HashSet::from([1, 2]));
+                }
+                for n in 0..N {
+                    let (mut s_conn, _ss) = srv[n].take().unwrap();
+                    let (mut c_conn, _cs) = cli[n].take().unwrap();
+                    if n % 2 == 0 {
+                        // The client goes without reading an event.
+                        drop(c_conn);
+                        s_conn.disconnected().await.unwrap();
+                    } else {
+                        s_conn.disconnect().unwrap();
+                        c_conn.disconnected().await.unwrap();
+                        // The server's end goes with its events unread.
+                        drop(s_conn);
+                    }
+                }
+            })
+            .await
+            .expect("the test ran past its bound");
+        });
+        common::assert_no_growth(dev.name(), &before);
     }
 }

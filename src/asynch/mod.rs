@@ -23,9 +23,11 @@
 //!   async form).
 //! - [`AsyncCmEvents`]: a CM event channel's events; with feature `tokio`,
 //!   `AsyncCmId::resolve(addr).await` → `connect_qp(qp, &param).await`,
-//!   `AsyncListener::accept().await` → `AsyncConnectRequest::accept`, each
-//!   id on a channel of its own registered once ([`crate::cm`]'s calls,
-//!   awaited).
+//!   `AsyncListener::accept().await` → `AsyncConnectRequest::accept`
+//!   ([`crate::cm`]'s calls, awaited), their ids on an `AsyncCmChannel`:
+//!   one channel and one reactor registration for a listener and every
+//!   connection it accepts (or for many clients), one task reading it and
+//!   routing each event to its id's `AsyncIdEvents`.
 //!
 //! **Cancellation**: the futures hold no state of their own. Completions
 //! taken from the CQ and events read from a channel are kept in the
@@ -57,12 +59,17 @@ mod demux;
 mod events;
 #[cfg(feature = "tokio")]
 mod on_tokio;
+mod router;
+#[cfg(test)]
+mod router_tests;
 #[cfg(test)]
 mod tests;
 
-pub use cm::{AsyncCmEvents, NextCmEvent};
 #[cfg(feature = "tokio")]
-pub use cm::{AsyncCmId, AsyncConnectRequest, AsyncConnection, AsyncListener};
+pub use cm::{
+    AsyncCmChannel, AsyncCmId, AsyncConnectRequest, AsyncConnection, AsyncIdEvents, AsyncListener, NextIdEvent,
+};
+pub use cm::{AsyncCmEvents, NextCmEvent};
 pub use cq::{AsyncChannel, AsyncCq, Next, Wait, WaitAny};
 pub use events::{AsyncEvents, NextEvent};
 #[cfg(feature = "tokio")]

@@ -148,9 +148,14 @@ impl ConnectRequest {
     /// The request a CONNECT_REQUEST event `ev` brought, its new id moved
     /// to `ch` (`RDMA_USER_CM_CMD_MIGRATE_ID`, `rdma_migrate_id`).
     pub(crate) fn from_event(ev: &Event, ch: &EventChannel) -> Result<ConnectRequest> {
-        let id = ev.id().clone();
-        id.migrate(ch)?;
-        Ok(ConnectRequest { id, private_data: ev.private_data().to_vec(), conn: ev.conn_param().copied() })
+        ev.id().migrate(ch)?;
+        Ok(Self::from_event_here(ev))
+    }
+
+    /// The request a CONNECT_REQUEST event `ev` brought, its new id left
+    /// on the listener's channel (the async listener routes its events).
+    pub(crate) fn from_event_here(ev: &Event) -> ConnectRequest {
+        ConnectRequest { id: ev.id().clone(), private_data: ev.private_data().to_vec(), conn: ev.conn_param().copied() }
     }
 
     /// The id and the private data, for an accept that waits elsewhere
