@@ -20,6 +20,67 @@ pub const SIW_IP: &str = "192.168.79.1/24";
 /// ([`crate::siw_module::with_siw`]).
 pub const SIW_VAR: &str = "RVERBS_SIW";
 
+/// A provider a guest brings a device up for: rxe0 (soft-RoCE) always,
+/// siw0 (soft-iWARP) when asked ([`with_siw`]). A test run on one names
+/// its device in `RVERBS_TEST_DEVICE` and the provider in
+/// `RVERBS_PROVIDER` ([`Provider::env`]): the contract with the tests
+/// under `tests/` and `capi/tests/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Rxe,
+    Siw,
+}
+
+impl Provider {
+    /// Every provider, in the order test runs take them.
+    pub const ALL: [Provider; 2] = [Provider::Rxe, Provider::Siw];
+
+    /// `rxe`, `siw`: the word of `--provider`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Rxe => "rxe",
+            Provider::Siw => "siw",
+        }
+    }
+
+    /// The device `/init` creates for it.
+    pub fn device(self) -> &'static str {
+        match self {
+            Provider::Rxe => "rxe0",
+            Provider::Siw => "siw0",
+        }
+    }
+
+    /// The guest needs siw.ko ([`crate::siw_module::with_siw`]) and a
+    /// payload through [`with_siw`].
+    pub fn needs_siw(self) -> bool {
+        self == Provider::Siw
+    }
+
+    /// The environment of a test run on it.
+    pub fn env(self) -> [(&'static str, &'static str); 2] {
+        [("RVERBS_TEST_DEVICE", self.device()), ("RVERBS_PROVIDER", self.name())]
+    }
+
+    /// `--provider`'s value: one name, or a comma-separated list.
+    ///
+    /// # Errors
+    /// An unknown name, or none.
+    pub fn parse_list(v: &str) -> Result<Vec<Provider>, String> {
+        let mut out = Vec::new();
+        for w in v.split(',').map(str::trim) {
+            let p = Provider::ALL
+                .into_iter()
+                .find(|p| p.name() == w)
+                .ok_or_else(|| format!("--provider {w:?}: not a provider (rxe, siw)"))?;
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Modules `/init` loads: soft-RoCE, the veth pair it sits on, and the
 /// RDMA connection manager's userspace interface (`/dev/infiniband/rdma_cm`).
 pub const LOAD_MODULES: &str = "rdma_rxe veth rdma_ucm";
@@ -106,12 +167,14 @@ for word in $(cat /proc/cmdline); do
 done
 mark uname "$(uname -r)"
 
-# The payload only sets variables and defines rverbs_cmd; read it first
-# because RVERBS_NETDEV (two-host runs) changes the network setup.
+# The payload only sets variables and defines rverbs_cmd (or
+# rverbs_tests); read it first because RVERBS_NETDEV (two-host runs) and
+# {SIW_VAR} change the network setup.
 RVERBS_MODE=none
 RVERBS_NETDEV=
 {SIW_VAR}=
 rverbs_examples() {{ :; }}
+rverbs_tests() {{ run_tests "" "$RVERBS_TESTS"; }}
 . /{PAYLOAD}
 
 /usr/sbin/modprobe -a {LOAD_MODULES} || die "modprobe {LOAD_MODULES} failed"
@@ -165,15 +228,23 @@ run_example() {{
     mark end "example:$name" $rc
     [ $rc = 0 ] || failed=1
 }}
-case "$RVERBS_MODE" in
-test)
-    for t in $RVERBS_TESTS; do
-        mark begin "$t"
-        "{TESTS_DIR}/$t" --test-threads=1
+# run_tests PREFIX 'NAMES' [VAR=VALUE...]: each binary of {TESTS_DIR} with
+# the variables exported, as the run PREFIXNAME (a tier per provider).
+run_tests() {{
+    prefix=$1
+    names=$2
+    shift 2
+    for t in $names; do
+        mark begin "$prefix$t"
+        ( for kv in "$@"; do export "$kv"; done; exec "{TESTS_DIR}/$t" --test-threads=1 )
         rc=$?
-        mark end "$t" $rc
+        mark end "$prefix$t" $rc
         [ $rc = 0 ] || failed=1
     done
+}}
+case "$RVERBS_MODE" in
+test)
+    rverbs_tests
     rverbs_examples ;;
 cmd)
     mark begin cmd
@@ -201,6 +272,36 @@ pub fn with_siw(payload: &str) -> String {
 /// Payload that runs each named binary of `/tests` serially.
 pub fn test_payload(tests: &[String]) -> String {
     format!("RVERBS_MODE=test\nRVERBS_TESTS='{}'\n", tests.join(" "))
+}
+
+/// The test binaries of one tier: run as `<prefix><name>` with `env`
+/// exported ([`test_payload_tiers`]).
+#[derive(Debug, Clone, Default)]
+pub struct TestTier {
+    /// Run-name prefix (`rxe:`), so the host tells the tiers apart.
+    pub prefix: String,
+    pub env: Vec<(String, String)>,
+    pub tests: Vec<String>,
+}
+
+/// Payload that runs each tier's binaries of `/tests` in turn, tier after
+/// tier, then `examples` as [`test_payload_with_examples`] does.
+pub fn test_payload_tiers(tiers: &[TestTier], examples: &[(String, Vec<String>)]) -> String {
+    let mut all: Vec<String> = Vec::new();
+    for t in tiers.iter().flat_map(|t| &t.tests) {
+        if !all.contains(t) {
+            all.push(t.clone());
+        }
+    }
+    let mut s = test_payload_with_examples(&all, examples);
+    s.push_str("rverbs_tests() {\n");
+    for t in tiers {
+        let mut words = vec![shell_quote(&t.prefix), shell_quote(&t.tests.join(" "))];
+        words.extend(t.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))));
+        s.push_str(&format!("    run_tests {}\n", words.join(" ")));
+    }
+    s.push_str("}\n");
+    s
 }
 
 /// [`test_payload`] that then runs examples of `/examples`, each with its
@@ -315,6 +416,36 @@ mod tests {
         assert!(init.contains("    port_active siw0\n") && init.contains("\nport_active rxe0\n"));
         assert!(siw < init.find("mark ready").unwrap());
         assert_eq!(with_siw("RVERBS_MODE=cmd\n"), "RVERBS_SIW=1\nRVERBS_MODE=cmd\n");
+    }
+
+    #[test]
+    fn tiers_run_with_their_environment() {
+        let tier = |p: Provider, tests: &[&str]| TestTier {
+            prefix: format!("{}:", p.name()),
+            env: p.env().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            tests: tests.iter().map(|t| t.to_string()).collect(),
+        };
+        let s = test_payload_tiers(&[tier(Provider::Rxe, &["a", "b"]), tier(Provider::Siw, &["b"])], &[]);
+        assert!(s.starts_with("RVERBS_MODE=test\nRVERBS_TESTS='a b'\n"), "{s}");
+        assert!(s.contains("    run_tests rxe: 'a b' RVERBS_TEST_DEVICE=rxe0 RVERBS_PROVIDER=rxe\n"), "{s}");
+        assert!(s.ends_with("    run_tests siw: b RVERBS_TEST_DEVICE=siw0 RVERBS_PROVIDER=siw\n}\n"), "{s}");
+        let init = init_script();
+        // The default runs RVERBS_TESTS unprefixed; the payload may override it.
+        assert!(
+            init.find("rverbs_tests() { run_tests \"\" \"$RVERBS_TESTS\"; }").unwrap()
+                < init.find(". /etc/rverbs/payload.sh").unwrap()
+        );
+        assert!(init.contains("( for kv in \"$@\"; do export \"$kv\"; done; exec \"/tests/$t\" --test-threads=1 )"));
+        assert!(init.contains("mark begin \"$prefix$t\"") && init.contains("mark end \"$prefix$t\" $rc"));
+    }
+
+    #[test]
+    fn providers_parse_and_name_their_device() {
+        assert_eq!(Provider::parse_list("siw").unwrap(), [Provider::Siw]);
+        assert_eq!(Provider::parse_list("rxe,siw,rxe").unwrap(), Provider::ALL);
+        assert!(Provider::parse_list("mlx5").is_err() && Provider::parse_list("").is_err());
+        assert_eq!(Provider::Siw.env(), [("RVERBS_TEST_DEVICE", "siw0"), ("RVERBS_PROVIDER", "siw")]);
+        assert!(Provider::Siw.needs_siw() && !Provider::Rxe.needs_siw());
     }
 
     #[test]

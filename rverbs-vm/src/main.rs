@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use rverbs_vm::guest::Provider;
 use rverbs_vm::host_tools::{self, Apt, Profile};
 use rverbs_vm::run::{self, KernelChoice, RunArgs, EXIT_HARNESS};
 use rverbs_vm::{kernel, util};
@@ -26,8 +27,11 @@ usage:
     --two-hosts           run PROGRAM on two guests joined by a virtual wire (rxe0
                           on each eth0); each gets RVERBS_VM_HOST (A or B),
                           RVERBS_VM_SELF and RVERBS_VM_PEER (IPv4 addresses)
-    --siw                 also siw0 (soft-iWARP, 192.168.79.1 on v2); siw.ko is
+    --provider rxe|siw    the device PROGRAM sees in RVERBS_TEST_DEVICE and
+                          RVERBS_PROVIDER (rxe0, siw0); siw also brings up siw0
+                          (soft-iWARP, 192.168.79.1 on v2) next to rxe0, siw.ko
                           built once per Debian kernel (apt-get download, make)
+    --siw                 --provider siw
     --copy SRC[:DST]      also copy a host file or directory (DST: guest path,
                           default SRC's absolute path); repeatable
     --env NAME[=VALUE]    set NAME in the guest (default: its value here);
@@ -101,7 +105,11 @@ fn parse_run(args: &[String]) -> Result<RunArgs, String> {
             "--kernel-image" => r.kernel_image = Some(PathBuf::from(value_of(a, &mut it)?)),
             "--modules-dir" => r.modules_dir = Some(PathBuf::from(value_of(a, &mut it)?)),
             "--two-hosts" => r.two_hosts = true,
-            "--siw" => r.siw = true,
+            "--siw" => use_provider(&mut r, Provider::Siw),
+            "--provider" => match Provider::parse_list(&value_of(a, &mut it)?)?.as_slice() {
+                [p] => use_provider(&mut r, *p),
+                _ => return Err("run: --provider takes one provider (rxe or siw)".into()),
+            },
             "--copy" => r.copies.push(value_of(a, &mut it)?),
             "--env" => r.env.push(value_of(a, &mut it)?),
             "--timeout" => r.timeout = Some(number(a, &value_of(a, &mut it)?)?),
@@ -123,6 +131,15 @@ fn parse_run(args: &[String]) -> Result<RunArgs, String> {
     }
     r.kernel_choice()?;
     Ok(r)
+}
+
+/// `--provider P` (`--siw`: `--provider siw`): the guest brings P's
+/// device up and the program sees it in `RVERBS_TEST_DEVICE` and
+/// `RVERBS_PROVIDER`, as `cargo xtask test`'s runs do.
+fn use_provider(r: &mut RunArgs, p: Provider) {
+    r.siw |= p.needs_siw();
+    r.env.retain(|e| !p.env().iter().any(|(k, _)| e.split('=').next() == Some(*k)));
+    r.env.extend(p.env().iter().map(|(k, v)| format!("{k}={v}")));
 }
 
 fn parse_fetch(args: &[String]) -> Result<Vec<String>, String> {
@@ -188,6 +205,12 @@ mod tests {
         let r = parse_run(&s(&["--two-hosts", "prog", "--kernel", "x"])).unwrap();
         assert!(r.two_hosts && !r.siw);
         assert!(parse_run(&s(&["--siw", "ibv_devices"])).unwrap().siw);
+        let siw = parse_run(&s(&["--provider", "siw", "--", "p"])).unwrap();
+        assert!(siw.siw && siw.env == s(&["RVERBS_TEST_DEVICE=siw0", "RVERBS_PROVIDER=siw"]));
+        let rxe = parse_run(&s(&["--provider=rxe", "p"])).unwrap();
+        assert!(!rxe.siw && rxe.env == s(&["RVERBS_TEST_DEVICE=rxe0", "RVERBS_PROVIDER=rxe"]));
+        assert!(parse_run(&s(&["--provider", "rxe,siw", "p"])).is_err());
+        assert!(parse_run(&s(&["--provider", "ib", "p"])).is_err());
         assert_eq!(r.command, s(&["prog", "--kernel", "x"]), "options after the program are its own");
         assert!(parse_run(&s(&["--bogus", "--", "p"])).is_err());
         assert!(parse_run(&s(&["--kernel", "6.1"])).is_err());

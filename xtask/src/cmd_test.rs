@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::console::{Counts, LineKind};
 use crate::downstream;
-use crate::guest::{EXAMPLES_DIR, TESTS_DIR};
+use crate::guest::{Provider, EXAMPLES_DIR, TESTS_DIR};
 use crate::host_tools::{self, Apt, HostTools, Profile};
 use crate::kernel::{self, Series};
 use crate::project::{self, GuestBinaries, Workspace};
@@ -29,6 +29,8 @@ pub struct TestArgs {
     /// Skip them.
     pub no_downstream: bool,
     pub keep: bool,
+    /// Providers of the VM tier (`--provider`); empty means all.
+    pub providers: Vec<Provider>,
 }
 
 /// Examples of the workspace that the VM tier runs after the integration
@@ -92,7 +94,8 @@ pub fn run(args: &TestArgs) -> Result<i32> {
         host_tier(&ws, &mut tally)?;
     }
     if !some_only || args.vm_only {
-        vm_tiers(&ws, &series, args.keep, &mut tally);
+        let providers = if args.providers.is_empty() { Provider::ALL.to_vec() } else { args.providers.clone() };
+        vm_tiers(&ws, &series, &providers, args.keep, &mut tally);
     }
     if (!some_only || args.vm_only || args.two_hosts_only) && !args.no_two_hosts {
         two_host_tiers(&ws, &series, &mut tally);
@@ -143,7 +146,7 @@ struct Prepared {
     payload: Payload,
 }
 
-fn prepare(ws: &Workspace) -> Result<Prepared> {
+fn prepare(ws: &Workspace, providers: &[Provider]) -> Result<Prepared> {
     let mut apt = Apt::default();
     let tools = host_tools::ensure(&mut apt, Profile::Project)?;
     let cli = project::build_cli(ws)?;
@@ -157,10 +160,22 @@ fn prepare(ws: &Workspace) -> Result<Prepared> {
         let listed: Vec<&str> = VM_EXAMPLES.iter().map(|(n, _)| *n).collect();
         note(format!("examples run in the guest: {}", listed.join(" ")));
     }
-    Ok(Prepared { tools, apt, payload: test_payload(cli, &built, VM_EXAMPLES)? })
+    for &p in providers {
+        for (bin, why) in crate::providers::row(p).skip {
+            note(format!("not on {}: {bin} ({why})", p.device()));
+        }
+    }
+    Ok(Prepared { tools, apt, payload: test_payload(cli, &built, VM_EXAMPLES, providers)? })
 }
 
-fn test_payload(cli: std::path::PathBuf, built: &GuestBinaries, run: &[(&str, &[&str])]) -> Result<Payload> {
+/// The test payload: every provider's tier in one boot (siw0 up next to
+/// rxe0 when siw is among them), then the examples.
+fn test_payload(
+    cli: std::path::PathBuf,
+    built: &GuestBinaries,
+    run: &[(&str, &[&str])],
+    providers: &[Provider],
+) -> Result<Payload> {
     let mut files = vec![(crate::guest::RVERBS_BIN.to_owned(), cli)];
     files.extend(built.tests.iter().map(|t| (format!("{TESTS_DIR}/{}", t.name), t.path.clone())));
     files.extend(built.examples.iter().map(|e| (format!("{EXAMPLES_DIR}/{}", e.name), e.path.clone())));
@@ -173,37 +188,60 @@ fn test_payload(cli: std::path::PathBuf, built: &GuestBinaries, run: &[(&str, &[
         }
         examples.push((name.to_string(), args.iter().map(|a| a.to_string()).collect()));
     }
-    let script = crate::guest::test_payload_with_examples(&names, &examples);
+    let tiers: Vec<_> = providers.iter().map(|&p| crate::providers::tier(p, &names)).collect();
+    let mut script = crate::guest::test_payload_tiers(&tiers, &examples);
+    if providers.iter().any(|p| p.needs_siw()) {
+        script = crate::guest::with_siw(&script);
+    }
     Ok(Payload { files, script, label: "test", ..Default::default() })
 }
 
-fn vm_tiers(ws: &Workspace, series: &[Series], keep: bool, tally: &mut Tally) {
+fn vm_tiers(ws: &Workspace, series: &[Series], providers: &[Provider], keep: bool, tally: &mut Tally) {
     let knobs = match Knobs::from_env() {
         Ok(k) => k,
         Err(e) => return tally.add("vm".into(), Counts::default(), vec![e], String::new()),
     };
-    let mut prep = match prepare(ws) {
+    let mut prep = match prepare(ws, providers) {
         Ok(p) => p,
         Err(e) => return tally.add("vm".into(), Counts::default(), vec![e], String::new()),
     };
     for &s in series {
-        one_kernel(ws, s, &mut prep, &knobs, keep, tally);
+        one_kernel(ws, s, providers, &mut prep, &knobs, keep, tally);
     }
 }
 
-/// Boots one kernel with the tests and records the results.
-fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, keep: bool, tally: &mut Tally) {
-    let what = format!("kernel {}", s.name);
+/// Boots one kernel with the tests of every provider's tier (one boot for
+/// all: a second boot under TCG would cost minutes) and records one row per
+/// tier, "kernel 6.12 rxe", "kernel 6.12 siw".
+fn one_kernel(
+    ws: &Workspace,
+    s: Series,
+    providers: &[Provider],
+    prep: &mut Prepared,
+    knobs: &Knobs,
+    keep: bool,
+    tally: &mut Tally,
+) {
+    let names: Vec<&str> = providers.iter().map(|p| p.name()).collect();
+    let what = format!("kernel {} {}", s.name, names.join("+"));
     println!("==> {what} ({})", s.meta_package);
     let start = Instant::now();
     let dirs = match ws.dirs() {
         Ok(d) => d,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
-    let k = match kernel::fetch(s, &dirs.cache, &prep.tools, &mut prep.apt) {
+    let mut k = match kernel::fetch(s, &dirs.cache, &prep.tools, &mut prep.apt) {
         Ok(k) => k,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
+    if providers.iter().any(|p| p.needs_siw()) {
+        let siw_start = Instant::now();
+        k = match rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &prep.tools, &mut prep.apt) {
+            Ok(k) => k,
+            Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
+        };
+        println!("{what}: siw.ko ready in {}", secs(siw_start.elapsed()));
+    }
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
@@ -212,20 +250,39 @@ fn one_kernel(ws: &Workspace, s: Series, prep: &mut Prepared, knobs: &Knobs, kee
         Ok(o) => o,
         Err(e) => return tally.add(what, Counts::default(), vec![e], String::new()),
     };
-    let counts = out.report.counts();
-    let mut problems: Vec<String> = out.problem().into_iter().collect();
-    report_failures(&tag, &out, &mut problems);
     let took = start.elapsed();
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
-    println!(
-        "{what} ({release}, {}): {} in {} (boot {}); console: {}",
-        out.accel.describe(),
-        with_problems(counts, &problems).describe(),
-        secs(took),
-        secs(out.boot.elapsed),
-        out.log.display()
-    );
-    tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
+    let boot_problem = out.problem();
+    if boot_problem.is_some() {
+        print_boot_tails(&tag, &out);
+    }
+    // One row per tier; a boot problem fails each; examples count with the first.
+    for (i, &p) in providers.iter().enumerate() {
+        let prefix = crate::providers::prefix(p);
+        let mine = |r: &crate::console::GuestRun| r.name.starts_with(&prefix) || (i == 0 && r.is_example());
+        let counts = out.report.runs.iter().filter(|r| mine(r)).fold(Counts::default(), |mut c, r| {
+            c += r.counts();
+            c
+        });
+        let mut problems: Vec<String> = boot_problem.iter().cloned().collect();
+        report_failures(&tag, &out, &mine, &mut problems);
+        let what = format!("kernel {} {}", s.name, p.name());
+        println!(
+            "{what} ({release}, {}): {} in {} for all tiers (boot {}); console: {}",
+            out.accel.describe(),
+            with_problems(counts, &problems).describe(),
+            secs(took),
+            secs(out.boot.elapsed),
+            out.log.display()
+        );
+        tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
+    }
+    if !out.report.dmesg.is_empty() {
+        println!("{tag} ---- dmesg | tail -n 80:");
+        for l in &out.report.dmesg {
+            println!("{tag}   {l}");
+        }
+    }
 }
 
 /// The two-host tier: per kernel, two guests joined by a QEMU stream
@@ -334,11 +391,15 @@ fn show_line(tag: &str, verbose: bool, kind: LineKind, line: &str) {
     }
 }
 
-/// Prints each failing test's output, crash reasons, the dmesg tail and,
-/// for a boot problem, the console tail; adds the reasons to `problems`.
-fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>) {
-    let r = &out.report;
-    for run in &r.runs {
+/// Prints each failing test's output and crash reasons of the runs `mine`
+/// selects; adds the reasons to `problems`.
+fn report_failures(
+    tag: &str,
+    out: &runner::Outcome,
+    mine: &dyn Fn(&crate::console::GuestRun) -> bool,
+    problems: &mut Vec<String>,
+) {
+    for run in out.report.runs.iter().filter(|r| mine(r)) {
         for name in &run.log.failed {
             println!("{tag} ---- {}: {name} FAILED; its output:", run.name);
             for l in run.log.failure_output(name) {
@@ -357,21 +418,17 @@ fn report_failures(tag: &str, out: &runner::Outcome, problems: &mut Vec<String>)
             problems.push(why);
         }
     }
-    if out.problem().is_some() {
-        println!("{tag} ---- guest console tail:");
-        for l in out.tail(40) {
-            println!("{tag}   {l}");
-        }
-        println!("{tag} ---- kernel console tail:");
-        for l in out.kernel_tail(40) {
-            println!("{tag}   {l}");
-        }
+}
+
+/// For a boot problem: both consoles' tails.
+fn print_boot_tails(tag: &str, out: &runner::Outcome) {
+    println!("{tag} ---- guest console tail:");
+    for l in out.tail(40) {
+        println!("{tag}   {l}");
     }
-    if !r.dmesg.is_empty() {
-        println!("{tag} ---- dmesg | tail -n 80:");
-        for l in &r.dmesg {
-            println!("{tag}   {l}");
-        }
+    println!("{tag} ---- kernel console tail:");
+    for l in out.kernel_tail(40) {
+        println!("{tag}   {l}");
     }
 }
 
@@ -401,7 +458,7 @@ mod tests {
         let lib = Artifact { name: "ibverbs".into(), package: "rverbs-capi".into(), path: "/t/libibverbs.so".into() };
         let built =
             GuestBinaries { tests: vec![art("vm_smoke")], examples: vec![art("ex_a"), art("ex_b")], libs: vec![lib] };
-        let p = test_payload("/t/rverbs".into(), &built, &[("ex_b", &["-n", "3"])]).unwrap();
+        let p = test_payload("/t/rverbs".into(), &built, &[("ex_b", &["-n", "3"])], &[Provider::Rxe]).unwrap();
         let at: Vec<&str> = p.files.iter().map(|(a, _)| a.as_str()).collect();
         assert_eq!(
             at,
@@ -416,6 +473,11 @@ mod tests {
         assert!(p.script.starts_with("RVERBS_MODE=test\nRVERBS_TESTS='vm_smoke'\n"), "{}", p.script);
         assert!(p.script.contains("    run_example ex_b -n 3\n"), "{}", p.script);
         assert!(!p.script.contains("ex_a"));
-        assert!(test_payload("/t/rverbs".into(), &built, &[("missing", &[])]).is_err());
+        assert!(p.script.contains("    run_tests rxe: vm_smoke RVERBS_TEST_DEVICE=rxe0 RVERBS_PROVIDER=rxe\n"));
+        assert!(!p.script.contains("RVERBS_SIW"), "no siw0 unless a siw tier runs");
+        let both = test_payload("/t/rverbs".into(), &built, &[], &Provider::ALL).unwrap();
+        assert!(both.script.starts_with("RVERBS_SIW=1\n"), "{}", both.script);
+        assert!(both.script.contains("    run_tests siw: vm_smoke RVERBS_TEST_DEVICE=siw0 RVERBS_PROVIDER=siw\n"));
+        assert!(test_payload("/t/rverbs".into(), &built, &[("missing", &[])], &[Provider::Rxe]).is_err());
     }
 }

@@ -1,10 +1,10 @@
-//! `cargo xtask vm -- COMMAND...`: boot one guest with rxe0 up, run one
-//! command in it, show its output, exit with its exit code.
+//! `cargo xtask vm -- COMMAND...`: boot one guest with rxe0 up (and siw0
+//! with `--provider siw`), run one command in it, show its output, exit with its exit code.
 
 use std::io::Write;
 
 use crate::console::LineKind;
-use crate::guest;
+use crate::guest::{self, Provider};
 use crate::host_tools::{self, Apt, Profile};
 use crate::kernel;
 use crate::project;
@@ -20,9 +20,11 @@ pub struct VmArgs {
     /// to /examples.
     pub with_tests: bool,
     pub keep: bool,
-    /// Also siw0 (soft-iWARP, 192.168.79.1 on `v2`) next to rxe0; siw.ko
-    /// is built for the kernel once ([`rverbs_vm::siw_module`]).
-    pub siw: bool,
+    /// `--provider` (`--siw`: siw): the command sees its device in
+    /// `RVERBS_TEST_DEVICE` and `RVERBS_PROVIDER`; siw also brings up siw0
+    /// (soft-iWARP, 192.168.79.1 on `v2`) next to rxe0, siw.ko built for
+    /// the kernel once ([`rverbs_vm::siw_module`]).
+    pub provider: Option<Provider>,
     /// The command, read by the guest's shell.
     pub command: Vec<String>,
 }
@@ -33,7 +35,9 @@ pub const DEFAULT_KERNEL: &str = "6.12";
 /// Runs the command; returns the exit code to leave with.
 pub fn run(args: &VmArgs) -> Result<i32> {
     if args.command.is_empty() {
-        return Err("usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--siw] [--keep] -- COMMAND...".into());
+        return Err(
+            "usage: cargo xtask vm [--kernel 6.1|6.12] [--tests] [--provider rxe|siw] [--keep] -- COMMAND...".into()
+        );
     }
     let s = kernel::series(args.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
     let knobs = Knobs::from_env()?;
@@ -43,7 +47,7 @@ pub fn run(args: &VmArgs) -> Result<i32> {
     let payload = payload(&ws, args)?;
     let dirs = ws.dirs()?;
     let mut k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
-    if args.siw {
+    if args.provider.is_some_and(Provider::needs_siw) {
         k = rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &tools, &mut apt)?;
     }
     note(format!("kernel {}: {}", s.name, k.describe()));
@@ -91,8 +95,13 @@ fn payload(ws: &project::Workspace, args: &VmArgs) -> Result<Payload> {
             files.push((format!("{}/{}", guest::EXAMPLES_DIR, e.name), e.path));
         }
     }
-    let mut script = guest::cmd_payload(&args.command);
-    if args.siw {
+    let mut words = args.command.clone();
+    if let Some(p) = args.provider {
+        let env: Vec<String> = p.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        words.insert(0, format!("export {}\n", env.join(" ")));
+    }
+    let mut script = guest::cmd_payload(&words);
+    if args.provider.is_some_and(Provider::needs_siw) {
         script = guest::with_siw(&script);
     }
     Ok(Payload { files, script, label: "vm", ..Default::default() })

@@ -33,11 +33,13 @@ mod miri;
 mod mlx5_diff;
 mod names;
 mod project;
+mod providers;
 mod scale;
 mod soak;
 mod strace;
 mod twohost;
 
+use rverbs_vm::guest::Provider;
 use rverbs_vm::{console, elf, guest, host_tools, kernel, runner, util};
 
 use bench::BenchArgs;
@@ -47,17 +49,21 @@ use demo::DemoArgs;
 
 const USAGE: &str = "\
 usage:
-  cargo xtask demo [--kernel 6.1|6.12] [--two-hosts] [--keep]
+  cargo xtask demo [--kernel 6.1|6.12] [--two-hosts] [--provider rxe|siw] [--keep]
       boot a guest (default kernel 6.12), run rverbs pingpong on rxe0 under
       strace and report: no libibverbs, the control path's ioctls, the
       data path's syscalls, timings next to ibv_rc_pingpong; exit 1 if a
       check fails. --two-hosts: RC and UD ping-pong between two guests
-      joined by a QEMU stream network instead
+      joined by a QEMU stream network instead; --provider siw: rverbs rping
+      next to rdma-core's rping (libsiw) on siw0, straced and timed
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
                    --two-hosts-only | --downstream-only] [--no-two-hosts]
-                   [--no-downstream] [--keep]
+                   [--no-downstream] [--provider rxe|siw]... [--keep]
       host tier (cargo test --workspace), then the integration tests in a
-      QEMU guest with rxe0 for each kernel (default: all of them), then
+      QEMU guest for each kernel (default: all of them), one tier per
+      provider (default rxe and siw, one boot: rxe0 and siw0; the tests get
+      RVERBS_TEST_DEVICE and RVERBS_PROVIDER; xtask/src/providers.rs says
+      which binaries a provider skips and why), then
       the two-host tier for each kernel, then tests/downstream's cargo test
       through rverbs-vm, then a 2-minute soak on 6.12 (cargo xtask soak)
       (--vm-only runs all four VM tiers)
@@ -98,11 +104,13 @@ usage:
       byte and completion checked, rdma resource show and RSS sampled every
       S s; exit 1 on an error, a lost or duplicated completion, or growth
       (cargo xtask test runs 2 minutes on 6.12)
-  cargo xtask vm [--kernel 6.1|6.12] [--tests] [--siw] [--keep] -- COMMAND...
+  cargo xtask vm [--kernel 6.1|6.12] [--tests] [--provider rxe|siw] [--keep] -- COMMAND...
       boot one guest (default kernel 6.12) with rxe0 up, run COMMAND there
       (read by the guest's shell, like ssh), exit with its exit code;
-      --tests also copies the integration tests to /tests; --siw also
-      brings up siw0 (soft-iWARP, 192.168.79.1), building siw.ko once
+      --tests also copies the integration tests to /tests; --provider:
+      COMMAND gets RVERBS_TEST_DEVICE and RVERBS_PROVIDER of rxe0 or siw0;
+      siw also brings up siw0 (soft-iWARP, 192.168.79.1), building siw.ko
+      once (--siw: --provider siw)
 
 environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
   RVERBS_VM_MEMORY (default 4G), RVERBS_VM_VERBOSE=1 (show the whole console)
@@ -160,6 +168,13 @@ fn parse_test(args: &[String]) -> Result<TestArgs, String> {
             "--downstream-only" => t.downstream_only = true,
             "--no-downstream" => t.no_downstream = true,
             "--keep" => t.keep = true,
+            "--provider" => {
+                for p in Provider::parse_list(&value_of(a, &mut it)?)? {
+                    if !t.providers.contains(&p) {
+                        t.providers.push(p);
+                    }
+                }
+            }
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
     }
@@ -174,8 +189,16 @@ fn parse_demo(args: &[String]) -> Result<DemoArgs, String> {
             "--kernel" => d.kernel = Some(value_of(a, &mut it)?),
             "--two-hosts" => d.two_hosts = true,
             "--keep" => d.keep = true,
+            "--provider" => match value_of(a, &mut it)?.as_str() {
+                "rxe" => d.siw = false,
+                "siw" => d.siw = true,
+                p => return Err(format!("demo: --provider {p:?}: rxe or siw")),
+            },
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
+    }
+    if d.siw && d.two_hosts {
+        return Err("demo: --two-hosts runs on rxe only".into());
     }
     Ok(d)
 }
@@ -211,7 +234,11 @@ fn parse_vm(args: &[String]) -> Result<VmArgs, String> {
             }
             "--kernel" => v.kernel = Some(value_of(a, &mut it)?),
             "--tests" => v.with_tests = true,
-            "--siw" => v.siw = true,
+            "--siw" => v.provider = Some(Provider::Siw),
+            "--provider" => match Provider::parse_list(&value_of(a, &mut it)?)?.as_slice() {
+                [p] => v.provider = Some(*p),
+                _ => return Err("vm: --provider takes one provider (rxe or siw)".into()),
+            },
             "--keep" => v.keep = true,
             _ if !a.starts_with('-') => {
                 // `cargo xtask vm rverbs devinfo` without `--` also works.
@@ -242,6 +269,10 @@ mod tests {
         let t = parse_test(&s(&["--downstream-only"])).unwrap();
         assert!(t.downstream_only && !t.no_downstream);
         assert!(parse_test(&s(&["--no-downstream"])).unwrap().no_downstream);
+        assert!(parse_test(&[]).unwrap().providers.is_empty(), "empty: every provider");
+        let t = parse_test(&s(&["--provider", "siw", "--provider=rxe,siw"])).unwrap();
+        assert_eq!(t.providers, [Provider::Siw, Provider::Rxe]);
+        assert!(parse_test(&s(&["--provider", "iwarp"])).is_err());
     }
 
     #[test]
@@ -250,6 +281,10 @@ mod tests {
         assert_eq!(d.kernel.as_deref(), Some("6.1"));
         assert!(d.two_hosts && !d.keep);
         assert!(parse_demo(&s(&["--frob"])).is_err());
+        assert!(parse_demo(&s(&["--provider", "siw"])).unwrap().siw);
+        assert!(!parse_demo(&s(&["--provider=rxe"])).unwrap().siw);
+        assert!(parse_demo(&s(&["--provider", "mlx5"])).is_err());
+        assert!(parse_demo(&s(&["--provider", "siw", "--two-hosts"])).is_err());
     }
 
     #[test]
@@ -268,8 +303,11 @@ mod tests {
         assert_eq!(v.command, s(&["rverbs", "devinfo", "-v"]));
         let v = parse_vm(&s(&["ibv_devinfo", "-v"])).unwrap();
         assert_eq!(v.command, s(&["ibv_devinfo", "-v"]));
-        assert!(!v.siw);
+        assert!(v.provider.is_none());
         let v = parse_vm(&s(&["--siw", "--kernel=6.1", "--", "ibv_devices"])).unwrap();
-        assert!(v.siw && v.command == s(&["ibv_devices"]));
+        assert!(v.provider == Some(Provider::Siw) && v.command == s(&["ibv_devices"]));
+        let v = parse_vm(&s(&["--provider", "rxe", "--", "x"])).unwrap();
+        assert_eq!(v.provider, Some(Provider::Rxe));
+        assert!(parse_vm(&s(&["--provider", "rxe,siw", "--", "x"])).is_err());
     }
 }
