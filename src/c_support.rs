@@ -22,6 +22,18 @@ use crate::{
 
 pub use rverbs_providers::cmd::cq::EventsReported;
 
+/// After `ibv_modify_qp` to INIT or RTR on an iWARP QP: leaves the send
+/// state check to the kernel, as rdma-core's libsiw does. A C program's
+/// librdmacm connects such a QP without telling the library (the kernel's
+/// iw_cm moves it to RTS at ESTABLISHED; siw's `QUERY_QP` reports no
+/// state); a doorbell before RTS fails in the kernel (`ENOTCONN`).
+/// Nothing on other transports.
+pub fn iwarp_leave_sends_to_the_kernel(qp: &QpControl) {
+    if qp.context().device().transport() == crate::Transport::Iwarp {
+        qp.note_state(crate::QpState::Rts);
+    }
+}
+
 /// Destroys the kernel QP now (`UVERBS_METHOD_QP_DESTROY`), leaving the
 /// Rust object to be dropped: the async events the kernel reported for
 /// it. On error nothing changed.

@@ -367,6 +367,11 @@ unsafe extern "C" fn modify_qp(p: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_i
                 // SAFETY: `p` is live; C readers of `state` race with this
                 // store exactly as with rdma-core's.
                 unsafe { (*p).state = a.qp_state };
+                // iWARP: librdmacm moves the QP to INIT only; the kernel's
+                // iw_cm takes it to RTS unseen.
+                if matches!(ra.qp_state, QpState::Init | QpState::Rtr) {
+                    rverbs::c_support::iwarp_leave_sends_to_the_kernel(&q.control);
+                }
             }
             0
         }
