@@ -63,6 +63,7 @@ pub const SUITES: &[Suite] = &[
             "sys::netlink::tests::",
             "sys::ioctl::",
             "sys::write::",
+            "sys::shared_pages::",
             "cmd::",
             "provider::",
             "wr::",

@@ -16,10 +16,9 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use memmap2::MmapRaw;
 use rverbs_uapi::rdma_user_rxe::{mminfo, rxe_queue_buf};
 
-use crate::sys::UverbsFd;
+use crate::sys::{SharedPages, UverbsFd};
 use crate::Errno;
 
 /// Byte offset of `producer_index` in `rxe_queue_buf`.
@@ -29,48 +28,6 @@ const CONSUMER: usize = core::mem::offset_of!(rxe_queue_buf, consumer_index);
 /// Byte offset of the element array.
 const DATA: usize = size_of::<rxe_queue_buf>();
 
-/// What backs a queue's memory: the kernel's buffer mapped into us, or (for
-/// host tests and benchmarks) plain heap memory playing the kernel's part.
-#[derive(Debug)]
-enum Backing {
-    Mapped(#[allow(dead_code)] MmapRaw),
-    #[cfg(any(test, feature = "mock"))]
-    Heap(#[allow(dead_code)] HeapPages),
-}
-
-/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
-/// moving the `Queue` moves no `Box` (which would retag the allocation as
-/// unique and invalidate `Queue::base`, derived from it: a Stacked Borrows
-/// violation Miri reports).
-#[cfg(any(test, feature = "mock"))]
-#[derive(Debug)]
-struct HeapPages(*mut [HeapPage]);
-
-#[cfg(any(test, feature = "mock"))]
-impl Drop for HeapPages {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `new_heap` and is
-        // turned back into a box once, here; the `Queue` that used it is
-        // being dropped.
-        drop(unsafe { Box::from_raw(self.0) });
-    }
-}
-
-/// One page of a heap queue: page aligned like the kernel's mapping, so
-/// tests and benchmarks see the same slot alignment (and cache-line
-/// splits) as a real ring.
-#[cfg(any(test, feature = "mock"))]
-#[derive(Clone, Copy)]
-#[repr(C, align(4096))]
-struct HeapPage([u8; 4096]);
-
-#[cfg(any(test, feature = "mock"))]
-impl std::fmt::Debug for HeapPage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeapPage")
-    }
-}
-
 /// A mapped rxe queue.
 #[derive(Debug)]
 pub(crate) struct Queue {
@@ -78,7 +35,7 @@ pub(crate) struct Queue {
     log2_elem_size: u32,
     index_mask: u32,
     // Owns the memory `base` points into; never accessed except through `base`.
-    _backing: Backing,
+    _mem: SharedPages,
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; all access
@@ -99,14 +56,14 @@ impl Queue {
         if size < DATA {
             return Err(Errno::EINVAL);
         }
-        let map = fd.mmap(mi.offset, size).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
-        let base = map.as_mut_ptr();
+        let mem = SharedPages::map(fd, mi.offset, size).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
+        let base = mem.base();
         // The kernel writes the two header words once, before the create command returns.
         // SAFETY: the mapping is at least `DATA` bytes (checked above) and page
         // aligned, so the two u32 header words are in bounds and aligned.
         let header = unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
         let (log2_elem_size, index_mask) = header;
-        let q = Queue { base, log2_elem_size, index_mask, _backing: Backing::Mapped(map) };
+        let q = Queue { base, log2_elem_size, index_mask, _mem: mem };
         let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
         let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
         if log2_elem_size >= 16 || !slots.is_power_of_two() || need.map_or(true, |n| n > size) {
@@ -122,15 +79,15 @@ impl Queue {
     pub fn new_heap(slots: u32, log2_elem_size: u32) -> Queue {
         assert!(slots.is_power_of_two() && slots >= 2 && log2_elem_size < 16);
         let bytes = DATA + ((slots as usize) << log2_elem_size);
-        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); bytes.div_ceil(4096)].into_boxed_slice()));
-        let base = mem.0.cast::<u8>();
+        let mem = SharedPages::heap(bytes);
+        let base = mem.base();
         // SAFETY: `mem` is at least DATA bytes, page aligned; we write the
         // two header words the kernel would have written.
         unsafe {
             base.cast::<u32>().write(log2_elem_size);
             base.add(4).cast::<u32>().write(slots - 1);
         }
-        Queue { base, log2_elem_size, index_mask: slots - 1, _backing: Backing::Heap(mem) }
+        Queue { base, log2_elem_size, index_mask: slots - 1, _mem: mem }
     }
 
     /// Bytes per element: `1 << log2_elem_size`, from the kernel, never a Rust size.

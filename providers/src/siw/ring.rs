@@ -13,53 +13,10 @@
 //! writes; only this module's queues, which follow the ownership protocol,
 //! hold one.
 
-use memmap2::MmapRaw;
 use rverbs_uapi::siw_abi::SIW_INVAL_UOBJ_KEY;
 
-use crate::sys::UverbsFd;
+use crate::sys::{SharedPages, UverbsFd};
 use crate::{Errno, Error, Result};
-
-/// What backs a ring's memory: the kernel's mapped into us, or (host tests
-/// and benchmarks) heap pages playing the kernel's.
-#[derive(Debug)]
-enum Backing {
-    Mapped(#[allow(dead_code)] MmapRaw),
-    #[cfg(any(test, feature = "mock"))]
-    #[cfg_attr(not(test), allow(dead_code))]
-    Heap(#[allow(dead_code)] HeapPages),
-    /// Another ring's memory, which that ring owns ([`Ring::alias`]).
-    #[cfg(test)]
-    Alias,
-}
-
-/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
-/// that moving the `Ring` moves no `Box` (which would retag the allocation
-/// and invalidate `Ring::base` under Stacked Borrows).
-#[cfg(any(test, feature = "mock"))]
-#[derive(Debug)]
-struct HeapPages(*mut [HeapPage]);
-
-#[cfg(any(test, feature = "mock"))]
-impl Drop for HeapPages {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `new_heap` and is
-        // turned back into a box once, here, as the ring that used it goes.
-        drop(unsafe { Box::from_raw(self.0) });
-    }
-}
-
-/// One zeroed page of a heap ring: page aligned like the kernel's memory.
-#[cfg(any(test, feature = "mock"))]
-#[derive(Clone, Copy)]
-#[repr(C, align(4096))]
-struct HeapPage([u8; 4096]);
-
-#[cfg(any(test, feature = "mock"))]
-impl std::fmt::Debug for HeapPage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeapPage")
-    }
-}
 
 /// A ring of `SLOT`-byte entries shared with the kernel.
 #[derive(Debug)]
@@ -67,8 +24,9 @@ pub(crate) struct Ring<const SLOT: usize> {
     base: *mut u8,
     /// `slots - 1`; `slots` is a power of two.
     mask: u32,
-    // Owns the memory `base` points into; reached only through `base`.
-    _backing: Backing,
+    // Owns the memory `base` points into (`None`: an alias, which owns
+    // nothing); reached only through `base`.
+    _mem: Option<SharedPages>,
 }
 
 // SAFETY: the memory is owned by this value (a mapping or heap pages) and
@@ -106,15 +64,14 @@ impl<const SLOT: usize> Ring<SLOT> {
                  a siw ABI this provider does not know"
             ))
         })?;
-        let map = fd.mmap(key, len).map_err(|e| {
+        let mem = SharedPages::map(fd, key, len).map_err(|e| {
             let errno = Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32));
             Error::os(verb, errno).with_message(format!(
                 "cannot map the {what} the kernel created ({len} bytes at mmap offset {key:#x}; \
                  ENOMEM: RLIMIT_AS or vm.max_map_count)"
             ))
         })?;
-        let base = map.as_mut_ptr();
-        Ok(Ring { base, mask: slots - 1, _backing: Backing::Mapped(map) })
+        Ok(Ring { base: mem.base(), mask: slots - 1, _mem: Some(mem) })
     }
 
     /// A zeroed ring in heap memory, as the kernel's `vmalloc_user` gives
@@ -126,9 +83,8 @@ impl<const SLOT: usize> Ring<SLOT> {
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn new_heap(slots: u32, tail: usize) -> Self {
         let bytes = ring_len(slots, SLOT, tail).expect("a power of two of slots");
-        let pages = bytes.div_ceil(4096).max(1);
-        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); pages].into_boxed_slice()));
-        Ring { base: mem.0.cast::<u8>(), mask: slots - 1, _backing: Backing::Heap(mem) }
+        let mem = SharedPages::heap(bytes);
+        Ring { base: mem.base(), mask: slots - 1, _mem: Some(mem) }
     }
 
     /// A second ring over this one's memory, owning nothing: the kernel's
@@ -138,7 +94,7 @@ impl<const SLOT: usize> Ring<SLOT> {
     /// The alias must not outlive `self`.
     #[cfg(test)]
     pub unsafe fn alias(&self) -> Self {
-        Ring { base: self.base, mask: self.mask, _backing: Backing::Alias }
+        Ring { base: self.base, mask: self.mask, _mem: None }
     }
 
     /// Entries in the ring.

@@ -8,6 +8,7 @@ pub mod ioctl;
 pub mod netlink;
 mod prepared;
 pub(crate) mod raw;
+mod shared_pages;
 pub mod ucma;
 #[cfg(any(test, feature = "ucma-mock"))]
 pub mod ucma_mock;
@@ -32,6 +33,7 @@ use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_CMD_FLAG_EXTENDED;
 pub use ioctl::{AttrSlot, IoctlCmd};
 pub use prepared::SendDoorbellFrame;
 pub(crate) use prepared::SmallWrite;
+pub(crate) use shared_pages::SharedPages;
 
 /// Which kernel interface carried a command; recorded in tracing events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
