@@ -1,10 +1,8 @@
 //! An open device: the uverbs fd with its ucontext and async event fd
 //! (`struct ibv_context`), and the device-level queries.
 
-use std::collections::HashMap;
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rverbs_providers::cmd::device as cmd;
@@ -34,11 +32,9 @@ pub struct Context {
 struct Inner {
     device: Device,
     num_comp_vectors: u32,
-    /// Source of `user_handle`s: unique per context, never reused, so an
-    /// event that arrives after its object is gone cannot name another one.
-    next_user_handle: AtomicU64,
-    /// What each live user_handle refers to, for async events.
-    objects: Mutex<HashMap<u64, EventObject, HandleHash>>,
+    /// What each live `user_handle` refers to, for async events; the
+    /// source of the handles (unique per context, see [`Registry`]).
+    objects: Mutex<Registry>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
     /// What never changes about each port (link layer, GID table length),
@@ -137,9 +133,8 @@ impl Context {
             inner: Arc::new(Inner {
                 device: dev.clone(),
                 num_comp_vectors: info.num_comp_vectors,
-                next_user_handle: AtomicU64::new(1),
-                // Room for a typical program's objects before the first rehash.
-                objects: Mutex::new(HashMap::with_capacity_and_hasher(64, HandleHash)),
+                // Room for a typical program's objects before the first growth.
+                objects: Mutex::new(Registry::with_capacity(64)),
                 attr: OnceLock::new(),
                 ports: Mutex::new(Vec::new()),
                 provider,
@@ -214,35 +209,28 @@ impl Context {
     /// A fresh `user_handle` for a new kernel object, registered as `obj`
     /// so async events about it can name it.
     pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
-        let h = self.inner.next_user_handle.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.inner.objects.lock() {
-            m.insert(h, obj(h));
-        }
-        h
+        self.registry().insert(obj)
     }
 
     /// Updates what `user_handle` refers to (e.g. the QP number, known after create).
     pub(crate) fn update_registration(&self, user_handle: u64, obj: EventObject) {
-        if let Ok(mut m) = self.inner.objects.lock() {
-            match m.get_mut(&user_handle) {
-                Some(e) => *e = obj,
-                None => {
-                    m.insert(user_handle, obj);
-                }
-            }
-        }
+        self.registry().update(user_handle, obj);
     }
 
     /// Forgets a destroyed object's `user_handle`.
     pub(crate) fn unregister(&self, user_handle: u64) {
-        if let Ok(mut m) = self.inner.objects.lock() {
-            m.remove(&user_handle);
-        }
+        self.registry().remove(user_handle);
     }
 
     /// What a `user_handle` refers to, if the object still exists.
     pub(crate) fn lookup(&self, user_handle: u64) -> Option<EventObject> {
-        self.inner.objects.lock().ok()?.get(&user_handle).copied()
+        self.registry().get(user_handle)
+    }
+
+    /// The registry, locked (a panic under the lock leaves it consistent:
+    /// each change is one store).
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.inner.objects.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A handle that does not keep the device open (for caches: the CM's
@@ -393,36 +381,146 @@ fn ifindex_of(name: &str) -> u32 {
     fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
-/// The hasher of the `user_handle` registry. Its keys are the handles
-/// [`Context::register`] hands out, a counter (never attacker-chosen), so a
-/// multiply spreads them well enough; SipHash (`HashMap`'s default) cost
-/// about 300 instructions per created object in the scale bench (issue #35).
-#[derive(Clone, Copy, Debug, Default)]
-struct HandleHash;
+/// The `user_handle` registry: what each live handle refers to, for async
+/// events. A slab, not a map: a handle is a slot's index (low 32 bits)
+/// and its generation (high 32, from 1), so register, update, unregister
+/// and lookup are an index and a compare. A freed slot is reused with the
+/// next generation, so a handle is not given out again until its slot was
+/// freed 2^32 - 1 more times, and an event about a destroyed object finds
+/// another generation there, not a new object. (A `HashMap` keyed by a
+/// counter cost about 340 instructions per QP in the scale bench, issue
+/// #35.)
+#[derive(Debug, Default)]
+struct Registry {
+    slots: Vec<Slot>,
+    /// Indexes of the free slots, the last freed on top.
+    free: Vec<u32>,
+}
 
-impl std::hash::BuildHasher for HandleHash {
-    type Hasher = HandleHasher;
-    fn build_hasher(&self) -> HandleHasher {
-        HandleHasher(0)
+#[derive(Debug)]
+struct Slot {
+    /// The generation the slot's handle has now (never 0).
+    gen: u32,
+    /// `None` while free.
+    obj: Option<EventObject>,
+}
+
+impl Registry {
+    fn with_capacity(n: usize) -> Registry {
+        Registry { slots: Vec::with_capacity(n), free: Vec::with_capacity(n) }
+    }
+
+    /// Registers `obj(handle)` under a fresh handle. Past 2^32 live slots
+    /// (memory runs out long before), the handle is 0, which is never
+    /// registered: events about that object then name it `Gone(0)`.
+    fn insert(&mut self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let Ok(i) = u32::try_from(self.slots.len()) else { return 0 };
+                self.slots.push(Slot { gen: 1, obj: None });
+                i
+            }
+        };
+        let Some(slot) = self.slots.get_mut(idx as usize) else { return 0 };
+        let h = u64::from(slot.gen) << 32 | u64::from(idx);
+        slot.obj = Some(obj(h));
+        h
+    }
+
+    /// The live slot of `h`.
+    fn live(&mut self, h: u64) -> Option<&mut Slot> {
+        let (gen, idx) = ((h >> 32) as u32, h as u32);
+        self.slots.get_mut(idx as usize).filter(|s| s.gen == gen && s.obj.is_some())
+    }
+
+    /// Replaces what a live `h` refers to; nothing for another.
+    fn update(&mut self, h: u64, obj: EventObject) {
+        if let Some(s) = self.live(h) {
+            s.obj = Some(obj);
+        }
+    }
+
+    /// Frees `h`'s slot for the next generation; nothing for a handle not live.
+    fn remove(&mut self, h: u64) {
+        if let Some(s) = self.live(h) {
+            s.obj = None;
+            s.gen = s.gen.checked_add(1).unwrap_or(1);
+            self.free.push(h as u32);
+        }
+    }
+
+    /// What a live `h` refers to.
+    fn get(&self, h: u64) -> Option<EventObject> {
+        let (gen, idx) = ((h >> 32) as u32, h as u32);
+        self.slots.get(idx as usize).filter(|s| s.gen == gen).and_then(|s| s.obj)
     }
 }
 
-/// [`HandleHash`]'s hasher: Fibonacci hashing of the key.
-#[derive(Debug)]
-struct HandleHasher(u64);
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
 
-impl std::hash::Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        self.0
+    fn cq(h: u64) -> EventObject {
+        EventObject::Cq { user_handle: h }
     }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
+
+    #[test]
+    fn handles_are_nonzero_distinct_and_found() {
+        let mut r = Registry::with_capacity(2);
+        let hs: Vec<u64> = (0..100).map(|_| r.insert(cq)).collect();
+        for (i, &h) in hs.iter().enumerate() {
+            assert_ne!(h, 0);
+            assert!(!hs[..i].contains(&h), "handle {h:#x} given twice");
+            assert_eq!(r.get(h), Some(cq(h)));
         }
     }
-    fn write_u64(&mut self, n: u64) {
-        // Odd 64-bit golden-ratio constant: distinct keys stay distinct in
-        // the low bits and mix into the high bits (hashbrown uses both).
-        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+
+    #[test]
+    fn a_freed_handle_is_gone_and_not_given_again() {
+        let mut r = Registry::default();
+        let a = r.insert(cq);
+        r.remove(a);
+        assert_eq!(r.get(a), None);
+        let b = r.insert(cq);
+        assert_ne!(a, b, "the slot is reused under a new generation");
+        assert_eq!(a as u32, b as u32);
+        assert_eq!(r.get(a), None, "the old handle does not name the new object");
+        assert_eq!(r.get(b), Some(cq(b)));
+        // A second remove of the old handle, or an update of it, leaves the new one alone.
+        r.remove(a);
+        r.update(a, EventObject::Device);
+        assert_eq!(r.get(b), Some(cq(b)));
+    }
+
+    #[test]
+    fn update_replaces_a_live_entry() {
+        let mut r = Registry::default();
+        let h = r.insert(|h| EventObject::Qp { qp_num: 0, user_handle: h });
+        r.update(h, EventObject::Qp { qp_num: 17, user_handle: h });
+        assert_eq!(r.get(h), Some(EventObject::Qp { qp_num: 17, user_handle: h }));
+    }
+
+    #[test]
+    fn unknown_handles_are_nothing() {
+        let mut r = Registry::default();
+        let h = r.insert(cq);
+        for bad in [0, u64::MAX, h + 1, h ^ (1 << 32)] {
+            assert_eq!(r.get(bad), None);
+            r.remove(bad);
+        }
+        assert_eq!(r.get(h), Some(cq(h)));
+    }
+
+    #[test]
+    fn the_generation_wraps_past_zero() {
+        let mut r = Registry::default();
+        let h = r.insert(cq);
+        r.slots[0].gen = u32::MAX;
+        let h = h & 0xffff_ffff | u64::from(u32::MAX) << 32;
+        r.slots[0].obj = Some(cq(h));
+        r.remove(h);
+        assert_eq!(r.slots[0].gen, 1);
+        assert_ne!(r.insert(cq), 0);
     }
 }
