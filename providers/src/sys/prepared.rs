@@ -29,43 +29,38 @@ use zerocopy::{FromZeros, Immutable, IntoBytes};
 use super::{CmdPath, UverbsFd};
 
 /// rxe's `POST_SEND` doorbell frame for one QP, built when the QP is: the
-/// 32 bytes of [`super::write::post_send_doorbell_frame`] and the 4-byte
-/// response they name (`ib_uverbs_post_send_resp.bad_wr`, which the kernel
-/// writes on every doorbell and nobody reads), in one allocation that never
-/// moves. Ringing is then one `write()` of a ready buffer
-/// ([`UverbsFd::ring_send_doorbell`]) instead of a frame rebuilt on the
-/// stack per post.
+/// 32 bytes of [`super::write::post_send_doorbell_frame`], naming the
+/// 4-byte response (one static word for the process: `ib_uverbs_post_send_resp.bad_wr`,
+/// which the kernel writes on every doorbell and nobody reads). Ringing is
+/// then one `write()` of a ready buffer ([`UverbsFd::ring_send_doorbell`])
+/// instead of a frame rebuilt on the stack per post. The frame holds no
+/// address of its own, so it moves freely and needs no allocation.
 #[derive(Debug)]
-pub struct SendDoorbellFrame(Box<DoorbellBytes>);
+pub struct SendDoorbellFrame([u8; 32]);
 
-#[repr(C)]
-#[derive(Debug)]
-struct DoorbellBytes {
-    frame: [u8; 32],
-    /// Written by the kernel (during the doorbell's `write()`), never read
-    /// or referenced here: an `UnsafeCell`, reached only by its raw pointer.
-    resp: UnsafeCell<u32>,
-}
+/// The response word every doorbell frame names, one for the process:
+/// written by the kernel (during a doorbell's `write()`), never read or
+/// referenced here, reached only by its raw pointer. A static, so its
+/// address is valid for every frame's whole life (and a forked child's).
+struct DoorbellResp(UnsafeCell<u32>);
 
-// SAFETY: `frame` is not written after `new`; `resp` is written only by the
-// kernel and never read, so threads sharing the frame race on nothing they
-// can observe (two doorbells at once each get their own syscall).
-unsafe impl Sync for DoorbellBytes {}
+// SAFETY: the word is written only by the kernel and never read, so
+// threads whose doorbells name it at once race on nothing they can
+// observe (each doorbell is its own syscall).
+unsafe impl Sync for DoorbellResp {}
+
+static DOORBELL_RESP: DoorbellResp = DoorbellResp(UnsafeCell::new(0));
 
 impl SendDoorbellFrame {
     /// The doorbell of the QP with kernel handle `qp_handle`.
     pub fn new(qp_handle: u32) -> SendDoorbellFrame {
-        let mut b = Box::new(DoorbellBytes { frame: [0; 32], resp: UnsafeCell::new(0) });
-        // The box's contents stay where they are while it lives, however
-        // the box itself moves: the response address stays valid.
-        b.frame = super::write::post_send_doorbell_frame(qp_handle, b.resp.get() as u64);
-        SendDoorbellFrame(b)
+        SendDoorbellFrame(super::write::post_send_doorbell_frame(qp_handle, DOORBELL_RESP.0.get() as u64))
     }
 
     /// The 32 bytes the doorbell writes.
     #[inline]
     pub fn bytes(&self) -> &[u8; 32] {
-        &self.0.frame
+        &self.0
     }
 }
 
@@ -238,17 +233,16 @@ mod tests {
         UverbsFd::open(std::path::Path::new("/dev/null"), 14, None).expect("/dev/null is a char device")
     }
 
-    /// The prepared doorbell is `write::post_send_doorbell_frame`'s, with
-    /// the response address inside the frame's own allocation, which stays
-    /// put when the frame moves.
+    /// The prepared doorbell is `write::post_send_doorbell_frame`'s, naming
+    /// the process's one response word, wherever the frame moves.
     #[test]
-    fn send_doorbell_frame_names_its_own_response_word() {
+    fn send_doorbell_frame_names_the_static_response_word() {
         let d = SendDoorbellFrame::new(7);
-        let resp = d.0.resp.get() as u64;
+        let resp = DOORBELL_RESP.0.get() as u64;
         assert_eq!(d.bytes(), &crate::sys::write::post_send_doorbell_frame(7, resp));
         let moved = std::hint::black_box(Some(d)).expect("just put there");
-        assert_eq!(moved.0.resp.get() as u64, resp);
         assert_eq!(u64::from_ne_bytes(moved.bytes()[8..16].try_into().unwrap()), resp);
+        assert_ne!(SendDoorbellFrame::new(8).bytes(), moved.bytes(), "the QP handle is in the frame");
         // `/dev/null` takes any write whole: the doorbell's result path.
         let fd = dev_null();
         assert_eq!(fd.ring_send_doorbell(&moved), Ok(()));
