@@ -114,7 +114,7 @@ fn wait_for(a: &Watch, b: &Watch, what: &str, cond: impl Fn(&Watch) -> bool) {
 #[test]
 fn port_events_print_the_same_through_both_libraries() {
     let Some((dev, lib, tool)) = setup("ibv_asyncwatch") else { return };
-    let netdev = dev.netdev().expect("rxe sits on a netdev").to_owned();
+    let netdev = netdev_of(&dev).unwrap_or_else(|| panic!("{} sits on no netdev", dev.name()));
     let theirs = Watch::spawn(&tool, &["-d", dev.name()], None);
     let ours = Watch::spawn(&tool, &["-d", dev.name()], Some(&lib));
     wait_for(&theirs, &ours, "the `async event FD` line", |w| w.text().contains("async event FD"));

@@ -458,9 +458,17 @@ struct Opened {
     create_qp_ex: CreateQpEx,
 }
 
+/// True (after checking that the device refuses a hand-connected RC QP)
+/// when the test device is iWARP: the tests that connect QPs by hand
+/// (`ibv_modify_qp` to RTR with an address) are `n/a` there.
+fn hand_connected_na() -> bool {
+    let why = "the test connects RC QPs by hand; iWARP QPs connect through the CM only";
+    test_device().is_some_and(|d| not_on_iwarp(&d, why, refuses_rc_by_hand))
+}
+
 /// [`Opened`], or `None` after a permitted skip (no device, no library).
 fn open_first_device() -> Option<Opened> {
-    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    let dev = test_device();
     if !need(dev.is_some(), "no uverbs device") {
         return None;
     }
@@ -494,6 +502,9 @@ fn open_first_device() -> Option<Opened> {
 
 #[test]
 fn cq_ex_polling_wr_api_resize_and_rereg_between_two_rc_qps() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, create_qp_ex }) = open_first_device() else { return };
     // SAFETY: the whole test drives the C API by its contract: every pointer
     // passed is a live object of the library or a buffer of this test that
@@ -801,8 +812,11 @@ unsafe fn ud_ready(lib: &Lib, qp: *mut ibv_qp, qkey: u32) {
 
 #[test]
 fn ud_reply_through_an_ah_from_the_received_completion() {
-    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    let dev = test_device();
     if !need(dev.is_some(), "no uverbs device") {
+        return;
+    }
+    if dev.as_ref().is_some_and(|d| not_on_iwarp(d, "no UD on iWARP", refuses_ud)) {
         return;
     }
     let Some(dir) = lib_dir() else {
@@ -1005,6 +1019,9 @@ const WC_REM_ACCESS_ERR: u32 = 10;
 /// `ibv_dealloc_pd` answers EBUSY while windows exist.
 #[test]
 fn memory_windows_through_the_c_abi() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, create_qp_ex }) = open_first_device() else { return };
     type AllocMw = unsafe extern "C" fn(*mut ibv_pd, u32) -> *mut ibv_mw;
     type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
@@ -1187,6 +1204,9 @@ unsafe impl<T> Sync for Shared<T> {}
 /// completions on 6.12 about once in eight runs.
 #[test]
 fn threads_post_and_poll_one_qp_and_one_cq_at_once() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(Opened { lib, ctx, gid, sgid, create_cq_ex, .. }) = open_first_device() else { return };
     type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
     type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
@@ -1504,6 +1524,9 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
 /// acknowledgements wrote freed memory).
 #[test]
 fn destroys_wait_until_the_events_are_acknowledged() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(o) = open_first_device() else { return };
     let Opened { lib, ctx, create_cq_ex, .. } = &o;
     let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
@@ -1640,6 +1663,9 @@ fn async_fd_is_blocking_and_honours_o_nonblock() {
 /// the fix: EINVAL, and `*bad_wr` named a request that was posted.
 #[test]
 fn a_failed_doorbell_leaves_bad_wr_alone() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(o) = open_first_device() else { return };
     let Opened { lib, ctx, create_cq_ex, .. } = &o;
     let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
@@ -1734,6 +1760,9 @@ unsafe fn poll_wc_now(ctx: *mut ibv_context, cq: *mut ibv_cq) -> Option<ibv_wc> 
 /// second completion.
 #[test]
 fn a_stray_end_poll_leaves_another_threads_span_alone() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(o) = open_first_device() else { return };
     let Opened { lib, ctx, create_cq_ex, .. } = &o;
     let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);
@@ -1854,6 +1883,9 @@ const QP_LAST_WQE_REACHED: u32 = 16;
 /// had left the handle table), and the destroy must wait for its ack.
 #[test]
 fn last_wqe_reached_names_the_qp_until_acknowledged() {
+    if hand_connected_na() {
+        return;
+    }
     let Some(o) = open_first_device() else { return };
     let Opened { lib, ctx, create_cq_ex, .. } = &o;
     let (ctx, create_cq_ex) = (*ctx, *create_cq_ex);

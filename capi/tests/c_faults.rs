@@ -140,6 +140,33 @@ fn outcome<T>(p: *mut T) -> String {
 // ---------------------------------------------------------------------------
 // The children.
 
+/// The test device (`RVERBS_TEST_DEVICE`, else the first) in the library's
+/// list of `n`.
+///
+/// # Safety
+/// `list` is the library's device list of `n` entries.
+unsafe fn test_device_of(lib: &Lib, list: *mut *mut ibv_device, n: c_int) -> *mut ibv_device {
+    let want = std::env::var("RVERBS_TEST_DEVICE").ok().filter(|w| !w.is_empty());
+    // SAFETY: the caller's contract: `n` live entries.
+    unsafe {
+        let Some(want) = want else { return *list };
+        (0..n as usize)
+            .map(|i| *list.add(i))
+            .find(|&d| std::ffi::CStr::from_ptr((lib.get_device_name)(d)).to_str() == Ok(want.as_str()))
+            .unwrap_or_else(|| panic!("RVERBS_TEST_DEVICE={want} is not in the library's list"))
+    }
+}
+
+/// Whether `dev` is an iWARP device (`IBV_TRANSPORT_IWARP`, 1): its QPs
+/// connect through the CM only and it has no address handles.
+///
+/// # Safety
+/// `dev` is a live device of the library.
+unsafe fn iwarp(dev: *mut ibv_device) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { (*dev).transport_type == 1 }
+}
+
 /// What a child runs; a no-op test otherwise.
 #[test]
 fn child_main() {
@@ -153,7 +180,7 @@ fn child_main() {
         let mut n = 0;
         let list = (lib.get_device_list)(&mut n);
         assert!(n > 0, "no device through the library");
-        let dev = *list;
+        let dev = test_device_of(&lib, list, n);
         match mode.as_str() {
             "hold" => hold(&lib, dev),
             "memlock" => memlock(&lib, dev),
@@ -210,10 +237,13 @@ unsafe fn hold(lib: &Lib, dev: *mut ibv_device) {
         };
         let qp = (lib.create_qp)(pd, &mut qa);
         assert!(!qp.is_null());
-        let a = connect(lib, ctx, qp, (*qp).qp_num, 14, 7);
-        let mut ah_attr = a.ah_attr;
-        let ah = (lib.create_ah)(pd, &mut ah_attr);
-        assert!(!ah.is_null(), "create_ah errno {}", errno());
+        // iWARP: no hand-connected QP (the iw_cm connects), no AH.
+        if !iwarp(dev) {
+            let a = connect(lib, ctx, qp, (*qp).qp_num, 14, 7);
+            let mut ah_attr = a.ah_attr;
+            let ah = (lib.create_ah)(pd, &mut ah_attr);
+            assert!(!ah.is_null(), "create_ah errno {}", errno());
+        }
     }
 }
 
@@ -232,7 +262,11 @@ unsafe fn release(lib: &Lib, list: *mut *mut ibv_device) {
     // SAFETY: the caller's contract: a list from the library; each object
     // is destroyed once, after those that use it.
     unsafe {
-        let dev = *list;
+        let mut n = 0;
+        while !(*list.add(n)).is_null() {
+            n += 1;
+        }
+        let dev = test_device_of(lib, list, n as c_int);
         let name = std::ffi::CStr::from_ptr((lib.get_device_name)(dev)).to_owned();
         let ctx = (lib.open_device)(dev);
         let pd = (lib.alloc_pd)(ctx);
@@ -259,14 +293,20 @@ unsafe fn release(lib: &Lib, list: *mut *mut ibv_device) {
         };
         let qp = (lib.create_qp)(pd, &mut qa);
         assert!(!srq.is_null() && !qp.is_null());
-        let a = connect(lib, ctx, qp, (*qp).qp_num, 14, 7);
-        let mut ah_attr = a.ah_attr;
-        let ah = (lib.create_ah)(pd, &mut ah_attr);
-        assert!(!ah.is_null(), "create_ah errno {}", errno());
+        // iWARP: no hand-connected QP (the iw_cm connects), no AH.
+        let ah = if iwarp(dev) {
+            core::ptr::null_mut()
+        } else {
+            let a = connect(lib, ctx, qp, (*qp).qp_num, 14, 7);
+            let mut ah_attr = a.ah_attr;
+            let ah = (lib.create_ah)(pd, &mut ah_attr);
+            assert!(!ah.is_null(), "create_ah errno {}", errno());
+            ah
+        };
         println!("\n@@holding");
         assert_eq!(wait_for_line(), "release");
         let r = [
-            (lib.destroy_ah)(ah),
+            if ah.is_null() { 0 } else { (lib.destroy_ah)(ah) },
             (lib.destroy_qp)(qp),
             (lib.destroy_srq)(srq),
             (lib.destroy_cq)(cq),
@@ -871,13 +911,19 @@ fn load_cm(lib: &Lib) -> Cm {
     }
 }
 
-/// rxe0's address in the VM, at `RVERBS_FAULTS_PORT`.
+/// The test device's address (its netdev's; 192.168.77.1 for rxe0 in the
+/// VM), at `RVERBS_FAULTS_PORT`.
 fn cm_addr() -> libc::sockaddr_in {
     let port: u16 = std::env::var("RVERBS_FAULTS_PORT").unwrap().parse().unwrap();
+    let dev = test_device().expect("the test device");
+    let ip: std::net::Ipv4Addr = device_ip(&dev)
+        .unwrap_or_else(|| panic!("{}'s netdev has no IPv4 address", dev.name()))
+        .parse()
+        .expect("an IPv4 address");
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes([192, 168, 77, 1]) },
+        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(ip.octets()) },
         sin_zero: [0; 8],
     }
 }
@@ -1181,7 +1227,7 @@ fn assert_back(dev: &str, before: &[(String, u64)], what: &str) {
 /// The device's name, rverbs' library directory, and whether rdma-core's
 /// library is there too; `None` after a permitted skip.
 fn libs() -> Option<(String, Vec<String>)> {
-    let dev = rverbs::devices().ok().and_then(|d| d.into_iter().next());
+    let dev = test_device();
     if !need(dev.is_some(), "no uverbs device") {
         return None;
     }
@@ -1262,6 +1308,9 @@ fn limits_fail_with_the_errno_and_leave_nothing_on_either_library() {
 /// the rest, each posted request once.
 #[test]
 fn peer_sigkilled_mid_stream_ends_in_retry_exceeded_on_either_library() {
+    if hand_connected_na() {
+        return;
+    }
     let Some((_dev, libs)) = libs() else { return };
     for lib in &libs {
         let mut a = Kid::spawn("rc_stream", lib);
@@ -1299,7 +1348,9 @@ fn peer_sigkilled_mid_stream_ends_in_retry_exceeded_on_either_library() {
 #[test]
 fn link_delete_completes_once_the_objects_are_destroyed_on_either_library() {
     let Some((dev, libs)) = libs() else { return };
-    let netdev = rverbs::device_by_name(&dev).unwrap().netdev().expect("rxe has a netdev").to_owned();
+    let d = rverbs::device_by_name(&dev).unwrap();
+    let netdev = netdev_of(&d).unwrap_or_else(|| panic!("{dev} sits on no netdev"));
+    let kind = if is_iwarp(&d) { "siw" } else { "rxe" };
     let _g = lock();
     for lib in &libs {
         let mut kid = Kid::spawn("release", lib);
@@ -1319,15 +1370,14 @@ fn link_delete_completes_once_the_objects_are_destroyed_on_either_library() {
                 break s;
             }
             if start.elapsed() > REPORT {
-                let _ = Command::new("/usr/bin/rdma")
-                    .args(["link", "add", &dev, "type", "rxe", "netdev", &netdev])
-                    .status();
+                let _ =
+                    Command::new("/usr/bin/rdma").args(["link", "add", &dev, "type", kind, "netdev", &netdev]).status();
                 panic!("{lib}: rdma link delete still waits after the child released everything");
             }
             std::thread::sleep(Duration::from_millis(50));
         };
         assert!(status.success(), "{lib}: rdma link delete: {status}");
-        let add = Command::new("/usr/bin/rdma").args(["link", "add", &dev, "type", "rxe", "netdev", &netdev]).status();
+        let add = Command::new("/usr/bin/rdma").args(["link", "add", &dev, "type", kind, "netdev", &netdev]).status();
         assert!(add.unwrap().success(), "rdma link add");
         // The port comes up and its GIDs come back before the child looks.
         let start = Instant::now();
@@ -1365,8 +1415,11 @@ fn ip_link(netdev: &str, up: &str) {
 /// RDMA WRITE completes.
 #[test]
 fn netdev_down_and_up_gives_port_err_then_port_active_on_either_library() {
+    if hand_connected_na() {
+        return;
+    }
     let Some((dev, libs)) = libs() else { return };
-    let netdev = rverbs::device_by_name(&dev).unwrap().netdev().expect("rxe has a netdev").to_owned();
+    let netdev = netdev_of(&rverbs::device_by_name(&dev).unwrap()).expect("the device sits on a netdev");
     let _g = lock();
     for lib in &libs {
         let mut kid = Kid::spawn("netdev", lib);
@@ -1436,6 +1489,14 @@ fn cm_peer_sigkilled_gives_disconnected_on_either_library() {
     }
 }
 
+/// True (after checking that the device refuses a hand-connected RC QP)
+/// when the test device is iWARP, for the tests whose children connect
+/// RC QPs by hand.
+fn hand_connected_na() -> bool {
+    let why = "the children connect RC QPs by hand; iWARP QPs connect through the CM only";
+    test_device().is_some_and(|d| not_on_iwarp(&d, why, refuses_rc_by_hand))
+}
+
 /// `key=value` words of a `@@result` line.
 fn fields(line: &str) -> std::collections::BTreeMap<String, String> {
     line.split_whitespace().filter_map(|w| w.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
@@ -1458,6 +1519,9 @@ fn fields(line: &str) -> std::collections::BTreeMap<String, String> {
 /// counts must match it.
 #[test]
 fn qp_moved_to_err_while_a_poster_runs_on_either_library() {
+    if hand_connected_na() {
+        return;
+    }
     let Some((_dev, libs)) = libs() else { return };
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let stuck_recvs = match release.trim() {
@@ -1500,6 +1564,9 @@ fn qp_moved_to_err_while_a_poster_runs_on_either_library() {
 /// async_events.rs test of the same name documents it).
 #[test]
 fn cq_overrun_gives_cq_err_naming_the_cq_on_either_library() {
+    if hand_connected_na() {
+        return;
+    }
     let Some((_dev, libs)) = libs() else { return };
     for lib in &libs {
         let mut kid = Kid::spawn("overrun", lib);

@@ -13,6 +13,13 @@
 //! calibration fails ("Correlation coefficient r^2: 0.67 < 0.9") and the
 //! client exits 1, whatever library it runs on.
 //!
+//! The `_cm` tests run the RC programs with `-R` (librdmacm connects the
+//! QPs, to the test device's netdev address): the only way on an iWARP
+//! device (siw0), where the kernel's iw_cm moves the QPs to RTS; each
+//! pairing, and rdma-core's library on both sides in the same boot. On
+//! iWARP the hand-connected runs and the atomics are `n/a` after checking
+//! that the device says so (its transport; `atomic_cap` none).
+//!
 //! `ib_send_bw_repeated` runs `ib_send_bw` `REPEAT` times per pairing,
 //! with `-e` and polling, and on a failure counts rdma-core's own pair in
 //! the same boot beside it.
@@ -27,24 +34,46 @@ use std::time::Duration;
 
 /// One perftest program, server and client each on rverbs (`true`) or rdma-core.
 fn perftest(name: &str, port: u16, server_lib: bool, client_lib: bool) {
-    if let Some(Err(e)) = run_once(name, port, server_lib, client_lib, &[]) {
+    if let Some(Err(e)) = run_once(name, port, server_lib, client_lib, &[], false) {
         panic!("{e}");
     }
 }
 
-/// One run with `extra` options on both sides: `None` after a permitted
-/// skip, `Err` with both sides' output when a side was killed, exited
-/// non-zero or panicked, or the client printed no result row.
-fn run_once(name: &str, port: u16, server_lib: bool, client_lib: bool, extra: &[&str]) -> Option<Result<(), String>> {
+/// One run with `extra` options on both sides, connected by hand over a
+/// TCP socket (`-x <RoCE v2 GID>`) or through the RDMA CM (`cm`: `-R`, at
+/// the device's address): `None` after a permitted skip, `Err` with both
+/// sides' output when a side was killed, exited non-zero or panicked, or
+/// the client printed no result row.
+fn run_once(
+    name: &str,
+    port: u16,
+    server_lib: bool,
+    client_lib: bool,
+    extra: &[&str],
+    cm: bool,
+) -> Option<Result<(), String>> {
     let (dev, lib, tool) = setup(name)?;
-    let g = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID").to_string();
     let p = port.to_string();
-    let mut args: Vec<String> =
-        ["-d", dev.name(), "-x", &g, "-F", "-n", "5", "-p", &p].iter().chain(extra).map(|s| s.to_string()).collect();
+    let (how, peer) = if cm {
+        let ip = device_ip(&dev);
+        if !need(ip.is_some(), &format!("{}'s netdev has no IPv4 address", dev.name())) {
+            return None;
+        }
+        (vec!["-R".to_owned()], ip?)
+    } else {
+        let g = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID").to_string();
+        (vec!["-x".to_owned(), g], "127.0.0.1".to_owned())
+    };
+    let mut args: Vec<String> = ["-d", dev.name()].iter().map(|s| s.to_string()).chain(how).collect();
+    args.extend(["-F", "-n", "5", "-p", &p].iter().chain(extra).map(|s| s.to_string()));
     let pick = |ours: bool| ours.then_some(lib.as_path());
     let mut s = Proc::spawn(&tool, &args, pick(server_lib));
-    wait_listening(port, &mut s);
-    args.push("127.0.0.1".into());
+    if cm {
+        wait_cm_listening(port, &mut s);
+    } else {
+        wait_listening(port, &mut s);
+    }
+    args.push(peer);
     let c = Proc::spawn(&tool, &args, pick(client_lib)).finish(DEADLINE);
     let s = s.finish(if c.code == Some(0) { DEADLINE } else { Duration::from_secs(5) });
     let both = format!("{}\n{}", s.describe(), c.describe());
@@ -67,8 +96,18 @@ fn run_once(name: &str, port: u16, server_lib: bool, client_lib: bool, extra: &[
     Some(Ok(()))
 }
 
-/// Both on rverbs, then rverbs server with rdma-core client, then the other way round.
+/// Both on rverbs, then rverbs server with rdma-core client, then the
+/// other way round; connected by hand, so `n/a` on iWARP (and atomics
+/// `n/a` there too).
 fn all_pairs(name: &str, port: u16) {
+    if let Some(dev) = test_device() {
+        if name.contains("atomic") && not_on_iwarp(&dev, "no atomics on iWARP", reports_no_atomics) {
+            return;
+        }
+        if not_on_iwarp(&dev, "perftest without -R connects QPs by hand; iWARP QPs connect through the CM", |_| {}) {
+            return;
+        }
+    }
     perftest(name, port, true, true);
     perftest(name, port + 1, true, false);
     perftest(name, port + 2, false, true);
@@ -114,6 +153,60 @@ fn ib_atomic_bw() {
     all_pairs("ib_atomic_bw", 19770);
 }
 
+/// [`all_pairs`] through the RDMA CM (`-R`), then rdma-core's library on
+/// both sides in the same boot. When a pairing fails, rdma-core's own pair
+/// runs [`REPEAT`] more times and the report gives its count beside ours
+/// (as [`ib_send_bw_repeated`]), so that a failure siw, rxe or perftest
+/// causes on either library shows as such; every failure still fails.
+fn all_pairs_cm(name: &str, port: u16) {
+    let mut failed = Vec::new();
+    for (i, (s, c)) in [(true, true), (true, false), (false, true), (false, false)].into_iter().enumerate() {
+        if let Some(Err(e)) = run_once(name, port + i as u16, s, c, &[], true) {
+            failed.push(format!("-R, server ours {s}, client ours {c}: {e}"));
+        }
+    }
+    if failed.is_empty() {
+        return;
+    }
+    let lost =
+        (0..REPEAT).filter(|i| matches!(run_once(name, port + 4 + i, false, false, &[], true), Some(Err(_)))).count();
+    panic!(
+        "{name} -R: {} of 4 pairings failed; rdma-core's library on both sides, same boot: {lost} of {REPEAT} failed\n\n{}",
+        failed.len(),
+        failed.join("\n\n")
+    );
+}
+
+#[test]
+fn ib_send_lat_cm() {
+    all_pairs_cm("ib_send_lat", 19900);
+}
+
+#[test]
+fn ib_write_lat_cm() {
+    all_pairs_cm("ib_write_lat", 19910);
+}
+
+#[test]
+fn ib_read_lat_cm() {
+    all_pairs_cm("ib_read_lat", 19920);
+}
+
+#[test]
+fn ib_send_bw_cm() {
+    all_pairs_cm("ib_send_bw", 19940);
+}
+
+#[test]
+fn ib_write_bw_cm() {
+    all_pairs_cm("ib_write_bw", 19950);
+}
+
+#[test]
+fn ib_read_bw_cm() {
+    all_pairs_cm("ib_read_bw", 19960);
+}
+
 /// Runs of each pairing per mode in [`ib_send_bw_repeated`].
 const REPEAT: u16 = 4;
 
@@ -130,7 +223,8 @@ const REPEAT: u16 = 4;
 /// rxe or perftest causes on either library shows as such.
 #[test]
 fn ib_send_bw_repeated() {
-    if setup("ib_send_bw").is_none() {
+    let Some((dev, _, _)) = setup("ib_send_bw") else { return };
+    if not_on_iwarp(&dev, "perftest without -R connects QPs by hand; ib_send_bw_cm runs on iWARP", |_| {}) {
         return;
     }
     let mut port = 19800;
@@ -144,7 +238,7 @@ fn ib_send_bw_repeated() {
         for (s, c) in [(true, true), (true, false), (false, true)] {
             for i in 0..REPEAT {
                 runs += 1;
-                if let Some(Err(e)) = run_once("ib_send_bw", next(), s, c, extra) {
+                if let Some(Err(e)) = run_once("ib_send_bw", next(), s, c, extra, false) {
                     failed.push((mode, extra, format!("{mode}, server ours {s}, client ours {c}, run {i}: {e}")));
                 }
             }
@@ -157,8 +251,9 @@ fn ib_send_bw_repeated() {
     let mut modes: Vec<(&str, &[&str])> = failed.iter().map(|f| (f.0, f.1)).collect();
     modes.dedup();
     for (mode, extra) in modes {
-        let lost =
-            (0..REPEAT).filter(|_| matches!(run_once("ib_send_bw", next(), false, false, extra), Some(Err(_)))).count();
+        let lost = (0..REPEAT)
+            .filter(|_| matches!(run_once("ib_send_bw", next(), false, false, extra, false), Some(Err(_))))
+            .count();
         report += &format!("both sides on rdma-core's library, {mode}, same boot: {lost} of {REPEAT} failed\n");
     }
     for (_, _, e) in &failed {

@@ -5,6 +5,11 @@
 //! Each run checks the byte count, `-c`'s data check and that
 //! each side printed the addresses the other one sent.
 //!
+//! The ping-pongs connect their QPs by hand (an address exchanged over TCP,
+//! then `ibv_modify_qp` to RTR and RTS): on an iWARP device (siw0), where
+//! only the kernel's iw_cm connects a QP and UD does not exist, each test
+//! checks that the device refuses both, and prints `n/a on siw0: ...`.
+//!
 //! Without a uverbs device the tests print `skipped: ...` and pass, unless
 //! `RVERBS_REQUIRE_DEVICE=1`: then a missing device, tool or library fails.
 
@@ -34,6 +39,13 @@ fn pingpong(name: &str, port: u16, events: bool, server_lib: bool, client_lib: b
 /// [`pingpong`] with `extra` options on both sides.
 fn pingpong_with(name: &str, port: u16, extra: &[&str], server_lib: bool, client_lib: bool) {
     let Some((dev, lib, tool)) = setup(name) else { return };
+    let why = "ibv_*_pingpong connects QPs by hand; iWARP QPs connect through the CM only (c_rping, c_perftest's _cm)";
+    if name == "ibv_ud_pingpong" && not_on_iwarp(&dev, "no UD on iWARP", refuses_ud) {
+        return;
+    }
+    if not_on_iwarp(&dev, why, refuses_rc_by_hand) {
+        return;
+    }
     let size: u64 = if name == "ibv_ud_pingpong" { 1024 } else { 4096 };
     let g = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID").to_string();
     let (p, n) = (port.to_string(), ITERS.to_string());

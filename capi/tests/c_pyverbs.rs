@@ -142,13 +142,13 @@ fn parse(stderr: &str) -> (BTreeMap<String, String>, Vec<String>) {
 }
 
 /// Runs the suite (or the tests `only` names, else `RVERBS_PYVERBS_TESTS`'s).
-fn run_suite(gid: u8, lib: Option<&Path>, only: &[&str]) -> Suite {
+fn run_suite(dev: &str, gid: u8, lib: Option<&Path>, only: &[&str]) -> Suite {
     let mut args: Vec<String> = vec![
         "-c".into(),
         PRELUDE.into(),
         format!("{TESTS_DIR}/run_tests.py"),
         "--dev".into(),
-        "rxe0".into(),
+        dev.into(),
         "--gid".into(),
         gid.to_string(),
         "-v".into(),
@@ -184,9 +184,18 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
     if !need(have, "python3 or rdma-core's pyverbs tests are not installed (Debian: python3-pyverbs)") {
         return;
     }
+    // The suite's tests hand-connect RC QPs and use UD: RoCE/IB only.
+    let why = "rdma-core's pyverbs suite connects QPs by hand and uses UD; iWARP has RC through the CM only";
+    if not_on_iwarp(&dev, why, |d| {
+        refuses_ud(d);
+        refuses_rc_by_hand(d);
+    }) {
+        return;
+    }
     let gid = dev.open().expect("open").default_sgid_index(1).expect("a RoCE GID");
-    let theirs = run_suite(gid, None, &[]);
-    let ours = run_suite(gid, Some(&lib), &[]);
+    let name = dev.name();
+    let theirs = run_suite(name, gid, None, &[]);
+    let ours = run_suite(name, gid, Some(&lib), &[]);
 
     let canon = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     let our_lib = canon(&lib.join("libibverbs.so.1").to_string_lossy());
@@ -222,7 +231,7 @@ fn rdma_cores_suite_passes_on_rverbs_where_it_passes_on_rdma_core() {
                 // or where rdma-core fails too, shows timing, not a library
                 // difference; lost only if rdma-core passes and rverbs fails
                 // in every round.
-                let alone = |l: Option<&Path>| run_suite(gid, l, &[id.as_str()]).results.get(id).cloned();
+                let alone = |l: Option<&Path>| run_suite(name, gid, l, &[id.as_str()]).results.get(id).cloned();
                 let rounds: Vec<(Option<String>, Option<String>)> =
                     (0..RERUNS).map(|_| (alone(None), alone(Some(&lib)))).collect();
                 println!("timing-dependent: {id}: alone (rdma-core, rverbs): {rounds:?} ({why})");

@@ -13,6 +13,8 @@
 //! `skipped: ...` and pass, unless `RVERBS_REQUIRE_DEVICE=1`: then a missing
 //! device, tool or library fails them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -169,7 +171,12 @@ fn ibv_devinfo_verbose_prints_the_same() {
 
 #[test]
 fn ibv_devinfo_of_one_device_and_port_prints_the_same() {
-    same_through_both("ibv_devinfo", &["-d", "rxe0", "-i", "1", "-v"]);
+    // The test device (`RVERBS_TEST_DEVICE`: rxe0, siw0), or the first.
+    let Some(dev) = common::test_device() else {
+        need(false, "no uverbs device");
+        return;
+    };
+    same_through_both("ibv_devinfo", &["-d", dev.name(), "-i", "1", "-v"]);
 }
 
 #[test]
