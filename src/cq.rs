@@ -99,7 +99,7 @@ impl Drop for CompletionQueue {
     fn drop(&mut self) {
         // The driver goes before the kernel object (rxe), or is parked
         // with it until the kernel destroy (mlx5).
-        self.shared.kernel.park(self.driver.take());
+        self.shared.kernel.park(&mut self.driver);
     }
 }
 
@@ -432,7 +432,7 @@ impl CompletionQueue {
     /// `EBUSY` while QPs still use it (it is then destroyed after the last of them).
     #[doc(alias = "ibv_destroy_cq")]
     pub fn destroy(mut self) -> Result<()> {
-        self.shared.kernel.park(self.driver.take());
+        self.shared.kernel.park(&mut self.driver);
         // Only QPs clone the shared CQ, and they need `&self` to be created.
         match Arc::get_mut(&mut self.shared) {
             Some(s) => s.kernel.destroy(),

@@ -215,7 +215,7 @@ impl SharedReceiveQueue {
     /// goes after the last of them).
     #[doc(alias = "ibv_destroy_srq")]
     pub fn destroy(mut self) -> Result<()> {
-        self.control.0.kernel.park(self.driver.take());
+        self.control.0.kernel.park(&mut self.driver);
         // QPs and `SrqControl` clones hold the shared SRQ.
         match Arc::get_mut(&mut self.control.0) {
             Some(s) => s.kernel.destroy(),
@@ -231,6 +231,6 @@ impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
         // rxe: the ring goes now, before the kernel object (as always).
         // mlx5: parked with the kernel SRQ until its destroy.
-        self.control.0.kernel.park(self.driver.take());
+        self.control.0.kernel.park(&mut self.driver);
     }
 }

@@ -50,7 +50,7 @@ impl Drop for CqDriver {
     fn drop(&mut self) {
         if self.0.parks() {
             if let Some(core) = self.1.upgrade() {
-                KernelCq(core).park(self.take());
+                KernelCq(core).park(self);
             }
         }
     }
@@ -273,14 +273,21 @@ impl KernelCq {
         Arc::ptr_eq(&self.0.fd, fd)
     }
 
-    /// Takes the driver of a CQ whose owner goes away. rxe: dropped now
-    /// (its ring is a mapping of kernel memory; unmapping it before the
-    /// kernel destroy is harmless). mlx5: owed cleans are run, then it is
-    /// parked until the kernel CQ is destroyed.
+    /// Takes the driver of a CQ whose owner goes away out of `driver`,
+    /// leaving one that polls nothing and is tied to no kernel CQ (its tie
+    /// would keep [`destroy`](Self::destroy) from finding itself the last
+    /// holder). rxe: dropped now, in place (its ring is a mapping of kernel
+    /// memory; unmapping it before the kernel destroy is harmless). mlx5:
+    /// owed cleans are run, then it is parked until the kernel CQ is
+    /// destroyed. A driver already taken is left as it is, at the cost of
+    /// one compare (an owner's `Drop` after its destroy).
     ///
     /// Another CQ's driver is not taken: it parks itself with its own
     /// kernel CQ when dropped.
-    pub fn park(&self, mut driver: CqDriver) {
+    pub fn park(&self, driver: &mut CqDriver) {
+        if matches!(driver.0, Drv::Gone) {
+            return;
+        }
         if !driver.is_of(self) {
             tracing::warn!(handle = self.0.handle, "a CQ driver offered to another kernel CQ: not parked here");
             return;
@@ -291,10 +298,14 @@ impl KernelCq {
             std::mem::forget(driver.take());
             return;
         }
-        let d = std::mem::replace(&mut driver.0, Drv::Gone);
-        if d.parks() {
+        if driver.0.parks() {
+            let d = std::mem::replace(&mut driver.0, Drv::Gone);
             self.0.parked.park(d, |d| each!(d, Drv, T, d => d.on_park(); Drv::Dead | Drv::Gone => {}));
+        } else {
+            // Dropped where it is: no copy of the driver on the way out.
+            driver.0 = Drv::Gone;
         }
+        (driver.1, driver.2) = (Weak::new(), 0);
     }
 
     /// Destroys the kernel CQ now (`UVERBS_METHOD_CQ_DESTROY`), if this is

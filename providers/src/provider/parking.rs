@@ -38,7 +38,13 @@ impl<D> Parking<D> {
     /// (drop it); otherwise the kernel object may still exist and the
     /// device may still reach the driver's memory, so it is leaked.
     pub(crate) fn release(&self, destroyed: bool) -> Option<D> {
-        let d = self.lock().take();
+        let mut slot = self.lock();
+        if slot.is_none() {
+            // Nothing parked (rxe, or a second call): no move of the slot.
+            return None;
+        }
+        let d = slot.take();
+        drop(slot);
         if destroyed {
             d
         } else {

@@ -194,17 +194,24 @@ impl KernelSrq {
             SrqProv::KernelOnly => unsafe { modify_srq_limit(fd, handle, limit, &[]) })
     }
 
-    /// Takes the driver of an SRQ whose owner goes away: parked until the
-    /// kernel SRQ is destroyed if its provider parks SRQ drivers
-    /// (`SrqOps::SRQ_PARKS`: mlx5), dropped now otherwise (rxe's ring).
-    pub fn park(&self, driver: SrqDriver) {
-        if self.0.fd.in_forked_child() {
-            std::mem::forget(driver);
+    /// Takes the driver of an SRQ whose owner goes away out of `driver`,
+    /// leaving one that posts nothing: parked until the kernel SRQ is
+    /// destroyed if its provider parks SRQ drivers (`SrqOps::SRQ_PARKS`:
+    /// mlx5), dropped now, in place, otherwise (rxe's ring). A driver
+    /// already taken is left as it is.
+    pub fn park(&self, driver: &mut SrqDriver) {
+        if matches!(driver.0, SrqDrv::Gone) {
             return;
         }
-        let d = driver.0;
-        if d.parks() {
+        if self.0.fd.in_forked_child() {
+            std::mem::forget(driver.take());
+            return;
+        }
+        if driver.0.parks() {
+            let d = std::mem::replace(&mut driver.0, SrqDrv::Gone);
             self.0.parked.park(d, |_| {});
+        } else {
+            driver.0 = SrqDrv::Gone;
         }
     }
 
