@@ -46,13 +46,20 @@ pub(crate) struct QpShared {
     /// refuses to destroy a QP still in one (EBUSY), so destroy leaves them
     /// first. Control path only.
     mcast: Mutex<Vec<(Gid, u16)>>,
+    /// [`destroy`](Self::destroy) succeeded: the `Drop` after an explicit
+    /// destroy has nothing left to do.
+    destroyed: bool,
 }
 
 impl QpShared {
     fn destroy(&mut self) -> Result<()> {
+        if self.destroyed {
+            return Ok(());
+        }
         self.leave_mcast_groups()?;
         self.kernel.destroy()?;
         self.pd.context().unregister(self.user_handle);
+        self.destroyed = true;
         Ok(())
     }
 
@@ -179,6 +186,7 @@ impl ProtectionDomain {
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
             mcast: Mutex::new(Vec::new()),
+            destroyed: false,
         }));
         Ok(QueuePair {
             sq: SendQueue::new(sq, control.clone()),
@@ -467,11 +475,13 @@ impl QueuePair {
     /// destroyed after the last of them); the kernel's errno otherwise.
     #[doc(alias = "ibv_destroy_qp")]
     pub fn destroy(self) -> Result<()> {
-        let QueuePair { sq, rq, control } = self;
+        let QueuePair { sq, rq, mut control } = self;
         drop((sq, rq));
-        match Arc::try_unwrap(control.0) {
-            Ok(mut s) => s.destroy(),
-            Err(_) => Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message(
+        // In place: moving the shared QP out of its allocation is a copy of
+        // it; its `Drop` then finds the destroy done.
+        match Arc::get_mut(&mut control.0) {
+            Some(s) => s.destroy(),
+            None => Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message(
                 "other handles of this QP (QpControl clones) still hold it; it goes with the last of them",
             )),
         }
