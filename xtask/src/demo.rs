@@ -23,6 +23,11 @@
 //! QEMU stream network and runs RC and UD ping-pongs across it
 //! ([`crate::twohost`]).
 //!
+//! `cargo xtask demo --provider siw` runs the data path on siw0
+//! (soft-iWARP) instead, where QPs connect only through the RDMA CM: `rverbs
+//! rping` and rdma-core's `rping` (librdmacm, libibverbs and libsiw), each
+//! pair under `strace -f` and then timed, in the same boot ([`siw_host`]).
+//!
 //! The guest prints each file the report needs between `@@DEMO file NAME`
 //! and `@@DEMO end NAME`; everything is analysed here, on the host.
 
@@ -49,6 +54,8 @@ pub struct DemoArgs {
     pub kernel: Option<String>,
     pub two_hosts: bool,
     pub keep: bool,
+    /// `--provider siw`: the data path on siw0 against rdma-core's libsiw.
+    pub siw: bool,
 }
 
 /// Iterations of the timed runs (no strace, no logging), polling and `-e`.
@@ -100,6 +107,10 @@ pub fn run(args: &DemoArgs) -> Result<i32> {
     note(format!("kernel {}: {}", s.name, k.describe()));
     if args.two_hosts {
         return two_hosts(&k, &tools, &dirs, &knobs, &cli);
+    }
+    if args.siw {
+        let k = rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &tools, &mut apt)?;
+        return siw_host(&k, &tools, &dirs, &knobs, &cli, args.keep);
     }
     let names = Names::load(&ws.root)?;
     one_host(&k, &tools, &dirs, &knobs, &cli, &names, args.keep)
@@ -307,6 +318,143 @@ fn one_host(
         let _ = writeln!(stdout, "{l}");
     }
     Ok(i32::from(r.failed > 0))
+}
+
+/// Pings of the straced `rping` pairs on siw0 (`--provider siw`).
+const SIW_TRACED: u32 = 100;
+/// Pings of the timed pairs on siw0.
+const SIW_TIMED: u32 = 500;
+/// First port of the siw0 pairs (one each).
+const SIW_PORT: u32 = 18531;
+
+/// The `--provider siw` guest script: `rverbs rping` and rdma-core's
+/// `rping` on siw0, each pair straced, then each timed by the guest's
+/// uptime around the client; then every file the report needs.
+fn siw_script() -> String {
+    let ip = guest::SIW_IP.split('/').next().unwrap_or(guest::SIW_IP);
+    let run = |prog: &str, side: &str, port: u32, count: u32| match side {
+        "server" => format!("{prog} -s -S {SIZE} -a {ip} -p {port}"),
+        _ => format!("{prog} -c -C {count} -S {SIZE} -V -a {ip} -p {port}"),
+    };
+    let traced = |tag: &str, prog: &str, side: &str, port: u32| {
+        format!("timeout 120 strace -f -y -s 64 -o {DIR}/{tag}-{side}.st {}", run(prog, side, port, SIW_TRACED))
+    };
+    let timed = |prog: &str, side: &str, port: u32| format!("timeout 120 {}", run(prog, side, port, SIW_TIMED));
+    let (p0, p1, p2, p3) = (SIW_PORT, SIW_PORT + 1, SIW_PORT + 2, SIW_PORT + 3);
+    format!(
+        r#"D={DIR}
+mkdir -p $D && cd $D
+mark() {{ echo "{DEMO} $*"; }}
+send() {{ mark file "$1"; cat "$2"; mark end "$1"; }}
+# cmpair TAG PORT PROGRAM SERVER CLIENT: the server in the background, its
+# /proc/PID/maps once its CM id listens, then the client between two reads
+# of /proc/uptime; exit codes into files.
+cmpair() {{
+    mark step "$1" $(cut -d' ' -f1 /proc/uptime)
+    eval "$4" >$D/$1-server.out 2>&1 &
+    bg=$!
+    i=0
+    until rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q -e ":$2 " -e ":$2\$"; do
+        i=$((i + 1))
+        [ $i -le 1200 ] || break
+        usleep 50000
+    done
+    pid=$(pidof $3)
+    cat /proc/${{pid%% *}}/maps >$D/$1-server.maps 2>&1
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    eval "$5" >$D/$1-client.out 2>&1
+    echo $? >$D/$1-client.rc
+    echo "$t0 $(cut -d' ' -f1 /proc/uptime)" >$D/$1-client.time
+    wait $bg
+    echo $? >$D/$1-server.rc
+}}
+/usr/lib64/ld-linux-x86-64.so.2 --list {bin} >$D/ldd.txt 2>&1
+cmpair s {p0} rverbs "{s_srv}" "{s_cli}"
+cmpair si {p1} rping "{si_srv}" "{si_cli}"
+cmpair r {p2} rverbs "{r_srv}" "{r_cli}"
+cmpair i {p3} rping "{i_srv}" "{i_cli}"
+mark step send $(cut -d' ' -f1 /proc/uptime)
+rm -f $D/r-server.maps
+for f in *; do send $f $D/$f; done
+mark step done $(cut -d' ' -f1 /proc/uptime)
+true
+"#,
+        bin = guest::RVERBS_BIN,
+        s_srv = traced("s", "rverbs rping", "server", p0),
+        s_cli = traced("s", "rverbs rping", "client", p0),
+        si_srv = traced("si", "rping", "server", p1),
+        si_cli = traced("si", "rping", "client", p1),
+        r_srv = timed("rverbs rping", "server", p2),
+        r_cli = timed("rverbs rping", "client", p2),
+        i_srv = timed("rping", "server", p3),
+        i_cli = timed("rping", "client", p3),
+    )
+}
+
+/// `--provider siw`: one guest with siw0, [`siw_script`], the report.
+fn siw_host(k: &Kernel, tools: &HostTools, dirs: &Dirs, knobs: &Knobs, cli: &Path, keep: bool) -> Result<i32> {
+    let payload = Payload {
+        files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
+        script: guest::with_siw(&guest::cmd_payload(&[siw_script()])),
+        label: "demo",
+        ..Default::default()
+    };
+    let guest = Guest { kernel: k, tools, dirs, knobs };
+    note("booting the guest with siw0; strace'd and timed rping pairs follow");
+    let verbose = knobs.verbose;
+    let mut show = |kind: LineKind, line: &str| {
+        if verbose {
+            match kind {
+                LineKind::Kernel => eprintln!("kernel: {line}"),
+                _ => eprintln!("{line}"),
+            }
+        } else if let Some(step) = line.strip_prefix(DEMO).and_then(|r| r.trim().strip_prefix("step ")) {
+            let mut w = step.split_whitespace();
+            let (step, at) = (w.next().unwrap_or(""), w.next().unwrap_or("?"));
+            let what = match step {
+                "s" => format!("strace'd rverbs rping on siw0, -C {SIW_TRACED}"),
+                "si" => format!("strace'd rping (rdma-core, libsiw) on siw0, -C {SIW_TRACED}"),
+                "r" => format!("timed rverbs rping, -C {SIW_TIMED}"),
+                "i" => format!("timed rping (rdma-core), -C {SIW_TIMED}"),
+                "send" => "sending the traces back over the serial console".into(),
+                _ => "done".into(),
+            };
+            note(format!("guest at {at} s: {what}"));
+        }
+    };
+    let out = runner::run(&guest, &payload, keep, &mut show)?;
+    if let Some(problem) = out.problem() {
+        println!("---- guest console tail:");
+        out.tail(40).iter().for_each(|l| println!("{l}"));
+        println!("---- kernel console tail:");
+        out.kernel_tail(40).iter().for_each(|l| println!("{l}"));
+        println!("FAILED: the demo guest: {problem} (console: {})", out.log.display());
+        return Ok(1);
+    }
+    let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
+    let files = crate::console_files::collect(&lines, DEMO);
+    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    let mut r = Report::default();
+    r.siw_header(&release, &out.accel.describe(), cli);
+    r.no_libibverbs_of(cli, &files, ["s-server.maps", "si-server.maps"], "rping", ["uverbs1", "the siw rings"]);
+    let ours = [Traced::rdma_core(&files, "s", "server"), Traced::rdma_core(&files, "s", "client")];
+    let theirs = [Traced::rdma_core(&files, "si", "server"), Traced::rdma_core(&files, "si", "client")];
+    r.siw_data_path(&ours, &theirs);
+    r.siw_timings(&files);
+    r.summary(&secs(out.boot.elapsed), &out.log);
+    let mut stdout = std::io::stdout().lock();
+    for l in &r.lines {
+        let _ = writeln!(stdout, "{l}");
+    }
+    Ok(i32::from(r.failed > 0))
+}
+
+/// Whether a straced or timed `rping` run (either program) completed: exit
+/// 0, or Debian's rping's teardown race after its last ping (see
+/// `tests/common/child.rs`); and no data mismatch under `-V`.
+fn rping_completed(exit: Option<i32>, out: &[String]) -> bool {
+    let race = exit == Some(255) && out.iter().any(|l| l.contains("rdma_get_cm_event: Bad file descriptor"));
+    (exit == Some(0) || race) && !out.iter().any(|l| l.contains("mismatch"))
 }
 
 /// One straced process: its calls, its log, the exchange window.
@@ -667,6 +815,25 @@ impl Report {
     }
 
     fn no_libibverbs(&mut self, cli: &Path, files: &BTreeMap<String, Vec<String>>) {
+        self.no_libibverbs_of(
+            cli,
+            files,
+            ["t-server.maps", "i-server.maps"],
+            "ibv_rc_pingpong",
+            ["uverbs0", "the rxe rings"],
+        );
+    }
+
+    /// [`Self::no_libibverbs`] with the maps of `maps[0]` (the running
+    /// rverbs server) against `maps[1]` (rdma-core's program `theirs`).
+    fn no_libibverbs_of(
+        &mut self,
+        cli: &Path,
+        files: &BTreeMap<String, Vec<String>>,
+        maps: [&str; 2],
+        theirs_name: &str,
+        [node, rings]: [&str; 2],
+    ) {
         self.say("");
         self.say("1. No libibverbs, no provider library");
         let bad = |s: &str| FORBIDDEN.iter().any(|f| s.contains(f));
@@ -683,18 +850,19 @@ impl Report {
         let v = self.check(ok, "the guest's loader maps more than the C runtime for rverbs");
         self.row("what the guest's ld.so loads for it", &shown, v);
         // The running server's mappings.
-        let (paths, uverbs) = mapped(files.get("t-server.maps"));
+        let (paths, uverbs) = mapped(files.get(maps[0]));
         let ok = !paths.is_empty() && !paths.iter().any(|p| bad(p)) && uverbs > 0;
         let v = self.check(ok, "the rverbs server maps a verbs library (or no uverbs rings)");
         let shown: Vec<String> = paths.iter().map(|p| p.rsplit('/').next().unwrap_or(p).to_owned()).collect();
         self.row("the running rverbs server's /proc/PID/maps", &shown.join(" "), v);
-        self.row("", &format!("     + /dev/infiniband/uverbs0 x{uverbs} (the rxe rings)"), "");
+        self.row("", &format!("     + /dev/infiniband/{node} x{uverbs} ({rings})"), "");
         // The contrast: rdma-core's program maps exactly what we look for.
-        let (ibv, _) = mapped(files.get("i-server.maps"));
+        let (ibv, _) = mapped(files.get(maps[1]));
         let theirs: Vec<String> =
             ibv.iter().filter(|p| bad(p)).map(|p| p.rsplit('/').next().unwrap_or(p).to_owned()).collect();
-        let v = self.check(!theirs.is_empty(), "ibv_rc_pingpong's maps show no verbs library: the check sees nothing");
-        self.row("for contrast: ibv_rc_pingpong's maps have", &theirs.join(" "), v);
+        let v = self
+            .check(!theirs.is_empty(), format!("{theirs_name}'s maps show no verbs library: the check sees nothing"));
+        self.row(&format!("for contrast: {theirs_name}'s maps have"), &theirs.join(" "), v);
     }
 
     fn control_path(&mut self, t: &[Traced; 2], ibv: &[Traced; 2]) {
@@ -911,6 +1079,116 @@ impl Report {
         self.row("all four pairs completed every iteration", "", v);
         self.say("  (one emulated vCPU: a polling side keeps the CPU until the scheduler hands it to the");
         self.say("  other side and to rxe's kernel worker, so polling times the scheduler; -e times the stack)");
+    }
+
+    fn siw_header(&mut self, release: &str, accel: &str, cli: &Path) {
+        let profile = if cli.components().any(|c| c.as_os_str() == "release") { "release" } else { "debug" };
+        self.say(format!(
+            "rverbs demo on siw: Linux {release} under QEMU ({accel}, 1 vCPU); siw0 (soft-iWARP) on veth v2, {}",
+            guest::SIW_IP
+        ));
+        self.say(format!(
+            "rverbs rping ({profile} build) and rdma-core's rping (librdmacm, libibverbs, libsiw), -S {SIZE} -V, \
+             server and client on siw0"
+        ));
+    }
+
+    /// The exchange of the straced `rping` pairs on siw0, rverbs' next to
+    /// rdma-core's: every syscall from the first doorbell to the last
+    /// completion event (and its re-arm), per run and per ping.
+    fn siw_data_path(&mut self, ours: &[Traced; 2], theirs: &[Traced; 2]) {
+        self.say("");
+        self.say(format!(
+            "2. Data path on siw0: every syscall of rping's loop, -C {SIW_TRACED} (strace -f: all threads; from the first"
+        ));
+        self.say("   doorbell to the last completion event and its re-arm)");
+        self.row4("", ["rverbs", "", "rdma-core", ""].map(String::from), "");
+        self.row4("", ["server", "client", "server", "client"].map(String::from), "");
+        let rows = [data_rows(&ours[0]), data_rows(&ours[1]), data_rows(&theirs[0]), data_rows(&theirs[1])];
+        let count =
+            |rows: &[Vec<Dat>; 4], f: &dyn Fn(&Dat) -> bool| rows.each_ref().map(|r| r.iter().filter(|x| f(x)).count());
+        let text = |c: [usize; 4]| c.map(|n| n.to_string());
+        let doorbells = count(&rows, &|r| *r == Dat::Doorbell);
+        self.row4("write  uverbs: siw doorbell (only when the SQ was idle)", text(doorbells), "");
+        let reads = count(&rows, &|r| *r == Dat::ReadEvent);
+        self.row4("read   completion channel: one event", text(reads), "");
+        self.row4("read   completion channel: EAGAIN (none yet)", text(count(&rows, &|r| *r == Dat::ReadEmpty)), "");
+        self.row4("poll   completion channel (sleep until one)", text(count(&rows, &|r| *r == Dat::Poll)), "");
+        let arms = count(&rows, &|r| matches!(r, Dat::Ioctl(_)));
+        self.row4("ioctl  RDMA_VERBS_IOCTL (REQ_NOTIFY_CQ re-arms)", text(arms), "");
+        let other = count(&rows, &|r| matches!(r, Dat::Other(_)));
+        self.row4("other (threads' futex, rdma_cm, stdio...)", text(other), "");
+        let all = rows.each_ref().map(|r| r.len());
+        self.row4("all", text(all), "");
+        let per = all.map(|n| format!("{:.1}", n as f64 / f64::from(SIW_TRACED)));
+        self.row4("all, per ping", per, "");
+        let dpp = doorbells.map(|n| format!("{:.2}", n as f64 / f64::from(SIW_TRACED)));
+        self.row4("doorbells per ping", dpp, "");
+        for (i, x) in ours.iter().chain(theirs.iter()).enumerate() {
+            let names = other_names(&[rows[i].clone(), Vec::new()]);
+            let who = if i < 2 { "rverbs" } else { "rdma-core" };
+            self.say(format!("  {who} {}: other calls: {names}", x.side));
+        }
+        for (who, pair) in [("rverbs rping", ours), ("rdma-core's rping", theirs)] {
+            let ok = pair.iter().all(|x| x.window.is_some() && rping_completed(x.exit, &x.out));
+            let exits: Vec<String> = pair.iter().map(|x| format!("{:?}", x.exit)).collect();
+            let v = self.check(ok, format!("siw: the straced {who} pair did not complete (exit {})", exits.join("/")));
+            if !ok {
+                for x in pair {
+                    let tail: Vec<String> = x.out.iter().rev().take(4).rev().cloned().collect();
+                    self.say(format!("  {who} {} exited {:?}: {}", x.side, x.exit, tail.join(" | ")));
+                }
+            }
+            self.row(&format!("{who}: both sides completed {SIW_TRACED} pings"), "", v);
+        }
+        // rping re-arms its CQ after each event it reads (ibv_req_notify_cq).
+        let ok = (0..2).all(|i| arms[i] == reads[i] && reads[i] > 0);
+        let v = self
+            .check(ok, format!("siw: rverbs: {}/{} re-arms for {}/{} events", arms[0], arms[1], reads[0], reads[1]));
+        self.row("rverbs: one REQ_NOTIFY_CQ arm per completion event", &format!("{}/{}", arms[0], arms[1]), v);
+        // libsiw rings the doorbell only when the SQ entry before the new
+        // one is no longer valid (the kernel is idle): rverbs' siw provider
+        // has the same rule, so it rings no more often.
+        let ok = (0..2).all(|i| doorbells[i] > 0 && doorbells[i] <= doorbells[i + 2]);
+        let v = self.check(
+            ok,
+            format!(
+                "siw: rverbs rang {}/{} doorbells, rdma-core's libsiw {}/{}",
+                doorbells[0], doorbells[1], doorbells[2], doorbells[3]
+            ),
+        );
+        self.row("rverbs rings no more doorbells than libsiw", "", v);
+    }
+
+    fn siw_timings(&mut self, files: &BTreeMap<String, Vec<String>>) {
+        self.say("");
+        self.say(format!(
+            "3. Latency, same boot, same arguments (-C {SIW_TIMED} -S {SIZE} -V), no strace: the client's run by /proc/uptime"
+        ));
+        let mut all_ok = true;
+        for (tag, prog) in [("r", "rverbs rping"), ("i", "rping (rdma-core)")] {
+            let get = |k: &str| files.get(&format!("{tag}-{k}")).cloned().unwrap_or_default();
+            let exit = |k: &str| get(k).first().and_then(|l| l.trim().parse::<i32>().ok());
+            let (srv, cli) = (exit("server.rc"), exit("client.rc"));
+            let ok = rping_completed(srv, &get("server.out")) && rping_completed(cli, &get("client.out"));
+            all_ok &= ok;
+            let t: Vec<f64> = get("client.time")
+                .first()
+                .map(|l| l.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+                .unwrap_or_default();
+            let us = match t[..] {
+                [a, b] if b >= a => format!("{:.0} us/ping ({:.2} s)", (b - a) * 1e6 / f64::from(SIW_TIMED), b - a),
+                _ => "-".into(),
+            };
+            self.say(format!("  {prog:<20} {us}"));
+            if !ok {
+                let why: Vec<String> = get("client.out").iter().rev().take(3).cloned().collect();
+                self.say(format!("    exit {srv:?}/{cli:?}: {}", why.join(" | ")));
+            }
+        }
+        let v = self.check(all_ok, "siw: a timed rping pair failed");
+        self.row("both timed pairs completed", "", v);
+        self.say("  (the client's whole run, connection set-up and teardown included; 10 ms clock)");
     }
 
     fn summary(&mut self, guest_time: &str, log: &Path) {
@@ -1138,6 +1416,25 @@ mod tests {
         ] {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }
+    }
+
+    #[test]
+    fn siw_script_runs_both_rpings_on_siw0() {
+        let s = siw_script();
+        for want in [
+            "cmpair s 18531 rverbs \"timeout 120 strace -f -y -s 64 -o /tmp/demo/s-server.st rverbs rping -s -S 4096 -a 192.168.79.1 -p 18531\"",
+            "-o /tmp/demo/s-client.st rverbs rping -c -C 100 -S 4096 -V -a 192.168.79.1 -p 18531\"",
+            "cmpair si 18532 rping \"timeout 120 strace -f -y -s 64 -o /tmp/demo/si-server.st rping -s -S 4096",
+            "cmpair r 18533 rverbs \"timeout 120 rverbs rping -s -S 4096 -a 192.168.79.1 -p 18533\"",
+            "\"timeout 120 rping -c -C 500 -S 4096 -V -a 192.168.79.1 -p 18534\"",
+            "ld-linux-x86-64.so.2 --list /usr/local/bin/rverbs",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+        let race = vec!["rdma_get_cm_event: Bad file descriptor".to_string()];
+        assert!(rping_completed(Some(0), &[]) && rping_completed(Some(255), &race));
+        assert!(!rping_completed(Some(255), &[]) && !rping_completed(None, &[]));
+        assert!(!rping_completed(Some(0), &["data mismatch".to_string()]));
     }
 
     #[test]
