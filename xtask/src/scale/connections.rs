@@ -80,7 +80,8 @@ fn client(imp: &str, peer: &str, n: u64, port: u32) -> String {
 /// pairs), the result lines into `sc-connections`.
 pub fn script(s: &mut String, port: &mut u32) {
     s.push_str("step scale-connections\n");
-    // Each rverbs connection has an event channel (an fd) of its own.
+    // Room for an fd per connection: the example's ids share one event
+    // channel per side, but `AsyncCmId::resolve` alone opens one per id.
     s.push_str("ulimit -n 65536 2>/dev/null || ulimit -n 8192 2>/dev/null || true\n");
     for n in NS {
         for (srv, cli) in PAIRS {
