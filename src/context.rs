@@ -38,7 +38,11 @@ struct Inner {
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
     /// What never changes about each port (link layer, GID table length),
-    /// queried once for the control path's checks, by port number.
+    /// queried once for the control path's checks: ports 1..=[`FAST_PORTS`]
+    /// by index, read without a lock once known (every create_ah and
+    /// address check asks), ...
+    fast_ports: [OnceLock<PortStatic>; FAST_PORTS],
+    /// ... any other by port number.
     ports: Mutex<Vec<(u8, PortStatic)>>,
     /// The provider's half of the context; `None` for a driver rverbs can
     /// open and query but has no queues for. Before `fd`: its mappings go
@@ -49,6 +53,10 @@ struct Inner {
     async_fd: Option<OwnedFd>,
     fd: Arc<UverbsFd>,
 }
+
+/// How many ports [`Context::port_static`] keeps without a lock (1..=this);
+/// any others are kept under one.
+const FAST_PORTS: usize = 4;
 
 /// What never changes about a port ([`Context::port_static`]).
 #[derive(Clone, Copy, Debug)]
@@ -136,6 +144,7 @@ impl Context {
                 // Room for a typical program's objects before the first growth.
                 objects: Mutex::new(Registry::with_capacity(64)),
                 attr: OnceLock::new(),
+                fast_ports: Default::default(),
                 ports: Mutex::new(Vec::new()),
                 provider,
                 async_fd,
@@ -185,11 +194,21 @@ impl Context {
     /// use, then kept (neither changes while the device exists). For the
     /// library's own checks; [`query_port`](Self::query_port) always asks.
     pub(crate) fn port_static(&self, port: u8) -> Result<PortStatic> {
-        if let Some(p) = self.inner.ports.lock().ok().and_then(|v| v.iter().find(|(n, _)| *n == port).map(|e| e.1)) {
-            return Ok(p);
+        let fast = usize::from(port).checked_sub(1).and_then(|i| self.inner.fast_ports.get(i));
+        if let Some(p) = fast.and_then(OnceLock::get) {
+            return Ok(*p);
+        }
+        if fast.is_none() {
+            let known = self.inner.ports.lock().ok().and_then(|v| v.iter().find(|(n, _)| *n == port).map(|e| e.1));
+            if let Some(p) = known {
+                return Ok(p);
+            }
         }
         let a = self.query_port(port)?;
         let p = PortStatic { link_layer: a.link_layer, gid_tbl_len: a.gid_tbl_len };
+        if let Some(cell) = fast {
+            return Ok(*cell.get_or_init(|| p));
+        }
         if let Ok(mut v) = self.inner.ports.lock() {
             if !v.iter().any(|(n, _)| *n == port) {
                 v.push((port, p));
