@@ -100,29 +100,6 @@ impl Provider {
         }
     }
 
-    /// Bytes of driver data `REG_MR` carries each way, zeros in and the
-    /// answer unread (`ibv_reg_mr`): siw requires `siw_ureq_reg_mr` and
-    /// room for `siw_uresp_reg_mr` (without them: `EINVAL`); rxe and mlx5
-    /// take none.
-    pub fn reg_mr_udata_len(self) -> usize {
-        match self {
-            Provider::Rxe => 0,
-            Provider::Mlx5 => 0,
-            Provider::Siw => std::mem::size_of::<rverbs_uapi::siw_abi::siw_ureq_reg_mr>(),
-        }
-    }
-
-    /// Whether `create_ah` uses the source GID's type (mlx5: RoCE v1 or v2
-    /// in its address vector; read from the kernel unless the caller gives
-    /// it). rxe and siw do not: rverbs then reads no GID entry per AH.
-    pub fn ah_needs_gid_type(self) -> bool {
-        match self {
-            Provider::Rxe => false,
-            Provider::Mlx5 => true,
-            Provider::Siw => false,
-        }
-    }
-
     /// The driver id this provider serves.
     pub fn driver_id(self) -> DriverId {
         match self {

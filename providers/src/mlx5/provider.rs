@@ -397,6 +397,8 @@ impl RecvPost for RecvQueue {
 }
 
 impl AhOps for Context {
+    /// RoCE v1 or v2 goes into the address vector.
+    const AH_NEEDS_GID_TYPE: bool = true;
     /// The address vector, under a number of the context's AH table.
     type Ah = Ah;
     type AhResp = mlx5_ib_create_ah_resp;

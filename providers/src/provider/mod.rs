@@ -32,7 +32,9 @@
 //!    (each create's prepare and finish with their driver data, and the
 //!    lifecycle hooks), `CqPoll`, `SendPost` and `RecvPost` (the fast
 //!    paths). Hooks default to nothing; a missing feature answers
-//!    `EOPNOTSUPP`.
+//!    `EOPNOTSUPP`. Per-provider facts are associated consts there too
+//!    (`ProviderOps::REG_MR_UDATA_LEN`, `AhOps::AH_NEEDS_GID_TYPE`,
+//!    `CqPoll::INLINE`, ...), with the common answer as their default.
 //! 3. This module: one line in the `providers!` list. It generates the
 //!    enums and every `match` over them, so the compiler lists whatever
 //!    the provider has not implemented; no other file here names a vendor.
@@ -207,6 +209,29 @@ macro_rules! providers {
             pub fn provider(&self) -> Provider {
                 match self.kind {
                     $(Kind::$P(_) => Provider::$P),+
+                }
+            }
+        }
+
+        impl Provider {
+            /// Bytes of driver data `REG_MR` carries each way, zeros in and
+            /// the answer unread (`ibv_reg_mr`): siw requires
+            /// `siw_ureq_reg_mr` and room for `siw_uresp_reg_mr` (without
+            /// them: `EINVAL`); rxe and mlx5 take none. The provider's
+            /// `ProviderOps::REG_MR_UDATA_LEN`.
+            pub fn reg_mr_udata_len(self) -> usize {
+                match self {
+                    $(Provider::$P => <$T as ProviderOps>::REG_MR_UDATA_LEN),+
+                }
+            }
+
+            /// Whether `create_ah` uses the source GID's type (mlx5: RoCE
+            /// v1 or v2 in its address vector; read from the kernel unless
+            /// the caller gives it). rxe and siw do not: rverbs then reads
+            /// no GID entry per AH. The provider's `AhOps::AH_NEEDS_GID_TYPE`.
+            pub fn ah_needs_gid_type(self) -> bool {
+                match self {
+                    $(Provider::$P => <$T as AhOps>::AH_NEEDS_GID_TYPE),+
                 }
             }
         }

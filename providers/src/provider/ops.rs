@@ -30,6 +30,11 @@ use crate::{Errno, Error, Result};
 
 /// A provider: its half of an open device context.
 pub(crate) trait ProviderOps: Clone + Debug + Send + Sync + Sized + 'static {
+    /// Bytes of driver data `REG_MR` carries each way, zeros in and the
+    /// answer unread ([`Provider::reg_mr_udata_len`](crate::driver::Provider::reg_mr_udata_len)):
+    /// siw requires them, rxe and mlx5 take none.
+    const REG_MR_UDATA_LEN: usize = 0;
+
     /// Creates the fd's ucontext (`UVERBS_METHOD_GET_CONTEXT`) with the
     /// provider's driver data, and the provider's half from the answer.
     fn open(fd: &Arc<UverbsFd>) -> Result<(ContextInfo, Self)>;
@@ -327,6 +332,12 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
 
 /// A provider's address handles: what it keeps to address UD sends.
 pub(crate) trait AhOps: ProviderOps {
+    /// Whether the create uses the source GID's type
+    /// ([`Provider::ah_needs_gid_type`](crate::driver::Provider::ah_needs_gid_type)):
+    /// mlx5 puts RoCE v1 or v2 in its address vector; without it rverbs
+    /// reads no GID entry per AH.
+    const AH_NEEDS_GID_TYPE: bool = false;
+
     /// What lives as long as the kernel AH (dropped after its destroy:
     /// the provider forgets the AH's number then).
     type Ah: Debug + Send + Sync;

@@ -33,6 +33,10 @@ use crate::{Errno, Error, Result};
 pub struct Context;
 
 impl ProviderOps for Context {
+    /// `siw_ureq_reg_mr` in, room for `siw_uresp_reg_mr` out: without
+    /// them `REG_MR` fails with `EINVAL`.
+    const REG_MR_UDATA_LEN: usize = size_of::<rverbs_uapi::siw_abi::siw_ureq_reg_mr>();
+
     /// siw requires room for its 8-byte `siw_uresp_alloc_ctx` (the device's
     /// vendor part id, which `QUERY_DEVICE` reports too): without it
     /// `GET_CONTEXT` fails with `EINVAL`.
