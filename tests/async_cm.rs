@@ -33,12 +33,12 @@ mod on_tokio {
 
     use super::common;
 
-    const IP: &str = "192.168.77.1";
     const LIMIT: Duration = Duration::from_secs(300);
     const T: Duration = Duration::from_secs(2);
 
+    /// `port` at the test device's address (rxe0: 192.168.77.1, siw0: 192.168.79.1).
     fn at(port: u16) -> SocketAddr {
-        format!("{IP}:{port}").parse().unwrap()
+        SocketAddr::from((common::device_ipv4(&common::first_device().expect("a device")), port))
     }
 
     fn ready() -> bool {
@@ -221,7 +221,7 @@ mod on_tokio {
                 let (qp, _s) = side(id.id());
                 let e = id.connect_qp(qp, &ConnParam::default()).await.unwrap_err();
                 assert_eq!(e.errno(), Some(Errno::ECONNREFUSED), "{e}");
-                assert!(e.to_string().contains(&format!("nobody listens at {IP}:20303")), "{e}");
+                assert!(e.to_string().contains(&format!("nobody listens at {}", at(20303))), "{e}");
                 // Nobody answers ARP: ADDR_ERROR within the resolve timeout.
                 let e = AsyncCmId::resolve("192.168.77.99:20304".parse().unwrap(), Duration::from_millis(500))
                     .await

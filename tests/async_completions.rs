@@ -82,7 +82,7 @@ mod on_tokio {
         let (cq_s, cq_r) = (cq_on(&ctx, &ch, 256), cq_on(&ctx, &ch, 256));
         let a = rc_qp(&pd, &cq_s, WINDOW, 1);
         let b = rc_qp(&pd, &cq_r, 1, RECVS);
-        common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+        let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
         let mr = Arc::new(pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap());
         let (mut sq, _) = a.into_split();
         let (_, rq) = b.into_split();
@@ -194,7 +194,7 @@ mod on_tokio {
         let (cq_s, cq_r) = (cq_on(&ctx, &ch, 256), cq_on(&ctx, &ch, 256));
         let a = rc_qp(&pd, &cq_s, 64, 1);
         let mut b = rc_qp(&pd, &cq_r, 1, RECVS);
-        common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+        let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
         let mr = Arc::new(pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap());
         for j in 0..RECVS {
             b.post_recv(&[RecvWr::new(u64::from(j), &[mr.sge(0, 64).unwrap()])]).unwrap();
@@ -302,10 +302,11 @@ mod on_tokio {
                 ..Default::default()
             })
             .unwrap();
+        let mut _cm = Vec::new(); // iWARP: the CM ids, kept with the QPs
         let pairs: Vec<(QueuePair, QueuePair)> = (0..PAIRS)
             .map(|_| {
                 let (a, b) = (rc_qp(&pd, &cq, 2, 2), rc_qp(&pd, &cq, 2, 2));
-                common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+                _cm.extend(common::connect_pair(&ctx, &a, &b, &ConnectOptions::default()));
                 (a, b)
             })
             .collect();
@@ -383,8 +384,11 @@ mod on_tokio {
     #[test]
     fn port_events_arrive_through_the_stream() {
         let Some(dev) = common::first_device() else { return };
-        let Some(netdev) = dev.netdev().map(str::to_owned) else {
-            assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+        let Some(netdev) = common::netdev_of(&dev) else {
+            assert!(
+                !common::device_required() || !(dev.name().starts_with("rxe") || common::is_iwarp(&dev)),
+                "rxe and siw have a netdev"
+            );
             return;
         };
         let rt = runtime(1);
@@ -427,7 +431,7 @@ mod on_tokio {
         init.srq = Some(&srq);
         let b = pd.create_qp(&init).unwrap();
         let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-        common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+        let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
         let m = pd.alloc_mr(16 * 64, AccessFlags::LOCAL_WRITE).unwrap();
         for i in 0..8 {
             srq.post_recv(&[RecvWr::new(i, &[m.sge(i as usize * 64, 64).unwrap()])]).unwrap();

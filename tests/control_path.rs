@@ -101,17 +101,35 @@ fn walk(ctx: &rverbs::Context, qp_type: QpType) {
     let cq = ctx.create_cq(32).unwrap();
     let mut init = QpInitAttr::new(qp_type, &cq);
     init.cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 64 };
+    if qp_type != QpType::Rc && common::is_iwarp(ctx.device()) {
+        let e = pd.create_qp(&init).unwrap_err();
+        assert!(e.is_unsupported(), "{qp_type:?} QP on iWARP: {e}");
+        common::not_applicable(ctx.device(), &format!("no {qp_type:?} QPs on iWARP: {e}"));
+        return;
+    }
     let qp = pd.create_qp(&init).unwrap();
-    assert!(qp.qp_num() > 1);
+    // QP 0 and 1 are IB's special QPs; iWARP has none (siw's first is 1).
+    assert!(qp.qp_num() > u32::from(!common::is_iwarp(ctx.device())));
     let cap = qp.cap();
     assert!(cap.max_send_wr >= 8 && cap.max_recv_wr >= 8 && cap.max_inline_data >= 64, "{cap:?}");
-    assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Reset);
+    // siw has no RESET: a new QP is IDLE, which it reports as INIT.
+    let new_state = if common::is_iwarp(ctx.device()) { QpState::Init } else { QpState::Reset };
+    assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, new_state);
 
     let opts = ConnectOptions::default();
     let me = local_endpoint(ctx, qp.qp_num(), 0x123);
     qp.to_init(&opts).unwrap();
     assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Init);
     qp.to_rtr(&me, &opts).unwrap();
+    if common::is_iwarp(ctx.device()) {
+        // No hand-made connection on iWARP: the kernel's iw_cm moves a QP to
+        // RTS; the library says so (docs/SIW.md).
+        let e = qp.to_rts(0x456, &opts).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
+        assert!(e.to_string().contains("connection manager"), "{e}");
+        common::not_applicable(ctx.device(), "RTR -> RTS by hand (the CM connects iWARP QPs)");
+        return;
+    }
     let a = qp.query(QpAttrMask::STATE | QpAttrMask::AV | QpAttrMask::DEST_QPN).unwrap();
     assert_eq!(a.qp_state, QpState::Rtr);
     if qp_type != QpType::Ud {
@@ -197,6 +215,13 @@ fn srq_with_attached_qps() {
 fn address_handle_loopback() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
+    if common::is_iwarp(ctx.device()) {
+        let dgid = ctx.query_gid(1, 0).unwrap().expect("GID 0").gid;
+        let attr = AhAttr { port_num: 1, grh: Some(GlobalRoute { dgid, ..Default::default() }), ..Default::default() };
+        let e = pd.create_ah(&attr).unwrap_err();
+        assert!(e.is_unsupported(), "{e}");
+        return common::not_applicable(ctx.device(), &format!("no address handles on iWARP: {e}"));
+    }
     let idx = ctx.default_sgid_index(1).unwrap();
     let dgid = ctx.query_gid(1, idx.into()).unwrap().unwrap().gid;
     let ah = pd
@@ -218,6 +243,11 @@ fn address_handle_loopback() {
 #[test]
 fn default_gid_is_ipv4_mapped_roce_v2() {
     let ctx = ctx!();
+    if common::is_iwarp(ctx.device()) {
+        let e = ctx.query_gid(1, 0).unwrap().expect("GID 0");
+        assert_eq!(e.gid_type, rverbs::GidType::Ib, "{e:?}");
+        return common::not_applicable(ctx.device(), "iWARP GIDs are the netdev's MAC, not RoCE");
+    }
     let idx = ctx.default_sgid_index(1).unwrap();
     let e = ctx.query_gid(1, idx.into()).unwrap().unwrap();
     assert_eq!(e.gid_type, rverbs::GidType::RoceV2);
@@ -233,6 +263,13 @@ fn illegal_transition_names_the_states() {
     let cq = ctx.create_cq(8).unwrap();
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     let e = qp.modify(&QpAttr { qp_state: QpState::Rts, ..QpAttr::default() }, QpAttrMask::STATE).unwrap_err();
+    if common::is_iwarp(ctx.device()) {
+        // No IBTA table on iWARP: the library refuses RTS by hand, and the
+        // QP stays where it was (siw reports a new QP, IDLE, as INIT).
+        assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Init, "{e}");
+        assert!(e.to_string().contains("connection manager"), "{e}");
+        return common::not_applicable(ctx.device(), &format!("no IBTA state table on iWARP; the kernel said {e}"));
+    }
     let s = e.to_string();
     assert!(s.contains("RESET") && s.contains("RTS"), "{s}");
     assert_eq!(e.errno(), Some(Errno::EINVAL));
@@ -245,6 +282,12 @@ fn missing_mask_bits_are_named() {
     let ctx = ctx!();
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(8).unwrap();
+    if common::is_iwarp(ctx.device()) {
+        // iWARP QPs take STATE and ACCESS alone (no IBTA mask table), and no UD.
+        let e = pd.create_qp(&QpInitAttr::new(QpType::Ud, &cq)).unwrap_err();
+        assert!(e.is_unsupported(), "{e}");
+        return common::not_applicable(ctx.device(), "no IBTA attribute masks (STATE and ACCESS only), no UD");
+    }
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     qp.to_init(&ConnectOptions::default()).unwrap();
     let a = QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() };
@@ -338,7 +381,9 @@ fn no_leaks_over_many_create_destroy_cycles() {
         let pd = ctx.alloc_pd().unwrap();
         let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
         let cq = ctx.create_cq(4).unwrap();
-        let qp = pd.create_qp(&QpInitAttr::new(if i % 2 == 0 { QpType::Rc } else { QpType::Ud }, &cq)).unwrap();
+        // RC and UD in turn; RC only on iWARP (no UD there).
+        let ud = i % 2 == 1 && !common::is_iwarp(ctx.device());
+        let qp = pd.create_qp(&QpInitAttr::new(if ud { QpType::Ud } else { QpType::Rc }, &cq)).unwrap();
         // Drop order on purpose mixed: children keep parents alive.
         drop(pd);
         drop(cq);

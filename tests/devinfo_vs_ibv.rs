@@ -163,15 +163,18 @@ fn assert_substantial(what: &str, l: &[String], min_lines: usize, must_contain: 
     );
 }
 
-/// The device the single-device tests use: `rxe0` if present, else the
-/// first one `ibv_devices` lists.
+/// The device the single-device tests use: the harness's
+/// `RVERBS_TEST_DEVICE` (rxe0, siw0), which `ibv_devices` must list, else
+/// the first one it lists.
 fn test_device(ibv_devices_out: &str) -> String {
     let names: Vec<&str> = ibv_devices_out.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
     assert!(!names.is_empty(), "ibv_devices lists no device:\n{ibv_devices_out}");
-    if names.contains(&"rxe0") {
-        "rxe0".into()
-    } else {
-        names[0].to_string()
+    match std::env::var("RVERBS_TEST_DEVICE").ok().filter(|n| !n.is_empty()) {
+        Some(want) => {
+            assert!(names.contains(&want.as_str()), "ibv_devices does not list {want}:\n{ibv_devices_out}");
+            want
+        }
+        None => names[0].to_string(),
     }
 }
 

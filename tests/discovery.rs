@@ -78,7 +78,13 @@ fn gid_table_matches_sysfs() {
         let gid = common::sysfs(pdir.join(format!("gids/{}", e.index)));
         assert_eq!(e.gid.to_string(), gid, "gid {}", e.index);
         let ty = common::sysfs(pdir.join(format!("gid_attrs/types/{}", e.index)));
-        let want = if ty == "RoCE v2" { GidType::RoceV2 } else { GidType::RoceV1 };
+        // "IB/RoCE v1" is RoCE v1 on RoCE; on iWARP (siw) the kernel's GID
+        // entries are IB_GID_TYPE_IB (the netdev's MAC, no RoCE).
+        let want = match ty.as_str() {
+            "RoCE v2" => GidType::RoceV2,
+            _ if common::is_iwarp(&dev) => GidType::Ib,
+            _ => GidType::RoceV1,
+        };
         assert_eq!(e.gid_type, want, "type of gid {}", e.index);
         let ndev = common::sysfs(pdir.join(format!("gid_attrs/ndevs/{}", e.index)));
         assert_eq!(e.netdev.as_deref(), Some(ndev.as_str()), "netdev of gid {}", e.index);

@@ -40,8 +40,6 @@ fn lock() -> MutexGuard<'static, ()> {
 
 /// The variable that makes a copy of this binary a child (its value: what it does).
 const CHILD: &str = "RVERBS_FAULTS_CHILD";
-/// The address of `rxe0`'s netdev in the VM.
-const IP: &str = "192.168.77.1";
 /// How long a child may take to report (a TCG guest is slow).
 const REPORT: Duration = Duration::from_secs(60);
 const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
@@ -49,8 +47,11 @@ const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_READ)
     .union(AccessFlags::REMOTE_ATOMIC);
 
+/// `port` at the address of the test device's netdev in the VM (rxe0:
+/// 192.168.77.1; siw0: 192.168.79.1).
 fn at(port: u16) -> SocketAddr {
-    format!("{IP}:{port}").parse().unwrap()
+    let dev = common::first_device().expect("a CM test runs on a device");
+    SocketAddr::from((common::device_ipv4(&dev), port))
 }
 
 /// A copy of this binary running one child mode, its stdout lines delivered as they come.
@@ -167,8 +168,9 @@ fn child_main() {
     }
 }
 
+/// The test device (`RVERBS_TEST_DEVICE`, else the first), opened.
 fn open_first() -> rverbs::Context {
-    rverbs::devices().unwrap().into_iter().next().expect("a device").open().unwrap()
+    common::first_device().expect("a device").open().unwrap()
 }
 
 /// Every kind of object, and each in use: a comp channel with an armed CQ,
@@ -194,17 +196,23 @@ fn hold_all() {
     let mut init = QpInitAttr::new(QpType::Rc, &cq2);
     init.srq = Some(&srq);
     let b = pd.create_qp(&init).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     a.post_recv(&[RecvWr::new(9, &[umr.sge(0, 64).unwrap()])]).unwrap();
     a.post_send(&[SendWr::send(1, &[mr.sge(4096, 8).unwrap()]).signaled()]).unwrap();
     let wc = common::poll_n(&mut cq, 1)[0];
     assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
     cq.req_notify(false).unwrap();
-    let ud = pd.create_qp(&QpInitAttr::new(QpType::Ud, &cq2)).unwrap();
-    let opts = ConnectOptions::default();
-    let ep = ud.local_endpoint(0, &opts).unwrap();
-    let ah = pd.create_ah(&ep.ah_attr(&ctx, &opts).unwrap()).unwrap();
-    let mw = pd.alloc_mw(MwType::Type2).unwrap();
+    // A UD QP, an AH and a memory window where the device has them (not
+    // iWARP: RC only, no AHs, no windows).
+    let (ud, ah, mw) = if common::is_iwarp(ctx.device()) {
+        (None, None, None)
+    } else {
+        let ud = pd.create_qp(&QpInitAttr::new(QpType::Ud, &cq2)).unwrap();
+        let opts = ConnectOptions::default();
+        let ep = ud.local_endpoint(0, &opts).unwrap();
+        let ah = pd.create_ah(&ep.ah_attr(&ctx, &opts).unwrap()).unwrap();
+        (Some(ud), Some(ah), Some(pd.alloc_mw(MwType::Type2).unwrap()))
+    };
     let port: u16 = std::env::var("RVERBS_FAULTS_PORT").unwrap().parse().unwrap();
     let listener = Listener::bind(at(port)).unwrap();
     let server = std::thread::spawn(move || {
@@ -277,7 +285,7 @@ fn lowest_free_fd() -> u64 {
 /// `RLIMIT_NOFILE` at the descriptors already open (and at one more): a
 /// second `open`, a completion channel and a CM event channel fail.
 fn nofile() {
-    let dev = rverbs::devices().unwrap().into_iter().next().unwrap();
+    let dev = common::first_device().expect("a device");
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let free = lowest_free_fd();
@@ -471,6 +479,11 @@ fn peer_sigkilled_mid_stream_ends_in_retry_exceeded() {
     let mr = pd.alloc_mr(4096, ALL).unwrap();
     let opts = short_retry();
     let me = qp.local_endpoint(100, &opts).unwrap();
+    if common::is_iwarp(&dev) {
+        let e = qp.connect(&me, &me, &opts).unwrap_err();
+        assert!(e.to_string().contains("connection manager"), "{e}");
+        return common::not_applicable(&dev, &format!("a peer connected by hand; iWARP connects through the CM: {e}"));
+    }
     let mut kid = Kid::spawn("rc_peer", &[("RVERBS_FAULTS_EP", hex(&me.to_bytes().unwrap()))]);
     let theirs = Endpoint::from_bytes(&unhex(&kid.expect("ep", REPORT))).unwrap();
     qp.connect(&me, &theirs, &opts).unwrap();
@@ -566,11 +579,17 @@ fn qp_moved_to_err_by_another_thread_while_a_poster_runs() {
     let remote = mr.remote(4096).unwrap();
     let sge = [mr.sge(0, 64).unwrap()];
     let control = lb.a.control().clone();
+    // iWARP: the CM id moves the QP (rdma_disconnect: ERR, and the kernel
+    // flushes); elsewhere a plain modify to ERR.
+    let id = lb.cm_ids.first().cloned();
     let moved = Arc::new(AtomicBool::new(false));
     let m2 = moved.clone();
     let other = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(30));
-        control.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, QpAttrMask::STATE).unwrap();
+        match id {
+            Some(id) => id.disconnect().unwrap(),
+            None => control.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, QpAttrMask::STATE).unwrap(),
+        }
         m2.store(true, Ordering::Release);
     });
     let (mut posted, mut refused, mut after) = (0u64, 0u64, 0u32);
@@ -643,7 +662,7 @@ fn one_write_works(dev: &rverbs::Device) {
     let (mut cq_a, cq_b) = (ctx.create_cq(8).unwrap(), ctx.create_cq(8).unwrap());
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    a.connect_pair(&b, &ConnectOptions::default()).unwrap();
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let mr = pd.alloc_mr(8192, ALL).unwrap();
     let sge = [mr.sge(0, 64).unwrap()];
     a.post_send(&[SendWr::write(7, &sge, mr.remote(4096).unwrap()).signaled()]).unwrap();
@@ -658,8 +677,11 @@ fn one_write_works(dev: &rverbs::Device) {
 fn netdev_down_and_up_then_a_reconnect_works() {
     let _g = lock();
     let Some(dev) = common::first_device() else { return };
-    let Some(netdev) = dev.netdev().map(str::to_owned) else {
-        assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+    let Some(netdev) = common::netdev_of(&dev) else {
+        assert!(
+            !common::device_required() || !(dev.name().starts_with("rxe") || common::is_iwarp(&dev)),
+            "rxe and siw have a netdev"
+        );
         return;
     };
     let ctx = dev.open().unwrap();
@@ -695,21 +717,26 @@ fn netdev_down_and_up_then_a_reconnect_works() {
 fn link_delete_waits_for_the_objects_and_a_readded_device_works() {
     let _g = lock();
     let Some(dev) = common::first_device() else { return };
-    let Some(netdev) = dev.netdev().map(str::to_owned) else {
-        assert!(!common::device_required() || !dev.name().starts_with("rxe"), "rxe has a netdev");
+    let Some(netdev) = common::netdev_of(&dev) else {
+        assert!(
+            !common::device_required() || !(dev.name().starts_with("rxe") || common::is_iwarp(&dev)),
+            "rxe and siw have a netdev"
+        );
         return;
     };
     let name = dev.name().to_owned();
+    // `rdma link add`'s type: the software device this is (siw0 or rxe0).
+    let kind = if common::is_iwarp(&dev) { "siw" } else { "rxe" };
     // Whatever happens below, the next tests of this boot find the device.
-    struct ReAdd(String, String);
+    struct ReAdd(String, String, &'static str);
     impl Drop for ReAdd {
         fn drop(&mut self) {
             if rverbs::devices().map(|d| d.iter().all(|d| d.name() != self.0)).unwrap_or(false) {
-                common::run("/usr/bin/rdma", &["link", "add", &self.0, "type", "rxe", "netdev", &self.1]);
+                common::run("/usr/bin/rdma", &["link", "add", &self.0, "type", self.2, "netdev", &self.1]);
             }
         }
     }
-    let _readd = ReAdd(name.clone(), netdev.clone());
+    let _readd = ReAdd(name.clone(), netdev.clone(), kind);
     let mut del = {
         let Some(mut lb) = common::loopback(QpType::Rc, QpCap::default(), 16) else { return };
         let ch = lb.ctx.create_comp_channel().unwrap();
@@ -735,7 +762,7 @@ fn link_delete_waits_for_the_objects_and_a_readded_device_works() {
         exits_within(&mut del, Duration::from_secs(60)).expect("rdma link delete still waits (hang detector: 60 s)");
     assert!(status.success(), "rdma link delete: {status}");
     assert!(rverbs::devices().unwrap().iter().all(|d| d.name() != name), "{name} is gone");
-    let out = common::run("/usr/bin/rdma", &["link", "add", &name, "type", "rxe", "netdev", &netdev]);
+    let out = common::run("/usr/bin/rdma", &["link", "add", &name, "type", kind, "netdev", &netdev]);
     assert!(out.status.success(), "rdma link add: {}", String::from_utf8_lossy(&out.stderr));
     one_write_works(&wait_usable(&name));
 }

@@ -1,4 +1,4 @@
-//! Memory windows on rxe (VM tier): type 1 windows bound with
+//! Memory windows on rxe (VM tier; n/a on siw, which has none): type 1 windows bound with
 //! `QueuePair::bind_mw` and unbound by a zero-length bind; type 2 windows
 //! bound by a `BIND_MW` request and revoked by a local invalidation, by the
 //! peer's SEND_WITH_INV, and by deallocation. Each time the peer's RDMA
@@ -29,7 +29,18 @@ struct Case {
     target: MemoryRegion,
 }
 
+/// A connected pair with its regions; `None` where the test does not run:
+/// no device (and none required), or an iWARP device, which has no memory
+/// windows (checked: the kernel refuses ALLOC_MW).
 fn case() -> Option<Case> {
+    let dev = common::first_device()?;
+    if common::is_iwarp(&dev) {
+        let pd = dev.open().unwrap().alloc_pd().unwrap();
+        let e = pd.alloc_mw(MwType::Type2).unwrap_err();
+        assert!(e.is_unsupported(), "{e}");
+        common::not_applicable(&dev, &format!("no memory windows on iWARP: {e}"));
+        return None;
+    }
     let cap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let lb = loopback(QpType::Rc, cap, 32)?;
     let src = lb.pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();

@@ -53,7 +53,8 @@ fn ok_one(cq: &mut rverbs::CompletionQueue, wr_id: u64, opcode: WcOpcode) -> rve
 
 #[test]
 fn rc_every_opcode() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(16), 64) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(16), 64)
+    else {
         return;
     };
     let ma = pd.alloc_mr(1 << 16, ALL).unwrap();
@@ -138,7 +139,8 @@ fn rc_every_opcode() {
 
 #[test]
 fn uc_write_and_send() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Uc, cap(16), 64) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Uc, cap(16), 64)
+    else {
         return;
     };
     let ma = pd.alloc_mr(8192, ALL).unwrap();
@@ -164,7 +166,8 @@ fn uc_write_and_send() {
 
 #[test]
 fn ud_send_with_grh() {
-    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(16), 64) else {
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm }) = loopback(QpType::Ud, cap(16), 64)
+    else {
         return;
     };
     let idx = ctx.default_sgid_index(1).unwrap();
@@ -221,12 +224,13 @@ fn ud_send_with_grh() {
 #[test]
 fn ud_multicast_group() {
     use std::net::{Ipv4Addr, UdpSocket};
-    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(16), 64) else {
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm }) = loopback(QpType::Ud, cap(16), 64)
+    else {
         return;
     };
     let idx = ctx.default_sgid_index(1).unwrap();
     let local = ctx.query_gid(1, idx.into()).unwrap().unwrap().gid;
-    let ip = local.to_ipv4().expect("rxe0's default GID is IPv4-mapped (RoCE v2)");
+    let ip = local.to_ipv4().expect("the device's default GID is IPv4-mapped (RoCE v2)");
     let group_ip = Ipv4Addr::new(239, 7, 7, 7);
     let group = rverbs::Gid(group_ip.to_ipv6_mapped().octets());
     assert!(group.is_multicast() && !local.is_multicast());
@@ -293,7 +297,8 @@ fn ud_multicast_group() {
 /// read it too, so `create_ah_legacy_av` exercises it on the matrix.
 #[test]
 fn ud_send_through_legacy_address_vector() {
-    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b }) = loopback(QpType::Ud, cap(16), 64) else {
+    let Some(Loopback { ctx, pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm }) = loopback(QpType::Ud, cap(16), 64)
+    else {
         return;
     };
     let idx = ctx.default_sgid_index(1).unwrap();
@@ -370,8 +375,8 @@ fn srq_shared_by_two_qps() {
     let mut a1 = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut a2 = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let opts = ConnectOptions::default();
-    common::connect_pair(&ctx, &a1, &b1, &opts);
-    common::connect_pair(&ctx, &a2, &b2, &opts);
+    let _cm = common::connect_pair(&ctx, &a1, &b1, &opts);
+    let _cm = common::connect_pair(&ctx, &a2, &b2, &opts);
     let mb = pd.alloc_mr(32 * 256, ALL).unwrap();
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let recvs: Vec<Sge> = (0..8).map(|i| mb.sge(i * 256, 256).unwrap()).collect();
@@ -398,7 +403,8 @@ fn srq_shared_by_two_qps() {
 
 #[test]
 fn inline_sends() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(16), 64) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(16), 64)
+    else {
         return;
     };
     let mb = pd.alloc_mr(4096, ALL).unwrap();
@@ -423,7 +429,8 @@ fn inline_sends() {
 
 #[test]
 fn unsignaled_with_a_signaled_one_every_n() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(16), 128) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(16), 128)
+    else {
         return;
     };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
@@ -455,7 +462,7 @@ fn solicited_events() {
     let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mb = pd.alloc_mr(4096, ALL).unwrap();
     let s = [ma.sge(0, 8).unwrap()];
@@ -490,7 +497,8 @@ enum Op {
 
 #[test]
 fn hundred_thousand_mixed_operations() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(32), 256) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(32), 256)
+    else {
         return;
     };
     let total: usize = std::env::var("RVERBS_MIXED_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
@@ -581,7 +589,9 @@ fn hundred_thousand_mixed_operations() {
 /// change of kernel behaviour shows up here.
 #[test]
 fn bad_lkey_is_a_local_protection_error() {
-    let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
+    let Some(Loopback { pd, mut cq_a, mut a, b: _b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mut s = ma.sge(0, 64).unwrap();
     s.lkey ^= 0x5a5a_0000;
@@ -589,7 +599,9 @@ fn bad_lkey_is_a_local_protection_error() {
     let wc = poll_n(&mut cq_a, 1)[0];
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LOC_PROT_ERR), "{wc:?}");
 
-    let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
+    let Some(Loopback { pd, mut cq_a, mut a, b: _b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mut s = ma.sge(0, 64).unwrap();
     s.lkey ^= 0x5a5a_0000;
@@ -603,7 +615,9 @@ fn bad_lkey_is_a_local_protection_error() {
 fn rkey_without_remote_access_is_a_remote_access_error() {
     // `b: _b` keeps the peer QP alive: without it nobody answers, and rxe
     // retries forever (it treats retry_cnt 7 as infinite).
-    let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
+    let Some(Loopback { pd, mut cq_a, mut a, b: _b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let local_only = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
     let s = [ma.sge(0, 64).unwrap()];
@@ -611,7 +625,9 @@ fn rkey_without_remote_access_is_a_remote_access_error() {
     let wc = poll_n(&mut cq_a, 1)[0];
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::REM_ACCESS_ERR), "{wc:?}");
     // Same for a region that allows remote reads but not writes.
-    let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(8), 16) else { return };
+    let Some(Loopback { pd, mut cq_a, mut a, b: _b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+        return;
+    };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let read_only = pd.alloc_mr(4096, AccessFlags::REMOTE_READ).unwrap();
     a.post_send(&[send_wr(2, SendOp::RdmaWrite(read_only.remote(0).unwrap()), &[ma.sge(0, 8).unwrap()])]).unwrap();
@@ -621,7 +637,8 @@ fn rkey_without_remote_access_is_a_remote_access_error() {
 
 #[test]
 fn small_receive_buffer_is_a_local_length_error() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(8), 16) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(8), 16)
+    else {
         return;
     };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
@@ -648,7 +665,7 @@ fn no_receive_with_rnr_retry_zero() {
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
     let opts = ConnectOptions { rnr_retry: 0, min_rnr_timer: 1, ..ConnectOptions::default() };
-    common::connect_pair(&ctx, &a, &b, &opts);
+    let _cm = common::connect_pair(&ctx, &a, &b, &opts);
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     a.post_send(&[send_wr(1, SendOp::Send, &[ma.sge(0, 8).unwrap()])]).unwrap();
     let wc = poll_n(&mut cq_a, 1)[0];
@@ -657,7 +674,8 @@ fn no_receive_with_rnr_retry_zero() {
 
 #[test]
 fn error_state_flushes_everything_outstanding() {
-    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. }) = loopback(QpType::Rc, cap(16), 64) else {
+    let Some(Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(16), 64)
+    else {
         return;
     };
     let ma = pd.alloc_mr(4096, ALL).unwrap();
@@ -706,7 +724,9 @@ fn posting_in_the_wrong_state_is_refused() {
 
 #[test]
 fn full_send_queue_names_the_request() {
-    let Some(Loopback { pd, mut cq_a, mut a, b: _b, .. }) = loopback(QpType::Rc, cap(4), 64) else { return };
+    let Some(Loopback { pd, mut cq_a, mut a, b: _b, cm_ids: _cm, .. }) = loopback(QpType::Rc, cap(4), 64) else {
+        return;
+    };
     let m = pd.alloc_mr(4096, ALL).unwrap();
     let s = [m.sge(0, 8).unwrap()];
     // 6.12 reports the ring's capacity; 6.1 reports what was asked, while
@@ -738,7 +758,7 @@ fn event_mode_wakes_for_every_armed_completion() {
     let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 64, channel: Some(&ch), comp_vector: 0 }).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mb = pd.alloc_mr(64 * 64, ALL).unwrap();
     const TOTAL: usize = 200;
@@ -807,7 +827,7 @@ fn blocking_channel_waits_in_one_read() {
     let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
     let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mb = pd.alloc_mr(4096, ALL).unwrap();
     assert_eq!(ch.read_cq_event().unwrap(), None, "non-blocking, nothing queued");
@@ -875,7 +895,8 @@ const MARK_BEGIN: &str = "rverbs-datapath-begin";
 const MARK_END: &str = "rverbs-datapath-end";
 
 fn run_thousand_messages() {
-    let Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, .. } = loopback(QpType::Rc, cap(32), 256).unwrap();
+    let Loopback { pd, mut cq_a, mut cq_b, mut a, mut b, cm_ids: _cm, .. } =
+        loopback(QpType::Rc, cap(32), 256).unwrap();
     let ma = pd.alloc_mr(4096, ALL).unwrap();
     let mb = pd.alloc_mr(64 * 64, ALL).unwrap();
     let s = [ma.sge(0, 64).unwrap()];

@@ -20,12 +20,36 @@ const N: u64 = 25_000;
 const DEPTH: u32 = 64;
 const MSG: usize = 8;
 
+/// A hang detector (not a time limit): fails when a thread's count of
+/// completions has not moved for 120 s.
+struct Stall {
+    count: u64,
+    since: std::time::Instant,
+}
+
+impl Default for Stall {
+    fn default() -> Self {
+        Stall { count: 0, since: std::time::Instant::now() }
+    }
+}
+
+impl Stall {
+    fn check(&mut self, count: u64, what: impl Fn() -> String) {
+        if count != self.count {
+            *self = Stall { count, since: std::time::Instant::now() };
+        }
+        assert!(self.since.elapsed() < std::time::Duration::from_secs(120), "no completion for 120 s: {}", what());
+    }
+}
+
 /// Sends `N` messages carrying their sequence number, keeping at most
 /// `DEPTH` outstanding; checks that every send completes once.
 fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) -> u64 {
     let mut seen = HashSet::new();
     let (mut posted, mut done) = (0u64, 0u64);
+    let mut stall = Stall::default();
     while done < N {
+        stall.check(done, || format!("sender: {posted} posted, {done} completed"));
         while posted < N && posted - done < u64::from(DEPTH) {
             let slot = (posted % u64::from(DEPTH)) as usize * MSG;
             mr.write_at(slot, &posted.to_le_bytes()).unwrap();
@@ -53,12 +77,14 @@ fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion
         rq.post_recv(&[RecvWr::new(id, &[mr.sge(slot, MSG as u32).unwrap()])]).unwrap();
     };
     let mut next_post = 0u64;
+    let mut stall = Stall::default();
     while next_post < u64::from(DEPTH) {
         post(&mut rq, next_post);
         next_post += 1;
     }
     let mut expect = 0u64;
     while expect < N {
+        stall.check(expect, || format!("receiver: {next_post} posted, {expect} completed"));
         for wc in cq.drain() {
             let wc = wc.ok().unwrap();
             assert_eq!((wc.opcode, wc.byte_len), (WcOpcode::RECV, MSG as u32), "{wc:?}");
@@ -94,7 +120,7 @@ fn owned_halves_on_four_threads_complete_every_request_once() {
     };
     let a = qp(&a_send, &a_recv);
     let b = qp(&b_send, &b_recv);
-    common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
+    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let mr = || pd.alloc_mr(DEPTH as usize * MSG, AccessFlags::LOCAL_WRITE).unwrap();
     let (a_sq, a_rq) = a.into_split();
     let (b_sq, b_rq) = b.into_split();

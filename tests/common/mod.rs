@@ -12,10 +12,19 @@ pub fn device_required() -> bool {
     std::env::var("RVERBS_REQUIRE_DEVICE").is_ok_and(|v| v == "1")
 }
 
-/// The first RDMA device, or `None` after printing `skipped: ...` when there
-/// is none and none is required. Panics when a device is required but absent.
+/// The device the harness names in `RVERBS_TEST_DEVICE` (`rxe0`, `siw0`:
+/// one tier per provider), else the first RDMA device; `None` after
+/// printing `skipped: ...` when there is none and none is required.
+/// Panics when a device is required but absent, or when the named one is.
 pub fn first_device() -> Option<rverbs::Device> {
     let devs = rverbs::devices().expect("listing devices must not fail");
+    if let Some(name) = test_device_name() {
+        let names: Vec<&str> = devs.iter().map(|d| d.name()).collect();
+        return match devs.iter().find(|d| d.name() == name) {
+            Some(d) => Some(d.clone()),
+            None => panic!("RVERBS_TEST_DEVICE={name} but there is no such device (devices: {names:?})"),
+        };
+    }
     match devs.into_iter().next() {
         Some(d) => Some(d),
         None if device_required() => panic!("RVERBS_REQUIRE_DEVICE=1 but no uverbs device was found"),
@@ -24,6 +33,48 @@ pub fn first_device() -> Option<rverbs::Device> {
             None
         }
     }
+}
+
+/// `RVERBS_TEST_DEVICE`, the device the harness wants the tests on (unset
+/// or empty: none named).
+pub fn test_device_name() -> Option<String> {
+    std::env::var("RVERBS_TEST_DEVICE").ok().filter(|n| !n.trim().is_empty()).map(|n| n.trim().to_owned())
+}
+
+/// True when `dev` is an iWARP device (siw): RC only, QPs connected only
+/// through the CM (iw_cm), no atomics, UD, AHs or immediate data.
+pub fn is_iwarp(dev: &rverbs::Device) -> bool {
+    dev.transport() == rverbs::Transport::Iwarp
+}
+
+/// Prints why a test does not apply to `dev` (`n/a on siw0: <reason>`);
+/// the caller has checked that the device or the API says so.
+pub fn not_applicable(dev: &rverbs::Device, reason: &str) {
+    println!("n/a on {}: {reason}", dev.name());
+}
+
+/// The netdev under `dev`: [`rverbs::Device::netdev`] (rxe: its parent),
+/// else the netdev of port 1's GID 0 (`gid_attrs/ndevs/0`: siw0, which
+/// has no `parent` file, sits on `v2`).
+pub fn netdev_of(dev: &rverbs::Device) -> Option<String> {
+    if let Some(n) = dev.netdev() {
+        return Some(n.to_owned());
+    }
+    let p = dev.sysfs_path().join("ports/1/gid_attrs/ndevs/0");
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+/// The IPv4 address of `dev`'s netdev (rxe0: 192.168.77.1 on `v0`; siw0:
+/// 192.168.79.1 on `v2`), from iproute2: the address the CM tests connect
+/// to on that device.
+pub fn device_ipv4(dev: &rverbs::Device) -> std::net::Ipv4Addr {
+    let netdev = netdev_of(dev).unwrap_or_else(|| panic!("{} has no netdev", dev.name()));
+    let out = run("/usr/bin/ip", &["-4", "-o", "addr", "show", "dev", &netdev]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // `4: v0    inet 192.168.77.1/24 brd ... scope global v0 ...`
+    let addr = text.split_whitespace().skip_while(|w| *w != "inet").nth(1);
+    addr.and_then(|a| a.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no IPv4 address on {netdev} (under {}): {text:?}", dev.name()))
 }
 
 /// Skips (returns) the test when there is no device and none is required.
@@ -62,6 +113,9 @@ pub struct Loopback {
     pub cq_b: rverbs::CompletionQueue,
     pub a: rverbs::QueuePair,
     pub b: rverbs::QueuePair,
+    /// On iWARP: the CM ids that connected `a` and `b` (kept: destroying
+    /// a connected id disconnects). Empty on IB/RoCE.
+    pub cm_ids: Vec<rverbs::cm::CmId>,
 }
 
 /// Builds a connected loopback pair (RC/UC connected; UD readied), or
@@ -79,24 +133,63 @@ pub fn loopback(qp_type: rverbs::QpType, cap: rverbs::QpCap, cqe: u32) -> Option
     };
     let a = mk(&cq_a);
     let b = mk(&cq_b);
-    connect_pair(&ctx, &a, &b, &rverbs::ConnectOptions::default());
-    Some(Loopback { ctx, pd, cq_a, cq_b, a, b })
+    let cm_ids = connect_pair(&ctx, &a, &b, &rverbs::ConnectOptions::default());
+    Some(Loopback { ctx, pd, cq_a, cq_b, a, b, cm_ids })
 }
 
-/// Connects `a` and `b` to each other with `opts` (PSNs 100 and 200), with
-/// the endpoints [`rverbs::QueuePair::local_endpoint`] describes. `ctx` is
-/// the QPs' context (kept for the callers; the QPs know it).
+/// Connects `a` and `b` to each other. IB/RoCE: by hand with `opts` (PSNs
+/// 100 and 200), with the endpoints [`rverbs::QueuePair::local_endpoint`]
+/// describes; returns no ids. iWARP (siw): through the RDMA CM
+/// ([`cm_connect_pair`], `opts` unused); returns the CM ids, which the
+/// caller keeps as long as the QPs (destroying a connected id
+/// disconnects). `ctx` is the QPs' context (kept for the callers).
+#[must_use = "on iWARP, dropping the CM ids disconnects the QPs"]
 pub fn connect_pair(
     ctx: &rverbs::Context,
     a: &rverbs::QueuePair,
     b: &rverbs::QueuePair,
     opts: &rverbs::ConnectOptions,
-) {
+) -> Vec<rverbs::cm::CmId> {
     assert!(a.context().same_as(ctx) && b.context().same_as(ctx));
+    if is_iwarp(ctx.device()) {
+        return cm_connect_pair(ctx.device(), a, b);
+    }
     let ea = a.local_endpoint(100, opts).unwrap();
     let eb = b.local_endpoint(200, opts).unwrap();
     a.connect(&ea, &eb, opts).unwrap();
     b.connect(&eb, &ea, opts).unwrap();
+    Vec::new()
+}
+
+/// Connects RC QPs `a` (active) and `b` (passive) of `dev` to each other
+/// through the RDMA CM over `dev`'s own address, as an iWARP device
+/// requires: `rdma_listen`, `rdma_resolve_addr`/`route`, `rdma_connect`,
+/// `rdma_get_request`, `rdma_accept`, ESTABLISHED on both ids (the
+/// kernel's iw_cm moves both QPs to RTS). Returns the two ids.
+pub fn cm_connect_pair(dev: &rverbs::Device, a: &rverbs::QueuePair, b: &rverbs::QueuePair) -> Vec<rverbs::cm::CmId> {
+    use rverbs::cm::{self, ConnParam, EventKind};
+    use std::sync::atomic::{AtomicU16, Ordering};
+    use std::time::Duration;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // A port per pair, spread by pid so the binaries of one boot do not
+    // reuse each other's ports: 41000-48999.
+    let port = 41000 + (std::process::id() % 100) as u16 * 80 + NEXT.fetch_add(1, Ordering::Relaxed) % 80;
+    let addr = std::net::SocketAddr::from((device_ipv4(dev), port));
+    let timeout = Duration::from_secs(30);
+    let listener = cm::Listener::bind(addr).unwrap_or_else(|e| panic!("rdma_listen on {addr}: {e}"));
+    let active = cm::resolve(addr, timeout).unwrap_or_else(|e| panic!("rdma_resolve_addr/route {addr}: {e}"));
+    active.attach_qp(a).expect("rdma_create_qp (active)");
+    active.connect(&ConnParam::default()).expect("rdma_connect");
+    let req = listener.get_request(Some(timeout)).expect("rdma_get_request");
+    let passive = req.id().clone();
+    passive.attach_qp(b).expect("rdma_create_qp (passive)");
+    passive.accept(&ConnParam::default()).expect("rdma_accept");
+    for id in [&active, &passive] {
+        let ev = id.channel().get_event_timeout(timeout).expect("rdma_get_cm_event");
+        let ev = ev.unwrap_or_else(|| panic!("no ESTABLISHED within {timeout:?} (hang detector)"));
+        assert_eq!(ev.kind(), EventKind::Established, "{ev:?}");
+    }
+    vec![active, passive]
 }
 
 /// Polls `cq` until `n` completions arrived (yielding while empty), or

@@ -24,6 +24,11 @@ pub const TABLE: &[TestProvider] = &[
         provider: Provider::Siw,
         skip: &[
             (
+                "examples",
+                "the examples open the first device, which is rxe0 in every guest: on the siw tier \
+                 they would test rxe0 again (they take no device option yet)",
+            ),
+            (
                 "pingpong",
                 "rdma-core's ibv_*_pingpong and rverbs pingpong connect QPs by hand over a TCP side \
                  channel (and UD, SRQ events); an iWARP QP connects only through the CM (cm runs rping)",
@@ -37,6 +42,12 @@ pub const TABLE: &[TestProvider] = &[
                 "completion_status",
                 "pins rxe's completion statuses on pairs connected by hand, one QP connected to itself \
                  (which no CM connection can make); the statuses of CM-connected siw pairs are untested",
+            ),
+            (
+                "async_cm",
+                "on siw0 a connect nobody listens to fails with ECONNREFUSED but the error does not \
+                 name the address as on RoCE (src/cm maps IB's REJECTED reason 8 only); its other \
+                 three tests pass on siw0: drop this row once src/cm says 'nobody listens at'",
             ),
             (
                 "cm",
