@@ -8,6 +8,7 @@ use crate::abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_global_route, ibv_grh, ib
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
 use crate::pd::pd;
+use crate::pool::Pool;
 use crate::qp::ah_from_c;
 use crate::query::gid_ex;
 
@@ -17,6 +18,9 @@ pub(crate) struct Ah {
     pub c: ibv_ah,
     pub inner: rverbs::AddressHandle,
 }
+
+/// The AHs' memory.
+static AHS: Pool<Ah> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or an AH `ibv_create_ah` returned and not yet destroyed.
@@ -46,7 +50,7 @@ unsafe fn create(p: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
         Ok(inner) => {
             pd.users.fetch_add(1, Ordering::AcqRel);
             let c = ibv_ah { context: pd.c.context, pd: p, handle: inner.handle() };
-            Box::into_raw(Box::new(Ah { c, inner })).cast()
+            AHS.alloc(Ah { c, inner }).cast()
         }
         Err(e) => {
             set_errno(errno::of(&e));
@@ -60,7 +64,7 @@ unsafe extern "C" fn destroy_ah(p: *mut ibv_ah) -> c_int {
     if p.is_null() {
         return EINVAL;
     }
-    // SAFETY: boxed by `create_ah`; the caller gives it up to this call
+    // SAFETY: made by `create` (from `AHS`); the caller gives it up to this call
     // (the C contract), so nothing else reaches it meanwhile.
     let ah = unsafe { &mut *p.cast::<Ah>() };
     if let Err(e) = rverbs::c_support::destroy_ah_now(&mut ah.inner) {
@@ -71,7 +75,7 @@ unsafe extern "C" fn destroy_ah(p: *mut ibv_ah) -> c_int {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
     // SAFETY: as above; the kernel AH is gone.
-    drop(unsafe { Box::from_raw(p.cast::<Ah>()) });
+    unsafe { AHS.free(p.cast::<Ah>()) };
     0
 }
 symver!(destroy_ah, ibv_destroy_ah, "IBVERBS_1.1");

@@ -18,6 +18,7 @@ use crate::acks::Acks;
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
+use crate::pool::Pool;
 use crate::spin::{SpinGuard, SpinLock};
 
 /// A completion channel: the C struct (its `refcnt` counts the CQs using it).
@@ -51,6 +52,9 @@ pub(crate) struct Cq {
     /// Its completion and async events acknowledged (`crate::acks`).
     pub acks: Acks,
 }
+
+/// The CQs' memory.
+static CQS: Pool<Cq> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a CQ `ibv_create_cq` returned and not yet destroyed.
@@ -158,14 +162,14 @@ pub(crate) unsafe fn create(
         comp_events_completed: 0,
         async_events_completed: 0,
     };
-    let p = Box::into_raw(Box::new(Cq {
+    let p = CQS.alloc(Cq {
         c: UnsafeCell::new(crate::cq_ex::with_ops(cc)),
         inner: SpinLock::new(inner),
         users: AtomicU32::new(0),
         polling: AtomicUsize::new(0),
         cur: UnsafeCell::new(crate::cq_ex::NO_WC),
         acks: Acks::default(),
-    }));
+    });
     let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
     if !chan.is_null() {
         // SAFETY: `chan` is a live channel (checked above); only this
@@ -209,9 +213,9 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
             unsafe { (*chan).refcnt -= 1 };
         }
     }
-    // SAFETY: boxed by `create_cq`; the kernel CQ is gone and no event
-    // names it any more: the caller gives it up here.
-    drop(unsafe { Box::from_raw(p.cast::<Cq>()) });
+    // SAFETY: made by `create` (from `CQS`); the kernel CQ is gone and no
+    // event names it any more: the caller gives it up here.
+    unsafe { CQS.free(p.cast::<Cq>()) };
     0
 }
 symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");

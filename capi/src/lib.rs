@@ -29,6 +29,7 @@ mod marshall;
 mod misc;
 mod mw;
 mod pd;
+mod pool;
 mod qp;
 mod qp_ex;
 mod query;

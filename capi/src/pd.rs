@@ -9,6 +9,7 @@ use crate::abi::{ibv_context, ibv_mr, ibv_pd};
 use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
+use crate::pool::Pool;
 
 /// A PD: the C `ibv_pd`, then rverbs' PD and the number of C objects
 /// (MRs, QPs) made in it, so that `ibv_dealloc_pd` can answer EBUSY and
@@ -19,6 +20,11 @@ pub(crate) struct Pd {
     pub inner: rverbs::ProtectionDomain,
     pub users: AtomicU32,
 }
+
+/// The PDs' memory.
+static PDS: Pool<Pd> = Pool::new();
+/// The MRs' memory.
+static MRS: Pool<Mr> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a PD `ibv_alloc_pd` returned and not yet deallocated.
@@ -37,7 +43,7 @@ unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     match c.inner.alloc_pd() {
         Ok(inner) => {
             let c = ibv_pd { context, handle: inner.handle() };
-            Box::into_raw(Box::new(Pd { c, inner, users: AtomicU32::new(0) })).cast()
+            PDS.alloc(Pd { c, inner, users: AtomicU32::new(0) }).cast()
         }
         Err(e) => {
             set_errno(errno::of(&e));
@@ -55,14 +61,14 @@ unsafe extern "C" fn dealloc_pd(p: *mut ibv_pd) -> c_int {
     if pd.users.load(Ordering::Acquire) != 0 {
         return nix::libc::EBUSY;
     }
-    // SAFETY: `p` was boxed by `alloc_pd`; the caller gives it up to this
+    // SAFETY: `p` was made by `alloc_pd` (from `PDS`); the caller gives it up to this
     // call (the C contract), so nothing else reaches it meanwhile.
     let pd = unsafe { &mut *p.cast::<Pd>() };
     if let Err(e) = rverbs::c_support::dealloc_pd_now(&mut pd.inner) {
         return errno::of(&e); // the PD stays usable, as with rdma-core
     }
     // SAFETY: as above; the kernel PD is gone.
-    drop(unsafe { Box::from_raw(p.cast::<Pd>()) });
+    unsafe { PDS.free(p.cast::<Pd>()) };
     0
 }
 symver!(dealloc_pd, ibv_dealloc_pd, "IBVERBS_1.1");
@@ -106,7 +112,7 @@ fn reg(p: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_in
                 lkey: inner.lkey(),
                 rkey: inner.rkey(),
             };
-            Box::into_raw(Box::new(Mr { c, inner })).cast()
+            MRS.alloc(Mr { c, inner }).cast()
         }
         Err(e) => {
             set_errno(errno::of(&e));
@@ -197,7 +203,7 @@ unsafe extern "C" fn rereg_mr(
         return 0;
     }
     let Some(a) = rverbs::AccessFlags::from_bits(access as u32 & !ACCESS_OPTIONAL) else { return refused(EINVAL) };
-    // SAFETY: `m` was boxed by `reg` and is live (the C contract); the
+    // SAFETY: `m` was made by `reg` (from `MRS`) and is live (the C contract); the
     // caller does not use it concurrently with its rereg (rdma-core's
     // contract too).
     let mr = unsafe { &mut *m.cast::<Mr>() };
@@ -217,7 +223,7 @@ unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {
     if m.is_null() {
         return EINVAL;
     }
-    // SAFETY: `m` was boxed by `reg`; the caller gives it up to this call
+    // SAFETY: `m` was made by `reg` (from `MRS`); the caller gives it up to this call
     // (the C contract), so nothing else reaches it meanwhile.
     let mr = unsafe { &mut *m.cast::<Mr>() };
     if let Err(e) = rverbs::c_support::dereg_mr_now(&mut mr.inner) {
@@ -228,7 +234,7 @@ unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
     // SAFETY: as above; the kernel MR is gone.
-    drop(unsafe { Box::from_raw(m.cast::<Mr>()) });
+    unsafe { MRS.free(m.cast::<Mr>()) };
     0
 }
 symver!(dereg_mr, ibv_dereg_mr, "IBVERBS_1.1");

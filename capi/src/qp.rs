@@ -23,6 +23,7 @@ use crate::cq::cq;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
+use crate::pool::Pool;
 use crate::qp_ex::WrBatch;
 use crate::spin::SpinLock;
 
@@ -57,6 +58,9 @@ impl Qp {
         unsafe { (*self.c.get()).qp_base.qp_type }
     }
 }
+
+/// The QPs' memory.
+static QPS: Pool<Qp> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a QP `ibv_create_qp` returned and not yet destroyed.
@@ -191,7 +195,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     let c = crate::qp_ex::with_ops(c, send_ops);
     let extended = send_ops.is_some();
     let control = inner.control().clone();
-    let q = Box::into_raw(Box::new(Qp {
+    let q = QPS.alloc(Qp {
         c: UnsafeCell::new(c),
         inner: SpinLock::new(inner),
         control,
@@ -199,7 +203,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         extended,
         batch,
         acks: Acks::default(),
-    }));
+    });
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
         cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
@@ -238,9 +242,9 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     for u in owners.into_iter().flatten() {
         u.fetch_sub(1, Ordering::AcqRel);
     }
-    // SAFETY: boxed by `create_qp`; the kernel QP is gone and no event
-    // names it any more: the caller gives it up here.
-    drop(unsafe { Box::from_raw(p.cast::<Qp>()) });
+    // SAFETY: made by `create` (from `QPS`); the kernel QP is gone and no
+    // event names it any more: the caller gives it up here.
+    unsafe { QPS.free(p.cast::<Qp>()) };
     0
 }
 symver!(destroy_qp, ibv_destroy_qp, "IBVERBS_1.1");

@@ -11,6 +11,7 @@ use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
+use crate::pool::Pool;
 use crate::qp::{fail_at, post_recv_list};
 use crate::spin::SpinLock;
 
@@ -28,6 +29,9 @@ pub(crate) struct Srq {
     /// Its async events acknowledged (`crate::acks`).
     pub acks: Acks,
 }
+
+/// The SRQs' memory.
+static SRQS: Pool<Srq> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or an SRQ `ibv_create_srq` returned and not yet destroyed.
@@ -61,13 +65,13 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
             };
             let user_handle = inner.user_handle();
             let control = inner.control().clone();
-            let s = Box::into_raw(Box::new(Srq {
+            let s = SRQS.alloc(Srq {
                 c: UnsafeCell::new(c),
                 inner: SpinLock::new(inner),
                 control,
                 users: AtomicU32::new(0),
                 acks: Acks::default(),
-            }));
+            });
             // SAFETY: the PD's context outlives it (the C contract of close).
             if let Some(cx) = unsafe { ctx(pd.c.context) } {
                 cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, s as usize);
@@ -139,7 +143,6 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
         Err(e) => return errno::of(&e),
     };
     s.acks.wait_for(reported, 0);
-    // SAFETY: the SRQ's context outlives it (the C contract of close).
     // SAFETY: `context` and `pd` are written at creation only.
     let (context, srq_pd) = unsafe { ((*s.c.get()).context, (*s.c.get()).pd) };
     // SAFETY: the SRQ's context outlives it (the C contract of close).
@@ -150,9 +153,9 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     if let Some(pd) = unsafe { pd(srq_pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);
     }
-    // SAFETY: boxed by `create_srq`; the kernel SRQ is gone and no event
-    // names it any more: the caller gives it up here.
-    drop(unsafe { Box::from_raw(p.cast::<Srq>()) });
+    // SAFETY: made by `create_srq` (from `SRQS`); the kernel SRQ is gone
+    // and no event names it any more: the caller gives it up here.
+    unsafe { SRQS.free(p.cast::<Srq>()) };
     0
 }
 symver!(destroy_srq, ibv_destroy_srq, "IBVERBS_1.1");
