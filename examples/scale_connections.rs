@@ -18,6 +18,7 @@
 //! scale_connections server PORT N M S LABEL       # the async listener (tokio)
 //! scale_connections client ADDR PORT N M S LABEL  # N async clients at once, one channel
 //! scale_connections drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD
+//! scale_connections syscalls LABEL N SRV_FILE CLI_FILE  # two `strace -c` totals
 //! ```
 //!
 //! `server` and `client` print one result line each (`SCALE connections
@@ -78,9 +79,13 @@ fn run(args: &[String]) -> Result {
             runtime()?.block_on(clients(SocketAddr::new(ip, port), shape, label))
         }
         ["drive", label, n, port, out, server, client] => drive(label, n, port, out, server, client),
+        ["syscalls", label, n, srv, cli] => {
+            syscalls(label, n, srv, cli);
+            Ok(())
+        }
         _ => Err(format!(
             "usage: scale_connections server PORT N M S LABEL | client ADDR PORT N M S LABEL | \
-             drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD (got {args:?})"
+             drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD | syscalls LABEL N SRV_FILE CLI_FILE (got {args:?})"
         )
         .into()),
     }
@@ -323,6 +328,26 @@ fn drive(label: &str, n: &str, port: &str, out: &str, server: &str, client: &str
         }
     }
     Ok(())
+}
+
+/// `syscalls`: the total calls of two `strace -c` summaries (the server's
+/// and the client's), as `SCALE connections syscalls LABEL N srv=… cli=…`
+/// (a side whose file has no total is left out).
+fn syscalls(label: &str, n: &str, srv: &str, cli: &str) {
+    let total = |f: &str| -> Option<u64> {
+        let text = std::fs::read_to_string(f).ok()?;
+        // `100.00    0.610460   138   4412   49 total`: calls is the fourth column.
+        let line = text.lines().find(|l| l.split_whitespace().last() == Some("total"))?;
+        line.split_whitespace().nth(3)?.parse().ok()
+    };
+    let mut out = format!("SCALE connections syscalls {label} {n}");
+    for (k, f) in [("srv", srv), ("cli", cli)] {
+        match total(f) {
+            Some(t) => out.push_str(&format!(" {k}={t}")),
+            None => println!("# {f}: no strace summary"),
+        }
+    }
+    println!("{out}");
 }
 
 fn code(s: ExitStatus) -> i32 {

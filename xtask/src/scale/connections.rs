@@ -95,6 +95,50 @@ pub fn script(s: &mut String, port: &mut u32) {
             ));
         }
     }
+    strace_script(s, port);
+}
+
+/// The N of the straced runs: syscalls per connection are the difference
+/// of their totals over the difference of N (each process's start and
+/// exit cancel out).
+const STRACE_NS: [u64; 2] = [1, 100];
+
+/// Appends the straced runs (after the timed ones, which they would
+/// slow): each library with itself at [`STRACE_NS`], both sides under
+/// `strace -f -c`, the totals as `SCALE connections syscalls` lines.
+fn strace_script(s: &mut String, port: &mut u32) {
+    for n in STRACE_NS {
+        for imp in IMPLS {
+            *port += 1;
+            let p = *port;
+            let f = format!("$D/st-{n}-{imp}");
+            let st = |side: &str| format!("strace -f -qq -c -o {f}.{side}");
+            s.push_str(&format!(
+                "{PROGRAM} drive {imp}:{imp} {n} {p} $D/cs-{n}-{imp} \"$ON0 timeout 300 {} {}\" \
+                 \"$ON1 timeout 300 {} {}\" >$D/cs-{n}-{imp}.drive 2>&1\n\
+                 {PROGRAM} syscalls {imp}:{imp} {n} {f}.srv {f}.cli >>$D/sc-connections 2>&1\n",
+                st("srv"),
+                server(imp, imp, n, p),
+                st("cli"),
+                client(imp, imp, n, p)
+            ));
+        }
+    }
+}
+
+/// Syscalls per connection of `imp`'s (listener, client), from the
+/// straced runs' totals.
+fn per_connection(samples: &[Sample], imp: &str) -> (Option<f64>, Option<f64>) {
+    let pair = format!("{imp}:{imp}");
+    let [lo, hi] = STRACE_NS;
+    let get = |n: u64, k: &str| {
+        samples
+            .iter()
+            .find(|s| s.what == "syscalls" && s.imp == pair && s.n == n)
+            .and_then(|s| s.values.get(k).copied())
+    };
+    let per = |k: &str| Some((get(hi, k)? - get(lo, k)?) / (hi - lo) as f64);
+    (per("srv"), per("cli"))
 }
 
 /// One pairing's figures in one kernel.
@@ -200,6 +244,29 @@ pub fn table(runs: &[KernelRun]) -> String {
             t.push('\n');
         }
     }
+    if samples.iter().any(|s| s.iter().any(|x| x.what == "syscalls")) {
+        t.push_str(
+            "\nSyscalls per connection (`strace -f -c` of each side, each library with itself, \
+             (total at N = 100 − total at N = 1) / 99):\n\n| library |",
+        );
+        for r in runs {
+            t.push_str(&format!(" {} listener | {0} client |", r.series));
+        }
+        t.push_str("\n| --- |");
+        for _ in runs {
+            t.push_str(" --: | --: |");
+        }
+        t.push('\n');
+        for imp in IMPLS {
+            t.push_str(&format!("| {imp} |"));
+            for s in &samples {
+                let (srv, cli) = per_connection(s, imp);
+                let f = |v: Option<f64>| v.map_or("—".into(), |x| format!("{x:.1}"));
+                t.push_str(&format!(" {} | {} |", f(srv), f(cli)));
+            }
+            t.push('\n');
+        }
+    }
     t
 }
 
@@ -228,7 +295,7 @@ mod tests {
         let mut s = String::new();
         let mut port = 30000;
         script(&mut s, &mut port);
-        assert_eq!(port, 30000 + 12);
+        assert_eq!(port, 30000 + 16);
         assert!(s.contains(
             "/usr/local/bin/scale_connections drive rverbs:rdma-core 1000 30010 $D/cx-1000-rverbs-rdma-core \
              \"$ON0 timeout 300 /usr/local/bin/scale_connections server 30010 1000 1 64 rdma-core\" \
@@ -237,6 +304,15 @@ mod tests {
         assert!(s.contains("\"$ON0 timeout 300 ucmatose -p 30011 -c 1000 -C 1 -S 64\""));
         assert!(s.contains("scale_connections client 192.168.77.1 30011 1000 1 64 rdma-core\""));
         assert!(s.contains("ulimit -n"));
+        assert!(s.contains(
+            "/usr/local/bin/scale_connections drive rverbs:rverbs 100 30016 $D/cs-100-rverbs \
+             \"$ON0 timeout 300 strace -f -qq -c -o $D/st-100-rverbs.srv /usr/local/bin/scale_connections \
+             server 30016 100 1 64 rverbs\""
+        ));
+        assert!(s.contains(
+            "/usr/local/bin/scale_connections syscalls rdma-core:rdma-core 1 $D/st-1-rdma-core.srv \
+             $D/st-1-rdma-core.cli >>$D/sc-connections 2>&1\n"
+        ));
     }
 
     #[test]
@@ -264,5 +340,21 @@ mod tests {
         assert!(t.contains("| 100 | rdma-core ← rverbs | failed | — | — |"), "{t}");
         assert!(t.contains("| 100 | rverbs ← rverbs | — | — | — |"), "{t}");
         assert!(table(&[run("6.1", &["nothing"])]).is_empty());
+        assert!(!t.contains("Syscalls per connection"), "{t}");
+        let k = run(
+            "6.12",
+            &[
+                "SCALE connections syscalls rdma-core:rdma-core 1 srv=200 cli=250",
+                "SCALE connections syscalls rdma-core:rdma-core 100 srv=4160 cli=4408",
+                "SCALE connections syscalls rverbs:rverbs 1 srv=300",
+                "SCALE connections syscalls rverbs:rverbs 100 srv=4656",
+            ],
+        );
+        let s = Sample::all(&k, "connections");
+        assert_eq!(per_connection(&s, "rdma-core"), (Some(40.0), Some(42.0)));
+        assert_eq!(per_connection(&s, "rverbs"), (Some(44.0), None));
+        let t = table(&[k]);
+        assert!(t.contains("| rdma-core | 40.0 | 42.0 |"), "{t}");
+        assert!(t.contains("| rverbs | 44.0 | — |"), "{t}");
     }
 }
