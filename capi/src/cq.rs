@@ -170,7 +170,7 @@ pub(crate) unsafe fn create(
         cur: UnsafeCell::new(crate::cq_ex::NO_WC),
         acks: Acks::default(),
     });
-    let mut table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+    let mut table = c.objects.lock();
     if !chan.is_null() {
         // SAFETY: `chan` is a live channel (checked above); only this
         // library writes `refcnt`, under the CQ table's lock.
@@ -205,7 +205,7 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     let (context, chan) = unsafe { ((*q.c.get()).cq.context, (*q.c.get()).cq.channel) };
     // SAFETY: the CQ's context outlives it (the C contract of close).
     if let Some(c) = unsafe { ctx(context) } {
-        let mut t = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = c.objects.lock();
         t.remove(&user_handle);
         if !chan.is_null() {
             // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
@@ -277,7 +277,7 @@ unsafe extern "C" fn get_cq_event(
     // The CQ is read under the table's lock: a destroy removes it from the
     // table (after the acknowledgement of this event, which the kernel
     // counted when the read above returned it) before it frees it.
-    let table = c.objects.lock().unwrap_or_else(|p| p.into_inner());
+    let table = c.objects.lock();
     let Some(&p) = table.get(&ev.cq_user_handle) else {
         set_errno(nix::libc::EIO);
         return -1;

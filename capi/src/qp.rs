@@ -206,7 +206,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     });
     // SAFETY: the PD's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(pd.c.context) } {
-        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).insert(user_handle, q as usize);
+        cx.objects.lock().insert(user_handle, q as usize);
     }
     q.cast()
 }
@@ -228,7 +228,7 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     let c = unsafe { &(*q.c.get()).qp_base };
     // SAFETY: the QP's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(c.context) } {
-        cx.objects.lock().unwrap_or_else(|p| p.into_inner()).remove(&q.control.user_handle());
+        cx.objects.lock().remove(&q.control.user_handle());
     }
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
     let owners = unsafe {

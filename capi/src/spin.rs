@@ -1,6 +1,7 @@
 //! The lock of a queue's data path: a spin lock, as rdma-core's providers
 //! take (`pthread_spin_lock` around every post and poll of librxe and
-//! libmlx5).
+//! libmlx5). Also the lock of the slot pools (`crate::pool`) and of a
+//! context's handle table (`crate::context`), held for one short step.
 //!
 //! The C API is thread-safe: two threads may post to one QP or poll one CQ
 //! at once, so each object's rverbs half sits behind a lock. Uncontended —
