@@ -226,8 +226,9 @@ impl Sysfs {
         Sysfs { root: root.into(), dev_dir: dev_dir.into(), use_netlink: false }
     }
 
-    /// Lists the devices with a uverbs node, sorted by node number
-    /// (`ibv_get_device_list`). An empty list is not an error.
+    /// Lists the devices with a uverbs node (`ibv_get_device_list`), in
+    /// libibverbs' order: by device index from netlink, by node number from
+    /// sysfs. An empty list is not an error.
     ///
     /// On the real system RDMA netlink says everything (as in rdma-core):
     /// an `RDMA_NLDEV_CMD_GET` dump (names, node GUIDs and types) and one
@@ -251,8 +252,12 @@ impl Sysfs {
             tracing::debug!("RDMA netlink unavailable; reading sysfs");
             return None;
         };
-        let found = nl.devices().ok().filter(|d| !d.is_empty())?;
-        let mut devs: Vec<Device> = found
+        let mut found = nl.devices().ok().filter(|d| !d.is_empty())?;
+        // libibverbs' order: ascending device index (its netlink dump, put
+        // in a list twice head first), not the uverbs minor, which a device
+        // re-added after another (`rdma link add`) takes back.
+        found.sort_by_key(|d| d.index);
+        let devs: Vec<Device> = found
             .into_iter()
             .filter_map(|d| {
                 // A device without a uverbs node has no chardev: not listed.
@@ -278,7 +283,6 @@ impl Sysfs {
                 })
             })
             .collect();
-        devs.sort_by_key(|d| d.uverbs_name["uverbs".len()..].parse::<u32>().unwrap_or(u32::MAX));
         Some(devs)
     }
 

@@ -113,11 +113,13 @@ fn interop(mode: &str, ours_is_server: bool, events: bool, port: u16) {
     let Some(theirs) = oracle(oracle_for(mode)) else { return };
     let g = gid_index(&dev).to_string();
     let (p, n) = (port.to_string(), ITERS.to_string());
-    let mut ours = strings(&["pingpong", "-n", &n, "-p", &p, "-c"]);
+    // The device by name on both sides: with siw0 in the guest too,
+    // rdma-core's first device is not always rxe0.
+    let mut ours = strings(&["pingpong", "-d", dev.name(), "-n", &n, "-p", &p, "-c"]);
     if !mode.is_empty() {
         ours.push(mode.to_string());
     }
-    let mut rdma = strings(&["-n", &n, "-p", &p, "-g", &g, "-c"]);
+    let mut rdma = strings(&["-d", dev.name(), "-n", &n, "-p", &p, "-g", &g, "-c"]);
     if events {
         ours.push("-e".into());
         rdma.push("-e".into());
@@ -187,8 +189,8 @@ fn srq_events_rdma_core_server_ours_client() {
 fn ours_with_ours(mode: &str, port: u16) {
     let dev = require_device!();
     let (p, n, ip) = (port.to_string(), ITERS.to_string(), common::device_ipv4(&dev).to_string());
-    let mut server = strings(&["pingpong", "-n", &n, "-p", &p, "-c", "-e"]);
-    let mut client = strings(&["pingpong", "-n", &n, "-p", &p, "-c", &ip]);
+    let mut server = strings(&["pingpong", "-d", dev.name(), "-n", &n, "-p", &p, "-c", "-e"]);
+    let mut client = strings(&["pingpong", "-d", dev.name(), "-n", &n, "-p", &p, "-c", &ip]);
     if !mode.is_empty() {
         server.push(mode.into());
         client.push(mode.into());
