@@ -171,7 +171,10 @@ pub fn wait_cm_listening(port: u16, server: &mut Proc) {
     loop {
         let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
         let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-        if text.lines().any(|l| l.contains("LISTEN") && here(l)) {
+        // iWARP: the kernel marks the id LISTEN before the device's TCP
+        // listener exists (`rdma_listen` sets the state, then
+        // `cma_iw_listen`); a connect in between is refused.
+        if text.lines().any(|l| l.contains("LISTEN") && here(l)) && (!tested_device_is_iwarp() || listening(port)) {
             return;
         }
         if server.exited() || start.elapsed() > Duration::from_secs(60) {
@@ -179,6 +182,14 @@ pub fn wait_cm_listening(port: u16, server: &mut Proc) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// True when the tier's device (`RVERBS_TEST_DEVICE`) is an iWARP RNIC
+/// (sysfs `node_type` "4: RNIC"), whose CM listens on a TCP socket.
+pub fn tested_device_is_iwarp() -> bool {
+    std::env::var("RVERBS_TEST_DEVICE").is_ok_and(|d| {
+        std::fs::read_to_string(format!("/sys/class/infiniband/{d}/node_type")).is_ok_and(|t| t.starts_with("4:"))
+    })
 }
 
 /// `a` as owned strings (argument lists).
