@@ -245,6 +245,7 @@ fn one_kernel(
     println!("{what}: {}", k.describe());
     let tag = format!("[{}]", s.name);
     let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
+    let knobs = &boot_knobs(knobs, providers.len());
     let guest = Guest { kernel: &k, tools: &prep.tools, dirs: &dirs, knobs };
     let out = match runner::run(&guest, &prep.payload, keep, &mut show) {
         Ok(o) => o,
@@ -284,6 +285,21 @@ fn one_kernel(
         }
     }
 }
+
+/// The boot's limit (a hang guard): the default holds one tier; each
+/// further tier in the same boot adds [`TIER_TIMEOUT`] unless
+/// `RVERBS_VM_TIMEOUT` sets it.
+fn boot_knobs(knobs: &Knobs, tiers: usize) -> Knobs {
+    let mut k = knobs.clone();
+    if std::env::var_os("RVERBS_VM_TIMEOUT").is_none() {
+        k.timeout += TIER_TIMEOUT * u32::try_from(tiers.saturating_sub(1)).unwrap_or(u32::MAX);
+    }
+    k
+}
+
+/// What a further tier adds to the boot's limit: the siw tier takes about
+/// 5 minutes under TCG.
+const TIER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// The two-host tier: per kernel, two guests joined by a QEMU stream
 /// network run `rverbs pingpong -e` across it, RC and UD (one test each).
