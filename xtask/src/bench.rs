@@ -31,6 +31,7 @@ use crate::kernel::{self, Kernel, Series};
 use crate::project::{self, Workspace};
 use crate::runner::{self, Guest, Knobs, Payload};
 use crate::util::{self, note, secs, Context, Dirs, Result};
+use rverbs_vm::guest::Provider;
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, Clone)]
@@ -46,6 +47,9 @@ pub struct BenchArgs {
     /// No guests: report the files the last run kept in `target/vm/bench/`.
     pub reuse: bool,
     pub keep: bool,
+    /// `--provider siw`: rping on siw0 instead of the rxe parts
+    /// ([`siw_script`]); `rxe` (the default) runs the parts.
+    pub provider: Provider,
 }
 
 impl Default for BenchArgs {
@@ -57,6 +61,7 @@ impl Default for BenchArgs {
             no_doc: false,
             reuse: false,
             keep: false,
+            provider: Provider::Rxe,
         }
     }
 }
@@ -174,6 +179,14 @@ impl Impl {
         }
     }
 
+    /// The CM ping program (`--provider siw`).
+    fn rping(self) -> &'static str {
+        match self {
+            Impl::RdmaCore => "rping",
+            Impl::Rverbs => "rverbs rping",
+        }
+    }
+
     fn devinfo(self) -> &'static str {
         match self {
             Impl::RdmaCore => "ibv_devinfo -v",
@@ -279,6 +292,22 @@ pub mod tags {
     /// A timed ping-pong: `lat-rc|ud-poll|ev-SIZE-IMPL-RUN`.
     pub fn lat(ud: bool, events: bool, size: u32, i: Impl, run: u32) -> String {
         format!("lat-{}-{}-{size}-{}-{run}", if ud { "ud" } else { "rc" }, if events { "ev" } else { "poll" }, i.tag())
+    }
+
+    /// `--provider siw`: callgrind of an rping client, `sc-IMPL-COUNT`.
+    pub fn siw_cg(i: Impl, count: u32) -> String {
+        format!("sc-{}-{count}", i.tag())
+    }
+
+    /// `--provider siw`: strace of an rping pair, `ss-IMPL-COUNT` (the
+    /// server's log in `ss-IMPL-COUNT-srv.st`).
+    pub fn siw_st(i: Impl, count: u32) -> String {
+        format!("ss-{}-{count}", i.tag())
+    }
+
+    /// `--provider siw`: a timed rping pair, `sl-IMPL-RUN`.
+    pub fn siw_lat(i: Impl, run: u32) -> String {
+        format!("sl-{}-{run}", i.tag())
     }
 
     /// A perftest run: `pt-PROGRAM-SIZE`.
@@ -480,6 +509,125 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
     s
 }
 
+/// `--provider siw`: pings of the two callgrind runs of an rping client,
+/// whose difference gives the instructions per ping.
+pub const SIW_CG_COUNTS: [u32; 2] = [100, 1000];
+/// `--provider siw`: pings of the two straced rping pairs.
+pub const SIW_ST_COUNTS: [u32; 2] = [10, 100];
+/// `--provider siw`: pings of a timed rping pair.
+pub const SIW_TIMED: u32 = 1000;
+/// `--provider siw`: the message size of every rping run.
+pub const SIW_SIZE: u32 = 64;
+/// `--provider siw`: timed runs per library unless `--runs` says otherwise
+/// (an rping pair connects through the CM and TCP: slower than the
+/// hand-connected ping-pongs, so fewer runs than [`DEFAULT_RUNS`]).
+pub const SIW_DEFAULT_RUNS: u32 = 5;
+
+/// The `--provider siw` guest script: rdma-core's `rping` (librdmacm,
+/// libibverbs, libsiw) and `rverbs rping` on siw0 with the same arguments,
+/// server on CPU 0 and client on CPU 1 (as [`script`]): callgrind of the
+/// client at two counts, strace of both sides at two counts, then `runs`
+/// timed pairs of each, alternating which goes first ([`run_order`]). A
+/// pair's client starts once the server's CM listens on siw0's TCP port
+/// (iWARP: the kernel marks the id LISTEN before the TCP listener exists);
+/// the guest's uptime around the client goes to `TAG.time`.
+pub fn siw_script(runs: u32) -> String {
+    let ip = guest::SIW_IP.split('/').next().unwrap_or(guest::SIW_IP);
+    let mut s = format!(
+        r#"D={DIR}
+mkdir -p $D && cd $D
+mark() {{ echo "{MARK} $*"; }}
+send() {{ mark file "$1"; cat "$2"; mark end "$1"; }}
+step() {{ mark step "$1" $(cut -d' ' -f1 /proc/uptime); }}
+listening() {{
+    p=$(printf %04X "$1")
+    grep -q ":$p [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}}
+ON0= ON1=
+if [ "$(grep -c ^processor /proc/cpuinfo)" -ge 2 ]; then ON0="taskset -c 0" ON1="taskset -c 1"; fi
+# cmpair TAG PORT SERVER CLIENT
+cmpair() {{
+    eval "$ON0 $3" >$D/$1.srv 2>&1 &
+    bg=$!
+    i=0
+    until listening $2; do
+        i=$((i + 1))
+        [ $i -le 1200 ] || break
+        usleep 50000
+    done
+    if listening $2; then
+        t0=$(cut -d' ' -f1 /proc/uptime)
+        eval "$ON1 $4" >$D/$1.cli 2>&1
+        echo $? >$D/$1.rc
+        echo "$t0 $(cut -d' ' -f1 /proc/uptime)" >$D/$1.time
+    else
+        echo "the server never listened on port $2" >$D/$1.cli
+        echo 99 >$D/$1.rc
+        kill $bg
+    fi
+    wait $bg
+    echo $? >$D/$1.src
+}}
+mark cpus $(grep -c ^processor /proc/cpuinfo)
+"#
+    );
+    let mut port = 19500u32;
+    let mut next_port = || {
+        port += 1;
+        port
+    };
+    let srv = |i: Impl, p: u32| format!("{} -s -S {SIW_SIZE} -a {ip} -p {p}", i.rping());
+    let cli = |i: Impl, count: u32, p: u32| format!("{} -c -C {count} -S {SIW_SIZE} -a {ip} -p {p}", i.rping());
+    s.push_str("step instr\n");
+    for count in SIW_CG_COUNTS {
+        for i in Impl::BOTH {
+            let p = next_port();
+            let tag = tags::siw_cg(i, count);
+            s.push_str(&format!(
+                "cmpair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
+                 --dump-instr=yes --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli}\"\n",
+                srv = srv(i, p),
+                cli = cli(i, count, p),
+            ));
+        }
+    }
+    s.push_str("step syscalls\n");
+    for count in SIW_ST_COUNTS {
+        for i in Impl::BOTH {
+            let p = next_port();
+            let tag = tags::siw_st(i, count);
+            s.push_str(&format!(
+                "cmpair {tag} {p} \"timeout 120 strace -f -y -o $D/{tag}-srv.st {srv}\" \
+                 \"timeout 120 strace -f -y -o $D/{tag}.st {cli}\"\n",
+                srv = srv(i, p),
+                cli = cli(i, count, p),
+            ));
+        }
+    }
+    s.push_str("step latency\n");
+    for run in 1..=runs {
+        for i in run_order(run) {
+            let p = next_port();
+            let tag = tags::siw_lat(i, run);
+            s.push_str(&format!(
+                "cmpair {tag} {p} \"timeout 120 {srv}\" \"timeout 120 {cli}\"\n",
+                srv = srv(i, p),
+                cli = cli(i, SIW_TIMED, p),
+            ));
+        }
+    }
+    s.push_str(
+        "step send\n\
+         for f in *; do\n    \
+         case $f in *.out) continue ;; esac\n    \
+         send $f $D/$f\n\
+         done\n\
+         step done\n\
+         true\n",
+    );
+    s
+}
+
 /// Host files of valgrind's callgrind that go into the guest:
 /// (guest path, host path, is a program whose libraries must come too).
 fn valgrind_files() -> Result<Vec<(String, PathBuf, bool)>> {
@@ -531,6 +679,9 @@ fn kernels(names: &[String]) -> Result<Vec<Series>> {
 
 /// Runs the benchmark; returns the exit code.
 pub fn run(args: &BenchArgs) -> Result<i32> {
+    if args.provider == Provider::Siw {
+        return run_siw(args);
+    }
     let series = kernels(&args.kernels)?;
     let mut knobs = Knobs::from_env()?;
     if std::env::var_os("RVERBS_VM_CPUS").is_none() {
@@ -581,6 +732,68 @@ pub fn run(args: &BenchArgs) -> Result<i32> {
         let doc = ws.root.join("docs/PERFORMANCE.md");
         bench_report::write_into_doc(&doc, &text)?;
         note(format!("table written into {}", doc.display()));
+    }
+    Ok(0)
+}
+
+/// `cargo xtask bench --provider siw`: [`siw_script`] in one guest per
+/// kernel with siw0, the `siw` section of the report, into
+/// docs/PERFORMANCE.md between its own markers (not with `--no-doc`).
+fn run_siw(args: &BenchArgs) -> Result<i32> {
+    let series = kernels(&args.kernels)?;
+    let mut knobs = Knobs::from_env()?;
+    if std::env::var_os("RVERBS_VM_CPUS").is_none() {
+        knobs.cpus = BENCH_CPUS;
+    }
+    let ws = project::workspace()?;
+    let dirs = ws.dirs()?;
+    let commit = commit(&ws.root);
+    let keep_of = |s: &str| format!("siw/{s}");
+    let mut runs = Vec::new();
+    if args.reuse {
+        for s in &series {
+            let mut r = load_run(&dirs, &keep_of(s.name))?;
+            r.series = s.name.to_owned();
+            runs.push(r);
+        }
+    } else {
+        let mut apt = Apt::default();
+        let tools = host_tools::ensure(&mut apt, Profile::Project)?;
+        ensure_valgrind(&mut apt)?;
+        let cli = project::build_cli_release(&ws)?;
+        let built = Built { cli: cli.clone(), notrace: None, capi: None, scale: Vec::new(), commit: commit.clone() };
+        let mut data = Vec::new();
+        let mut files = vec![(guest::RVERBS_BIN.to_owned(), cli)];
+        for (at, host, program) in valgrind_files()? {
+            if program {
+                files.push((at, host));
+            } else {
+                data.push((at, host));
+            }
+        }
+        let payload = Payload {
+            files,
+            data,
+            script: guest::with_siw(&guest::cmd_payload(&[siw_script(args.runs)])),
+            label: "bench",
+            ..Default::default()
+        };
+        for s in series {
+            let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
+            let k = rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &tools, &mut apt)?;
+            note(format!("kernel {}: {} (siw0)", s.name, k.describe()));
+            let guest = Guest { kernel: &k, tools: &tools, dirs: &dirs, knobs: &knobs };
+            let mut r = boot(&guest, &payload, &built, args, &keep_of(s.name))?;
+            r.series = s.name.to_owned();
+            runs.push(r);
+        }
+    }
+    let text = bench_report::siw::render(&runs, &commit);
+    println!("{text}");
+    if !args.no_doc && !runs.is_empty() {
+        let doc = ws.root.join("docs/PERFORMANCE.md");
+        bench_report::write_siw_into_doc(&doc, &text)?;
+        note(format!("wrote the siw table into {}", doc.display()));
     }
     Ok(0)
 }
@@ -642,7 +855,13 @@ fn one_kernel(
         label: "bench",
         ..Default::default()
     };
-    let guest = Guest { kernel: k, tools, dirs, knobs };
+    boot(&Guest { kernel: k, tools, dirs, knobs }, &payload, built, args, &k.series)
+}
+
+/// Boots `guest` with `payload` (booting once more when an SMP guest
+/// panicked before `/init`), keeps its files in `target/vm/bench/KEEP/`.
+fn boot(guest: &Guest, payload: &Payload, built: &Built, args: &BenchArgs, keep: &str) -> Result<KernelRun> {
+    let (k, dirs, knobs) = (guest.kernel, guest.dirs, guest.knobs);
     note(format!("booting the guest ({} vCPUs); the runs take several minutes under TCG", knobs.cpus));
     let verbose = knobs.verbose;
     let mut show = |kind: LineKind, line: &str| {
@@ -657,12 +876,12 @@ fn one_kernel(
             note(format!("guest at {at} s: {step}"));
         }
     };
-    let mut out = runner::run(&guest, &payload, args.keep, &mut show)?;
+    let mut out = runner::run(guest, payload, args.keep, &mut show)?;
     if out.report.release.is_none() && !out.boot.timed_out {
         // SMP guests under TCG now and then panic while the kernel patches
         // its own text at boot (int3 in sched_clock_cpu): boot once more.
         note(format!("the guest never reached /init ({}); booting again", out.kernel_tail(1).join(" ")));
-        out = runner::run(&guest, &payload, args.keep, &mut show)?;
+        out = runner::run(guest, payload, args.keep, &mut show)?;
     }
     if let Some(problem) = out.problem() {
         out.tail(40).iter().for_each(|l| eprintln!("{l}"));
@@ -677,7 +896,7 @@ fn one_kernel(
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let accel = out.accel.describe();
     let meta = vec![release.clone(), accel.clone(), cpus.to_string(), built.commit.clone(), args.runs.to_string()];
-    let keep_dir = save_files(dirs, &k.series, &files, &meta)?;
+    let keep_dir = save_files(dirs, keep, &files, &meta)?;
     note(format!(
         "kernel {}: guest {}, {} result files (in {})",
         k.series,
@@ -842,6 +1061,29 @@ mod tests {
         assert!(capi.contains("--log-file=$D/cc-ib_write_bw-rdma-500.vg ib_write_bw -d rxe0 -x 1 -F -s 64 -n 500 -p"));
         assert!(capi.contains("cg-*-100.out) continue"));
         assert!(!capi.contains("ibv_rc_pingpong"));
+    }
+
+    #[test]
+    fn siw_script_runs_both_rpings_alike() {
+        let s = siw_script(2);
+        for want in [
+            "cmpair sc-rdma-100 19501 \"timeout 900 rping -s -S 64 -a 192.168.79.1 -p 19501\" \"timeout 900 valgrind \
+             --tool=callgrind --dump-line=no --dump-instr=yes --callgrind-out-file=$D/sc-rdma-100.out \
+             --log-file=$D/sc-rdma-100.vg rping -c -C 100 -S 64 -a 192.168.79.1 -p 19501\"",
+            "--log-file=$D/sc-rverbs-1000.vg rverbs rping -c -C 1000 -S 64 -a 192.168.79.1 -p 19504\"",
+            "cmpair ss-rverbs-10 19506 \"timeout 120 strace -f -y -o $D/ss-rverbs-10-srv.st rverbs rping -s -S 64",
+            "\"timeout 120 strace -f -y -o $D/ss-rdma-100.st rping -c -C 100 -S 64 -a 192.168.79.1 -p 19507\"",
+            "\"timeout 120 rverbs rping -c -C 1000 -S 64 -a 192.168.79.1 -p",
+            "eval \"$ON1 $4\" >$D/$1.cli 2>&1",
+            "echo \"$t0 $(cut -d' ' -f1 /proc/uptime)\" >$D/$1.time",
+            "case $f in *.out) continue ;; esac",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+        // Timed runs alternate which library goes first.
+        let at = |t: &str| s.find(&format!("cmpair {t} ")).unwrap();
+        assert!(at("sl-rdma-1") < at("sl-rverbs-1") && at("sl-rverbs-2") < at("sl-rdma-2"));
+        assert!(!s.contains("sl-rdma-3") && !s.contains("ibv_rc_pingpong"));
     }
 
     #[test]

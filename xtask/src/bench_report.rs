@@ -16,9 +16,10 @@ mod pairs;
 mod per_call;
 mod report;
 mod rows;
+pub mod siw;
 mod syscalls;
 
-pub use doc::write_into_doc;
+pub use doc::{write_into_doc, write_siw_into_doc};
 pub use kernel_run::KernelRun;
 pub use mock::MockCounts;
 pub use report::Report;

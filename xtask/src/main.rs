@@ -68,6 +68,7 @@ usage:
       through rverbs-vm, then a 2-minute soak on 6.12 (cargo xtask soak)
       (--vm-only runs all four VM tiers)
   cargo xtask bench [--kernel 6.1|6.12]... [--runs N] [--only PARTS] [--no-doc] [--reuse] [--keep]
+                    [--provider rxe|siw]
       rverbs next to rdma-core in one guest per kernel (default: all):
       instructions per iteration and per verb (callgrind), syscalls,
       latency and throughput medians, perftest as the floor, perftest on
@@ -78,7 +79,9 @@ usage:
       --no-doc). PARTS: instr,syscalls,latency,perftest,capi,scale,mock (default all); N:
       timed runs per configuration, medians (default 15);
       --reuse: no guests, the report of the files the last run kept in
-      target/vm/bench/<kernel>/
+      target/vm/bench/<kernel>/; --provider siw: instead, rverbs rping next
+      to rdma-core's rping (libsiw) on siw0: instructions, syscalls and
+      doorbells per ping, time per ping (N default 5), its own section
   cargo xtask mlx5-diff [--cases N]
       host only: rdma-core 44's libibverbs + libmlx5 and rverbs on one fake
       ConnectX-5 kernel, compared byte for byte (commands, WQEs, doorbells,
@@ -206,13 +209,18 @@ fn parse_demo(args: &[String]) -> Result<DemoArgs, String> {
 fn parse_bench(args: &[String]) -> Result<BenchArgs, String> {
     let mut b = BenchArgs::default();
     let mut it = args.iter();
+    let mut runs = None;
     while let Some(a) = it.next() {
         match a.split('=').next().unwrap_or(a) {
             "--kernel" => b.kernels.push(value_of(a, &mut it)?),
             "--runs" => {
                 let v = value_of(a, &mut it)?;
-                b.runs = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("--runs {v:?}: not a count"))?;
+                runs = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("--runs {v:?}: not a count"))?);
             }
+            "--provider" => match Provider::parse_list(&value_of(a, &mut it)?)?.as_slice() {
+                [p] => b.provider = *p,
+                _ => return Err("bench: --provider takes one provider (rxe or siw)".into()),
+            },
             "--only" => b.parts = bench::Parts::parse(&value_of(a, &mut it)?)?,
             "--no-doc" => b.no_doc = true,
             "--reuse" => b.reuse = true,
@@ -220,6 +228,8 @@ fn parse_bench(args: &[String]) -> Result<BenchArgs, String> {
             _ => return Err(format!("unknown option {a:?}\n{USAGE}")),
         }
     }
+    let siw = b.provider == Provider::Siw;
+    b.runs = runs.unwrap_or(if siw { bench::SIW_DEFAULT_RUNS } else { bench::DEFAULT_RUNS });
     Ok(b)
 }
 
@@ -294,6 +304,12 @@ mod tests {
         assert!(b.parts.instr && b.parts.mock && !b.parts.latency);
         assert_eq!(parse_bench(&[]).unwrap().runs, bench::DEFAULT_RUNS);
         assert!(parse_bench(&s(&["--runs", "0"])).is_err());
+        assert_eq!(parse_bench(&[]).unwrap().provider, Provider::Rxe);
+        let siw = parse_bench(&s(&["--provider", "siw", "--kernel=6.1"])).unwrap();
+        assert_eq!((siw.provider, siw.runs), (Provider::Siw, bench::SIW_DEFAULT_RUNS));
+        assert_eq!(parse_bench(&s(&["--runs=3", "--provider=siw"])).unwrap().runs, 3);
+        assert!(parse_bench(&s(&["--provider", "rxe,siw"])).is_err());
+        assert!(parse_bench(&s(&["--provider", "mlx5"])).is_err());
     }
 
     #[test]

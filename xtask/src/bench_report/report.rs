@@ -141,7 +141,7 @@ pub(super) fn size_text(size: u32) -> String {
 }
 
 /// `dpkg-query` of libibverbs1 on the host (the guest's copy comes from it).
-fn rdma_core_version() -> String {
+pub(super) fn rdma_core_version() -> String {
     std::process::Command::new("dpkg-query")
         .args(["-W", "-f", "${Version}", "libibverbs1"])
         .output()
@@ -152,7 +152,7 @@ fn rdma_core_version() -> String {
 }
 
 /// Today's date (UTC), `YYYY-MM-DD`, from the system clock.
-fn today() -> String {
+pub(super) fn today() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let days = (secs / 86_400) as i64;
     // Howard Hinnant's civil_from_days.
