@@ -136,8 +136,14 @@ fn kinds(c: Option<&Counts>) -> String {
 
 /// The section's Markdown: a heading paragraph, the table, the calls per
 /// ping by kind.
+/// `commit` is the tree's; a kept run (`--reuse`) names the commit its
+/// guest measured.
 pub fn render(runs: &[KernelRun], commit: &str) -> String {
-    let mut s = format!("Measured {} at commit `{commit}` by `cargo xtask bench --provider siw`", today());
+    let measured = runs.first().map_or(commit, |k| k.commit.as_str());
+    let mut s = format!("Measured {} at commit `{measured}` by `cargo xtask bench --provider siw`", today());
+    if measured != commit {
+        s.push_str(&format!(" (a kept run, `--reuse`; the tree is at `{commit}`)"));
+    }
     if !runs.is_empty() {
         let k: Vec<String> = runs
             .iter()
@@ -316,5 +322,9 @@ mod tests {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
         assert!(!render(&[], "abc").contains('|'));
+        let kept = render(&[run()], "def");
+        assert!(kept.contains(
+            "at commit `abc` by `cargo xtask bench --provider siw` (a kept run, `--reuse`; the tree is at `def`)"
+        ));
     }
 }
