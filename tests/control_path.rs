@@ -112,8 +112,8 @@ fn walk(ctx: &rverbs::Context, qp_type: QpType) {
     assert!(qp.qp_num() > u32::from(!common::is_iwarp(ctx.device())));
     let cap = qp.cap();
     assert!(cap.max_send_wr >= 8 && cap.max_recv_wr >= 8 && cap.max_inline_data >= 64, "{cap:?}");
-    // siw has no RESET: a new QP is IDLE, which it reports as INIT.
-    let new_state = if common::is_iwarp(ctx.device()) { QpState::Init } else { QpState::Reset };
+    // siw has no RESET: a new QP is IDLE (common::iwarp_idle_state).
+    let new_state = if common::is_iwarp(ctx.device()) { common::iwarp_idle_state() } else { QpState::Reset };
     assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, new_state);
 
     let opts = ConnectOptions::default();
@@ -265,8 +265,8 @@ fn illegal_transition_names_the_states() {
     let e = qp.modify(&QpAttr { qp_state: QpState::Rts, ..QpAttr::default() }, QpAttrMask::STATE).unwrap_err();
     if common::is_iwarp(ctx.device()) {
         // No IBTA table on iWARP: the library refuses RTS by hand, and the
-        // QP stays where it was (siw reports a new QP, IDLE, as INIT).
-        assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Init, "{e}");
+        // QP stays where it was (new, IDLE: common::iwarp_idle_state).
+        assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, common::iwarp_idle_state(), "{e}");
         assert!(e.to_string().contains("connection manager"), "{e}");
         return common::not_applicable(ctx.device(), &format!("no IBTA state table on iWARP; the kernel said {e}"));
     }

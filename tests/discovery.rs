@@ -86,8 +86,9 @@ fn gid_table_matches_sysfs() {
             _ => GidType::RoceV1,
         };
         assert_eq!(e.gid_type, want, "type of gid {}", e.index);
-        let ndev = common::sysfs(pdir.join(format!("gid_attrs/ndevs/{}", e.index)));
-        assert_eq!(e.netdev.as_deref(), Some(ndev.as_str()), "netdev of gid {}", e.index);
+        // 6.1's siw has no netdev on its GIDs (the read is EINVAL): none either way.
+        let ndev = std::fs::read_to_string(pdir.join(format!("gid_attrs/ndevs/{}", e.index))).ok();
+        assert_eq!(e.netdev.as_deref(), ndev.as_deref().map(str::trim), "netdev of gid {}", e.index);
         // The single-entry query agrees with the table.
         assert_eq!(ctx.query_gid(1, e.index).unwrap().as_ref(), Some(e));
     }

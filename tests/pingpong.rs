@@ -229,7 +229,19 @@ fn assert_clean_failure(r: &Ended, want: &[&str]) {
 }
 
 fn run_ours(args: &[&str], limit: Duration) -> Ended {
-    Proc::spawn(rverbs(), &strings(args), None).finish(limit)
+    Proc::spawn(rverbs(), &on_test_device(args), None).finish(limit)
+}
+
+/// `rverbs pingpong` args with `-d <RVERBS_TEST_DEVICE>` when the harness
+/// names a device and the args name none: the first device of a guest with
+/// rxe0 and siw0 may be either.
+fn on_test_device(args: &[&str]) -> Vec<String> {
+    let mut v = strings(args);
+    if let Some(dev) = common::test_device_name().filter(|_| args.first() == Some(&"pingpong") && !args.contains(&"-d"))
+    {
+        v.splice(1..1, ["-d".to_owned(), dev]);
+    }
+    v
 }
 
 #[test]
@@ -367,7 +379,7 @@ fn with_fake_client(port: u16, extra: &[&str], talk: impl FnOnce(&mut TcpStream)
     let p = port.to_string();
     let mut args = vec!["pingpong", "-n", "5", "-p", &p, "--timeout", "5"];
     args.extend_from_slice(extra);
-    let mut server = Proc::spawn(rverbs(), &strings(&args), None);
+    let mut server = Proc::spawn(rverbs(), &on_test_device(&args), None);
     wait_listening(port, &mut server);
     let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connect to our server");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -54,14 +54,26 @@ pub fn not_applicable(dev: &rverbs::Device, reason: &str) {
 }
 
 /// The netdev under `dev`: [`rverbs::Device::netdev`] (rxe: its parent),
-/// else the netdev of port 1's GID 0 (`gid_attrs/ndevs/0`: siw0, which
-/// has no `parent` file, sits on `v2`).
+/// else what iproute2's `rdma link show DEV/1` names (siw0 has no `parent`
+/// file, and on 6.1 no netdev on its GIDs either: it sits on `v2`).
 pub fn netdev_of(dev: &rverbs::Device) -> Option<String> {
     if let Some(n) = dev.netdev() {
         return Some(n.to_owned());
     }
-    let p = dev.sysfs_path().join("ports/1/gid_attrs/ndevs/0");
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+    // `link siw0/1 state ACTIVE physical_state LINK_UP netdev v2`
+    let out = run("/usr/bin/rdma", &["link", "show", &format!("{}/1", dev.name())]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace().skip_while(|w| *w != "netdev").nth(1).map(str::to_owned)
+}
+
+/// The state siw reports for a QP it holds IDLE (new, or moved to INIT):
+/// RESET on 6.1, INIT on 6.12 (siw has no RESET state of its own).
+pub fn iwarp_idle_state() -> rverbs::QpState {
+    if kernel_version() >= (6, 12) {
+        rverbs::QpState::Init
+    } else {
+        rverbs::QpState::Reset
+    }
 }
 
 /// The IPv4 address of `dev`'s netdev (rxe0: 192.168.77.1 on `v0`; siw0:
