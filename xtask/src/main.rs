@@ -229,6 +229,9 @@ fn parse_bench(args: &[String]) -> Result<BenchArgs, String> {
         }
     }
     let siw = b.provider == Provider::Siw;
+    if siw && b.parts != bench::Parts::all() {
+        return Err("bench: --only picks parts of the rxe bench; --provider siw runs its own set".into());
+    }
     b.runs = runs.unwrap_or(if siw { bench::SIW_DEFAULT_RUNS } else { bench::DEFAULT_RUNS });
     Ok(b)
 }
@@ -310,6 +313,7 @@ mod tests {
         assert_eq!(parse_bench(&s(&["--runs=3", "--provider=siw"])).unwrap().runs, 3);
         assert!(parse_bench(&s(&["--provider", "rxe,siw"])).is_err());
         assert!(parse_bench(&s(&["--provider", "mlx5"])).is_err());
+        assert!(parse_bench(&s(&["--provider", "siw", "--only", "instr"])).is_err());
     }
 
     #[test]
