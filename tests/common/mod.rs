@@ -66,6 +66,21 @@ pub fn netdev_of(dev: &rverbs::Device) -> Option<String> {
     text.split_whitespace().skip_while(|w| *w != "netdev").nth(1).map(str::to_owned)
 }
 
+/// What QUERY_QP reports on `dev` for a QP in state `s`: `s` on IB and
+/// RoCE; on siw, RESET on 6.1 whatever the state (its query leaves the
+/// state at 0), and on 6.12 the state, IDLE (new) reported as INIT.
+pub fn reported_state(dev: &rverbs::Device, s: rverbs::QpState) -> rverbs::QpState {
+    if !is_iwarp(dev) {
+        s
+    } else if s == rverbs::QpState::Reset {
+        iwarp_idle_state()
+    } else if kernel_version() < (6, 12) {
+        rverbs::QpState::Reset
+    } else {
+        s
+    }
+}
+
 /// The state siw reports for a QP it holds IDLE (new, or moved to INIT):
 /// RESET on 6.1, INIT on 6.12 (siw has no RESET state of its own).
 pub fn iwarp_idle_state() -> rverbs::QpState {
