@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
 use std::thread;
 
 use rverbs::{
@@ -44,7 +45,10 @@ impl Stall {
 
 /// Sends `N` messages carrying their sequence number, keeping at most
 /// `DEPTH` outstanding; checks that every send completes once.
-fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) -> u64 {
+fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, ready: &Barrier) -> u64 {
+    // Both peers' receives first: iWARP has no RNR retry, a SEND that finds
+    // no receive ends the connection.
+    ready.wait();
     let mut seen = HashSet::new();
     let (mut posted, mut done) = (0u64, 0u64);
     let mut stall = Stall::default();
@@ -71,7 +75,7 @@ fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) 
 
 /// Keeps `DEPTH` receives posted until `N` messages arrived; checks each
 /// completes once and carries the next sequence number (RC is in order).
-fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion) -> u64 {
+fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, ready: &Barrier) -> u64 {
     let post = |rq: &mut RecvQueue, id: u64| {
         let slot = (id % u64::from(DEPTH)) as usize * MSG;
         rq.post_recv(&[RecvWr::new(id, &[mr.sge(slot, MSG as u32).unwrap()])]).unwrap();
@@ -82,6 +86,7 @@ fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion
         post(&mut rq, next_post);
         next_post += 1;
     }
+    ready.wait();
     let mut expect = 0u64;
     while expect < N {
         stall.check(expect, || format!("receiver: {next_post} posted, {expect} completed"));
@@ -124,22 +129,23 @@ fn owned_halves_on_four_threads_complete_every_request_once() {
     let mr = || pd.alloc_mr(DEPTH as usize * MSG, AccessFlags::LOCAL_WRITE).unwrap();
     let (a_sq, a_rq) = a.into_split();
     let (b_sq, b_rq) = b.into_split();
+    let ready = Arc::new(Barrier::new(4));
     let threads = [
         thread::spawn({
-            let m = mr();
-            move || sender(a_sq, a_send, m)
+            let (m, r) = (mr(), ready.clone());
+            move || sender(a_sq, a_send, m, &r)
         }),
         thread::spawn({
-            let m = mr();
-            move || receiver(a_rq.unwrap(), a_recv, m)
+            let (m, r) = (mr(), ready.clone());
+            move || receiver(a_rq.unwrap(), a_recv, m, &r)
         }),
         thread::spawn({
-            let m = mr();
-            move || sender(b_sq, b_send, m)
+            let (m, r) = (mr(), ready.clone());
+            move || sender(b_sq, b_send, m, &r)
         }),
         thread::spawn({
-            let m = mr();
-            move || receiver(b_rq.unwrap(), b_recv, m)
+            let (m, r) = (mr(), ready.clone());
+            move || receiver(b_rq.unwrap(), b_recv, m, &r)
         }),
     ];
     let total: u64 = threads.into_iter().map(|t| t.join().expect("a half's thread panicked")).sum();
