@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
@@ -44,8 +45,18 @@ impl Stall {
 }
 
 /// Sends `N` messages carrying their sequence number, keeping at most
-/// `DEPTH` outstanding; checks that every send completes once.
-fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, ready: &Barrier) -> u64 {
+/// `DEPTH` outstanding; checks that every send completes once. With
+/// `credits` (iWARP), message `k` goes only once the peer's receiver has
+/// posted receive `k`: iWARP has no RNR retry, and a send completes when
+/// TCP took it, not when the peer consumed it, so an application bounds
+/// its sends by the receives the peer posted (here the count it shares).
+fn sender(
+    mut sq: SendQueue,
+    mut cq: CompletionQueue,
+    mr: rverbs::MemoryRegion,
+    ready: &Barrier,
+    credits: Option<Arc<AtomicU64>>,
+) -> u64 {
     // Both peers' receives first: iWARP has no RNR retry, a SEND that finds
     // no receive ends the connection.
     ready.wait();
@@ -54,7 +65,8 @@ fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, 
     let mut stall = Stall::default();
     while done < N {
         stall.check(done, || format!("sender: {posted} posted, {done} completed"));
-        while posted < N && posted - done < u64::from(DEPTH) {
+        let allowed = credits.as_ref().map_or(N, |c| c.load(Ordering::Acquire).min(N));
+        while posted < allowed && posted - done < u64::from(DEPTH) {
             let slot = (posted % u64::from(DEPTH)) as usize * MSG;
             mr.write_at(slot, &posted.to_le_bytes()).unwrap();
             let sge = [mr.sge(slot, MSG as u32).unwrap()];
@@ -75,10 +87,18 @@ fn sender(mut sq: SendQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, 
 
 /// Keeps `DEPTH` receives posted until `N` messages arrived; checks each
 /// completes once and carries the next sequence number (RC is in order).
-fn receiver(mut rq: RecvQueue, mut cq: CompletionQueue, mr: rverbs::MemoryRegion, ready: &Barrier) -> u64 {
+fn receiver(
+    mut rq: RecvQueue,
+    mut cq: CompletionQueue,
+    mr: rverbs::MemoryRegion,
+    ready: &Barrier,
+    credits: Arc<AtomicU64>,
+) -> u64 {
     let post = |rq: &mut RecvQueue, id: u64| {
         let slot = (id % u64::from(DEPTH)) as usize * MSG;
         rq.post_recv(&[RecvWr::new(id, &[mr.sge(slot, MSG as u32).unwrap()])]).unwrap();
+        // Release: the receive is posted before the peer's sender sees it.
+        credits.store(id + 1, Ordering::Release);
     };
     let mut next_post = 0u64;
     let mut stall = Stall::default();
@@ -130,22 +150,26 @@ fn owned_halves_on_four_threads_complete_every_request_once() {
     let (a_sq, a_rq) = a.into_split();
     let (b_sq, b_rq) = b.into_split();
     let ready = Arc::new(Barrier::new(4));
+    // Receives posted by a's and b's receivers: the peer's send credits.
+    let (a_posted, b_posted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let iwarp = common::is_iwarp(&dev);
+    let credits = |c: &Arc<AtomicU64>| iwarp.then(|| c.clone());
     let threads = [
         thread::spawn({
-            let (m, r) = (mr(), ready.clone());
-            move || sender(a_sq, a_send, m, &r)
+            let (m, r, c) = (mr(), ready.clone(), credits(&b_posted));
+            move || sender(a_sq, a_send, m, &r, c)
         }),
         thread::spawn({
-            let (m, r) = (mr(), ready.clone());
-            move || receiver(a_rq.unwrap(), a_recv, m, &r)
+            let (m, r, c) = (mr(), ready.clone(), a_posted.clone());
+            move || receiver(a_rq.unwrap(), a_recv, m, &r, c)
         }),
         thread::spawn({
-            let (m, r) = (mr(), ready.clone());
-            move || sender(b_sq, b_send, m, &r)
+            let (m, r, c) = (mr(), ready.clone(), credits(&a_posted));
+            move || sender(b_sq, b_send, m, &r, c)
         }),
         thread::spawn({
-            let (m, r) = (mr(), ready.clone());
-            move || receiver(b_rq.unwrap(), b_recv, m, &r)
+            let (m, r, c) = (mr(), ready.clone(), b_posted.clone());
+            move || receiver(b_rq.unwrap(), b_recv, m, &r, c)
         }),
     ];
     let total: u64 = threads.into_iter().map(|t| t.join().expect("a half's thread panicked")).sum();
