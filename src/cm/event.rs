@@ -238,8 +238,9 @@ impl Event {
     }
 
     /// For an error event, the error it means, naming the address:
-    /// `ECONNREFUSED` "nobody listens at ..." for REJECTED with reason 8,
-    /// the errno of `status` for the others.
+    /// `ECONNREFUSED` "nobody listens at ..." for REJECTED with reason 8
+    /// (IB CM) or status `-ECONNREFUSED` (iWARP), the errno of `status`
+    /// for the others.
     pub fn error(&self) -> Option<Error> {
         self.kind.is_error().then(|| error_of(self))
     }
@@ -253,7 +254,7 @@ impl Event {
     }
 }
 
-fn peer(id: &CmId) -> String {
+pub(super) fn peer(id: &CmId) -> String {
     match id.peer_addr() {
         Some(CmAddr::Ip(a)) => a.to_string(),
         Some(CmAddr::Ib { gid, .. }) => crate::Gid(gid).to_string(),
@@ -292,6 +293,9 @@ fn error_of(ev: &Event) -> Error {
             };
             Error::os("rdma_connect", Errno::ECONNREFUSED).with_message(format!("{why} ({name}, reason {})", ev.status))
         }
+        // iWARP: iw_cm reports the TCP connection's refusal as -ECONNREFUSED.
+        EventKind::Rejected if errno == Errno::ECONNREFUSED => Error::os("rdma_connect", errno)
+            .with_message(format!("nobody listens at {to}: its TCP port refused the connection ({name})")),
         EventKind::Rejected => Error::os("rdma_connect", if ev.status == 0 { Errno::ECONNREFUSED } else { errno })
             .with_message(format!("{to} refused the connection ({name})")),
         EventKind::Unreachable => Error::os("rdma_connect", Errno::ETIMEDOUT)

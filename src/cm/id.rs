@@ -437,7 +437,18 @@ impl CmId {
         } else {
             self.conn_param(VERB, p, 0, 0)?
         };
-        cmd::connect(&ch.fd, self.0.kernel_id, &k, rdma_ucm_ece::default())
+        cmd::connect(&ch.fd, self.0.kernel_id, &k, rdma_ucm_ece::default()).map_err(|e| self.refused(e))
+    }
+
+    /// iWARP connects TCP within the CONNECT command: a port nobody
+    /// listens on fails it with `ECONNREFUSED`, which then names the peer
+    /// as IB's REJECTED reason 8 does.
+    fn refused(&self, e: Error) -> Error {
+        if e.errno() != Some(Errno::ECONNREFUSED) {
+            return e;
+        }
+        let to = super::event::peer(self);
+        e.with_message(format!("nobody listens at {to}: its TCP port refused the connection (iWARP)"))
     }
 
     /// Accepts the connection request of a listener's id

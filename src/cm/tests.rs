@@ -265,6 +265,7 @@ fn error_events_name_the_peer() {
     id.resolve_addr(None, addr("192.168.77.1:7174"), Duration::from_millis(500)).unwrap();
     for (event, status, errno, text) in [
         (RDMA_CM_EVENT_REJECTED, 8, Errno::ECONNREFUSED, "nobody listens at 192.168.77.1:7174"),
+        (RDMA_CM_EVENT_REJECTED, -111, Errno::ECONNREFUSED, "nobody listens at 192.168.77.1:7174: its TCP port"),
         (RDMA_CM_EVENT_REJECTED, 28, Errno::ECONNREFUSED, "192.168.77.1:7174 rejected the connection"),
         (RDMA_CM_EVENT_UNREACHABLE, -110, Errno::ETIMEDOUT, "192.168.77.1:7174 is unreachable"),
         (RDMA_CM_EVENT_ADDR_ERROR, -110, Errno::ETIMEDOUT, "192.168.77.1:7174 did not answer"),

@@ -44,12 +44,6 @@ pub const TABLE: &[TestProvider] = &[
                  (which no CM connection can make); the statuses of CM-connected siw pairs are untested",
             ),
             (
-                "async_cm",
-                "on siw0 a connect nobody listens to fails with ECONNREFUSED but the error does not \
-                 name the address as on RoCE (src/cm maps IB's REJECTED reason 8 only); its other \
-                 three tests pass on siw0: drop this row once src/cm says 'nobody listens at'",
-            ),
-            (
                 "cm",
                 "its addresses are rxe0's (192.168.77.1) and udaddy is UD; until its tests take the \
                  device's address (common::device_ipv4) it would test rxe0 again (rping on siw0: c_rping)",
