@@ -51,6 +51,14 @@ fn dereg_while_a_large_read_is_in_flight() {
     else {
         return;
     };
+    if common::is_iwarp(ctx.device()) {
+        // 6.1's siw holds root to RLIMIT_MEMLOCK (8 MiB in the guest) when
+        // it pins a region, as ib_umem_get does not: lift it, as root may.
+        use nix::libc;
+        let r = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+        // SAFETY: setrlimit reads the struct it is given.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) }, 0, "raise RLIMIT_MEMLOCK (as root)");
+    }
     let mrs_before = common::resources_of("mr").len();
     const LEN: usize = 64 << 20;
     let src = pd.alloc_mr(LEN, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).unwrap();
