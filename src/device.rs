@@ -353,18 +353,21 @@ fn guess_driver(sysfs_path: &Path, name: &str) -> DriverId {
     DriverId::UNKNOWN
 }
 
-/// The netdev under the device: rxe's `parent` attribute, or the PCI
-/// function's first `net/` entry.
+/// The netdev under the device: rxe's `parent` attribute, the PCI
+/// function's first `net/` entry, or the netdev of port 1's first GID
+/// (siw, which has neither; 6.1's siw leaves it empty too).
 fn netdev_of(sysfs_path: &Path) -> Option<String> {
     if let Some(p) = read_trim(&sysfs_path.join("parent")) {
         return Some(p);
     }
     let mut names: Vec<String> = fs::read_dir(sysfs_path.join("device/net"))
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
     names.sort();
-    names.into_iter().next()
+    names
+        .into_iter()
+        .next()
+        .or_else(|| read_trim(&sysfs_path.join("ports/1/gid_attrs/ndevs/0")).filter(|n| !n.is_empty()))
 }
 
 /// Every RDMA device with a uverbs node (`ibv_get_device_list`).
@@ -389,4 +392,37 @@ pub fn device_by_name(name: &str) -> Result<Device> {
         .find(|d| d.name() == name)
         .cloned()
         .ok_or_else(|| Error::check("ibv_open_device", Errno::ENODEV).with_message(msg))
+}
+
+#[cfg(test)]
+mod netdev_tests {
+    use super::*;
+
+    /// A sysfs directory of a device under the test's own temporary path.
+    fn fake(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("rverbs-netdev-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (path, text) in files {
+            let p = root.join(path);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        }
+        fs::create_dir_all(&root).unwrap();
+        root
+    }
+
+    #[test]
+    fn netdev_from_parent_pci_function_or_first_gid() {
+        let rxe = fake("rxe", &[("parent", "v0\n"), ("ports/1/gid_attrs/ndevs/0", "other\n")]);
+        assert_eq!(netdev_of(&rxe).as_deref(), Some("v0"));
+        let pci = fake("pci", &[("device/net/eth1/x", ""), ("device/net/eth0/x", "")]);
+        assert_eq!(netdev_of(&pci).as_deref(), Some("eth0"));
+        let siw = fake("siw", &[("ports/1/gid_attrs/ndevs/0", "v2\n")]);
+        assert_eq!(netdev_of(&siw).as_deref(), Some("v2"));
+        let none = fake("none", &[("ports/1/gid_attrs/ndevs/0", "\n")]);
+        assert_eq!(netdev_of(&none), None);
+        for d in [rxe, pci, siw, none] {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
 }
