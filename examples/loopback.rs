@@ -29,7 +29,7 @@ fn main() -> Result {
 
 /// The whole program (tests/examples.rs calls it).
 pub fn run() -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let (mut cq_a, mut cq_b) = (ctx.create_cq(16)?, ctx.create_cq(16)?);
     let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a))?;

@@ -35,7 +35,7 @@ pub fn run(role: Role) -> Result {
 }
 
 fn server(mut tcp: TcpStream) -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let mut cq = ctx.create_cq(16)?;
     let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;
@@ -67,7 +67,7 @@ fn server(mut tcp: TcpStream) -> Result {
 }
 
 fn client(mut tcp: TcpStream) -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let mut cq = ctx.create_cq(16)?;
     let mut qp: QueuePair = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;

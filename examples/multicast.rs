@@ -43,7 +43,7 @@ pub fn run(role: Role) -> Result {
 }
 
 fn side(mut tcp: TcpStream, me: &str) -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let mut cq = ctx.create_cq(16)?;
     let mut qp = pd.create_qp(&QpInitAttr::new(QpType::Ud, &cq))?;

@@ -29,7 +29,7 @@ pub fn run(role: Role) -> Result {
 
 fn side(mut tcp: TcpStream, me: &str) -> Result {
     // The first RDMA device; a CQ that reports to a completion channel.
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let channel = ctx.create_comp_channel()?;
     let mut cq = ctx.create_cq_with(&CqInitAttr { cqe: 16, channel: Some(&channel), ..Default::default() })?;

@@ -33,7 +33,7 @@ fn connect(
     tcp: &mut TcpStream,
     access: AccessFlags,
 ) -> Result<(CompletionQueue, QueuePair, rverbs::MemoryRegion, Endpoint)> {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let cq = ctx.create_cq(16)?;
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq))?;

@@ -41,7 +41,7 @@ pub fn run(role: Role) -> Result {
 }
 
 fn server(mut tcp: TcpStream) -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let channel = ctx.create_comp_channel()?;
     let mut cq = ctx.create_cq_with(&CqInitAttr { cqe: 16, channel: Some(&channel), ..Default::default() })?;
@@ -95,7 +95,7 @@ fn watch(ctx: &rverbs::Context, control: &SrqControl) -> Result {
 }
 
 fn client(mut tcp: TcpStream) -> Result {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = util::open_device()?;
     let pd = ctx.alloc_pd()?;
     let channel = ctx.create_comp_channel()?;
     let mut cq = ctx.create_cq_with(&CqInitAttr { cqe: 16, channel: Some(&channel), ..Default::default() })?;

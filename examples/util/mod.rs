@@ -1,12 +1,24 @@
 //! What the examples share: who plays which side, the TCP connection the
 //! endpoint handshake runs over (plain `std::net`), waiting for the next
-//! completion with a deadline, and for the CM examples' loopback the
-//! device's IP address.
+//! completion with a deadline, the device (`RVERBS_DEVICE`, else the
+//! first), and for the CM examples' loopback the device's IP address.
 
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use rverbs::{CompletionQueue, Wc};
+
+/// Opens the device `RVERBS_DEVICE` names (`rxe0`, `siw0`), else the first
+/// one (`ibv_open_device` on `ibv_get_device_list()[0]`, as rdma-core's
+/// examples do without `-d`).
+#[allow(dead_code)] // the CM examples reach it only through device_ipv4
+pub fn open_device() -> Result<rverbs::Context> {
+    let dev = match std::env::var("RVERBS_DEVICE") {
+        Ok(name) if !name.is_empty() => rverbs::device_by_name(&name)?,
+        _ => rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?,
+    };
+    Ok(dev.open()?)
+}
 
 /// The TCP port rdma-core's ping-pong examples use.
 pub const PORT: u16 = 18515;
@@ -102,12 +114,13 @@ pub fn barrier(tcp: &mut TcpStream) -> Result {
     Ok(())
 }
 
-/// An IPv4 address of the first RDMA device (from its RoCE GIDs): where a
+/// An IPv4 address of the device [`open_device`] opens (from its RoCE
+/// GIDs): where a
 /// CM example's `--loopback` client connects.
 #[allow(dead_code)] // the CM examples' loopback only
 pub fn device_ipv4() -> Result<std::net::IpAddr> {
-    let ctx = rverbs::devices()?.into_iter().next().ok_or("no RDMA device")?.open()?;
+    let ctx = open_device()?;
     let gids = ctx.query_gid_table()?;
-    let ip = gids.iter().find_map(|g| g.gid.to_ipv4()).ok_or("the first RDMA device has no IPv4 address")?;
+    let ip = gids.iter().find_map(|g| g.gid.to_ipv4()).ok_or("the RDMA device has no IPv4 address")?;
     Ok(std::net::IpAddr::V4(ip))
 }
