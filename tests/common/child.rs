@@ -168,13 +168,19 @@ pub fn wait_listening(port: u16, server: &mut Proc) {
 pub fn wait_cm_listening(port: u16, server: &mut Proc) {
     let start = Instant::now();
     let here = |l: &str| l.contains(&format!(":{port} ")) || l.trim_end().ends_with(&format!(":{port}"));
+    // A wildcard listener gets a LISTEN id per device (`link rxe0/- ...`,
+    // `link siw0/- ...`), each made after the last: wait for the tier's.
+    let dev = std::env::var("RVERBS_TEST_DEVICE").unwrap_or_default();
+    let on_dev = |l: &str| dev.is_empty() || l.trim_start().starts_with(&format!("link {dev}/"));
     loop {
         let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
         let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
         // iWARP: the kernel marks the id LISTEN before the device's TCP
         // listener exists (`rdma_listen` sets the state, then
         // `cma_iw_listen`); a connect in between is refused.
-        if text.lines().any(|l| l.contains("LISTEN") && here(l)) && (!tested_device_is_iwarp() || listening(port)) {
+        if text.lines().any(|l| l.contains("LISTEN") && here(l) && on_dev(l))
+            && (!tested_device_is_iwarp() || listening(port))
+        {
             return;
         }
         if server.exited() || start.elapsed() > Duration::from_secs(60) {
