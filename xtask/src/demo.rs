@@ -260,19 +260,10 @@ fn one_host(
         label: "demo",
         ..Default::default()
     };
-    let guest = Guest { kernel: k, tools, dirs, knobs };
     note("booting the guest; strace'd and timed ping-pongs follow (about a minute under TCG)");
-    let verbose = knobs.verbose;
-    let mut show = |kind: LineKind, line: &str| {
-        if verbose {
-            match kind {
-                LineKind::Kernel => eprintln!("kernel: {line}"),
-                _ => eprintln!("{line}"),
-            }
-        } else if let Some(step) = line.strip_prefix(DEMO).and_then(|r| r.trim().strip_prefix("step ")) {
-            let mut w = step.split_whitespace();
-            let (step, at) = (w.next().unwrap_or(""), w.next().unwrap_or("?"));
-            let what = match step {
+    let Some(GuestFiles { files, release, accel, boot, log }) =
+        run_guest(&Guest { kernel: k, tools, dirs, knobs }, &payload, keep, |step| {
+            match step {
                 "t" => format!("strace'd rverbs pingpong, polling, -n {TRACED_ITERS}"),
                 "e" => format!("strace'd rverbs pingpong -e, -n {EVENT_ITERS}"),
                 "ti" => format!("strace'd ibv_rc_pingpong, polling, -n {TRACED_ITERS}"),
@@ -282,26 +273,15 @@ fn one_host(
                 "i" => format!("timed ibv_rc_pingpong, -n {TIMED_ITERS}"),
                 "re" => format!("timed rverbs pingpong -e, -n {TIMED_ITERS}"),
                 "ie" => format!("timed ibv_rc_pingpong -e, -n {TIMED_ITERS}"),
-                "send" => "sending the traces back over the serial console".into(),
-                _ => "done".into(),
-            };
-            note(format!("guest at {at} s: {what}"));
-        }
-    };
-    let out = runner::run(&guest, &payload, keep, &mut show)?;
-    if let Some(problem) = out.problem() {
-        println!("---- guest console tail:");
-        out.tail(40).iter().for_each(|l| println!("{l}"));
-        println!("---- kernel console tail:");
-        out.kernel_tail(40).iter().for_each(|l| println!("{l}"));
-        println!("FAILED: the demo guest: {problem} (console: {})", out.log.display());
+                _ => return None,
+            }
+            .into()
+        })?
+    else {
         return Ok(1);
-    }
-    let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
-    let files = crate::console_files::collect(&lines, DEMO);
-    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    };
     let mut r = Report::default();
-    r.header(&release, &out.accel.describe(), cli);
+    r.header(&release, &accel, cli);
     r.no_libibverbs(cli, &files);
     let t = [Traced::new(&files, "t", "server", names), Traced::new(&files, "t", "client", names)];
     let e = [Traced::new(&files, "e", "server", names), Traced::new(&files, "e", "client", names)];
@@ -312,7 +292,7 @@ fn one_host(
     r.cm_path(&c);
     r.data_path(&t, &e, &ti, &ei);
     r.timings(&files);
-    r.summary(&secs(out.boot.elapsed), &out.log);
+    r.summary(&boot, &log);
     let mut stdout = std::io::stdout().lock();
     for l in &r.lines {
         let _ = writeln!(stdout, "{l}");
@@ -326,6 +306,58 @@ const SIW_TRACED: u32 = 100;
 const SIW_TIMED: u32 = 500;
 /// First port of the siw0 pairs (one each).
 const SIW_PORT: u32 = 18531;
+
+/// What a demo guest left: its console files, kernel release,
+/// accelerator, boot time and console log.
+struct GuestFiles {
+    files: BTreeMap<String, Vec<String>>,
+    release: String,
+    accel: String,
+    boot: String,
+    log: std::path::PathBuf,
+}
+
+/// Boots `guest` with `payload`, streaming the console when
+/// `RVERBS_VM_VERBOSE` is set and otherwise a note per `step` line,
+/// worded by `what` (`None`: "done"). `None` after printing why the guest
+/// failed (console tails).
+fn run_guest(
+    guest: &Guest,
+    payload: &Payload,
+    keep: bool,
+    what: impl Fn(&str) -> Option<String>,
+) -> Result<Option<GuestFiles>> {
+    let verbose = guest.knobs.verbose;
+    let mut show = |kind: LineKind, line: &str| {
+        if verbose {
+            match kind {
+                LineKind::Kernel => eprintln!("kernel: {line}"),
+                _ => eprintln!("{line}"),
+            }
+        } else if let Some(step) = line.strip_prefix(DEMO).and_then(|r| r.trim().strip_prefix("step ")) {
+            let mut w = step.split_whitespace();
+            let (step, at) = (w.next().unwrap_or(""), w.next().unwrap_or("?"));
+            let what = match step {
+                "send" => "sending the traces back over the serial console".into(),
+                s => what(s).unwrap_or_else(|| "done".into()),
+            };
+            note(format!("guest at {at} s: {what}"));
+        }
+    };
+    let out = runner::run(guest, payload, keep, &mut show)?;
+    if let Some(problem) = out.problem() {
+        println!("---- guest console tail:");
+        out.tail(40).iter().for_each(|l| println!("{l}"));
+        println!("---- kernel console tail:");
+        out.kernel_tail(40).iter().for_each(|l| println!("{l}"));
+        println!("FAILED: the demo guest: {problem} (console: {})", out.log.display());
+        return Ok(None);
+    }
+    let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
+    let files = crate::console_files::collect(&lines, DEMO);
+    let release = out.report.release.clone().unwrap_or_else(|| guest.kernel.release.clone());
+    Ok(Some(GuestFiles { files, release, accel: out.accel.describe(), boot: secs(out.boot.elapsed), log: out.log }))
+}
 
 /// The `--provider siw` guest script: `rverbs rping` and rdma-core's
 /// `rping` on siw0, each pair straced, then each timed by the guest's
@@ -412,49 +444,29 @@ fn siw_host(k: &Kernel, tools: &HostTools, dirs: &Dirs, knobs: &Knobs, cli: &Pat
         label: "demo",
         ..Default::default()
     };
-    let guest = Guest { kernel: k, tools, dirs, knobs };
     note("booting the guest with siw0; strace'd and timed rping pairs follow");
-    let verbose = knobs.verbose;
-    let mut show = |kind: LineKind, line: &str| {
-        if verbose {
-            match kind {
-                LineKind::Kernel => eprintln!("kernel: {line}"),
-                _ => eprintln!("{line}"),
-            }
-        } else if let Some(step) = line.strip_prefix(DEMO).and_then(|r| r.trim().strip_prefix("step ")) {
-            let mut w = step.split_whitespace();
-            let (step, at) = (w.next().unwrap_or(""), w.next().unwrap_or("?"));
-            let what = match step {
+    let Some(GuestFiles { files, release, accel, boot, log }) =
+        run_guest(&Guest { kernel: k, tools, dirs, knobs }, &payload, keep, |step| {
+            match step {
                 "s" => format!("strace'd rverbs rping on siw0, -C {SIW_TRACED}"),
                 "si" => format!("strace'd rping (rdma-core, libsiw) on siw0, -C {SIW_TRACED}"),
                 "r" => format!("timed rverbs rping, -C {SIW_TIMED}"),
                 "i" => format!("timed rping (rdma-core), -C {SIW_TIMED}"),
-                "send" => "sending the traces back over the serial console".into(),
-                _ => "done".into(),
-            };
-            note(format!("guest at {at} s: {what}"));
-        }
-    };
-    let out = runner::run(&guest, &payload, keep, &mut show)?;
-    if let Some(problem) = out.problem() {
-        println!("---- guest console tail:");
-        out.tail(40).iter().for_each(|l| println!("{l}"));
-        println!("---- kernel console tail:");
-        out.kernel_tail(40).iter().for_each(|l| println!("{l}"));
-        println!("FAILED: the demo guest: {problem} (console: {})", out.log.display());
+                _ => return None,
+            }
+            .into()
+        })?
+    else {
         return Ok(1);
-    }
-    let lines = out.report.runs.first().map(|r| r.log.lines.clone()).unwrap_or_default();
-    let files = crate::console_files::collect(&lines, DEMO);
-    let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
+    };
     let mut r = Report::default();
-    r.siw_header(&release, &out.accel.describe(), cli);
+    r.siw_header(&release, &accel, cli);
     r.no_libibverbs_of(cli, &files, ["s-server.maps", "si-server.maps"], "rping", ["uverbs1", "the siw rings"]);
     let ours = [Traced::siw(&files, "s", "server"), Traced::siw(&files, "s", "client")];
     let theirs = [Traced::siw(&files, "si", "server"), Traced::siw(&files, "si", "client")];
     r.siw_data_path(&ours, &theirs);
     r.siw_timings(&files);
-    r.summary(&secs(out.boot.elapsed), &out.log);
+    r.summary(&boot, &log);
     let mut stdout = std::io::stdout().lock();
     for l in &r.lines {
         let _ = writeln!(stdout, "{l}");
