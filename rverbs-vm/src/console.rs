@@ -2,6 +2,7 @@
 //! result: ...`) and the guest's `@@RVERBS` marker lines.
 
 use std::ops::AddAssign;
+use std::time::{Duration, Instant};
 
 use crate::guest::MARK;
 
@@ -117,6 +118,10 @@ pub struct GuestRun {
     /// Exit code; `None` when the end marker never came.
     pub exit: Option<i32>,
     pub log: LibtestLog,
+    /// From its begin marker to its end marker, as the host saw them
+    /// (`None` until the end marker came): per-binary time, for finding
+    /// what makes a tier slow.
+    pub took: Option<Duration>,
 }
 
 impl GuestRun {
@@ -170,6 +175,8 @@ pub struct GuestReport {
     pub dmesg: Vec<String>,
     in_run: bool,
     in_dmesg: bool,
+    /// When the open run's begin marker came.
+    began: Option<Instant>,
     /// This boot's nonce ([`crate::guest::NONCE_FILE`]); empty: plain
     /// `@@RVERBS ` markers.
     nonce: String,
@@ -238,11 +245,14 @@ impl GuestReport {
             "begin" => {
                 self.runs.push(GuestRun { name: rest.trim().to_owned(), ..Default::default() });
                 self.in_run = true;
+                self.began = Some(Instant::now());
             }
             "end" => {
                 let code = rest.rsplit(' ').next().and_then(|c| c.trim().parse().ok());
+                let took = self.began.take().map(|b| b.elapsed());
                 if let Some(r) = self.runs.last_mut() {
                     r.exit = code;
+                    r.took = took;
                 }
                 self.in_run = false;
             }
@@ -317,6 +327,7 @@ test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; 
         assert!(r.ready && r.done);
         assert_eq!(r.runs.len(), 2);
         assert_eq!(r.runs[0].exit, Some(101));
+        assert!(r.runs.iter().all(|run| run.took.is_some()), "each ended run is timed");
         assert_eq!(r.runs[0].log.failed, vec!["b".to_owned()]);
         assert_eq!(r.runs[0].log.failure_output("b"), vec!["thread 'b' panicked at tests/x.rs:1:1:", "boom", ""]);
         assert!(r.runs[1].crash_reason().is_some());

@@ -276,6 +276,7 @@ fn one_kernel(
             secs(out.boot.elapsed),
             out.log.display()
         );
+        println!("{what}: {}", binary_times(out.report.runs.iter().filter(|r| mine(r))));
         tally.add(what, counts, problems, format!("{} ({}), {}", k.package, release, secs(took)));
     }
     if !out.report.dmesg.is_empty() {
@@ -284,6 +285,23 @@ fn one_kernel(
             println!("{tag}   {l}");
         }
     }
+}
+
+/// `N binaries in T: NAME S s, ...`, slowest first (prefixes dropped):
+/// where a tier's time goes, for keeping CI's run short. A binary that
+/// never ended shows `?`.
+fn binary_times<'a>(runs: impl Iterator<Item = &'a crate::console::GuestRun>) -> String {
+    let mut runs: Vec<_> = runs.collect();
+    runs.sort_by_key(|r| std::cmp::Reverse(r.took));
+    let total: std::time::Duration = runs.iter().filter_map(|r| r.took).sum();
+    let each: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let name = r.name.split_once(':').map_or(r.name.as_str(), |(_, n)| n);
+            r.took.map_or(format!("{name} ?"), |t| format!("{name} {:.0} s", t.as_secs_f64()))
+        })
+        .collect();
+    format!("{} binaries in {}: {}", runs.len(), secs(total), each.join(", "))
 }
 
 /// The boot's limit (a hang guard): the default holds one tier; each
@@ -467,6 +485,18 @@ fn print_summary(t: &Tally) -> i32 {
 mod tests {
     use super::*;
     use crate::project::Artifact;
+
+    #[test]
+    fn binary_times_list_the_slowest_first() {
+        use crate::console::GuestRun;
+        let run = |name: &str, s: Option<u64>| GuestRun {
+            name: name.into(),
+            took: s.map(std::time::Duration::from_secs),
+            ..Default::default()
+        };
+        let runs = [run("siw:fast", Some(2)), run("siw:slow", Some(90)), run("siw:hung", None)];
+        assert_eq!(binary_times(runs.iter()), "3 binaries in 92.0 s: slow 90 s, fast 2 s, hung ?");
+    }
 
     #[test]
     fn examples_go_to_the_guest_and_listed_ones_run() {
