@@ -316,16 +316,15 @@ pub mod tags {
     }
 }
 
-/// Builds the guest script. Every run is a pair: the server in the
-/// background, the client once the server listens; outputs in `TAG.cli`,
-/// `TAG.srv`, the client's exit status in `TAG.rc`. With two vCPUs or more
-/// the server runs on CPU 0 and the client on CPU 1 (`taskset`): two
-/// busy-polling processes that the scheduler happens to put on one vCPU
-/// take turns at its ticks (4 ms), which made whole runs 20-40 times
-/// slower at random; pinned, every run of either library sees the same
-/// placement.
-pub fn script(parts: &Parts, runs: u32) -> String {
-    let mut s = format!(
+/// The start of every bench guest script: the output folder, the marker
+/// functions (`mark`, `send`, `step`), `listening PORT` (a TCP listener on
+/// PORT) and `pair TAG PORT SERVER CLIENT`: the server in the background,
+/// the client once the server listens; outputs in `TAG.cli` and `TAG.srv`,
+/// exit statuses in `TAG.rc` and `TAG.src`, the guest's uptime around the
+/// client in `TAG.time`. With two vCPUs or more the server runs on CPU 0
+/// and the client on CPU 1 (`taskset`).
+fn prelude() -> String {
+    format!(
         r#"D={DIR}
 mkdir -p $D && cd $D
 mark() {{ echo "{MARK} $*"; }}
@@ -348,8 +347,10 @@ pair() {{
         usleep 50000
     done
     if listening $2; then
+        t0=$(cut -d' ' -f1 /proc/uptime)
         eval "$ON1 $4" >$D/$1.cli 2>&1
         echo $? >$D/$1.rc
+        echo "$t0 $(cut -d' ' -f1 /proc/uptime)" >$D/$1.time
     else
         echo "the server never listened on port $2" >$D/$1.cli
         echo 99 >$D/$1.rc
@@ -360,7 +361,24 @@ pair() {{
 }}
 mark cpus $(grep -c ^processor /proc/cpuinfo)
 "#
-    );
+    )
+}
+
+/// The end of a bench guest script: every output file but those matching
+/// `skip` (a shell pattern: callgrind profiles the report does not read)
+/// goes back to the host.
+fn send_step(skip: &str) -> String {
+    format!("step send\nfor f in *; do\n    case $f in {skip}) continue ;; esac\n    send $f $D/$f\ndone\nstep done\ntrue\n")
+}
+
+/// Builds the guest script: every run is a [`prelude`] pair. The server
+/// and client are pinned to CPUs 0 and 1 because two
+/// busy-polling processes that the scheduler happens to put on one vCPU
+/// take turns at its ticks (4 ms), which made whole runs 20-40 times
+/// slower at random; pinned, every run of either library sees the same
+/// placement.
+pub fn script(parts: &Parts, runs: u32) -> String {
+    let mut s = prelude();
     let mut port = 19000u32;
     let mut next_port = || {
         port += 1;
@@ -497,15 +515,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
     if parts.scale {
         crate::scale::script(&mut s);
     }
-    s.push_str(
-        "step send\n\
-         for f in *; do\n    \
-         case $f in cg-*-100.out) continue ;; esac\n    \
-         send $f $D/$f\n\
-         done\n\
-         step done\n\
-         true\n",
-    );
+    s.push_str(&send_step("cg-*-100.out"));
     s
 }
 
@@ -525,7 +535,7 @@ pub const SIW_DEFAULT_RUNS: u32 = 5;
 
 /// The `--provider siw` guest script: rdma-core's `rping` (librdmacm,
 /// libibverbs, libsiw) and `rverbs rping` on siw0 with the same arguments,
-/// server on CPU 0 and client on CPU 1 (as [`script`]): callgrind of the
+/// pairs as in [`prelude`]: callgrind of the
 /// client at two counts, strace of both sides at two counts, then `runs`
 /// timed pairs of each, alternating which goes first ([`run_order`]). A
 /// pair's client starts once the server's CM listens on siw0's TCP port
@@ -533,44 +543,7 @@ pub const SIW_DEFAULT_RUNS: u32 = 5;
 /// the guest's uptime around the client goes to `TAG.time`.
 pub fn siw_script(runs: u32) -> String {
     let ip = guest::SIW_IP.split('/').next().unwrap_or(guest::SIW_IP);
-    let mut s = format!(
-        r#"D={DIR}
-mkdir -p $D && cd $D
-mark() {{ echo "{MARK} $*"; }}
-send() {{ mark file "$1"; cat "$2"; mark end "$1"; }}
-step() {{ mark step "$1" $(cut -d' ' -f1 /proc/uptime); }}
-listening() {{
-    p=$(printf %04X "$1")
-    grep -q ":$p [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}}
-ON0= ON1=
-if [ "$(grep -c ^processor /proc/cpuinfo)" -ge 2 ]; then ON0="taskset -c 0" ON1="taskset -c 1"; fi
-# cmpair TAG PORT SERVER CLIENT
-cmpair() {{
-    eval "$ON0 $3" >$D/$1.srv 2>&1 &
-    bg=$!
-    i=0
-    until listening $2; do
-        i=$((i + 1))
-        [ $i -le 1200 ] || break
-        usleep 50000
-    done
-    if listening $2; then
-        t0=$(cut -d' ' -f1 /proc/uptime)
-        eval "$ON1 $4" >$D/$1.cli 2>&1
-        echo $? >$D/$1.rc
-        echo "$t0 $(cut -d' ' -f1 /proc/uptime)" >$D/$1.time
-    else
-        echo "the server never listened on port $2" >$D/$1.cli
-        echo 99 >$D/$1.rc
-        kill $bg
-    fi
-    wait $bg
-    echo $? >$D/$1.src
-}}
-mark cpus $(grep -c ^processor /proc/cpuinfo)
-"#
-    );
+    let mut s = prelude();
     let mut port = 19500u32;
     let mut next_port = || {
         port += 1;
@@ -584,7 +557,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
             let p = next_port();
             let tag = tags::siw_cg(i, count);
             s.push_str(&format!(
-                "cmpair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
+                "pair {tag} {p} \"timeout 900 {srv}\" \"timeout 900 valgrind --tool=callgrind --dump-line=no \
                  --dump-instr=yes --callgrind-out-file=$D/{tag}.out --log-file=$D/{tag}.vg {cli}\"\n",
                 srv = srv(i, p),
                 cli = cli(i, count, p),
@@ -597,7 +570,7 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
             let p = next_port();
             let tag = tags::siw_st(i, count);
             s.push_str(&format!(
-                "cmpair {tag} {p} \"timeout 120 strace -f -y -o $D/{tag}-srv.st {srv}\" \
+                "pair {tag} {p} \"timeout 120 strace -f -y -o $D/{tag}-srv.st {srv}\" \
                  \"timeout 120 strace -f -y -o $D/{tag}.st {cli}\"\n",
                 srv = srv(i, p),
                 cli = cli(i, count, p),
@@ -610,21 +583,13 @@ mark cpus $(grep -c ^processor /proc/cpuinfo)
             let p = next_port();
             let tag = tags::siw_lat(i, run);
             s.push_str(&format!(
-                "cmpair {tag} {p} \"timeout 120 {srv}\" \"timeout 120 {cli}\"\n",
+                "pair {tag} {p} \"timeout 120 {srv}\" \"timeout 120 {cli}\"\n",
                 srv = srv(i, p),
                 cli = cli(i, SIW_TIMED, p),
             ));
         }
     }
-    s.push_str(
-        "step send\n\
-         for f in *; do\n    \
-         case $f in *.out) continue ;; esac\n    \
-         send $f $D/$f\n\
-         done\n\
-         step done\n\
-         true\n",
-    );
+    s.push_str(&send_step("*.out"));
     s
 }
 
@@ -1067,11 +1032,11 @@ mod tests {
     fn siw_script_runs_both_rpings_alike() {
         let s = siw_script(2);
         for want in [
-            "cmpair sc-rdma-100 19501 \"timeout 900 rping -s -S 64 -a 192.168.79.1 -p 19501\" \"timeout 900 valgrind \
+            "pair sc-rdma-100 19501 \"timeout 900 rping -s -S 64 -a 192.168.79.1 -p 19501\" \"timeout 900 valgrind \
              --tool=callgrind --dump-line=no --dump-instr=yes --callgrind-out-file=$D/sc-rdma-100.out \
              --log-file=$D/sc-rdma-100.vg rping -c -C 100 -S 64 -a 192.168.79.1 -p 19501\"",
             "--log-file=$D/sc-rverbs-1000.vg rverbs rping -c -C 1000 -S 64 -a 192.168.79.1 -p 19504\"",
-            "cmpair ss-rverbs-10 19506 \"timeout 120 strace -f -y -o $D/ss-rverbs-10-srv.st rverbs rping -s -S 64",
+            "pair ss-rverbs-10 19506 \"timeout 120 strace -f -y -o $D/ss-rverbs-10-srv.st rverbs rping -s -S 64",
             "\"timeout 120 strace -f -y -o $D/ss-rdma-100.st rping -c -C 100 -S 64 -a 192.168.79.1 -p 19507\"",
             "\"timeout 120 rverbs rping -c -C 1000 -S 64 -a 192.168.79.1 -p",
             "eval \"$ON1 $4\" >$D/$1.cli 2>&1",
@@ -1081,7 +1046,7 @@ mod tests {
             assert!(s.contains(want), "missing {want:?} in\n{s}");
         }
         // Timed runs alternate which library goes first.
-        let at = |t: &str| s.find(&format!("cmpair {t} ")).unwrap();
+        let at = |t: &str| s.find(&format!("pair {t} ")).unwrap();
         assert!(at("sl-rdma-1") < at("sl-rverbs-1") && at("sl-rverbs-2") < at("sl-rdma-2"));
         assert!(!s.contains("sl-rdma-3") && !s.contains("ibv_rc_pingpong"));
     }
