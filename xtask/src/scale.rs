@@ -141,3 +141,22 @@ pub fn ratio(x: Option<f64>, base: Option<f64>) -> String {
         _ => "—".into(),
     }
 }
+
+/// A table's header and alignment rows: the leading columns `lead`
+/// (`"| N | pair |"`) aligned as `lead_align` (`"| --: | --- |"`), then for
+/// each kernel run the columns `cols`, each named after the run's series
+/// (`6.12 conn/s`; an empty name: the series alone) and right-aligned.
+pub fn header(lead: &str, lead_align: &str, runs: &[KernelRun], cols: &[&str]) -> String {
+    let mut t = lead.to_owned();
+    for r in runs {
+        for c in cols {
+            let sep = if c.is_empty() { "" } else { " " };
+            t.push_str(&format!(" {}{sep}{c} |", r.series));
+        }
+    }
+    t.push('\n');
+    t.push_str(lead_align);
+    t.push_str(&" --: |".repeat(cols.len() * runs.len()));
+    t.push('\n');
+    t
+}

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use super::Sample;
+use super::{header, ratio, thousands, Sample};
 use crate::bench_report::KernelRun;
 use crate::guest;
 use crate::project::{self, Workspace};
@@ -177,30 +177,6 @@ fn num(v: Option<f64>) -> String {
     v.map_or("—".into(), |x| if x >= 100.0 { thousands(x) } else { format!("{x:.1}") })
 }
 
-/// Grouped thousands: `12345` → `12,345` (negative numbers keep their sign).
-pub(super) fn thousands(v: f64) -> String {
-    let s = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0.0 && out != "0" {
-        out.insert(0, '-');
-    }
-    out
-}
-
-/// `x/base` to two places, `—` without both.
-pub(super) fn ratio(x: Option<f64>, base: Option<f64>) -> String {
-    match (x, base) {
-        (Some(x), Some(b)) if b > 0.0 => format!("{:.2}", x / b),
-        _ => "—".into(),
-    }
-}
-
 /// The section's table (empty: no figures).
 pub fn table(runs: &[KernelRun]) -> String {
     let samples: Vec<Vec<Sample>> = runs.iter().map(|r| Sample::all(r, "connections")).collect();
@@ -214,16 +190,9 @@ pub fn table(runs: &[KernelRun]) -> String {
          connection) in every pairing, same guest. conn/s: N over the client's wall time (process start to \
          exit); events/s: the listener's 3 CM events per connection over the span from the client's start \
          to the server's exit (rverbs' listener's own count over its event spans in brackets); ×: conn/s \
-         over rdma-core's own pair's.\n\n| N | server ← client |",
+         over rdma-core's own pair's.\n\n",
     );
-    for r in runs {
-        t.push_str(&format!(" {} conn/s | {0} events/s | {0} × |", r.series));
-    }
-    t.push_str("\n| --: | --- |");
-    for _ in runs {
-        t.push_str(" --: | --: | --: |");
-    }
-    t.push('\n');
+    t.push_str(&header("| N | server ← client |", "| --: | --- |", runs, &["conn/s", "events/s", "×"]));
     for n in NS {
         for (srv, cli) in PAIRS {
             let pair = format!("{srv}:{cli}");
@@ -247,16 +216,9 @@ pub fn table(runs: &[KernelRun]) -> String {
     if samples.iter().any(|s| s.iter().any(|x| x.what == "syscalls")) {
         t.push_str(
             "\nSyscalls per connection (`strace -f -c` of each side, each library with itself, \
-             (total at N = 100 − total at N = 1) / 99):\n\n| library |",
+             (total at N = 100 − total at N = 1) / 99):\n\n",
         );
-        for r in runs {
-            t.push_str(&format!(" {} listener | {0} client |", r.series));
-        }
-        t.push_str("\n| --- |");
-        for _ in runs {
-            t.push_str(" --: | --: |");
-        }
-        t.push('\n');
+        t.push_str(&header("| library |", "| --- |", runs, &["listener", "client"]));
         for imp in IMPLS {
             t.push_str(&format!("| {imp} |"));
             for s in &samples {

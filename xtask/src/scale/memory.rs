@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use super::{command, ratio, Sample, IMPLS};
+use super::{command, header, ratio, Sample, IMPLS};
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
@@ -69,15 +69,7 @@ pub fn table(runs: &[KernelRun]) -> String {
          Registration in ms per GiB, rereg and dereg in µs per call. n/a: the verb fails with \
          EOPNOTSUPP (rdma-core 44's rxe provider has no `rereg_mr`; nor has rxe in kernel 6.1).\n\n",
     );
-    t.push_str("| verb | size |");
-    for r in runs {
-        t.push_str(&format!(" {} | {} ratio |", r.series, r.series));
-    }
-    t.push_str("\n|---|--:|");
-    for _ in runs {
-        t.push_str("--:|--:|");
-    }
-    t.push('\n');
+    t.push_str(&header("| verb | size |", "| --- | --: |", runs, &["", "ratio"]));
     for (verb, key) in [("reg_mr", "reg_ns"), ("rereg_mr", "rereg_ns"), ("dereg_mr", "dereg_ns")] {
         for (size, bytes, _, huge) in SIZES {
             let w = what(size, huge);

@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use super::{command, ratio, thousands, triple, Sample, IMPLS};
+use super::{command, header, ratio, thousands, triple, Sample, IMPLS};
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
@@ -176,15 +176,12 @@ pub fn table(runs: &[KernelRun]) -> String {
          64 faults, so 6.1's small-N figures read 0); µs: wall time of \
          create + destroy under TCG, with the ratios to rdma-core (rverbs, C library).\n\n",
     );
-    t.push_str("| object | N | syscalls | instructions | RSS bytes |");
-    for r in runs {
-        t.push_str(&format!(" {} µs | {} ratio |", r.series, r.series));
-    }
-    t.push_str("\n|---|--:|--:|--:|--:|");
-    for _ in runs {
-        t.push_str("--:|--:|");
-    }
-    t.push('\n');
+    t.push_str(&header(
+        "| object | N | syscalls | instructions | RSS bytes |",
+        "| --- | --: | --: | --: | --: |",
+        runs,
+        &["µs", "ratio"],
+    ));
     let at = |run: &KernelRun| runs.iter().position(|r| std::ptr::eq(r, run)).unwrap_or(0);
     for kind in KINDS {
         for n in NS {
@@ -310,7 +307,7 @@ mod tests {
             "| pd | 100 | 2.00 / 2.00 / — | — / 1,234 / — | 41 / 40 / — | 4.0 / 3.0 / — | 0.75 / — | 4.0 / 3.0 / — | 0.75 / — |"
         );
         assert!(t.contains("| qp-rc | 10,000 | · | · | · | — / — / — | — / — |"));
-        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 1 + KINDS.len() * NS.len());
+        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 2 + KINDS.len() * NS.len());
         assert_eq!(table(&[KernelRun::default()]), "");
     }
 }

@@ -7,8 +7,7 @@
 
 use std::path::PathBuf;
 
-use super::connections::{ratio, thousands};
-use super::Sample;
+use super::{header, ratio, thousands, Sample};
 use crate::bench::collected;
 use crate::bench_report::KernelRun;
 use crate::project::{self, Workspace};
@@ -226,16 +225,9 @@ pub fn table(runs: &[KernelRun]) -> String {
          them; `events`, N CQs on one completion channel, each completion an event read, its CQ looked up, \
          acknowledged, re-armed and polled. Instructions: callgrind of the reaping function alone, difference \
          of two runs; ns: time in it (events: including the wait); syscalls: the whole program's, difference \
-         of two runs (a post's doorbell `write` is one of them); empty: polls that found nothing.\n\n| mode | N |",
+         of two runs (a post's doorbell `write` is one of them); empty: polls that found nothing.\n\n",
     );
-    for r in runs {
-        t.push_str(&format!(" {} instr | {0} ns | {0} syscalls | {0} empty |", r.series));
-    }
-    t.push_str("\n| --- | --: |");
-    for _ in runs {
-        t.push_str(" --: | --: | --: | --: |");
-    }
-    t.push('\n');
+    t.push_str(&header("| mode | N |", "| --- | --: |", runs, &["instr", "ns", "syscalls", "empty"]));
     for mode in MODES {
         for n in NS {
             t.push_str(&format!("| {mode} | {n} |"));
@@ -255,17 +247,9 @@ pub fn table(runs: &[KernelRun]) -> String {
     t.push_str(
         "\n`ib_write_bw -s 64 -n 1000 -q Q` (one send CQ under the Q QPs) with both sides on rdma-core's \
          `libibverbs.so.1` / on rverbs' (`a / b`): average MB/s, and the client's whole-program instructions \
-         per message (callgrind, `-n 300` minus `-n 100`, busy polls included); ×: rverbs' over rdma-core's.\n\n\
-         | Q |",
+         per message (callgrind, `-n 300` minus `-n 100`, busy polls included); ×: rverbs' over rdma-core's.\n\n",
     );
-    for r in runs {
-        t.push_str(&format!(" {} MB/s | {0} instr/msg | {0} × |", r.series));
-    }
-    t.push_str("\n| --: |");
-    for _ in runs {
-        t.push_str(" --: | --: | --: |");
-    }
-    t.push('\n');
+    t.push_str(&header("| Q |", "| --: |", runs, &["MB/s", "instr/msg", "×"]));
     for q in PERFTEST_QS {
         t.push_str(&format!("| {q} |"));
         for r in runs {
