@@ -320,7 +320,9 @@ fn boot_knobs(knobs: &Knobs, tiers: usize) -> Knobs {
 const TIER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// The two-host tier: per kernel, two guests joined by a QEMU stream
-/// network run `rverbs pingpong -e` across it, RC and UD (one test each).
+/// network run `rverbs pingpong -e` across it, RC and UD, `rverbs rping`
+/// on rxe0, then on siw0 in rxe0's place (one test each; siw.ko is built
+/// and cached for the kernel when missing, [`twohost::run`]).
 fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
     let fail = |tally: &mut Tally, e: String| tally.add("two hosts".into(), Counts::default(), vec![e], String::new());
     let knobs = match Knobs::from_env() {
@@ -344,8 +346,8 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
     for &s in series {
         let what = format!("two hosts {}", s.name);
         println!(
-            "==> {what}: rverbs pingpong -e -n {} between two guests on a QEMU stream network, RC and UD",
-            spec.iters
+            "==> {what}: rverbs pingpong -e -n {n} (RC, UD) and rverbs rping -C {n} (rxe0, then siw0) between two guests on a QEMU stream network",
+            n = spec.iters
         );
         let start = Instant::now();
         let k = match kernel::fetch(s, &dirs.cache, &tools, &mut apt) {
@@ -356,7 +358,7 @@ fn two_host_tiers(ws: &Workspace, series: &[Series], tally: &mut Tally) {
             }
         };
         let show = twohost::progress(knobs.verbose);
-        let pair = match twohost::run(&k, &tools, &dirs, &knobs, &cli, &spec, &show) {
+        let pair = match twohost::run(&k, &tools, &mut apt, &dirs, &knobs, &cli, &spec, &show) {
             Ok(p) => p,
             Err(e) => {
                 tally.add(what, Counts::default(), vec![e], String::new());

@@ -20,7 +20,8 @@
 //! The exit status is 1 when any check fails.
 //!
 //! `cargo xtask demo --two-hosts` instead boots two guests joined by a
-//! QEMU stream network and runs RC and UD ping-pongs across it
+//! QEMU stream network and runs RC and UD ping-pongs across it, then
+//! `rverbs rping` on rxe0 and on siw0 (iWARP over the guests' TCP)
 //! ([`crate::twohost`]).
 //!
 //! `cargo xtask demo --provider siw` runs the data path on siw0
@@ -106,7 +107,7 @@ pub fn run(args: &DemoArgs) -> Result<i32> {
     let k = kernel::fetch(s, &dirs.cache, &tools, &mut apt)?;
     note(format!("kernel {}: {}", s.name, k.describe()));
     if args.two_hosts {
-        return two_hosts(&k, &tools, &dirs, &knobs, &cli);
+        return two_hosts(&k, &tools, &mut apt, &dirs, &knobs, &cli);
     }
     if args.siw {
         let k = rverbs_vm::siw_module::with_siw(&k, &dirs.cache, &tools, &mut apt)?;
@@ -116,12 +117,12 @@ pub fn run(args: &DemoArgs) -> Result<i32> {
     one_host(&k, &tools, &dirs, &knobs, &cli, &names, args.keep)
 }
 
-/// `--two-hosts`: the pair, its report, exit 1 unless both modes passed.
-fn two_hosts(k: &Kernel, tools: &HostTools, dirs: &Dirs, knobs: &Knobs, cli: &Path) -> Result<i32> {
-    note("booting two guests joined by a QEMU stream network (RC and UD ping-pong across it)");
+/// `--two-hosts`: the pair, its report, exit 1 unless every mode passed.
+fn two_hosts(k: &Kernel, tools: &HostTools, apt: &mut Apt, dirs: &Dirs, knobs: &Knobs, cli: &Path) -> Result<i32> {
+    note("booting two guests joined by a QEMU stream network (RC and UD ping-pong, rping on rxe0 then siw0)");
     let show = twohost::progress(knobs.verbose);
-    let pair = twohost::run(k, tools, dirs, knobs, cli, &twohost::PairSpec::default(), &show)?;
-    println!("==> rverbs pingpong between two hosts");
+    let pair = twohost::run(k, tools, apt, dirs, knobs, cli, &twohost::PairSpec::default(), &show)?;
+    println!("==> rverbs pingpong and rping between two hosts");
     for l in pair.report("  ") {
         println!("{l}");
     }

@@ -53,8 +53,9 @@ usage:
       boot a guest (default kernel 6.12), run rverbs pingpong on rxe0 under
       strace and report: no libibverbs, the control path's ioctls, the
       data path's syscalls, timings next to ibv_rc_pingpong; exit 1 if a
-      check fails. --two-hosts: RC and UD ping-pong between two guests
-      joined by a QEMU stream network instead; --provider siw: rverbs rping
+      check fails. --two-hosts: RC and UD ping-pong, rping on rxe0 then on
+      siw0, between two guests joined by a QEMU stream network instead;
+      --provider siw: rverbs rping
       next to rdma-core's rping (libsiw) on siw0, straced and timed
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
                    --two-hosts-only | --downstream-only] [--no-two-hosts]
@@ -201,7 +202,7 @@ fn parse_demo(args: &[String]) -> Result<DemoArgs, String> {
         }
     }
     if d.siw && d.two_hosts {
-        return Err("demo: --two-hosts runs on rxe only".into());
+        return Err("demo: --two-hosts runs rxe0 and then siw0 by itself; leave out --provider".into());
     }
     Ok(d)
 }

@@ -3,7 +3,13 @@
 //! in UDP between two kernels), RC and UD, with completion events (`-e`:
 //! with one vCPU per guest on a 2-core host, busy polling starves rxe),
 //! and `rverbs rping` (RC connected by the RDMA connection manager, RDMA
-//! READ and WRITE, validated) between the two kernels' CMs.
+//! READ and WRITE, validated) between the two kernels' CMs. Then each host
+//! deletes rxe0 and puts siw0 (soft-iWARP) on the same `eth0`, and `rverbs
+//! rping` runs again, as iWARP (MPA over the kernels' TCP) across the wire
+//! ([`Mode::CmSiw`]): two iWARP devices on one netdev would leave the CM's
+//! choice of device for an address ambiguous, so siw0 takes rxe0's place in
+//! the same boot (no third boot); the kernel gets siw.ko from
+//! [`rverbs_vm::siw_module::with_siw`] (built once on a fresh machine).
 //!
 //! Host A (`192.168.78.1`) is the server and is started first, listening
 //! on a unix socket in a private directory ([`rverbs_vm::pair::Wire`]);
@@ -11,10 +17,12 @@
 //! each client run while the server is not listening yet ("Couldn't
 //! connect"; rping: REJECTED, "nobody listens", or an address that does
 //! not answer yet). Both scripts print each run between `@@PAIR begin MODE` and
-//! `@@PAIR end MODE EXIT tx N rx N` (packets counted on eth0).
+//! `@@PAIR end MODE EXIT tx N rx N tcpout N tcpin N tries N [cs N]` (packets
+//! counted on eth0, TCP segments from `/proc/net/snmp`, the client's last
+//! try in centiseconds of `/proc/uptime`).
 //!
 //! Used by `cargo xtask demo --two-hosts` and by `cargo xtask test` (the
-//! two-host tier: RC, UD and CM count as one test each per kernel).
+//! two-host tier: RC, UD, CM and CM-siw count as one test each per kernel).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -23,7 +31,7 @@ use rverbs_vm::pair::{self, Wire, NET, NETDEV};
 
 use crate::console::{Counts, LineKind};
 use crate::guest;
-use crate::host_tools::HostTools;
+use crate::host_tools::{Apt, HostTools};
 use crate::kernel::Kernel;
 use crate::runner::{Guest, Knobs, Outcome, Payload};
 use crate::util::{note, secs, Dirs, Result};
@@ -45,6 +53,9 @@ pub enum Mode {
     Ud,
     /// `rverbs rping` over the connection manager.
     Cm,
+    /// `rverbs rping` over siw0 (iWARP), which replaces rxe0 on `eth0`
+    /// first: run after the rxe modes ([`script`] orders them so).
+    CmSiw,
 }
 
 /// rping's pings in [`Mode::Cm`] and their size (rdma-core's interop
@@ -52,17 +63,21 @@ pub enum Mode {
 const RPING_SIZE: u32 = 4096;
 
 impl Mode {
+    /// Every mode, in the order the hosts run them.
+    pub const ALL: [Mode; 4] = [Mode::Rc, Mode::Ud, Mode::Cm, Mode::CmSiw];
+
     fn name(self) -> &'static str {
         match self {
             Mode::Rc => "rc",
             Mode::Ud => "ud",
             Mode::Cm => "cm",
+            Mode::CmSiw => "cm-siw",
         }
     }
 
     fn flag(self) -> &'static str {
         match self {
-            Mode::Rc | Mode::Cm => "",
+            Mode::Rc | Mode::Cm | Mode::CmSiw => "",
             Mode::Ud => " --ud",
         }
     }
@@ -72,26 +87,44 @@ impl Mode {
             Mode::Rc => 18515,
             Mode::Ud => 18516,
             Mode::Cm => 18517,
+            Mode::CmSiw => 18518,
         }
     }
 
-    /// `RC` / `UD`.
+    /// `RC` / `UD` / `CM` / `CM-siw`.
     pub fn upper(self) -> &'static str {
         match self {
             Mode::Rc => "RC",
             Mode::Ud => "UD",
             Mode::Cm => "CM",
+            Mode::CmSiw => "CM-siw",
         }
+    }
+
+    /// Runs on siw0 (the kernel needs siw.ko), not rxe0.
+    pub fn siw(self) -> bool {
+        self == Mode::CmSiw
+    }
+
+    /// `rverbs rping`, validated by its DISCONNECT lines, not a summary.
+    fn rping(self) -> bool {
+        matches!(self, Mode::Cm | Mode::CmSiw)
+    }
+
+    /// The mode named `name` (`cm-siw`).
+    fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
     }
 
     /// The server's and the client's command lines (the client's without
     /// the server's address, which goes last).
     fn commands(self, iters: u32) -> (String, String, &'static [&'static str]) {
         match self {
-            Mode::Cm => {
+            Mode::Cm | Mode::CmSiw => {
                 let srv = format!("rverbs rping -s -S {RPING_SIZE} -a {NET}.1 -p {}", self.port());
                 let cli = format!("rverbs rping -c -C {iters} -S {RPING_SIZE} -V -p {} -a", self.port());
-                // REJECTED (nobody listens yet) or no ARP answer (the VM is not up).
+                // REJECTED (nobody listens yet; on iWARP the TCP port's
+                // refusal) or no ARP answer (the VM is not up).
                 (srv, cli, &["nobody listens", "did not answer"])
             }
             _ => {
@@ -115,7 +148,7 @@ pub struct PairSpec {
 
 impl Default for PairSpec {
     fn default() -> Self {
-        PairSpec { iters: 100, modes: vec![Mode::Rc, Mode::Ud, Mode::Cm] }
+        PairSpec { iters: 100, modes: Mode::ALL.to_vec() }
     }
 }
 
@@ -127,8 +160,14 @@ pub struct Side {
     pub exit: Option<i32>,
     pub tx: Option<u64>,
     pub rx: Option<u64>,
+    /// TCP segments the guest's kernel sent and received during the run
+    /// (`/proc/net/snmp` `OutSegs`, `InSegs`): iWARP's carrier.
+    pub tcp_out: Option<u64>,
+    pub tcp_in: Option<u64>,
     /// Client only: connection attempts before the server answered.
     pub tries: Option<u32>,
+    /// Client only: the last (connected) try's wall time, centiseconds.
+    pub centis: Option<u64>,
 }
 
 impl Side {
@@ -154,6 +193,13 @@ impl Side {
             let (n, rest) = l.trim().split_once(' ')?;
             rest.starts_with("iters in ").then(|| n.parse().ok())?
         })
+    }
+
+    /// Microseconds per ping of `iters` pings, from the client's wall
+    /// time ([`Side::centis`]: the whole run, CM setup included).
+    pub fn usec_per_ping(&self, iters: u32) -> Option<f64> {
+        let cs = self.centis?;
+        (iters > 0).then(|| cs as f64 * 10_000.0 / f64::from(iters))
     }
 
     /// The GID of the `remote address:` line.
@@ -184,7 +230,10 @@ pub fn parse_sides(lines: &[String]) -> Vec<(String, Side)> {
                     };
                     side.tx = field("tx");
                     side.rx = field("rx");
-                    side.tries = field("tries").map(|t| t as u32);
+                    side.tcp_out = field("tcpout");
+                    side.tcp_in = field("tcpin");
+                    side.tries = field("tries").and_then(|t| u32::try_from(t).ok());
+                    side.centis = field("cs");
                     out.push((name, side));
                 }
                 _ => {}
@@ -196,32 +245,92 @@ pub fn parse_sides(lines: &[String]) -> Vec<(String, Side)> {
     out
 }
 
-/// The guest script of host A (server) or B (client).
+/// The guest script of host A (server) or B (client). The rxe modes run
+/// first, then the siw modes, after `siw_up` has replaced rxe0 by siw0 on
+/// [`NETDEV`]. A siw mode whose `siw_up` failed ends with its exit code
+/// and the reason in its section.
 fn script(server: bool, spec: &PairSpec) -> String {
     let mut s = String::new();
     s.push_str(&format!("pkts() {{ cat /sys/class/net/{NETDEV}/statistics/$1_packets; }}\n"));
-    for m in &spec.modes {
+    // InSegs and OutSegs: the 10th and 11th values of the `Tcp:` line.
+    s.push_str("tcp() { set -- $1 $(grep '^Tcp: [0-9]' /proc/net/snmp); if [ $1 = in ]; then echo ${12}; else echo ${13}; fi; }\n");
+    // Centiseconds since boot (the fraction has two digits; `1$f - 100`
+    // keeps a leading 0 from reading as octal).
+    s.push_str("cs() { read up idle </proc/uptime; f=${up#*.}; echo $((${up%.*} * 100 + 1$f - 100)); }\n");
+    let mut modes: Vec<Mode> = spec.modes.iter().copied().filter(|m| !m.siw()).collect();
+    modes.extend(spec.modes.iter().copied().filter(|m| m.siw()));
+    if modes.iter().any(|m| m.siw()) {
+        s.push_str(&siw_up());
+    }
+    let mut siw_ready = false;
+    for m in modes {
         let (srv, cli, retry) = m.commands(spec.iters);
         let retry: String = retry.iter().map(|p| format!(" -e \"{p}\"")).collect();
-        s.push_str(&format!("echo \"{PAIR} begin {mode}\"\ntx0=$(pkts tx); rx0=$(pkts rx)\n", mode = m.name()));
+        s.push_str(&format!("echo \"{PAIR} begin {mode}\"\n", mode = m.name()));
+        let mut indent = "";
+        if m.siw() {
+            if !siw_ready {
+                s.push_str("siw_up 2>&1\nsiw=$?\n");
+                siw_ready = true;
+            }
+            s.push_str("rc=$siw\ntries=0\ncs=\ntx0=$(pkts tx); rx0=$(pkts rx); to0=$(tcp out); ti0=$(tcp in)\nif [ $siw = 0 ]; then\n");
+            indent = "    ";
+        } else {
+            s.push_str("cs=\ntx0=$(pkts tx); rx0=$(pkts rx); to0=$(tcp out); ti0=$(tcp in)\n");
+        }
+        let mut body = String::new();
         if server {
-            s.push_str(&format!("timeout {RUN_LIMIT_S} {srv} 2>&1\nrc=$?\ntries=0\n"));
+            body.push_str(&format!("timeout {RUN_LIMIT_S} {srv} 2>&1\nrc=$?\ntries=0\n"));
         } else {
             // Retry while the server VM or its listener is not up yet;
             // any other failure ends the attempts.
-            s.push_str(&format!(
+            body.push_str(&format!(
                 "tries=0\nuntil0=$(($(cut -d. -f1 /proc/uptime) + {CONNECT_WINDOW_S}))\nwhile :; do\n    tries=$((tries + 1))\n    \
+                 t0=$(cs)\n    \
                  timeout {RUN_LIMIT_S} {cli} {NET}.1 >/tmp/pp.out 2>&1\n    rc=$?\n    \
+                 cs=$(($(cs) - t0))\n    \
                  if [ $rc != 0 ] && [ $(cut -d. -f1 /proc/uptime) -lt $until0 ] && grep -q{retry} /tmp/pp.out; then\n        \
                  sleep 1\n        continue\n    fi\n    break\ndone\ncat /tmp/pp.out\n"
             ));
         }
+        for l in body.lines() {
+            s.push_str(&format!("{indent}{l}\n"));
+        }
+        if m.siw() {
+            s.push_str("fi\n");
+        }
         s.push_str(&format!(
-            "echo \"{PAIR} end {mode} $rc tx $(($(pkts tx) - tx0)) rx $(($(pkts rx) - rx0)) tries $tries\"\n",
+            "echo \"{PAIR} end {mode} $rc tx $(($(pkts tx) - tx0)) rx $(($(pkts rx) - rx0)) \
+             tcpout $(($(tcp out) - to0)) tcpin $(($(tcp in) - ti0)) tries $tries${{cs:+ cs $cs}}\"\n",
             mode = m.name()
         ));
     }
     s
+}
+
+/// The shell function `siw_up`: rxe0 out, siw0 on [`NETDEV`] in its
+/// place (the CM picks a device by the netdev of the address: with both
+/// on `eth0` the choice would be the kernel's list order), its port
+/// ACTIVE, then `rdma link` to show what is left. Each failure says which
+/// step and returns non-zero.
+fn siw_up() -> String {
+    let modules = rverbs_vm::siw_module::GUEST_MODULES.join(" ");
+    format!(
+        r#"siw_up() {{
+    fail() {{ echo "rverbs two hosts: $* (siw0 on {NETDEV} not up)"; return 1; }}
+    /usr/bin/rdma link delete rxe0 || {{ fail "rdma link delete rxe0 failed"; return 1; }}
+    /usr/sbin/modprobe -a {modules} || {{ fail "modprobe {modules} failed: the kernel needs siw.ko (rverbs_vm::siw_module)"; return 1; }}
+    /usr/bin/rdma link add siw0 type siw netdev {NETDEV} || {{ fail "rdma link add siw0 type siw netdev {NETDEV} failed"; return 1; }}
+    i=0
+    until grep -q ACTIVE /sys/class/infiniband/siw0/ports/1/state 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -le 300 ] || {{ fail "siw0 port 1 not ACTIVE after 30 s"; return 1; }}
+        usleep 100000
+    done
+    /usr/bin/rdma link show
+}}
+"#
+    )
 }
 
 /// The finished pair.
@@ -233,13 +342,21 @@ pub struct PairRun {
     /// not be made at all.
     pub hosts: Vec<(&'static str, String, Result<Outcome>)>,
     pub elapsed: Duration,
+    /// Why the siw modes did not run (siw.ko could not be had for the
+    /// kernel); the rxe modes ran without them.
+    pub siw_error: Option<String>,
 }
 
-/// Boots both guests of kernel `k` and runs the pair. `show` gets every
-/// console line with the host's name (`A`/`B`).
+/// Boots both guests of kernel `k` and runs the pair. When `spec` has a
+/// siw mode, `k` gets siw.ko first ([`rverbs_vm::siw_module::with_siw`]:
+/// built and cached on a fresh machine, through `apt`); if that fails the
+/// rxe modes still run and the siw modes fail with the reason. `show`
+/// gets every console line with the host's name (`A`/`B`).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     k: &Kernel,
     tools: &HostTools,
+    apt: &mut Apt,
     dirs: &Dirs,
     knobs: &Knobs,
     cli: &Path,
@@ -247,24 +364,41 @@ pub fn run(
     show: &(dyn Fn(&str, LineKind, &str) + Sync),
 ) -> Result<PairRun> {
     let start = Instant::now();
+    let mut k = k.clone();
+    let mut siw_error = None;
+    let mut to_run = spec.clone();
+    if spec.modes.iter().any(|m| m.siw()) {
+        let siw_start = Instant::now();
+        match rverbs_vm::siw_module::with_siw(&k, &dirs.cache, tools, apt) {
+            Ok(with) => {
+                k = with;
+                note(format!("two hosts: siw.ko for {} ready in {}", k.release, secs(siw_start.elapsed())));
+            }
+            Err(e) => {
+                to_run.modes.retain(|m| !m.siw());
+                siw_error = Some(e);
+            }
+        }
+    }
     let wire = Wire::new()?;
     let payload = |i: usize| -> Payload {
         Payload {
             files: vec![(guest::RVERBS_BIN.to_owned(), cli.to_path_buf())],
-            script: guest::net_payload(NETDEV, &format!("{}/24", pair::host_ip(i)), &script(i == 0, spec)),
+            script: guest::net_payload(NETDEV, &format!("{}/24", pair::host_ip(i)), &script(i == 0, &to_run)),
             label: ["two-hosts-a", "two-hosts-b"][i],
             qemu_args: wire.qemu_args(i),
             ..Default::default()
         }
     };
     let (pa, pb) = (payload(0), payload(1));
-    let guest = Guest { kernel: k, tools, dirs, knobs };
+    let guest = Guest { kernel: &k, tools, dirs, knobs };
     let [a, b] = pair::boot(&guest, &wire, [&pa, &pb], show);
     Ok(PairRun {
         spec: spec.clone(),
         wire: wire.describe(),
         hosts: vec![("A", pair::host_ip(0), a), ("B", pair::host_ip(1), b)],
         elapsed: start.elapsed(),
+        siw_error,
     })
 }
 
@@ -314,12 +448,17 @@ impl PairRun {
                 let side = parsed[i].iter().find(|(m, _)| m == mode.name()).map(|(_, s)| s.clone());
                 let peer_ip = &self.hosts[1 - i].1;
                 match &side {
+                    None if mode.siw() && self.siw_error.is_some() => {
+                        if i == 0 {
+                            problems.push(format!("not run: {}", self.siw_error.as_deref().unwrap_or_default()));
+                        }
+                    }
                     None => problems.push(format!("host {name}: the {} run did not happen", mode.upper())),
                     Some(s) => {
                         if s.exit != Some(0) {
                             let why = s.lines.iter().rev().find(|l| l.contains("rverbs")).cloned().unwrap_or_default();
                             problems.push(format!("host {name}: exit {:?} {why}", s.exit));
-                        } else if mode == Mode::Cm {
+                        } else if mode.rping() {
                             // rping -V exits 1 on a mismatch; both sides
                             // see the client's disconnect as rping prints it.
                             let role = if i == 0 { "server" } else { "client" };
@@ -330,7 +469,7 @@ impl PairRun {
                             problems.push(format!("host {name}: no summary for {} iterations", self.spec.iters));
                         }
                         let gid_ok = s.remote_gid().is_some_and(|g| g.ends_with(peer_ip.as_str()));
-                        if s.exit == Some(0) && mode != Mode::Cm && !gid_ok {
+                        if s.exit == Some(0) && !mode.rping() && !gid_ok {
                             problems.push(format!(
                                 "host {name}: the remote GID is {:?}, not host {}'s {peer_ip}",
                                 s.remote_gid(),
@@ -338,11 +477,18 @@ impl PairRun {
                             ));
                         }
                         // rping: at least two SENDs, a READ and a WRITE per ping.
-                        let per = if mode == Mode::Cm { 4 } else { 1 };
+                        let per = if mode.rping() { 4 } else { 1 };
                         let moved = |v: Option<u64>| v.unwrap_or(0) >= per * u64::from(self.spec.iters);
                         if s.exit == Some(0) && !(moved(s.tx) && moved(s.rx)) {
                             problems
                                 .push(format!("host {name}: eth0 moved only {:?} packets out, {:?} in", s.tx, s.rx));
+                        }
+                        // iWARP rides the kernels' TCP: as many segments.
+                        if s.exit == Some(0) && mode.siw() && !(moved(s.tcp_out) && moved(s.tcp_in)) {
+                            problems.push(format!(
+                                "host {name}: TCP sent only {:?} segments and received {:?}: not iWARP over the wire",
+                                s.tcp_out, s.tcp_in
+                            ));
                         }
                     }
                 }
@@ -395,6 +541,9 @@ impl PairRun {
             "{indent}host A {NET}.1 (server) <-> host B {NET}.2 (client); rxe0 on each eth0; rverbs pingpong -e -n {n}, rverbs rping -C {n}",
             n = self.spec.iters
         ));
+        if self.spec.modes.iter().any(|m| m.siw()) {
+            out.push(format!("{indent}then siw0 in rxe0's place on each eth0 (rdma link delete rxe0; rdma link add siw0 type siw netdev eth0)"));
+        }
         for r in self.results() {
             out.push(String::new());
             let what = match r.mode {
@@ -402,6 +551,9 @@ impl PairRun {
                 Mode::Ud => "unreliable datagram, 1024-byte SENDs + GRH".to_owned(),
                 Mode::Cm => format!(
                     "rverbs rping: RC connected by the RDMA CM, {RPING_SIZE}-byte RDMA READs and WRITEs, validated"
+                ),
+                Mode::CmSiw => format!(
+                    "rverbs rping on siw0: iWARP (MPA over TCP) between the two kernels, {RPING_SIZE}-byte RDMA READs and WRITEs, validated"
                 ),
             };
             out.push(format!("{indent}{} ({what}):", r.mode.upper()));
@@ -418,11 +570,23 @@ impl PairRun {
                     Some(t) if t > 1 => format!(", connected at try {t}"),
                     _ => String::new(),
                 };
+                let opt = |v: Option<u64>| v.map_or("?".into(), |v| v.to_string());
+                let tcp = if r.mode.siw() {
+                    format!(", TCP segments out {} / in {}", opt(s.tcp_out), opt(s.tcp_in))
+                } else {
+                    String::new()
+                };
+                let timed = match (r.mode.rping(), s.centis, s.usec_per_ping(self.spec.iters)) {
+                    (true, Some(cs), Some(us)) => {
+                        format!(", {} pings in {}.{:02} s = {us:.0} usec/ping", self.spec.iters, cs / 100, cs % 100)
+                    }
+                    _ => String::new(),
+                };
                 out.push(format!(
-                    "{indent}      exit {}, eth0 packets out {} / in {}{tries}",
+                    "{indent}      exit {}, eth0 packets out {} / in {}{tcp}{tries}{timed}",
                     s.exit.map_or("?".into(), |e| e.to_string()),
-                    s.tx.map_or("?".into(), |v| v.to_string()),
-                    s.rx.map_or("?".into(), |v| v.to_string()),
+                    opt(s.tx),
+                    opt(s.rx),
                 ));
             }
             if r.problems.is_empty() {
@@ -478,7 +642,8 @@ pub fn progress(verbose: bool) -> impl Fn(&str, LineKind, &str) + Sync {
         } else if let Some(rest) = line.trim().strip_prefix(PAIR).and_then(|r| r.trim().strip_prefix("end ")) {
             let w: Vec<&str> = rest.split_whitespace().collect();
             if let [mode, rc, ..] = w.as_slice() {
-                note(format!("host {host}: {} run finished, exit {rc}", mode.to_uppercase()));
+                let mode = Mode::from_name(mode).map_or_else(|| mode.to_uppercase(), |m| m.upper().to_owned());
+                note(format!("host {host}: {mode} run finished, exit {rc}"));
             }
         }
     }
@@ -500,12 +665,16 @@ noise
 @@PAIR end rc 0 tx 450 rx 440 tries 3
 @@PAIR begin ud
 rverbs pingpong: boom
-@@PAIR end ud 1 tx 0 rx 0 tries 1"
+@@PAIR end ud 1 tx 0 rx 0 tries 1
+@@PAIR begin cm-siw
+link siw0/1 state ACTIVE physical_state LINK_UP netdev eth0
+client DISCONNECT EVENT...
+@@PAIR end cm-siw 0 tx 1210 rx 1190 tcpout 1210 tcpin 1190 tries 2 cs 1234"
             .lines()
             .map(String::from)
             .collect();
         let v = parse_sides(&lines);
-        assert_eq!(v.len(), 2);
+        assert_eq!(v.len(), 3);
         let rc = &v[0].1;
         assert_eq!((rc.exit, rc.tx, rc.rx, rc.tries), (Some(0), Some(450), Some(440), Some(3)));
         assert_eq!(rc.iters(), Some(100));
@@ -514,6 +683,13 @@ rverbs pingpong: boom
         assert_eq!(rc.remote_gid(), Some("::ffff:192.168.78.1"));
         assert_eq!(v[1].1.exit, Some(1));
         assert_eq!(v[1].1.lines, vec!["rverbs pingpong: boom".to_string()]);
+        assert_eq!((rc.tcp_out, rc.centis), (None, None), "older guests' lines still parse");
+        let (name, siw) = &v[2];
+        assert_eq!(name, "cm-siw");
+        assert_eq!((siw.tcp_out, siw.tcp_in, siw.tries, siw.centis), (Some(1210), Some(1190), Some(2), Some(1234)));
+        assert_eq!(siw.usec_per_ping(100), Some(123_400.0));
+        assert_eq!(siw.usec_per_ping(0), None);
+        assert_eq!(Mode::from_name("cm-siw"), Some(Mode::CmSiw));
     }
 
     #[test]
@@ -528,5 +704,81 @@ rverbs pingpong: boom
         assert!(a.contains("timeout 240 rverbs rping -s -S 4096 -a 192.168.78.1 -p 18517 2>&1"));
         assert!(b.contains("rverbs rping -c -C 100 -S 4096 -V -p 18517 -a 192.168.78.1 >/tmp/pp.out"));
         assert!(b.contains("grep -q -e \"nobody listens\" -e \"did not answer\" /tmp/pp.out"));
+        // Every run counts eth0's packets and the kernel's TCP segments;
+        // the client times its last try.
+        assert!(a.contains("tcpout $(($(tcp out) - to0)) tcpin $(($(tcp in) - ti0)) tries $tries${cs:+ cs $cs}\"\n"));
+        assert!(b.contains("    t0=$(cs)\n    timeout 240 rverbs rping -c"));
+        assert!(b.contains("    cs=$(($(cs) - t0))\n"));
+    }
+
+    #[test]
+    fn siw_replaces_rxe_after_the_rxe_modes() {
+        // Listed first, run last: siw_up deletes rxe0.
+        let spec = PairSpec { iters: 100, modes: vec![Mode::CmSiw, Mode::Rc, Mode::Cm] };
+        for server in [true, false] {
+            let s = script(server, &spec);
+            let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {s}"));
+            assert!(at("@@PAIR begin rc") < at("@@PAIR begin cm\"\n"));
+            assert!(at("@@PAIR end cm ") < at("@@PAIR begin cm-siw"));
+            assert!(at("@@PAIR begin cm-siw\"\nsiw_up 2>&1\nsiw=$?\nrc=$siw\n") < at("if [ $siw = 0 ]; then\n"));
+            assert_eq!(s.matches("siw_up 2>&1").count(), 1);
+            // The function: rxe0 out, siw0 on eth0, its port ACTIVE.
+            let def = at("siw_up() {");
+            assert!(def < at("@@PAIR begin rc"));
+            let f = &s[def..];
+            let step = |needle: &str| f.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {f}"));
+            assert!(step("/usr/bin/rdma link delete rxe0 ||") < step("/usr/sbin/modprobe -a crc32c_generic siw ||"));
+            assert!(
+                step("modprobe -a crc32c_generic siw ||") < step("/usr/bin/rdma link add siw0 type siw netdev eth0 ||")
+            );
+            assert!(step("netdev eth0 ||") < step("grep -q ACTIVE /sys/class/infiniband/siw0/ports/1/state"));
+            assert!(f.contains("siw0 port 1 not ACTIVE after 30 s"));
+            assert!(s.ends_with("fi\necho \"@@PAIR end cm-siw $rc tx $(($(pkts tx) - tx0)) rx $(($(pkts rx) - rx0)) tcpout $(($(tcp out) - to0)) tcpin $(($(tcp in) - ti0)) tries $tries${cs:+ cs $cs}\"\n"), "{s}");
+        }
+        let a = script(true, &spec);
+        assert!(a.contains(
+            "if [ $siw = 0 ]; then\n    timeout 240 rverbs rping -s -S 4096 -a 192.168.78.1 -p 18518 2>&1\n    rc=$?\n"
+        ));
+        let b = script(false, &spec);
+        assert!(
+            b.contains("        timeout 240 rverbs rping -c -C 100 -S 4096 -V -p 18518 -a 192.168.78.1 >/tmp/pp.out")
+        );
+        assert!(b.contains("    while :; do\n"), "the client's retries sit inside the if");
+        // Without a siw mode, no siw_up at all.
+        let rxe = script(false, &PairSpec { iters: 10, modes: vec![Mode::Rc] });
+        assert!(!rxe.contains("siw"), "{rxe}");
+        assert_eq!(PairSpec::default().modes, Mode::ALL);
+    }
+
+    /// The script's shell helpers, run by the host's `sh` on this host's
+    /// /proc: `tcp` reads the counters, `cs` counts up.
+    #[test]
+    fn shell_helpers_read_proc() {
+        let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap();
+        let tcp: Vec<u64> = snmp
+            .lines()
+            .filter(|l| l.starts_with("Tcp: ") && l.as_bytes()[5].is_ascii_digit())
+            .flat_map(|l| l.split_whitespace().skip(1).map(|w| w.parse::<i64>().unwrap_or(0) as u64))
+            .collect();
+        let uptime_cs = || -> u64 {
+            let t = std::fs::read_to_string("/proc/uptime").unwrap();
+            let (s, f) = t.split_whitespace().next().unwrap().split_once('.').unwrap();
+            s.parse::<u64>().unwrap() * 100 + f.parse::<u64>().unwrap()
+        };
+        let up0 = uptime_cs();
+        let spec = PairSpec { iters: 1, modes: vec![] };
+        let helpers = script(true, &spec);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{helpers}echo $(tcp in) $(tcp out) $(cs)"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<u64> = text.split_whitespace().map(|w| w.parse().unwrap()).collect();
+        assert_eq!(v.len(), 3, "{text}");
+        // InSegs, OutSegs: read before the shell's run, so no more than it.
+        assert!(tcp[9] <= v[0] && tcp[10] <= v[1], "{tcp:?} vs {v:?}");
+        let up1 = uptime_cs();
+        assert!(up0 <= v[2] && v[2] <= up1, "cs {} not between the uptimes {up0} and {up1}", v[2]);
     }
 }
