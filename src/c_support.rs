@@ -57,7 +57,7 @@ pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
 /// `EBUSY` while QPs use it; the kernel's errno.
 #[doc(alias = "ibv_destroy_cq")]
 pub fn destroy_cq_now(cq: &CompletionQueue) -> Result<EventsReported> {
-    cq.shared.kernel.destroy_now()
+    cq.kernel.destroy_now()
 }
 
 /// Destroys the kernel SRQ now (`UVERBS_METHOD_SRQ_DESTROY`), leaving the
@@ -68,7 +68,7 @@ pub fn destroy_cq_now(cq: &CompletionQueue) -> Result<EventsReported> {
 /// The kernel's errno (`EBUSY` while QPs are attached).
 #[doc(alias = "ibv_destroy_srq")]
 pub fn destroy_srq_now(srq: &SrqControl) -> Result<u32> {
-    srq.0.kernel.destroy_now()
+    srq.0.destroy_now()
 }
 
 /// Makes the context's async event fd blocking, as libibverbs opens it

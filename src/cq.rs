@@ -2,7 +2,6 @@
 //! iterator), arm, wait, resize, destroy.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rverbs_providers::provider::{CqCreate, CqDriver, KernelCq};
@@ -31,27 +30,38 @@ pub struct CqInitAttr<'a> {
     pub comp_vector: u32,
 }
 
-/// The kernel CQ as the `rverbs` objects share it: the provider's kernel
-/// half plus what keeps events meaningful (the context that maps the
-/// `user_handle`, the channel). QPs hold it, so it outlives them.
+/// What keeps a CQ's events meaningful (the context that maps the
+/// `user_handle`, the channel): kept in the kernel CQ's own allocation
+/// (the provider's [`KernelCq`], whose [`user`](KernelCq::user) it is),
+/// which the QPs using the CQ hold, so it outlives them.
 #[derive(Debug)]
-pub(crate) struct CqShared {
+pub(crate) struct CqUser {
     ctx: Context,
     user_handle: u64,
-    pub(crate) kernel: KernelCq,
     // Kept alive until the kernel CQ is gone: the kernel refcounts the
     // channel per CQ, and users expect to be able to drop theirs early.
     channel: Option<CompletionChannel>,
 }
 
-impl Drop for CqShared {
+impl Drop for CqUser {
     fn drop(&mut self) {
-        // The kernel CQ goes with the last `KernelCq` clone (this one, once
-        // the QPs using it are gone); then its user_handle means nothing.
+        // Dropped right after the kernel CQ's destroy, with the last
+        // `KernelCq` clone (the CQ's, or the last QP's using it), or when
+        // the create failed: its user_handle means nothing any more.
         self.ctx.unregister(self.user_handle);
         if let Some(ch) = &self.channel {
             ch.untrack(self.user_handle);
         }
+    }
+}
+
+/// The rverbs part of `k`, a kernel CQ that [`Context::create_cq_with`]
+/// made (the only maker of a [`CompletionQueue`]), so always there.
+#[inline]
+pub(crate) fn cq_user(k: &KernelCq) -> &CqUser {
+    match k.user::<CqUser>() {
+        Some(u) => u,
+        None => unreachable!("every rverbs CQ is created with its CqUser"),
     }
 }
 
@@ -91,7 +101,8 @@ impl Drop for CqShared {
 #[derive(Debug)]
 pub struct CompletionQueue {
     pub(crate) driver: CqDriver,
-    pub(crate) shared: Arc<CqShared>,
+    /// The kernel CQ with the rverbs part ([`CqUser`]) in its allocation.
+    pub(crate) kernel: KernelCq,
     events_acked: AtomicU32,
 }
 
@@ -99,7 +110,7 @@ impl Drop for CompletionQueue {
     fn drop(&mut self) {
         // The driver goes before the kernel object (rxe), or is parked
         // with it until the kernel destroy (mlx5).
-        self.shared.kernel.park(&mut self.driver);
+        self.kernel.park(&mut self.driver);
     }
 }
 
@@ -152,36 +163,41 @@ impl Context {
         }
         let user_handle = self.register(|h| EventObject::Cq { user_handle: h });
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
-        let (kernel, driver) =
-            provider.create_cq(self.fd_arc(), &args).inspect_err(|_| self.unregister(user_handle))?;
+        // A failed create drops `user`, which unregisters the handle.
+        let user = CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned() };
+        let (kernel, driver) = provider.create_cq(self.fd_arc(), &args, user)?;
         if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
             ch.track(user_handle, counter.clone());
         }
-        let shared = CqShared { ctx: self.clone(), user_handle, kernel, channel: attr.channel.cloned() };
-        Ok(CompletionQueue { driver, shared: Arc::new(shared), events_acked: AtomicU32::new(0) })
+        Ok(CompletionQueue { driver, kernel, events_acked: AtomicU32::new(0) })
     }
 }
 
 impl CompletionQueue {
+    /// The rverbs part kept with the kernel CQ.
+    #[inline]
+    fn user(&self) -> &CqUser {
+        cq_user(&self.kernel)
+    }
     /// The context it belongs to.
     pub fn context(&self) -> &Context {
-        &self.shared.ctx
+        &self.user().ctx
     }
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
-        self.shared.kernel.handle()
+        self.kernel.handle()
     }
     /// The value completion and async events carry for this CQ.
     pub fn user_handle(&self) -> u64 {
-        self.shared.user_handle
+        self.user().user_handle
     }
     /// Number of entries the CQ holds.
     pub fn cqe(&self) -> u32 {
-        self.shared.kernel.cqe()
+        self.kernel.cqe()
     }
     /// The completion channel it reports to.
     pub fn channel(&self) -> Option<&CompletionChannel> {
-        self.shared.channel.as_ref()
+        self.user().channel.as_ref()
     }
 
     /// Moves up to `out.len()` completions into `out` and returns how many
@@ -290,7 +306,7 @@ impl CompletionQueue {
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
     pub fn req_notify(&mut self, solicited_only: bool) -> Result<()> {
-        self.driver.req_notify(&self.shared.kernel, solicited_only)
+        self.driver.req_notify(&self.kernel, solicited_only)
     }
 
     /// Waits until `out` is **full** of completions or `timeout` passes
@@ -333,7 +349,7 @@ impl CompletionQueue {
     /// The arm or the channel read failed.
     pub fn wait_any(&mut self, out: &mut [Wc], timeout: Option<Duration>) -> Result<usize> {
         let want = out.len().min(1);
-        if self.shared.channel.is_some() {
+        if self.channel().is_some() {
             return self.wait_for(out, timeout, want, "CompletionQueue::wait_any");
         }
         let deadline = timeout.map(|t| Instant::now() + t);
@@ -363,7 +379,7 @@ impl CompletionQueue {
         if n >= want {
             return Ok(n);
         }
-        let channel = self.shared.channel.clone().ok_or_else(|| {
+        let channel = self.channel().cloned().ok_or_else(|| {
             Error::check(verb, Errno::EINVAL).with_message(
                 "waiting needs a completion channel: create the CQ with CqInitAttr::channel (or poll instead)",
             )
@@ -386,7 +402,7 @@ impl CompletionQueue {
                 None => None,
             };
             match channel.wait_event(left)? {
-                Some(ev) if ev.cq_user_handle == self.shared.user_handle => self.ack_events(1),
+                Some(ev) if ev.cq_user_handle == self.user_handle() => self.ack_events(1),
                 Some(_) | None => {}
             }
             n += self.poll(&mut out[n..]);
@@ -422,8 +438,8 @@ impl CompletionQueue {
     /// recreated (the error says so).
     #[doc(alias = "ibv_resize_cq")]
     pub fn resize(&mut self, cqe: u32) -> Result<()> {
-        check_depth(&self.shared.ctx, "ibv_resize_cq", cqe)?;
-        self.driver.resize(&self.shared.kernel, cqe).map(drop)
+        check_depth(self.context(), "ibv_resize_cq", cqe)?;
+        self.driver.resize(&self.kernel, cqe).map(drop)
     }
 
     /// Destroys the CQ now, reporting the kernel's answer (`UVERBS_METHOD_CQ_DESTROY`).
@@ -432,15 +448,12 @@ impl CompletionQueue {
     /// `EBUSY` while QPs still use it (it is then destroyed after the last of them).
     #[doc(alias = "ibv_destroy_cq")]
     pub fn destroy(mut self) -> Result<()> {
-        self.shared.kernel.park(&mut self.driver);
-        // Only QPs clone the shared CQ, and they need `&self` to be created.
-        match Arc::get_mut(&mut self.shared) {
-            Some(s) => s.kernel.destroy(),
-            None => Err(Error::check("ibv_destroy_cq", Errno::EBUSY)
-                .with_message("QPs still use this CQ; it is destroyed after the last of them")),
-        }
-        // Dropping `self` then drops the shared CQ (and a parked mlx5
-        // buffer) after the kernel destroy.
+        self.kernel.park(&mut self.driver);
+        // Only QPs clone the kernel CQ, and they need `&self` to be
+        // created: `EBUSY` while one holds it.
+        self.kernel.destroy()
+        // Dropping `self` then drops the kernel CQ's allocation (a parked
+        // mlx5 buffer, then the rverbs part) after the kernel destroy.
     }
 }
 
@@ -466,7 +479,7 @@ mod tests {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<crate::Context>();
         send_sync::<crate::CompletionQueue>();
-        send_sync::<super::CqShared>();
+        send_sync::<super::CqUser>();
         send_sync::<crate::QueuePair>();
         send_sync::<crate::QpControl>();
         send_sync::<crate::SendQueue>();

@@ -1,7 +1,5 @@
 //! Shared receive queues (`ibv_srq`).
 
-use std::sync::Arc;
-
 use rverbs_providers::cmd::srq as cmd;
 use rverbs_providers::provider::{KernelSrq, SrqCreate, SrqDriver};
 use rverbs_providers::{Errno, Error, Result};
@@ -35,16 +33,18 @@ impl Default for SrqAttr {
     }
 }
 
-/// The kernel SRQ as the `rverbs` objects share it (QPs attached to it hold it).
+/// The rverbs part of an SRQ, kept in the kernel SRQ's own allocation (the
+/// provider's [`KernelSrq`], whose [`user`](KernelSrq::user) it is), which
+/// the QPs attached to it and the [`SrqControl`]s hold.
 #[derive(Debug)]
-pub(crate) struct SrqShared {
+pub(crate) struct SrqUser {
     pd: ProtectionDomain,
     user_handle: u64,
-    pub(crate) kernel: KernelSrq,
 }
 
-impl Drop for SrqShared {
+impl Drop for SrqUser {
     fn drop(&mut self) {
+        // Right after the kernel SRQ's destroy (or a failed create).
         self.pd.context().unregister(self.user_handle);
     }
 }
@@ -80,28 +80,37 @@ pub struct SharedReceiveQueue {
 /// # Ok::<(), rverbs::Error>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct SrqControl(pub(crate) Arc<SrqShared>);
+pub struct SrqControl(pub(crate) KernelSrq);
 
 impl SrqControl {
+    /// The rverbs part kept with the kernel SRQ: there for every SRQ, as
+    /// [`ProtectionDomain::create_srq`] (the only maker) puts it there.
+    #[inline]
+    fn user(&self) -> &SrqUser {
+        match self.0.user::<SrqUser>() {
+            Some(u) => u,
+            None => unreachable!("every rverbs SRQ is created with its SrqUser"),
+        }
+    }
     /// The PD it lives in.
     pub fn pd(&self) -> &ProtectionDomain {
-        &self.0.pd
+        &self.user().pd
     }
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
-        self.0.kernel.handle()
+        self.0.handle()
     }
     /// The value async events carry for this SRQ.
     pub fn user_handle(&self) -> u64 {
-        self.0.user_handle
+        self.user().user_handle
     }
     /// Capacity granted.
     pub fn max_wr(&self) -> u32 {
-        self.0.kernel.max_wr()
+        self.0.max_wr()
     }
     /// SGEs per receive granted.
     pub fn max_sge(&self) -> u32 {
-        self.0.kernel.max_sge()
+        self.0.max_sge()
     }
 
     /// Sets the limit that arms the `SrqLimitReached` event
@@ -115,7 +124,7 @@ impl SrqControl {
             return Err(Error::check("ibv_modify_srq", Errno::EINVAL)
                 .with_message(format!("SRQ limit {limit} must be below the SRQ's size {}", self.max_wr())));
         }
-        self.0.kernel.modify_limit(limit)
+        self.0.modify_limit(limit)
     }
 
     /// Queries the SRQ (`IB_USER_VERBS_CMD_QUERY_SRQ`, `ibv_query_srq`).
@@ -150,9 +159,10 @@ impl ProtectionDomain {
         }
         let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
-        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args).inspect_err(|_| ctx.unregister(user_handle))?;
-        let shared = Arc::new(SrqShared { pd: self.clone(), user_handle, kernel });
-        Ok(SharedReceiveQueue { driver, control: SrqControl(shared) })
+        // A failed create drops `user`, which unregisters the handle.
+        let user = SrqUser { pd: self.clone(), user_handle };
+        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user)?;
+        Ok(SharedReceiveQueue { driver, control: SrqControl(kernel) })
     }
 }
 
@@ -215,15 +225,14 @@ impl SharedReceiveQueue {
     /// goes after the last of them).
     #[doc(alias = "ibv_destroy_srq")]
     pub fn destroy(mut self) -> Result<()> {
-        self.control.0.kernel.park(&mut self.driver);
-        // QPs and `SrqControl` clones hold the shared SRQ.
-        match Arc::get_mut(&mut self.control.0) {
-            Some(s) => s.kernel.destroy(),
-            None => Err(Error::check("ibv_destroy_srq", Errno::EBUSY)
-                .with_message(
-                    "QPs are still attached to this SRQ (or SrqControl clones hold it); it is destroyed after the last of them",
-                )),
+        self.control.0.park(&mut self.driver);
+        // QPs and `SrqControl` clones hold the kernel SRQ.
+        if self.control.0.is_shared() {
+            return Err(Error::check("ibv_destroy_srq", Errno::EBUSY).with_message(
+                "QPs are still attached to this SRQ (or SrqControl clones hold it); it is destroyed after the last of them",
+            ));
         }
+        self.control.0.destroy()
     }
 }
 
@@ -231,6 +240,6 @@ impl Drop for SharedReceiveQueue {
     fn drop(&mut self) {
         // rxe: the ring goes now, before the kernel object (as always).
         // mlx5: parked with the kernel SRQ until its destroy.
-        self.control.0.kernel.park(&mut self.driver);
+        self.control.0.park(&mut self.driver);
     }
 }

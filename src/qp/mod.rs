@@ -20,20 +20,15 @@ pub use attr::{QpAttr, QpCap, QpInitAttr};
 pub use connect::ConnectOptions;
 
 use crate::address::check_av;
-use crate::cq::CqShared;
 use crate::event::EventObject;
 use crate::post::{RecvQueue, SendQueue};
-use crate::srq::SrqShared;
 use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transport};
 
-/// The kernel QP and what keeps it alive: PD, CQs, SRQ.
+/// The kernel QP and what keeps it alive: the PD; the CQs and SRQ (with
+/// their rverbs parts) are held by the kernel QP, which they outlive.
 #[derive(Debug)]
 pub(crate) struct QpShared {
     pd: ProtectionDomain,
-    // Held so the CQs and SRQ outlive the QP that reports into them.
-    _send_cq: Arc<CqShared>,
-    _recv_cq: Arc<CqShared>,
-    _srq: Option<Arc<SrqShared>>,
     pub(crate) kernel: KernelQp,
     qp_type: QpType,
     user_handle: u64,
@@ -166,9 +161,9 @@ impl ProtectionDomain {
         let args = QpCreate {
             qp_type: init.qp_type,
             pd_handle: self.handle(),
-            send_cq: &init.send_cq.shared.kernel,
-            recv_cq: &init.recv_cq.shared.kernel,
-            srq: init.srq.map(|s| &s.control.0.kernel),
+            send_cq: &init.send_cq.kernel,
+            recv_cq: &init.recv_cq.kernel,
+            srq: init.srq.map(|s| &s.control.0),
             cap: init.cap.into(),
             sq_sig_all: init.sq_sig_all,
             user_handle,
@@ -177,9 +172,6 @@ impl ProtectionDomain {
         ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
         let control = QpControl(Arc::new(QpShared {
             pd: self.clone(),
-            _send_cq: init.send_cq.shared.clone(),
-            _recv_cq: init.recv_cq.shared.clone(),
-            _srq: init.srq.map(|s| s.control.0.clone()),
             kernel,
             qp_type: init.qp_type,
             user_handle,
@@ -254,7 +246,7 @@ impl QpControl {
 
     /// Whether it receives from an SRQ.
     pub(crate) fn uses_srq(&self) -> bool {
-        self.0._srq.is_some()
+        self.0.kernel.uses_srq()
     }
 
     /// The state as of the last modify or query.

@@ -1,6 +1,7 @@
 //! Completion queues: create (prepare → `CQ_CREATE` → finish → rollback),
 //! the poll/arm/resize dispatch, and the kernel object's destroy.
 
+use std::any::Any;
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -44,7 +45,17 @@ pub struct CqCreate<'a> {
 /// kept as a number: [`is_of`](Self::is_of), tested on every arm, is one
 /// compare, where `Weak::as_ptr` must first tell a dangling `Weak` apart.
 #[derive(Debug)]
-pub struct CqDriver(Drv, Weak<CqCore>, usize);
+pub struct CqDriver(Drv, Weak<CqCore<CqUser>>, usize);
+
+/// What the library above keeps with a kernel CQ, in the kernel CQ's own
+/// allocation (one per CQ): rverbs' context, `user_handle` and channel.
+/// Dropped right after the kernel CQ's destroy, with the last holder.
+pub type CqUser = dyn Any + Send + Sync;
+
+/// A tie to no kernel CQ (`Weak::new` needs a sized type: this one, unsized).
+fn no_cq() -> Weak<CqCore<CqUser>> {
+    Weak::<CqCore<()>>::new()
+}
 
 impl Drop for CqDriver {
     fn drop(&mut self) {
@@ -123,10 +134,12 @@ impl Drv {
 /// (`CqOps::CQ_PARKS`), and freed only after the kernel destroy (or
 /// leaked if that fails).
 #[derive(Clone, Debug)]
-pub struct KernelCq(Arc<CqCore>);
+pub struct KernelCq(Arc<CqCore<CqUser>>);
 
+/// The kernel CQ's one allocation: the provider's part, then the user's
+/// ([`CqUser`], last, so that it may be unsized).
 #[derive(Debug)]
-struct CqCore {
+struct CqCore<U: ?Sized> {
     fd: Arc<UverbsFd>,
     handle: u32,
     cqe: AtomicU32,
@@ -138,6 +151,8 @@ struct CqCore {
     /// The kernel CQ exists (a failed destroy sets it again).
     live: AtomicBool,
     parked: Parking<Drv>,
+    /// The library's part, dropped after the kernel destroy.
+    user: U,
 }
 
 impl CqProv {
@@ -152,27 +167,48 @@ impl ProviderContext {
     /// none in, the ring's mmap info out), then the provider's half (rxe
     /// maps the ring). If anything fails after the kernel create, the kernel
     /// CQ is destroyed before the memory it uses is freed.
+    ///
+    /// `user` ([`CqUser`]) is kept in the kernel CQ's allocation
+    /// ([`KernelCq::user`]) and dropped after its destroy; if the create
+    /// fails, it is dropped before this returns.
     #[doc(alias = "ibv_create_cq")]
-    pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
-        each!(&self.kind, Kind, T, ctx => create_cq::<T>(ctx, fd, a))
+    pub fn create_cq<U: Any + Send + Sync>(
+        &self,
+        fd: &Arc<UverbsFd>,
+        a: &CqCreate<'_>,
+        user: U,
+    ) -> Result<(KernelCq, CqDriver)> {
+        each!(&self.kind, Kind, T, ctx => create_cq::<T, U>(ctx, fd, a, user))
+    }
+}
+
+impl<U> CqCore<U> {
+    /// A live kernel CQ of provider state `prov`, with no driver parked.
+    fn new(fd: &Arc<UverbsFd>, handle: u32, cqe: u32, counts_events: bool, prov: CqProv, user: U) -> Self {
+        CqCore {
+            fd: fd.clone(),
+            handle,
+            cqe: AtomicU32::new(cqe),
+            events: counts_events.then(|| Arc::new(AtomicU32::new(0))),
+            prov,
+            live: AtomicBool::new(true),
+            parked: Parking::new(),
+            user,
+        }
     }
 }
 
 /// [`ProviderContext::create_cq`] of provider `T`.
-fn create_cq<T: CqOps>(ctx: &T, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)>
+fn create_cq<T: CqOps, U: Any + Send + Sync>(
+    ctx: &T,
+    fd: &Arc<UverbsFd>,
+    a: &CqCreate<'_>,
+    user: U,
+) -> Result<(KernelCq, CqDriver)>
 where
     CqProv: Variant<T, Of = T::CqState>,
     Drv: Variant<T, Of = T::Cq>,
 {
-    let core = |handle, cqe, prov| CqCore {
-        fd: fd.clone(),
-        handle,
-        cqe: AtomicU32::new(cqe),
-        events: T::CQ_COUNTS_EVENTS.then(|| Arc::new(AtomicU32::new(0))),
-        prov,
-        live: AtomicBool::new(true),
-        parked: Parking::new(),
-    };
     let (pending, udata, cqe) = ctx.cq_prepare(a.cqe)?;
     let args = cmd::CreateCq { cqe, user_handle: a.user_handle, channel: a.channel, comp_vector: a.comp_vector };
     let ((created, _), (state, cq)) = create_then_finish(
@@ -185,15 +221,18 @@ where
             Ok((created, resp))
         },
         |pending, (created, resp)| ctx.cq_finish(fd, pending, resp, created),
-        |(created, _)| core(created.handle, created.cqe, CqProv::KernelOnly).destroy(),
+        |(created, _)| CqCore::new(fd, created.handle, created.cqe, false, CqProv::KernelOnly, ()).destroy(),
     )?;
     debug!(handle = created.handle, cqe = created.cqe, "CQ created");
-    let k = KernelCq(Arc::new(core(created.handle, created.cqe, Variant::<T>::wrap(state))));
-    let (owner, at) = (Arc::downgrade(&k.0), Arc::as_ptr(&k.0) as usize);
+    let prov = Variant::<T>::wrap(state);
+    let core: Arc<CqCore<CqUser>> =
+        Arc::new(CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user));
+    let k = KernelCq(core);
+    let (owner, at) = (Arc::downgrade(&k.0), Arc::as_ptr(&k.0).cast::<()>() as usize);
     Ok((k, CqDriver(Variant::<T>::wrap(cq), owner, at)))
 }
 
-impl CqCore {
+impl<U: ?Sized> CqCore<U> {
     /// The last holder's destroy: the kernel CQ (unless an earlier
     /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     /// Through `&self`: the drivers' `Weak`s keep `Arc::get_mut` from
@@ -227,7 +266,7 @@ impl CqCore {
     }
 }
 
-impl Drop for CqCore {
+impl<U: ?Sized> Drop for CqCore<U> {
     fn drop(&mut self) {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "CQ destroy failed");
@@ -257,7 +296,13 @@ impl KernelCq {
 
     /// True when both are the same kernel CQ.
     pub fn same_as(&self, other: &KernelCq) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+
+    /// The part the creator kept here (`create_cq`'s `user`), if it is a `U`.
+    #[inline]
+    pub fn user<U: Any>(&self) -> Option<&U> {
+        self.0.user.downcast_ref()
     }
 
     /// What the driver's verbs see of it.
@@ -305,7 +350,7 @@ impl KernelCq {
             // Dropped where it is: no copy of the driver on the way out.
             driver.0 = Drv::Gone;
         }
-        (driver.1, driver.2) = (Weak::new(), 0);
+        (driver.1, driver.2) = (no_cq(), 0);
     }
 
     /// Destroys the kernel CQ now (`UVERBS_METHOD_CQ_DESTROY`), if this is
@@ -498,7 +543,7 @@ impl CqDriver {
     /// [`KernelCq::park`]): its link would keep [`KernelCq::destroy`]
     /// from finding itself the last holder.
     pub fn take(&mut self) -> CqDriver {
-        let tie = (std::mem::take(&mut self.1), std::mem::take(&mut self.2));
+        let tie = (std::mem::replace(&mut self.1, no_cq()), std::mem::take(&mut self.2));
         CqDriver(std::mem::replace(&mut self.0, Drv::Gone), tie.0, tie.1)
     }
 
@@ -512,7 +557,7 @@ impl CqDriver {
     /// no address, once [`take`](Self::take)n.)
     #[inline]
     pub fn is_of(&self, k: &KernelCq) -> bool {
-        self.2 == Arc::as_ptr(&k.0) as usize
+        self.2 == Arc::as_ptr(&k.0).cast::<()>() as usize
     }
 }
 
@@ -542,20 +587,14 @@ mod tests {
     /// drop sends nothing), on `/dev/null`.
     fn kernel_cq() -> KernelCq {
         let fd = UverbsFd::open(std::path::Path::new("/dev/null"), 0, None).expect("/dev/null is a char device");
-        KernelCq(Arc::new(CqCore {
-            fd: Arc::new(fd),
-            handle: 7,
-            cqe: AtomicU32::new(16),
-            events: None,
-            prov: CqProv::KernelOnly,
-            live: AtomicBool::new(false),
-            parked: Parking::new(),
-        }))
+        let core = CqCore::new(&Arc::new(fd), 7, 16, false, CqProv::KernelOnly, ());
+        core.live.store(false, Ordering::Relaxed);
+        KernelCq(Arc::new(core))
     }
 
     /// A driver tied to `k` as `create_cq` ties one.
     fn driver_of(k: &KernelCq) -> CqDriver {
-        CqDriver(Drv::Gone, Arc::downgrade(&k.0), Arc::as_ptr(&k.0) as usize)
+        CqDriver(Drv::Gone, Arc::downgrade(&k.0), Arc::as_ptr(&k.0).cast::<()>() as usize)
     }
 
     /// N9: a driver is its own kernel CQ's only, and once taken out, no

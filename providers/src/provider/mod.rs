@@ -46,13 +46,13 @@
 use std::sync::Arc;
 
 pub use ah::{AhCreate, KernelAh};
-pub use cq::{CqCreate, CqDriver, KernelCq};
+pub use cq::{CqCreate, CqDriver, CqUser, KernelCq};
 pub(crate) use ops::{
     imm_to_net, modify_srq_limit, qp_type_unsupported, AhOps, CqOps, CqPoll, CqRef, ProviderOps, QpOps, RecvPost,
     ResizeError, SendPost, SrqOps,
 };
 pub use qp::{KernelQp, ModifyError, QpCreate, RecvDriver, SendDriver};
-pub use srq::{KernelSrq, SrqCreate, SrqDriver};
+pub use srq::{KernelSrq, SrqCreate, SrqDriver, SrqUser};
 
 use crate::cmd::device::{self as cmd, ContextInfo};
 use crate::driver::Provider;

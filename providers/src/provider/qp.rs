@@ -175,6 +175,11 @@ impl KernelQp {
         self.cap
     }
 
+    /// Whether it receives from an SRQ.
+    pub fn uses_srq(&self) -> bool {
+        self._srq.is_some()
+    }
+
     /// `IB_USER_VERBS_CMD_MODIFY_QP` (`EX_MODIFY_QP` with a rate limit) with
     /// the provider's steps around it, for a QP in `from` moving to `to`
     /// (`None`: an attribute-only modify). mlx5: RESET → INIT is refused

@@ -1,6 +1,7 @@
 //! Shared receive queues: create (prepare → `SRQ_CREATE` → finish →
 //! rollback), post dispatch, limit, destroy.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -50,10 +51,17 @@ impl SrqDrv {
 /// kernel SRQ is parked here (`SrqOps::SRQ_PARKS`), and the registry
 /// entry is removed only after the kernel destroy.
 #[derive(Clone, Debug)]
-pub struct KernelSrq(Arc<SrqCore>);
+pub struct KernelSrq(Arc<SrqCore<SrqUser>>);
 
+/// What the library above keeps with a kernel SRQ, in the kernel SRQ's
+/// own allocation (one per SRQ): rverbs' PD and `user_handle`. Dropped
+/// right after the kernel SRQ's destroy, with the last holder.
+pub type SrqUser = dyn Any + Send + Sync;
+
+/// The kernel SRQ's one allocation: the provider's part, then the user's
+/// ([`SrqUser`], last, so that it may be unsized).
 #[derive(Debug)]
-struct SrqCore {
+struct SrqCore<U: ?Sized> {
     fd: Arc<UverbsFd>,
     handle: u32,
     max_wr: u32,
@@ -62,6 +70,8 @@ struct SrqCore {
     /// The kernel SRQ exists (a failed destroy sets it again).
     live: AtomicBool,
     parked: Parking<SrqDrv>,
+    /// The library's part, dropped after the kernel destroy.
+    user: U,
 }
 
 impl ProviderContext {
@@ -69,27 +79,48 @@ impl ProviderContext {
     /// driver data (mlx5: buffer, doorbell record and user index first, and
     /// the core command asks for exactly the geometry they have; rxe: the
     /// ring's mmap info out), then its driver.
+    ///
+    /// `user` ([`SrqUser`]) is kept in the kernel SRQ's allocation
+    /// ([`KernelSrq::user`]) and dropped after its destroy; if the create
+    /// fails, it is dropped before this returns.
     #[doc(alias = "ibv_create_srq")]
-    pub fn create_srq(&self, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)> {
-        each!(&self.kind, Kind, T, ctx => create_srq::<T>(ctx, fd, a))
+    pub fn create_srq<U: Any + Send + Sync>(
+        &self,
+        fd: &Arc<UverbsFd>,
+        a: &SrqCreate,
+        user: U,
+    ) -> Result<(KernelSrq, SrqDriver)> {
+        each!(&self.kind, Kind, T, ctx => create_srq::<T, U>(ctx, fd, a, user))
+    }
+}
+
+impl<U> SrqCore<U> {
+    /// A live kernel SRQ of provider state `prov`, with no driver parked.
+    fn new(fd: &Arc<UverbsFd>, handle: u32, max_wr: u32, max_sge: u32, prov: SrqProv, user: U) -> Self {
+        SrqCore {
+            fd: fd.clone(),
+            handle,
+            max_wr,
+            max_sge,
+            prov,
+            live: AtomicBool::new(true),
+            parked: Parking::new(),
+            user,
+        }
     }
 }
 
 /// [`ProviderContext::create_srq`] of provider `T`.
-fn create_srq<T: SrqOps>(ctx: &T, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)>
+fn create_srq<T: SrqOps, U: Any + Send + Sync>(
+    ctx: &T,
+    fd: &Arc<UverbsFd>,
+    a: &SrqCreate,
+    user: U,
+) -> Result<(KernelSrq, SrqDriver)>
 where
     SrqProv: Variant<T, Of = T::SrqState>,
     SrqDrv: Variant<T, Of = T::Srq>,
 {
-    let core = |handle, max_wr, max_sge, prov| SrqCore {
-        fd: fd.clone(),
-        handle,
-        max_wr,
-        max_sge,
-        prov,
-        live: AtomicBool::new(true),
-        parked: Parking::new(),
-    };
     let (pending, udata, wr, sge) = ctx.srq_prepare(a.max_wr, a.max_sge)?;
     let ((created, _), (state, srq, max_wr, max_sge)) = create_then_finish(
         pending,
@@ -112,14 +143,18 @@ where
             Ok((created, resp))
         },
         |pending, (created, resp)| ctx.srq_finish(fd, pending, resp, created),
-        |(created, _)| core(created.handle, created.max_wr, created.max_sge, SrqProv::KernelOnly).destroy(),
+        |(created, _)| {
+            SrqCore::new(fd, created.handle, created.max_wr, created.max_sge, SrqProv::KernelOnly, ()).destroy()
+        },
     )?;
     debug!(handle = created.handle, max_wr, "SRQ created");
-    let k = KernelSrq(Arc::new(core(created.handle, max_wr, max_sge, Variant::<T>::wrap(state))));
+    let prov = Variant::<T>::wrap(state);
+    let core: Arc<SrqCore<SrqUser>> = Arc::new(SrqCore::new(fd, created.handle, max_wr, max_sge, prov, user));
+    let k = KernelSrq(core);
     Ok((k, SrqDriver(Variant::<T>::wrap(srq))))
 }
 
-impl SrqCore {
+impl<U: ?Sized> SrqCore<U> {
     /// The last holder's destroy: the kernel SRQ (unless an earlier
     /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     fn destroy(&mut self) -> Result<()> {
@@ -149,7 +184,7 @@ impl SrqCore {
     }
 }
 
-impl Drop for SrqCore {
+impl<U: ?Sized> Drop for SrqCore<U> {
     fn drop(&mut self) {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "SRQ destroy failed");
@@ -161,6 +196,12 @@ impl KernelSrq {
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
         self.0.handle
+    }
+
+    /// The part the creator kept here (`create_srq`'s `user`), if it is a `U`.
+    #[inline]
+    pub fn user<U: Any>(&self) -> Option<&U> {
+        self.0.user.downcast_ref()
     }
 
     /// Whether it was created on `fd`.
@@ -213,6 +254,12 @@ impl KernelSrq {
         } else {
             driver.0 = SrqDrv::Gone;
         }
+    }
+
+    /// Whether another handle (an attached QP's, a clone) holds it too: a
+    /// [`destroy`](Self::destroy) would answer `EBUSY`.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
     }
 
     /// Destroys the kernel SRQ now (`UVERBS_METHOD_SRQ_DESTROY`), if this
