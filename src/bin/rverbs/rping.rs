@@ -21,25 +21,31 @@
 //! * after `-C` pings the client disconnects; the server's loop ends with
 //!   `wait for RDMA_READ_ADV state 10` and both print `... DISCONNECT EVENT...`.
 //!
-//! Threads like rping's: the CM events of a connection are read by a
-//! thread of their own (rping's `cm_thread`); the main thread waits on the
-//! CQ's channel. A peer's disconnect moves the QP to ERR (rverbs::cm does
-//! that on DISCONNECTED), which flushes the posted receive and wakes it.
+//! One thread per connection where rping has three (main, `cq_thread`,
+//! `cm_thread`, handing over through a semaphore): a wait is one `poll()`
+//! on the CQ's completion channel and the connection's CM channel
+//! together, without a timeout, as rping's threads block without one;
+//! whichever fd is readable is read (`ibv_get_cq_event`, or
+//! `rdma_get_cm_event` and what rping's `cm_thread` does with the event).
+//! A peer's DISCONNECTED (or a CM error) thus ends a wait for a
+//! completion at once, and a peer that dies ends the run too: its kernel
+//! closes the connection, which queues DISCONNECTED here (and siw's kernel
+//! flushes the QP). The data path reads no clock and starts no timer.
 //!
-//! Where rverbs differs on purpose: every wait is bounded (a silent peer
-//! ends the run with an error after 30 s, not a hang); a failure ends with
+//! Where rverbs differs on purpose: the set-up steps are bounded (30 s for
+//! each CM event, 10 s for the last DISCONNECTED), and so is a wait once
+//! the QP was flushed (10 s for the CM's word on it); a failure ends with
 //! one `rverbs rping: ...` line and exit status 1; a server whose `-S` is
 //! smaller than the client's caps the READ at its buffer instead of
 //! overrunning it.
 
+use std::ffi::{c_int, c_short, c_ulong};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use rverbs::cm::{CmId, ConnParam, EventChannel, EventKind, PortSpace};
+use rverbs::cm::{CmId, ConnParam, Event, EventChannel, EventKind, PortSpace};
 use rverbs::{
     AccessFlags, CompletionChannel, CompletionQueue, CqInitAttr, MemoryRegion, ProtectionDomain, QpCap, QpInitAttr,
     QpType, QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcOpcode, WcStatus,
@@ -75,8 +81,11 @@ const SQ_DEPTH: u32 = 16;
 const INFO_LEN: usize = 16;
 /// The CM's resolve timeouts rping uses.
 const RESOLVE_MS: u64 = 2000;
-/// How long any step may wait for the peer (rping waits forever).
+/// How long a set-up step may wait for its CM event (rping waits forever).
 const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the client waits for its DISCONNECTED after disconnecting, and
+/// a wait for the CM's word once the QP was flushed.
+const END_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// rping's `enum test_state`, numbered as its messages print them (the
 /// CM states are waited for as events here, so some are never entered).
@@ -251,74 +260,6 @@ macro_rules! debug_log {
     };
 }
 
-/// What the CM thread tells the main thread.
-#[derive(Debug)]
-enum Note {
-    Disconnected,
-    Failed(String),
-}
-
-/// rping's `cm_thread` for one connection: reads its id's events until
-/// told to stop, prints what rping prints, and passes the ones that
-/// matter on.
-struct CmThread {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl CmThread {
-    fn start(ch: EventChannel, server: bool, debug: bool, notes: mpsc::Sender<Note>) -> CmThread {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                let ev = match ch.get_event_timeout(Duration::from_millis(100)) {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        let _ = notes.send(Note::Failed(e.to_string()));
-                        return;
-                    }
-                };
-                if debug {
-                    println!(
-                        "cma_event type {} cma_id {} ({})",
-                        ev.kind(),
-                        ev.id().kernel_id(),
-                        if server { "child" } else { "parent" }
-                    );
-                }
-                match ev.kind() {
-                    EventKind::Disconnected => {
-                        eprintln!("{} DISCONNECT EVENT...", if server { "server" } else { "client" });
-                        let _ = notes.send(Note::Disconnected);
-                    }
-                    EventKind::DeviceRemoval => {
-                        eprintln!("cma detected device removal!!!!");
-                        let _ = notes.send(Note::Failed("the RDMA device was removed".into()));
-                    }
-                    k if k.is_error() => {
-                        eprintln!("cma event {k}, error {}", ev.status());
-                        let _ = notes.send(Note::Failed(ev.error().map_or_else(|| k.to_string(), |e| e.to_string())));
-                    }
-                    EventKind::TimewaitExit | EventKind::Established => {}
-                    k => eprintln!("unhandled event: {k}, ignoring"),
-                }
-            }
-        });
-        CmThread { stop, handle: Some(handle) }
-    }
-}
-
-impl Drop for CmThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 /// One connection's verbs objects (rping's `rping_cb`). Field order is the
 /// drop order: QP, then the regions, the CQ, the channel, the PD.
 struct Conn {
@@ -328,19 +269,26 @@ struct Conn {
     rdma_mr: MemoryRegion,
     start_mr: Option<MemoryRegion>,
     cq: CompletionQueue,
-    _channel: CompletionChannel,
+    channel: CompletionChannel,
     _pd: ProtectionDomain,
+    /// The connection's CM events (the id's channel).
+    cm: EventChannel,
+    /// The CQ is armed and no event was read since.
+    armed: bool,
+    /// A completion came flushed: the QP is in ERR, the connection over.
+    flushed: bool,
     size: u32,
     server: bool,
     state: State,
     remote: (u64, u32, u32),
-    notes: mpsc::Receiver<Note>,
     failure: Option<String>,
     debug: bool,
+    /// The ping buffer built or read per ping, allocated once.
+    scratch: Vec<u8>,
 }
 
 /// `rping_setup_qp` and `rping_setup_buffers` on the id's device.
-fn setup(id: &CmId, o: &Opts, notes: mpsc::Receiver<Note>) -> Result<Conn, String> {
+fn setup(id: &CmId, o: &Opts) -> Result<Conn, String> {
     let ctx = id.context().map_err(|e| format!("setup_qp failed: {e}"))?;
     let pd = ctx.alloc_pd().map_err(|e| format!("ibv_alloc_pd failed: {e}"))?;
     let channel = ctx.create_comp_channel().map_err(|e| format!("ibv_create_comp_channel failed: {e}"))?;
@@ -382,15 +330,18 @@ fn setup(id: &CmId, o: &Opts, notes: mpsc::Receiver<Note>) -> Result<Conn, Strin
         rdma_mr,
         start_mr,
         cq,
-        _channel: channel,
+        channel,
         _pd: pd,
+        cm: id.channel(),
+        armed: true,
+        flushed: false,
         size: o.size,
         server: o.server,
         state: State::Idle,
         remote: (0, 0, 0),
-        notes,
         failure: None,
         debug: o.debug,
+        scratch: Vec::with_capacity(o.size as usize),
     })
 }
 
@@ -431,6 +382,7 @@ impl Conn {
     fn handle(&mut self, wc: &Wc) -> Result<bool, String> {
         if wc.status != WcStatus::SUCCESS {
             if wc.status == WcStatus::WR_FLUSH_ERR {
+                self.flushed = true;
                 return Ok(false);
             }
             eprintln!("cq completion failed status {}", wc.status.0);
@@ -486,41 +438,113 @@ impl Conn {
     }
 
     /// rping's `sem_wait`: until one completion or CM event that would
-    /// post the semaphore.
+    /// post the semaphore. Completions first: the CQ is polled, armed
+    /// (`ibv_req_notify_cq`) and polled again before each sleep, and a
+    /// completion event read goes back to polling before any CM event is
+    /// taken, so a completion the peer caused before it disconnected is
+    /// never lost to the disconnect. The sleep is one `poll()` on both
+    /// channels, without a timeout until the QP was flushed.
     fn wait(&mut self) {
-        let deadline = Instant::now() + PEER_TIMEOUT;
+        let mut wc = [Wc::default()];
         loop {
-            if let Ok(n) = self.notes.try_recv() {
-                match n {
-                    Note::Disconnected => self.state = State::Disconnected,
-                    Note::Failed(m) => {
-                        self.state = State::Error;
-                        self.failure = Some(m);
-                    }
-                }
-                return;
-            }
-            let mut wc = [Wc::default()];
-            match self.cq.wait(&mut wc, Some(Duration::from_millis(50))) {
-                Ok(1) => match self.handle(&wc[0]) {
+            if self.cq.poll(&mut wc) == 1 {
+                match self.handle(&wc[0]) {
                     Ok(true) => return,
                     Ok(false) => continue,
-                    Err(m) => {
-                        self.failure = Some(m);
-                        return;
-                    }
-                },
-                Ok(_) => {}
-                Err(e) => {
-                    self.state = State::Error;
-                    self.failure = Some(e.to_string());
-                    return;
+                    Err(m) => return self.fail(m),
                 }
             }
-            if Instant::now() > deadline {
-                self.state = State::Error;
-                self.failure = Some(format!("the peer did nothing for {} s", PEER_TIMEOUT.as_secs()));
-                return;
+            if !self.armed {
+                if let Err(e) = self.cq.req_notify(false) {
+                    return self.fail(format!("ibv_req_notify_cq failed: {e}"));
+                }
+                self.armed = true;
+                continue; // poll again: a completion before the arm raised no event
+            }
+            // Flushed: the QP is in ERR, the CM's DISCONNECTED (or an
+            // error) is on its way; bounded, so a CM that never says
+            // ends the run. Else the peer's next message, however late.
+            let timeout = if self.flushed { END_TIMEOUT.as_millis() as c_int } else { -1 };
+            let (cq_ready, cm_ready) = match wait_readable(self.channel.as_fd(), self.cm.as_fd(), timeout) {
+                Ok(r) => r,
+                Err(e) => return self.fail(format!("poll of the completion and CM channels failed: {e}")),
+            };
+            if cq_ready {
+                match self.channel.try_get_cq_event() {
+                    Ok(Some(_)) => {
+                        self.cq.ack_events(1);
+                        self.armed = false;
+                    }
+                    Ok(None) => {}
+                    Err(e) => return self.fail(format!("ibv_get_cq_event failed: {e}")),
+                }
+            } else if cm_ready {
+                if self.cm_events() {
+                    return;
+                }
+            } else {
+                return self
+                    .fail(format!("the QP was flushed and no DISCONNECTED came within {} s", END_TIMEOUT.as_secs()));
+            }
+        }
+    }
+
+    fn fail(&mut self, m: String) {
+        self.state = State::Error;
+        self.failure = Some(m);
+    }
+
+    /// Takes the connection's queued CM events (`rdma_get_cm_event`);
+    /// `true` when one ends the wait.
+    fn cm_events(&mut self) -> bool {
+        loop {
+            match self.cm.try_get_event() {
+                Ok(Some(ev)) => {
+                    if self.cm_event(&ev) {
+                        return true;
+                    }
+                }
+                Ok(None) => return false,
+                Err(e) => {
+                    self.fail(format!("rdma_get_cm_event failed: {e}"));
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// What rping's `cm_thread` does with an event of the connection: prints
+    /// what it prints; `true` (and the state) for the ones that post its
+    /// semaphore once connected: DISCONNECTED, device removal, errors.
+    fn cm_event(&mut self, ev: &Event) -> bool {
+        if self.debug {
+            println!(
+                "cma_event type {} cma_id {} ({})",
+                ev.kind(),
+                ev.id().kernel_id(),
+                if self.server { "child" } else { "parent" }
+            );
+        }
+        match ev.kind() {
+            EventKind::Disconnected => {
+                eprintln!("{} DISCONNECT EVENT...", if self.server { "server" } else { "client" });
+                self.state = State::Disconnected;
+                true
+            }
+            EventKind::DeviceRemoval => {
+                eprintln!("cma detected device removal!!!!");
+                self.fail("the RDMA device was removed".into());
+                true
+            }
+            k if k.is_error() => {
+                eprintln!("cma event {k}, error {}", ev.status());
+                self.fail(ev.error().map_or_else(|| k.to_string(), |e| e.to_string()));
+                true
+            }
+            EventKind::TimewaitExit | EventKind::Established => false,
+            k => {
+                eprintln!("unhandled event: {k}, ignoring");
+                false
             }
         }
     }
@@ -551,27 +575,26 @@ impl Conn {
             self.rdma(true, want.min(self.size))?;
             self.wait();
             self.expect(State::RdmaReadComplete)?;
-            let text = self.rdma_text()?;
+            let len = self.rdma_text()?;
             if verbose {
-                println!("server ping data: {}", String::from_utf8_lossy(&text));
+                println!("server ping data: {}", String::from_utf8_lossy(&self.scratch[..len]));
             }
             self.send_info(None)?;
             self.wait();
             self.expect(State::RdmaWriteAdv)?;
-            self.rdma(false, (text.len() as u32 + 1).min(self.size))?;
+            self.rdma(false, (len as u32 + 1).min(self.size))?;
             self.wait();
             self.expect(State::RdmaWriteComplete)?;
             self.send_info(None)?;
         }
     }
 
-    /// `rdma_buf` as a C string (without its NUL).
-    fn rdma_text(&self) -> Result<Vec<u8>, String> {
-        let mut b = vec![0u8; self.size as usize];
-        self.rdma_mr.read_at(0, &mut b).map_err(|e| e.to_string())?;
-        let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        b.truncate(n);
-        Ok(b)
+    /// `strlen(rdma_buf)`: `rdma_buf` read into the scratch buffer, and
+    /// the length of the C string it starts with.
+    fn rdma_text(&mut self) -> Result<usize, String> {
+        self.scratch.resize(self.size as usize, 0);
+        self.rdma_mr.read_at(0, &mut self.scratch).map_err(|e| e.to_string())?;
+        Ok(self.scratch.iter().position(|&c| c == 0).unwrap_or(self.scratch.len()))
     }
 
     /// `rping_test_client`.
@@ -579,9 +602,13 @@ impl Conn {
         let size = self.size as usize;
         let mut start: u8 = 65;
         let mut ping: u32 = 0;
+        // What came back, read only for -V and -v (as rping reads it).
+        let mut got = Vec::new();
         while count == 0 || ping < count {
             self.state = State::RdmaReadAdv;
-            let mut buf = format!("rdma-ping-{ping}: ").into_bytes();
+            let buf = &mut self.scratch;
+            buf.clear();
+            write!(buf, "rdma-ping-{ping}: ").map_err(|e| e.to_string())?;
             buf.truncate(size - 1);
             let mut c = start;
             while buf.len() < size {
@@ -597,8 +624,8 @@ impl Conn {
             }
             buf[size - 1] = 0;
             let (addr, rkey) = {
-                let m = self.start_mr.as_ref().expect("the client has a start_buf");
-                m.write_at(0, &buf).map_err(|e| e.to_string())?;
+                let m = self.start_mr.as_ref().ok_or("the client has no start_buf")?;
+                m.write_at(0, &self.scratch).map_err(|e| e.to_string())?;
                 (m.addr(), m.rkey())
             };
             self.send_info(Some((addr, rkey)))?;
@@ -608,9 +635,13 @@ impl Conn {
             self.send_info(Some((addr, rkey)))?;
             self.wait();
             self.expect(State::RdmaWriteComplete)?;
-            let mut got = vec![0u8; size];
+            if !(validate || verbose) {
+                ping += 1;
+                continue;
+            }
+            got.resize(size, 0);
             self.rdma_mr.read_at(0, &mut got).map_err(|e| e.to_string())?;
-            if validate && got != buf {
+            if validate && got != self.scratch {
                 eprintln!("data mismatch!");
                 return Err(format!("ping {ping}: the data written back differs from the data read"));
             }
@@ -623,13 +654,20 @@ impl Conn {
         Ok(())
     }
 
-    /// After the test: wait (bounded) for the CM thread to see the end.
+    /// After the client's disconnect: its DISCONNECTED (bounded), as
+    /// rping's `cm_thread` prints it.
     fn wait_disconnected(&mut self) {
-        if self.state == State::Disconnected {
-            return;
-        }
-        if let Ok(Note::Disconnected) = self.notes.recv_timeout(Duration::from_secs(10)) {
-            self.state = State::Disconnected;
+        let deadline = Instant::now() + END_TIMEOUT;
+        while self.state != State::Disconnected {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.cm.get_event_timeout(left) {
+                Ok(Some(ev)) => {
+                    if self.cm_event(&ev) {
+                        return;
+                    }
+                }
+                _ => return,
+            }
         }
     }
 }
@@ -644,6 +682,47 @@ fn state_name(s: State) -> &'static str {
         State::ConnectRequest => "CONNECT_REQUEST",
         State::RouteResolved => "ROUTE_RESOLVED",
         _ => "state",
+    }
+}
+
+/// `struct pollfd` of `<poll.h>`.
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: c_short,
+    revents: c_short,
+}
+
+/// `POLLIN` of `<poll.h>`.
+const POLLIN: c_short = 0x001;
+
+extern "C" {
+    /// `poll(2)`, from the C library the standard library links.
+    fn poll(fds: *mut PollFd, nfds: c_ulong, timeout: c_int) -> c_int;
+}
+
+/// Sleeps until the completion channel `cq` or the CM channel `cm` is
+/// readable (or failed: `POLLERR`, `POLLHUP`, which their reads then
+/// report), or `timeout_ms` passes (`-1`: no limit): one `poll()` on both
+/// fds, retried on `EINTR`. Returns whether each one woke it (both `false`:
+/// the time passed).
+fn wait_readable(cq: BorrowedFd<'_>, cm: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<(bool, bool)> {
+    let mut fds = [
+        PollFd { fd: cq.as_raw_fd(), events: POLLIN, revents: 0 },
+        PollFd { fd: cm.as_raw_fd(), events: POLLIN, revents: 0 },
+    ];
+    loop {
+        // SAFETY: `fds` is an array of two `struct pollfd` that outlives
+        // the call, and `nfds` is its length; the kernel writes only their
+        // `revents`; the fds are open (borrowed for the call).
+        let rc = unsafe { poll(fds.as_mut_ptr(), fds.len() as c_ulong, timeout_ms) };
+        if rc >= 0 {
+            return Ok((fds[0].revents != 0, fds[1].revents != 0));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -702,8 +781,7 @@ fn run_client(o: &Opts) -> Result<(), String> {
     id.resolve_route(Duration::from_millis(RESOLVE_MS)).map_err(|e| format!("rdma_resolve_route: {e}"))?;
     cm_wait(&ch, EventKind::RouteResolved, o)?;
     debug_log!(o, "rdma_resolve_addr - rdma_resolve_route successful");
-    let (tx, rx) = mpsc::channel();
-    let mut c = setup(&id, o, rx)?;
+    let mut c = setup(&id, o)?;
     c.post_recv().map_err(|e| format!("ibv_post_recv failed: {e}"))?;
     id.connect(&conn_param(o, &c.qp)).map_err(|e| format!("rdma_connect: {e}"))?;
     if o.self_qp {
@@ -715,7 +793,6 @@ fn run_client(o: &Opts) -> Result<(), String> {
     }
     c.state = State::Connected;
     debug_log!(o, "rdma_connect successful");
-    let cm = CmThread::start(ch.clone(), false, o.debug, tx);
     let r = c.test_client(o.count, o.verbose, o.validate);
     if o.self_qp {
         let _ = c.qp.modify(
@@ -725,7 +802,6 @@ fn run_client(o: &Opts) -> Result<(), String> {
     }
     let _ = id.disconnect();
     c.wait_disconnected();
-    drop(cm);
     r.map_err(|e| format!("rping client failed: {e}"))
 }
 
@@ -738,13 +814,8 @@ fn run_server(o: &Opts) -> Result<(), String> {
     debug_log!(o, "rdma_listen");
     listen.listen(3).map_err(|e| format!("rdma_listen: {e}"))?;
     loop {
-        let ev = loop {
-            // The listener waits for its clients without limit.
-            match ch.get_event_timeout(Duration::from_secs(3600)).map_err(|e| e.to_string())? {
-                Some(ev) => break ev,
-                None => continue,
-            }
-        };
+        // The listener waits for its clients without limit.
+        let ev = ch.get_event().map_err(|e| format!("rdma_get_cm_event: {e}"))?;
         debug_log!(o, "cma_event type {} cma_id {} (parent)", ev.kind(), ev.listen_id().map_or(0, |l| l.kernel_id()));
         if ev.kind() != EventKind::ConnectRequest {
             eprintln!("wait for CONNECT_REQUEST state {}", State::Idle as u32);
@@ -772,8 +843,7 @@ fn run_server(o: &Opts) -> Result<(), String> {
 
 /// One connection of the server (`rping_run_server` after the request).
 fn serve(child: &CmId, o: &Opts) -> Result<(), String> {
-    let (tx, rx) = mpsc::channel();
-    let mut c = setup(child, o, rx)?;
+    let mut c = setup(child, o)?;
     c.post_recv().map_err(|e| format!("ibv_post_recv failed: {e}"))?;
     debug_log!(o, "accepting client connection request");
     if o.self_qp {
@@ -782,7 +852,6 @@ fn serve(child: &CmId, o: &Opts) -> Result<(), String> {
     let p = if o.self_qp { conn_param(o, &c.qp) } else { ConnParam::default() };
     child.accept(&p).map_err(|e| format!("rdma_accept: {e}"))?;
     cm_wait(&child.channel(), EventKind::Established, o).map_err(|e| format!("connect error: {e}"))?;
-    let cm = CmThread::start(child.channel(), true, o.debug, tx);
     let r = c.test_server(o.verbose);
     if o.self_qp {
         let _ = c.qp.modify(
@@ -791,7 +860,6 @@ fn serve(child: &CmId, o: &Opts) -> Result<(), String> {
         );
     }
     let _ = child.disconnect();
-    drop(cm);
     r.map_err(|e| format!("rping server failed: {e}"))
 }
 
@@ -830,6 +898,29 @@ mod tests {
         assert!(parse_args(&args(&["-c"])).unwrap_err().contains("-a addr"));
         assert_eq!(atoi(" 12x"), 12);
         assert_eq!(atoi("x"), 0);
+    }
+
+    /// The wait's `poll()` says which of its two fds woke it, and times out
+    /// with neither.
+    #[test]
+    fn wait_readable_names_the_fd_that_woke_it() {
+        use std::io::Read;
+        use std::os::unix::net::UnixStream;
+        let (mut cq, cq_end) = UnixStream::pair().unwrap();
+        let (mut cm, cm_end) = UnixStream::pair().unwrap();
+        let wait = |t| wait_readable(cq_end.as_fd(), cm_end.as_fd(), t).unwrap();
+        assert_eq!(wait(0), (false, false));
+        cm.write_all(b"x").unwrap();
+        assert_eq!(wait(-1), (false, true));
+        cq.write_all(b"x").unwrap();
+        assert_eq!(wait(-1), (true, true));
+        let mut byte = [0u8];
+        (&cq_end).read_exact(&mut byte).unwrap();
+        (&cm_end).read_exact(&mut byte).unwrap();
+        assert_eq!(wait(0), (false, false));
+        // A hang-up (POLLHUP) wakes it too: the read then says why.
+        drop(cm);
+        assert_eq!(wait(-1), (false, true));
     }
 }
 
