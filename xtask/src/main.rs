@@ -55,8 +55,8 @@ usage:
       data path's syscalls, timings next to ibv_rc_pingpong; exit 1 if a
       check fails. --two-hosts: RC and UD ping-pong, rping on rxe0 then on
       siw0, between two guests joined by a QEMU stream network instead;
-      --provider siw: rverbs rping
-      next to rdma-core's rping (libsiw) on siw0, straced and timed
+      --provider siw: rverbs rping next to rdma-core's rping (libsiw) on
+      siw0, straced and timed
   cargo xtask test [--kernel 6.1|6.12]... [--host-only | --vm-only |
                    --two-hosts-only | --downstream-only] [--no-two-hosts]
                    [--no-downstream] [--provider rxe|siw]... [--keep]

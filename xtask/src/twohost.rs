@@ -440,6 +440,11 @@ impl PairRun {
     /// other host's GID and moved packets on eth0.
     pub fn results(&self) -> Vec<ModeResult> {
         let parsed: Vec<Vec<(String, Side)>> = (0..self.hosts.len()).map(|i| parse_sides(self.lines(i))).collect();
+        self.judge(&parsed)
+    }
+
+    /// [`results`](Self::results) from each host's parsed sections.
+    fn judge(&self, parsed: &[Vec<(String, Side)>]) -> Vec<ModeResult> {
         let mut out = Vec::new();
         for &mode in &self.spec.modes {
             let mut problems = Vec::new();
@@ -748,6 +753,65 @@ client DISCONNECT EVENT...
         let rxe = script(false, &PairSpec { iters: 10, modes: vec![Mode::Rc] });
         assert!(!rxe.contains("siw"), "{rxe}");
         assert_eq!(PairSpec::default().modes, Mode::ALL);
+    }
+
+    /// A's and B's CM-siw sections, `tcp` segments each way.
+    fn siw_sides(tcp: u64, disconnect: bool) -> Vec<Vec<(String, Side)>> {
+        ["server", "client"]
+            .iter()
+            .map(|role| {
+                let mut lines = vec!["link siw0/1 state ACTIVE physical_state LINK_UP netdev eth0".to_owned()];
+                if disconnect {
+                    lines.push(format!("{role} DISCONNECT EVENT..."));
+                }
+                let side = Side {
+                    lines,
+                    exit: Some(0),
+                    tx: Some(900),
+                    rx: Some(900),
+                    tcp_out: Some(tcp),
+                    tcp_in: Some(tcp),
+                    ..Default::default()
+                };
+                vec![("cm-siw".to_owned(), side)]
+            })
+            .collect()
+    }
+
+    fn siw_pair(siw_error: Option<&str>) -> PairRun {
+        let host = |n: &'static str, i: usize| (n, pair::host_ip(i), Err("not booted in this test".to_owned()));
+        PairRun {
+            spec: PairSpec { iters: 100, modes: vec![Mode::CmSiw] },
+            wire: String::new(),
+            hosts: vec![host("A", 0), host("B", 1)],
+            elapsed: Duration::ZERO,
+            siw_error: siw_error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn siw_passes_only_over_tcp() {
+        let pair = siw_pair(None);
+        let ok = pair.judge(&siw_sides(870, true));
+        assert!(ok[0].problems.is_empty(), "{:?}", ok[0].problems);
+        // eth0 busy but hardly any TCP: the CM took another device.
+        let rxe = pair.judge(&siw_sides(3, true));
+        assert_eq!(rxe[0].problems.len(), 2, "{:?}", rxe[0].problems);
+        assert!(rxe[0].problems[0].contains("TCP sent only Some(3) segments"), "{:?}", rxe[0].problems);
+        let quiet = pair.judge(&siw_sides(870, false));
+        assert!(quiet[0].problems[1].contains("no \"client DISCONNECT EVENT...\" line"), "{:?}", quiet[0].problems);
+        let missing = pair.judge(&[vec![], vec![]]);
+        assert!(missing[0].problems[0].contains("the CM-siw run did not happen"), "{:?}", missing[0].problems);
+    }
+
+    #[test]
+    fn siw_without_its_module_fails_with_the_reason() {
+        let pair = siw_pair(Some("siw for 6.1.0-57-amd64: apt-get download failed"));
+        let r = pair.judge(&[vec![], vec![]]);
+        assert_eq!(r[0].problems, ["not run: siw for 6.1.0-57-amd64: apt-get download failed"]);
+        let (c, problems) = pair.counts();
+        assert_eq!((c.passed, c.failed), (0, 1));
+        assert!(problems[0].starts_with("CM-siw: not run: siw for"), "{problems:?}");
     }
 
     /// The script's shell helpers, run by the host's `sh` on this host's
