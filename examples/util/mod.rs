@@ -1,7 +1,7 @@
 //! What the examples share: who plays which side, the TCP connection the
 //! endpoint handshake runs over (plain `std::net`), waiting for the next
 //! completion with a deadline, the device (`RVERBS_DEVICE`, else the
-//! first), and for the CM examples' loopback the device's IP address.
+//! first), and for the CM examples' loopback the device's IPv4 address.
 
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
@@ -114,13 +114,33 @@ pub fn barrier(tcp: &mut TcpStream) -> Result {
     Ok(())
 }
 
-/// An IPv4 address of the device [`open_device`] opens (from its RoCE
-/// GIDs): where a
-/// CM example's `--loopback` client connects.
+/// An IPv4 address of the device [`open_device`] opens: where a CM
+/// example's `--loopback` client connects. RoCE: an IPv4-mapped GID.
+/// iWARP (siw, Chelsio, Intel), whose GID holds its netdev's MAC: that
+/// netdev's IPv4 address (`getifaddrs`), the netdev found by the name the
+/// device gives or, where it gives none (6.1's siw), by that MAC.
 #[allow(dead_code)] // the CM examples' loopback only
 pub fn device_ipv4() -> Result<std::net::IpAddr> {
     let ctx = open_device()?;
     let gids = ctx.query_gid_table()?;
-    let ip = gids.iter().find_map(|g| g.gid.to_ipv4()).ok_or("the RDMA device has no IPv4 address")?;
-    Ok(std::net::IpAddr::V4(ip))
+    if let Some(ip) = gids.iter().find_map(|g| g.gid.to_ipv4()) {
+        return Ok(ip.into());
+    }
+    let ifaces: Vec<_> = nix::ifaddrs::getifaddrs()?.collect();
+    let mac = gids.first().map(|g| &g.gid.0[..6]).filter(|m| m.iter().any(|&b| b != 0));
+    let by_mac = || {
+        let has_mac = |i: &&nix::ifaddrs::InterfaceAddress| {
+            i.address.as_ref().and_then(|a| a.as_link_addr()?.addr()).is_some_and(|m| Some(&m[..]) == mac)
+        };
+        ifaces.iter().find(has_mac).map(|i| i.interface_name.clone())
+    };
+    let dev = ctx.device().name();
+    let netdev = ctx.device().netdev().map(str::to_owned).or_else(by_mac);
+    let netdev = netdev.ok_or_else(|| format!("{dev} has no IPv4 GID and no netdev: run the server and a client"))?;
+    let ip = ifaces
+        .iter()
+        .filter(|i| i.interface_name == netdev)
+        .find_map(|i| Some(i.address.as_ref()?.as_sockaddr_in()?.ip()))
+        .ok_or_else(|| format!("{netdev} (under {dev}) has no IPv4 address: give it one (ip addr add)"))?;
+    Ok(ip.into())
 }
