@@ -15,6 +15,10 @@ use rverbs::{AtomicCap, ConnectOptions, Device, MwType, QpInitAttr, QpType};
 // The examples' `main`s are not called here.
 #[cfg(feature = "tokio")]
 #[allow(dead_code)]
+#[path = "../examples/async_clients.rs"]
+mod async_clients;
+#[cfg(feature = "tokio")]
+#[allow(dead_code)]
 #[path = "../examples/async_echo.rs"]
 mod async_echo;
 #[allow(dead_code)]
@@ -182,11 +186,25 @@ fn async_echo_example() {
     loopback!(async_echo)
 }
 
+#[cfg(feature = "tokio")]
+#[test]
+fn async_clients_example() {
+    let Some(_dev) = test_device() else { return };
+    loopback!(async_clients)
+}
+
 /// The VM tier must build this binary with feature `tokio`, or the async
-/// example would silently not run.
+/// examples would silently not run.
 #[cfg(not(feature = "tokio"))]
 #[test]
 fn async_echo_example() {
-    assert!(!common::device_required(), "built without feature tokio: the async example cannot run");
+    assert!(!common::device_required(), "built without feature tokio: the async examples cannot run");
+    eprintln!("skipped: built without feature tokio");
+}
+
+#[cfg(not(feature = "tokio"))]
+#[test]
+fn async_clients_example() {
+    assert!(!common::device_required(), "built without feature tokio: the async examples cannot run");
     eprintln!("skipped: built without feature tokio");
 }
