@@ -165,7 +165,7 @@ impl Context {
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         // A failed create drops `user`, which unregisters the handle.
         let user = CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned() };
-        let (kernel, driver) = provider.create_cq(self.fd_arc(), &args, user)?;
+        let (kernel, driver) = provider.create_cq_with_user(self.fd_arc(), &args, user)?;
         if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
             ch.track(user_handle, counter.clone());
         }

@@ -161,7 +161,7 @@ impl ProtectionDomain {
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
         // A failed create drops `user`, which unregisters the handle.
         let user = SrqUser { pd: self.clone(), user_handle };
-        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user)?;
+        let (kernel, driver) = provider.create_srq_with_user(ctx.fd_arc(), &args, user)?;
         Ok(SharedReceiveQueue { driver, control: SrqControl(kernel) })
     }
 }

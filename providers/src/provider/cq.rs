@@ -168,11 +168,19 @@ impl ProviderContext {
     /// maps the ring). If anything fails after the kernel create, the kernel
     /// CQ is destroyed before the memory it uses is freed.
     ///
-    /// `user` ([`CqUser`]) is kept in the kernel CQ's allocation
-    /// ([`KernelCq::user`]) and dropped after its destroy; if the create
-    /// fails, it is dropped before this returns.
+    /// [`create_cq_with_user`](Self::create_cq_with_user) keeps a value of
+    /// the caller's with it.
     #[doc(alias = "ibv_create_cq")]
-    pub fn create_cq<U: Any + Send + Sync>(
+    pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
+        self.create_cq_with_user(fd, a, ())
+    }
+
+    /// [`create_cq`](Self::create_cq), keeping `user` ([`CqUser`]) in the
+    /// kernel CQ's allocation ([`KernelCq::user`]): it is dropped right
+    /// after the kernel CQ's destroy, with the last holder, or before this
+    /// returns if the create fails.
+    #[doc(alias = "ibv_create_cq")]
+    pub fn create_cq_with_user<U: Any + Send + Sync>(
         &self,
         fd: &Arc<UverbsFd>,
         a: &CqCreate<'_>,

@@ -80,11 +80,19 @@ impl ProviderContext {
     /// the core command asks for exactly the geometry they have; rxe: the
     /// ring's mmap info out), then its driver.
     ///
-    /// `user` ([`SrqUser`]) is kept in the kernel SRQ's allocation
-    /// ([`KernelSrq::user`]) and dropped after its destroy; if the create
-    /// fails, it is dropped before this returns.
+    /// [`create_srq_with_user`](Self::create_srq_with_user) keeps a value
+    /// of the caller's with it.
     #[doc(alias = "ibv_create_srq")]
-    pub fn create_srq<U: Any + Send + Sync>(
+    pub fn create_srq(&self, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)> {
+        self.create_srq_with_user(fd, a, ())
+    }
+
+    /// [`create_srq`](Self::create_srq), keeping `user` ([`SrqUser`]) in
+    /// the kernel SRQ's allocation ([`KernelSrq::user`]): it is dropped
+    /// right after the kernel SRQ's destroy, with the last holder, or
+    /// before this returns if the create fails.
+    #[doc(alias = "ibv_create_srq")]
+    pub fn create_srq_with_user<U: Any + Send + Sync>(
         &self,
         fd: &Arc<UverbsFd>,
         a: &SrqCreate,
