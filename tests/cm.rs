@@ -1,32 +1,78 @@
 //! The RDMA connection manager (`rverbs::cm`, `rverbs rping`) against the
-//! real kernel CM over rxe0 (VM tier, 6.1 and 6.12), and against rdma-core's
-//! `rping`, `ucmatose` and `udaddy` in both roles.
+//! real kernel CM on the tier's device (VM tier, 6.1 and 6.12; rxe0 and
+//! siw0), and against rdma-core's `rping`, `ucmatose` and `udaddy` in both
+//! roles.
 //!
-//! Every connection goes to 192.168.77.1 (rxe0's address): both ends on
-//! rxe0, through rxe's loopback. Each test uses ports of its own. Every
-//! child program runs under a deadline; every wait in the library has a
-//! timeout, so a hang fails the test instead of the tier.
+//! Every connection goes to the address of the device the harness names
+//! in `RVERBS_TEST_DEVICE` ([`common::device_ipv4`]: rxe0 192.168.77.1,
+//! siw0 192.168.79.1): both ends on that device, through its loopback.
+//! Each test uses ports of its own. Every child program runs under a
+//! deadline; every wait in the library has a timeout, so a hang fails the
+//! test instead of the tier.
+//!
+//! On iWARP (siw0) the kernel's CM differs where the tests say so and
+//! assert what it does there: a connect nobody listens to fails in the
+//! CONNECT command itself, private data arrives at the length sent (MPA),
+//! a reject reads as `-ECONNRESET`, and there is no UD (udaddy's tests
+//! check the refusal, then print `n/a on siw0: ...`).
 
 mod common;
 
 use common::child::*;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
-use rverbs::cm::{self, CmId, ConnParam, EventChannel, EventKind, Listener, PortSpace};
+use rverbs::cm::{self, CmId, ConnParam, EventChannel, EventKind, Listener, PortSpace, PrivateDataIn};
 use rverbs::{
     AccessFlags, CompletionQueue, Errno, ErrorKind, MemoryRegion, QpAttrMask, QpCap, QpInitAttr, QpType, QueuePair,
-    RecvWr, SendWr, Wc, WcOpcode, WcStatus,
+    RecvWr, SendWr, Transport, Wc, WcOpcode, WcStatus,
 };
 
-const IP: &str = "192.168.77.1";
 /// The longest a child program of this file may run (TCG guests are slow).
 const DEADLINE: Duration = Duration::from_secs(120);
 const T: Duration = Duration::from_secs(30);
 
+/// What the tests need of the tier's device, read once.
+struct Tier {
+    /// `rxe0`, `siw0`.
+    name: String,
+    /// Its netdev (`v0`, `v2`).
+    netdev: String,
+    /// Its netdev's IPv4 address: every connection's.
+    ip: Ipv4Addr,
+    transport: Transport,
+}
+
+static TIER: OnceLock<Tier> = OnceLock::new();
+
+/// The tier's device ([`common::first_device`]); call after [`cm_ready`].
+fn tier() -> &'static Tier {
+    TIER.get_or_init(|| {
+        let dev = common::first_device().expect("cm_ready checked that there is a device");
+        let netdev = common::netdev_of(&dev).unwrap_or_else(|| panic!("{} has no netdev", dev.name()));
+        Tier { name: dev.name().to_owned(), netdev, ip: common::device_ipv4(&dev), transport: dev.transport() }
+    })
+}
+
+/// True on an iWARP device (siw0).
+fn iwarp() -> bool {
+    tier().transport == Transport::Iwarp
+}
+
+/// The device's address as a program argument.
+fn ip() -> String {
+    tier().ip.to_string()
+}
+
 fn at(port: u16) -> SocketAddr {
-    format!("{IP}:{port}").parse().unwrap()
+    SocketAddr::from((tier().ip, port))
+}
+
+/// The most private data `what` carries on the tier's device (RC).
+fn pd_limit(what: PrivateDataIn) -> usize {
+    cm::private_data_limit(PortSpace::Tcp, tier().transport, what)
 }
 
 /// The device, and the CM's node: skipped without them, failed in the VM.
@@ -34,6 +80,7 @@ fn cm_ready() -> bool {
     if common::first_device().is_none() {
         return false;
     }
+    tier();
     if !std::path::Path::new("/dev/infiniband/rdma_cm").exists() {
         assert!(!common::device_required(), "RVERBS_REQUIRE_DEVICE=1 but /dev/infiniband/rdma_cm is missing");
         eprintln!("skipped: no /dev/infiniband/rdma_cm (rdma_ucm not loaded)");
@@ -84,6 +131,9 @@ fn one(cq: &mut CompletionQueue) -> Wc {
 /// server (passive side) RDMA READs and WRITEs the client's memory, which
 /// rxe allows only if the client's QP went through INIT a second time
 /// after the connect response (its access flags come from that INIT).
+/// iWARP: private data arrives at the length sent (MPA carries its
+/// length; the IB CM's messages are fixed-size), and siw's QUERY_QP
+/// reports a fixed LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ.
 #[test]
 fn rc_connect_accept_and_the_passive_side_reads_and_writes() {
     require_cm!();
@@ -91,7 +141,11 @@ fn rc_connect_accept_and_the_passive_side_reads_and_writes() {
     assert_eq!(listener.local_addr(), Some(at(20001)));
     let server = std::thread::spawn(move || {
         let req = listener.get_request(Some(T)).unwrap();
-        assert_eq!(req.private_data().len(), 56, "a request's private data at its full capacity");
+        if iwarp() {
+            assert_eq!(req.private_data().len(), 6, "iWARP: a request's private data at the length sent");
+        } else {
+            assert_eq!(req.private_data().len(), 56, "a request's private data at its full capacity");
+        }
         assert_eq!(&req.private_data()[..6], b"client");
         let mut s = side(req.id(), QpType::Rc, 4);
         let mut qp = s.qp.take().unwrap();
@@ -130,12 +184,19 @@ fn rc_connect_accept_and_the_passive_side_reads_and_writes() {
     post_recv(&mut qp, &c.mr, 9, 512, 64);
     let param = ConnParam { private_data: b"client".to_vec(), ..ConnParam::default() };
     let mut conn = id.connect_qp(qp, &param, T).unwrap();
-    assert_eq!(conn.private_data().len(), 196, "a reply's private data at its full capacity");
+    if iwarp() {
+        assert_eq!(conn.private_data().len(), 6, "iWARP: a reply's private data at the length sent");
+    } else {
+        assert_eq!(conn.private_data().len(), 196, "a reply's private data at its full capacity");
+    }
     assert_eq!(&conn.private_data()[..6], b"server");
-    // The second INIT's access (and 6.12 rxe's FLUSH bits, kept).
+    // The second INIT's access (and 6.12 rxe's FLUSH bits, kept); siw
+    // reports the same three flags whatever the QP was given.
     let a = conn.query(QpAttrMask::ACCESS_FLAGS).unwrap().qp_access_flags;
     assert!(a.contains(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ), "{a:?}");
-    if common::kernel_version() >= (6, 2) {
+    if iwarp() {
+        assert_eq!(a, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ, "siw: {a:?}");
+    } else if common::kernel_version() >= (6, 2) {
         assert!(a.contains(AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT), "6.12's rxe: {a:?}");
     }
     c.mr.write_at(0, b"hello").unwrap();
@@ -155,6 +216,9 @@ fn rc_connect_accept_and_the_passive_side_reads_and_writes() {
     server.join().unwrap();
 }
 
+/// IB/RoCE: the peer's CM answers with REJECTED, reason 8. iWARP: the
+/// CONNECT command itself fails with `ECONNREFUSED` (iw_cm opens the TCP
+/// connection inside it), no event follows and the QP stays in INIT.
 #[test]
 fn no_listener_is_rejected_with_reason_8_naming_the_address() {
     require_cm!();
@@ -162,10 +226,15 @@ fn no_listener_is_rejected_with_reason_8_naming_the_address() {
     let mut c = side(&id, QpType::Rc, 1);
     let e = id.connect_qp(c.qp.take().unwrap(), &ConnParam::default(), T).unwrap_err();
     assert_eq!(e.errno(), Some(Errno::ECONNREFUSED), "{e}");
-    assert!(e.to_string().contains(&format!("nobody listens at {IP}:20011")), "{e}");
-    assert!(e.to_string().contains("reason 8"), "{e}");
+    assert!(e.to_string().contains(&format!("nobody listens at {}", at(20011))), "{e}");
+    if iwarp() {
+        assert!(e.to_string().contains("its TCP port refused the connection"), "{e}");
+    } else {
+        assert!(e.to_string().contains("reason 8"), "{e}");
+    }
 
-    // The raw event: REJECTED with the IB CM's reason 8, and the QP in ERR.
+    // The raw event: REJECTED with the IB CM's reason 8, and the QP in ERR
+    // (iWARP: CONNECT's own ECONNREFUSED, no event, the QP in INIT).
     let ch = EventChannel::new().unwrap();
     let id = ch.create_id(PortSpace::Tcp).unwrap();
     id.resolve_addr(None, at(20011), Duration::from_secs(2)).unwrap();
@@ -175,48 +244,81 @@ fn no_listener_is_rejected_with_reason_8_naming_the_address() {
     let c = side(&id, QpType::Rc, 1);
     let qp = c.qp.unwrap();
     id.attach_qp(&qp).unwrap();
+    if iwarp() {
+        let e = id.connect(&ConnParam::default()).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ECONNREFUSED), "{e}");
+        assert!(e.to_string().contains(&format!("nobody listens at {}", at(20011))), "{e}");
+        let ev = ch.get_event_timeout(Duration::from_millis(500)).unwrap();
+        assert!(ev.is_none(), "no event after a CONNECT that failed: {ev:?}");
+        assert_eq!(qp.state(), rverbs::QpState::Init);
+        return;
+    }
     id.connect(&ConnParam::default()).unwrap();
     let ev = ch.get_event_timeout(T).unwrap().unwrap();
     assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, 8));
     assert_eq!(qp.state(), rverbs::QpState::Err);
 }
 
+/// An address on the device's subnet (its /24, host 99) that nobody has:
+/// the address resolution (ARP) gets no answer.
 #[test]
 fn an_address_nobody_answers_is_an_addr_error_naming_it() {
     require_cm!();
+    let [a, b, c, d] = tier().ip.octets();
+    let nobody = SocketAddr::from((Ipv4Addr::new(a, b, c, if d == 99 { 98 } else { 99 }), 20021));
     let t = Instant::now();
-    let e = cm::resolve("192.168.77.99:20021".parse().unwrap(), Duration::from_millis(500)).unwrap_err();
+    let e = cm::resolve(nobody, Duration::from_millis(500)).unwrap_err();
     eprintln!("{e} after {:?}", t.elapsed());
-    assert!(e.to_string().contains("192.168.77.99:20021"), "{e}");
+    assert!(e.to_string().contains(&nobody.to_string()), "{e}");
     assert!(e.is_os(), "{e}");
 }
 
-/// An address of this host on a netdev without an RDMA device (v1, rxe0's
-/// veth peer): the CM resolves it but finds no device for it.
+/// The other end of the veth pair `netdev` sits on (`v0` -> `v1`, `v2` ->
+/// `v3`), from iproute2's `N: v0@v1: ...`.
+fn veth_peer(netdev: &str) -> String {
+    let out = common::run("/usr/bin/ip", &["-o", "link", "show", "dev", netdev]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let name = text.split_whitespace().nth(1).unwrap_or_default().trim_end_matches(':');
+    match name.split_once('@') {
+        Some((me, peer)) if me == netdev && !peer.is_empty() => peer.to_owned(),
+        _ => panic!("{netdev} is not one end of a veth pair: {text:?}"),
+    }
+}
+
+/// An address of this host on a netdev without an RDMA device (the veth
+/// peer of the device's netdev: v1 under rxe0, v3 under siw0): the CM
+/// resolves it but finds no device for it.
 #[test]
 fn an_address_without_an_rdma_device_is_an_addr_error() {
     require_cm!();
+    let peer = veth_peer(&tier().netdev);
     let ip = |args: &[&str]| common::run("/usr/bin/ip", args);
-    let out = ip(&["addr", "add", "10.77.0.1/24", "dev", "v1"]);
+    let out = ip(&["addr", "add", "10.77.0.1/24", "dev", &peer]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = cm::resolve("10.77.0.1:20031".parse().unwrap(), Duration::from_millis(500));
-    ip(&["addr", "del", "10.77.0.1/24", "dev", "v1"]);
+    ip(&["addr", "del", "10.77.0.1/24", "dev", &peer]);
     let e = r.unwrap_err();
-    eprintln!("{e}");
+    eprintln!("{} (address on {peer}): {e}", tier().name);
     assert!(e.to_string().contains("10.77.0.1:20031"), "{e}");
     assert_eq!(e.errno(), Some(Errno::ENODEV), "{e}");
     assert!(e.to_string().contains("no RDMA device"), "{e}");
 }
 
+/// A consumer reject with private data. IB/RoCE: REJECTED with reason 28
+/// and the data padded to the REJ's 148 bytes. iWARP: an MPA reply with
+/// the reject bit, which iw_cm reports as REJECTED with `-ECONNRESET` and
+/// the data at the length sent, or none (siw races the reject against the
+/// TCP close after it); the limits are MPA's (248).
 #[test]
 fn reject_with_private_data_reaches_the_client() {
     require_cm!();
     let listener = Listener::bind(at(20041)).unwrap();
+    let (max_rej, max_req) = (pd_limit(PrivateDataIn::Reject), pd_limit(PrivateDataIn::Connect));
     let server = std::thread::spawn(move || {
         let req = listener.get_request(Some(T)).unwrap();
-        let e = req.id().reject(&[0; 149]).unwrap_err();
+        let e = req.id().reject(&vec![0; max_rej + 1]).unwrap_err();
         assert_eq!(e.kind(), &ErrorKind::Check, "{e}");
-        assert!(e.to_string().contains("at most 148"), "{e}");
+        assert!(e.to_string().contains(&format!("at most {max_rej}")), "{e}");
         req.reject(b"go away").unwrap();
     });
     let ch = EventChannel::new().unwrap();
@@ -227,16 +329,30 @@ fn reject_with_private_data_reaches_the_client() {
     ch.get_event_timeout(T).unwrap().unwrap().into_result().unwrap();
     let c = side(&id, QpType::Rc, 1);
     id.attach_qp(c.qp.as_ref().unwrap()).unwrap();
-    let long = ConnParam { private_data: vec![1; 57], ..ConnParam::default() };
+    let long = ConnParam { private_data: vec![1; max_req + 1], ..ConnParam::default() };
     let e = id.connect(&long).unwrap_err();
-    assert!(e.to_string().contains("57 bytes of private data") && e.to_string().contains("at most 56"), "{e}");
-    id.connect(&ConnParam { private_data: vec![2; 56], ..ConnParam::default() }).unwrap();
+    let (over, limit) = (format!("{} bytes of private data", max_req + 1), format!("at most {max_req}"));
+    assert!(e.to_string().contains(&over) && e.to_string().contains(&limit), "{e}");
+    id.connect(&ConnParam { private_data: vec![2; max_req], ..ConnParam::default() }).unwrap();
     let ev = ch.get_event_timeout(T).unwrap().unwrap();
-    assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, 28), "a consumer reject");
-    assert_eq!(ev.private_data().len(), 148, "a reject's private data at its full capacity");
-    assert_eq!(&ev.private_data()[..7], b"go away");
     let e = ev.error().unwrap();
-    assert!(e.to_string().contains("rejected the connection"), "{e}");
+    if iwarp() {
+        let reset = -(Errno::ECONNRESET as i32);
+        assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, reset), "iWARP: an MPA reject");
+        // siw closes the TCP connection right after the MPA reject: when
+        // the active side handles the close first, REJECTED comes without
+        // the reject's private data (seen on 6.12).
+        let pd = ev.private_data();
+        eprintln!("iWARP reject: {} bytes of private data", pd.len());
+        assert!(pd == b"go away" || pd.is_empty(), "iWARP: a reject's private data, at the length sent: {pd:?}");
+        assert_eq!(e.errno(), Some(Errno::ECONNRESET), "{e}");
+        assert!(e.to_string().contains(&format!("{} refused the connection", at(20041))), "{e}");
+    } else {
+        assert_eq!((ev.kind(), ev.status()), (EventKind::Rejected, 28), "a consumer reject");
+        assert_eq!(ev.private_data().len(), 148, "a reject's private data at its full capacity");
+        assert_eq!(&ev.private_data()[..7], b"go away");
+        assert!(e.to_string().contains("rejected the connection"), "{e}");
+    }
     server.join().unwrap();
 }
 
@@ -362,29 +478,34 @@ fn rping(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32)
     rping_with(ours_server, ours_client, port, count, size, &[]);
 }
 
+/// The program and arguments of an rping side: ours (`rverbs rping`) or
+/// rdma-core's.
+fn rping_side(ours: bool, theirs: &str, mut args: Vec<String>) -> (String, Vec<String>) {
+    if ours {
+        args.insert(0, "rping".into());
+        (common::rverbs_bin(), args)
+    } else {
+        (theirs.to_owned(), args)
+    }
+}
+
 /// [`rping`] with `extra` arguments on both sides.
 fn rping_with(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32, extra: &[&str]) {
+    rping_sides(ours_server, ours_client, port, count, size, (extra, extra));
+}
+
+/// [`rping`] with `extra.0` arguments on the server, `extra.1` on the client.
+fn rping_sides(ours_server: bool, ours_client: bool, port: u16, count: u32, size: u32, extra: (&[&str], &[&str])) {
     require_cm!();
     let Some(theirs) = oracle("rping") else { return };
-    let ours = common::rverbs_bin();
-    let (p, c, s) = (port.to_string(), count.to_string(), size.to_string());
-    let mut srv = strings(&["-s", "-a", IP, "-p", &p, "-S", &s, "-v"]);
-    let mut cli = strings(&["-c", "-a", IP, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
-    srv.extend(strings(extra));
-    cli.extend(strings(extra));
-    let sp = if ours_server {
-        srv.insert(0, "rping".into());
-        ours.as_str()
-    } else {
-        theirs.as_str()
-    };
-    let cp = if ours_client {
-        cli.insert(0, "rping".into());
-        ours.as_str()
-    } else {
-        theirs.as_str()
-    };
-    let (s_out, c_out) = pair(port, (sp, srv), (cp, cli));
+    let (p, c, s, ip) = (port.to_string(), count.to_string(), size.to_string(), ip());
+    let mut srv = strings(&["-s", "-a", &ip, "-p", &p, "-S", &s, "-v"]);
+    let mut cli = strings(&["-c", "-a", &ip, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
+    srv.extend(strings(extra.0));
+    cli.extend(strings(extra.1));
+    let (sp, srv) = rping_side(ours_server, &theirs, srv);
+    let (cp, cli) = rping_side(ours_client, &theirs, cli);
+    let (s_out, c_out) = pair(port, (&sp, srv), (&cp, cli));
     let both = format!("{}\n{}", s_out.describe(), c_out.describe());
     let pings: Vec<&str> = c_out.stdout.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).collect();
     let served: Vec<&str> = s_out.stdout.lines().filter(|l| l.starts_with("server ping data: rdma-ping-")).collect();
@@ -434,10 +555,46 @@ fn rping_other_sizes_both_ways() {
 
 /// `-q`: the QP is created and moved through INIT, RTR and RTS by the
 /// program itself (with the CM's attributes), both roles against rdma-core.
+///
+/// iWARP: a server's own QP works (its INIT by hand; iw_cm takes it to RTS
+/// at the accept), each server against the other's plain client. A `-q`
+/// client cannot: iWARP has no CONNECT_RESPONSE (iw_cm moves the QP to RTS
+/// and reports ESTABLISHED), so rdma-core's `rdma_establish` after it is
+/// refused with `EINVAL`, and ours, which waits for CONNECT_RESPONSE as
+/// rdma-core's does, stops at the ESTABLISHED. Both clients fail, neither
+/// side hangs.
 #[test]
 fn rping_self_modified_qp_both_ways() {
-    rping_with(true, false, 20109, 10, 4096, &["-q"]);
-    rping_with(false, true, 20110, 10, 4096, &["-q"]);
+    require_cm!();
+    if !iwarp() {
+        rping_with(true, false, 20109, 10, 4096, &["-q"]);
+        rping_with(false, true, 20110, 10, 4096, &["-q"]);
+        return;
+    }
+    let Some(theirs) = oracle("rping") else { return };
+    // The -q clients first: each side's outcome is printed before any check.
+    let ip = ip();
+    for (ours_client, port) in [(false, 20112u16), (true, 20113)] {
+        let p = port.to_string();
+        let (sp, srv) = rping_side(!ours_client, &theirs, strings(&["-s", "-a", &ip, "-p", &p, "-q"]));
+        let (cp, cli) = rping_side(ours_client, &theirs, strings(&["-c", "-a", &ip, "-p", &p, "-C", "1", "-q"]));
+        let mut s = Proc::spawn(&sp, &srv, None);
+        wait_cm_listening(port, &mut s);
+        let c = Proc::spawn(&cp, &cli, None).finish(DEADLINE);
+        let s = s.finish(DEADLINE);
+        let both = format!("{}\n{}", s.describe(), c.describe());
+        eprintln!("-q client on {}:\n{both}", tier().name);
+        assert!(!s.killed && !c.killed, "a side had to be killed:\n{both}");
+        assert!(c.code.is_some_and(|c| c != 0), "a -q client on iWARP fails:\n{both}");
+        if ours_client {
+            assert!(c.stderr.contains("connect error"), "{both}");
+        } else {
+            assert!(c.stderr.contains("rdma_establish: Invalid argument"), "{both}");
+        }
+        assert!(!c.stdout.contains("ping data:"), "no ping went through:\n{both}");
+    }
+    rping_sides(false, true, 20110, 10, 4096, (&["-q"], &[]));
+    rping_sides(true, false, 20109, 10, 4096, (&["-q"], &[]));
 }
 
 /// `-P`: our persistent server serves rdma-core's clients one after the
@@ -446,10 +603,10 @@ fn rping_self_modified_qp_both_ways() {
 fn rping_persistent_server_serves_several_clients() {
     require_cm!();
     let Some(theirs) = oracle("rping") else { return };
-    let ours = common::rverbs_bin();
-    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", IP, "-p", "20111", "-S", "1024"]), None);
+    let (ours, ip) = (common::rverbs_bin(), ip());
+    let mut s = Proc::spawn(&ours, &strings(&["rping", "-s", "-P", "-a", &ip, "-p", "20111", "-S", "1024"]), None);
     wait_cm_listening(20111, &mut s);
-    let cli = strings(&["-c", "-a", IP, "-p", "20111", "-C", "5", "-S", "1024", "-V"]);
+    let cli = strings(&["-c", "-a", &ip, "-p", "20111", "-C", "5", "-S", "1024", "-V"]);
     for _ in 0..2 {
         let c = Proc::spawn(&theirs, &cli, None).finish(DEADLINE);
         assert_eq!(c.code, Some(0), "{}", c.describe());
@@ -527,11 +684,15 @@ fn post_sends(node: &mut Node, count: u32, size: u32, signaled: bool) {
 
 /// ucmatose's server: one listener, `conns` connections accepted on one
 /// channel, `count` messages out on each, `count` in, then disconnect.
-fn ucmatose_server(port: u16, conns: usize, count: u32, size: u32) {
+/// Says on `listening` when it listens (on iWARP a request that comes
+/// earlier is refused): `rdma_listen` on an address has made the device's
+/// listener (siw's TCP socket) when it returns.
+fn ucmatose_server(port: u16, conns: usize, count: u32, size: u32, listening: mpsc::Sender<()>) {
     let ch = EventChannel::new().unwrap();
     let listen = ch.create_id(PortSpace::Tcp).unwrap();
     listen.bind_addr(at(port)).unwrap();
     listen.listen(0).unwrap();
+    listening.send(()).unwrap();
     let mut nodes: Vec<Node> = Vec::new();
     while nodes.iter().filter(|n| n.connected).count() < conns {
         let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
@@ -637,24 +798,26 @@ fn ucmatose_client(port: u16, conns: usize, count: u32, size: u32) {
 #[test]
 fn ucmatose_four_connections_to_one_listener_ours_both_sides() {
     require_cm!();
-    let server = std::thread::spawn(|| ucmatose_server(20201, 4, 10, 100));
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || ucmatose_server(20201, 4, 10, 100, tx));
     // The server listens before the client resolves (or the first request is rejected).
-    std::thread::sleep(Duration::from_millis(300));
+    rx.recv_timeout(T).expect("the server listens");
     ucmatose_client(20201, 4, 10, 100);
     server.join().unwrap();
 }
 
 fn ucmatose_args(server: bool, port: u16) -> Vec<String> {
     let p = port.to_string();
-    strings(&[if server { "-b" } else { "-s" }, IP, "-p", &p, "-c", "4", "-C", "10", "-S", "100"])
+    strings(&[if server { "-b" } else { "-s" }, &ip(), "-p", &p, "-c", "4", "-C", "10", "-S", "100"])
 }
 
 #[test]
 fn ucmatose_ours_server_rdma_core_client() {
     require_cm!();
     let Some(theirs) = oracle("ucmatose") else { return };
-    let server = std::thread::spawn(|| ucmatose_server(20202, 4, 10, 100));
-    std::thread::sleep(Duration::from_millis(300));
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || ucmatose_server(20202, 4, 10, 100, tx));
+    rx.recv_timeout(T).expect("the server listens");
     let c = Proc::spawn(&theirs, &ucmatose_args(false, 20202), None).finish(DEADLINE);
     assert_eq!(c.code, Some(0), "{}", c.describe());
     assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
@@ -680,12 +843,14 @@ const UDADDY_PORT: u16 = 7174;
 
 /// udaddy's server: `conns` UD requests accepted with our QPN; `count`
 /// messages in on each; replies through an AH made from the first
-/// completion and its GRH, to the QPN in its immediate data.
-fn udaddy_server(conns: usize, count: u32, size: u32) {
+/// completion and its GRH, to the QPN in its immediate data. Says on
+/// `listening` when it listens.
+fn udaddy_server(conns: usize, count: u32, size: u32, listening: mpsc::Sender<()>) {
     let ch = EventChannel::new().unwrap();
     let listen = ch.create_id(PortSpace::Udp).unwrap();
     listen.bind_addr(at(UDADDY_PORT)).unwrap();
     listen.listen(0).unwrap();
+    listening.send(()).unwrap();
     let mut nodes: Vec<Node> = Vec::new();
     while nodes.len() < conns {
         let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("a CM event");
@@ -756,11 +921,50 @@ fn udaddy_client(conns: usize, count: u32, size: u32) {
     }
 }
 
+/// On an iWARP device (siw0), which has no UD: checks that it refuses
+/// udaddy's flow, prints `n/a on siw0: ...` and returns true. A UDP
+/// port-space id resolves to the device, but the UD QP is refused with
+/// `EOPNOTSUPP`: by rverbs' siw provider before the kernel, and, with
+/// rdma-core's udaddy (`theirs`, over libsiw), by the kernel's
+/// `siw_create_qp` itself, which udaddy's client prints.
+fn ud_not_applicable(theirs: Option<&str>) -> bool {
+    if !iwarp() {
+        return false;
+    }
+    let ch = EventChannel::new().unwrap();
+    let id = ch.create_id(PortSpace::Udp).unwrap();
+    id.resolve_addr(None, at(UDADDY_PORT), Duration::from_secs(2)).unwrap();
+    let ev = ch.get_event_timeout(T).unwrap().expect("ADDR_RESOLVED (hang detector)");
+    assert_eq!(ev.kind(), EventKind::AddrResolved, "{:?}", ev.error());
+    let ctx = id.context().expect("a resolved id has a device");
+    assert_eq!(ctx.device().name(), tier().name, "the UDP id resolved to another device");
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(4).unwrap();
+    let mut init = QpInitAttr::new(QpType::Ud, &cq);
+    init.cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let e = pd.create_qp(&init).map(|_| ()).unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::EOPNOTSUPP), "{e}");
+    assert!(e.to_string().contains("RC QPs only"), "{e}");
+    if let Some(theirs) = theirs {
+        let c = Proc::spawn(theirs, &strings(&["-s", &ip()]), None).finish(DEADLINE);
+        assert!(!c.killed && c.code != Some(0), "udaddy's client on {}: {}", tier().name, c.describe());
+        let refused = "udaddy: unable to create QP: Operation not supported";
+        assert!(c.stderr.contains(refused) || c.stdout.contains(refused), "{}", c.describe());
+    }
+    let dev = common::first_device().unwrap();
+    common::not_applicable(&dev, "udaddy is UD over the CM (SIDR); iWARP has no UD: a UD QP is refused (EOPNOTSUPP)");
+    true
+}
+
 #[test]
 fn udaddy_ours_both_sides() {
     require_cm!();
-    let server = std::thread::spawn(|| udaddy_server(2, 10, 100));
-    std::thread::sleep(Duration::from_millis(300));
+    if ud_not_applicable(None) {
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || udaddy_server(2, 10, 100, tx));
+    rx.recv_timeout(T).expect("the server listens");
     udaddy_client(2, 10, 100);
     server.join().unwrap();
 }
@@ -769,9 +973,13 @@ fn udaddy_ours_both_sides() {
 fn udaddy_ours_server_rdma_core_client() {
     require_cm!();
     let Some(theirs) = oracle("udaddy") else { return };
-    let server = std::thread::spawn(|| udaddy_server(1, 10, 100));
-    std::thread::sleep(Duration::from_millis(300));
-    let c = Proc::spawn(&theirs, &strings(&["-s", IP]), None).finish(DEADLINE);
+    if ud_not_applicable(Some(&theirs)) {
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || udaddy_server(1, 10, 100, tx));
+    rx.recv_timeout(T).expect("the server listens");
+    let c = Proc::spawn(&theirs, &strings(&["-s", &ip()]), None).finish(DEADLINE);
     assert_eq!(c.code, Some(0), "{}", c.describe());
     assert!(c.stdout.contains("data transfers complete") && c.stdout.contains("return status 0"), "{}", c.describe());
     server.join().unwrap();
@@ -781,7 +989,10 @@ fn udaddy_ours_server_rdma_core_client() {
 fn udaddy_rdma_core_server_ours_client() {
     require_cm!();
     let Some(theirs) = oracle("udaddy") else { return };
-    let mut s = Proc::spawn(&theirs, &strings(&["-b", IP]), None);
+    if ud_not_applicable(Some(&theirs)) {
+        return;
+    }
+    let mut s = Proc::spawn(&theirs, &strings(&["-b", &ip()]), None);
     wait_cm_listening(UDADDY_PORT, &mut s);
     udaddy_client(1, 10, 100);
     let s = s.finish(DEADLINE);
