@@ -8,12 +8,19 @@ use crate::Result;
 
 /// A parked provider half. Only control paths touch it (drop, destroy, a
 /// QP's destroy or RESET); the fast path never does.
+///
+/// The flag says whether anything was ever parked, so that the last
+/// holder's [`release`](Self::release) of a provider that never parks
+/// (rxe, siw) takes no lock. A park happens before that release: the
+/// parker holds a strong reference to the kernel object while it parks,
+/// and the release runs after the last one is dropped (the reference
+/// count's release/acquire orders the two).
 #[derive(Debug)]
-pub(crate) struct Parking<D>(Mutex<Option<D>>);
+pub(crate) struct Parking<D>(Mutex<Option<D>>, AtomicBool);
 
 impl<D> Parking<D> {
     pub(crate) fn new() -> Self {
-        Parking(Mutex::new(None))
+        Parking(Mutex::new(None), AtomicBool::new(false))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<D>> {
@@ -27,6 +34,7 @@ impl<D> Parking<D> {
         let mut slot = self.lock();
         last(&mut d);
         *slot = Some(d);
+        self.1.store(true, Ordering::Release);
     }
 
     /// Runs `f` on the parked driver (`None`: nothing parked) under the lock.
@@ -38,6 +46,10 @@ impl<D> Parking<D> {
     /// (drop it); otherwise the kernel object may still exist and the
     /// device may still reach the driver's memory, so it is leaked.
     pub(crate) fn release(&self, destroyed: bool) -> Option<D> {
+        if !self.1.load(Ordering::Acquire) {
+            // Never parked (rxe, siw): no lock.
+            return None;
+        }
         let mut slot = self.lock();
         if slot.is_none() {
             // Nothing parked (rxe, or a second call): no move of the slot.
