@@ -24,18 +24,18 @@
 //! One thread per connection where rping has three (main, `cq_thread`,
 //! `cm_thread`, handing over through a semaphore): a wait is one `poll()`
 //! on the CQ's completion channel and the connection's CM channel
-//! together, without a timeout, as rping's threads block without one;
-//! whichever fd is readable is read (`ibv_get_cq_event`, or
+//! together; whichever fd is readable is read (`ibv_get_cq_event`, or
 //! `rdma_get_cm_event` and what rping's `cm_thread` does with the event).
 //! A peer's DISCONNECTED (or a CM error) thus ends a wait for a
 //! completion at once, and a peer that dies ends the run too: its kernel
 //! closes the connection, which queues DISCONNECTED here (and siw's kernel
-//! flushes the QP). The data path reads no clock and starts no timer.
+//! flushes the QP). The data path reads no clock: a `poll()` that saw
+//! nothing for a second (the kernel counts it) only polls the CQ again.
 //!
-//! Where rverbs differs on purpose: the set-up steps are bounded (30 s for
-//! each CM event, 10 s for the last DISCONNECTED), and so is a wait once
-//! the QP was flushed (10 s for the CM's word on it); a failure ends with
-//! one `rverbs rping: ...` line and exit status 1; a server whose `-S` is
+//! Where rverbs differs on purpose: every wait is bounded (a peer silent
+//! for 30 s ends the run with an error; 30 s for each set-up CM event,
+//! 10 s for DISCONNECTED at the end); a failure ends with one
+//! `rverbs rping: ...` line and exit status 1; a server whose `-S` is
 //! smaller than the client's caps the READ at its buffer instead of
 //! overrunning it.
 
@@ -83,9 +83,18 @@ const INFO_LEN: usize = 16;
 const RESOLVE_MS: u64 = 2000;
 /// How long a set-up step may wait for its CM event (rping waits forever).
 const PEER_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the client waits for its DISCONNECTED after disconnecting, and
-/// a wait for the CM's word once the QP was flushed.
+/// How long the client waits for its DISCONNECTED after disconnecting.
 const END_TIMEOUT: Duration = Duration::from_secs(10);
+/// A wait's `poll()` that saw no event for this long polls the CQ again
+/// and re-arms it: a completion whose event never came is found then, not
+/// never. No clock is read (the kernel counts), and a wait whose event
+/// comes in time costs nothing more.
+const IDLE_CHECK_MS: c_int = 1000;
+/// Idle re-checks in a row after which a wait gives up: the peer did
+/// nothing for 30 s.
+const IDLE_LIMIT: u32 = 30;
+/// The same once the QP was flushed, when the CM's DISCONNECTED is due.
+const FLUSHED_IDLE_LIMIT: u32 = 10;
 
 /// rping's `enum test_state`, numbered as its messages print them (the
 /// CM states are waited for as events here, so some are never entered).
@@ -443,11 +452,17 @@ impl Conn {
     /// completion event read goes back to polling before any CM event is
     /// taken, so a completion the peer caused before it disconnected is
     /// never lost to the disconnect. The sleep is one `poll()` on both
-    /// channels, without a timeout until the QP was flushed.
+    /// channels; after [`IDLE_CHECK_MS`] without an event it polls the CQ
+    /// again, and after [`IDLE_LIMIT`] such checks in a row it gives up.
     fn wait(&mut self) {
         let mut wc = [Wc::default()];
+        let mut idle = 0;
         loop {
             if self.cq.poll(&mut wc) == 1 {
+                if idle > 0 {
+                    self.found_idle();
+                    idle = 0;
+                }
                 match self.handle(&wc[0]) {
                     Ok(true) => return,
                     Ok(false) => continue,
@@ -461,14 +476,13 @@ impl Conn {
                 self.armed = true;
                 continue; // poll again: a completion before the arm raised no event
             }
-            // Flushed: the QP is in ERR, the CM's DISCONNECTED (or an
-            // error) is on its way; bounded, so a CM that never says
-            // ends the run. Else the peer's next message, however late.
-            let timeout = if self.flushed { END_TIMEOUT.as_millis() as c_int } else { -1 };
-            let (cq_ready, cm_ready) = match wait_readable(self.channel.as_fd(), self.cm.as_fd(), timeout) {
+            let (cq_ready, cm_ready) = match wait_readable(self.channel.as_fd(), self.cm.as_fd(), IDLE_CHECK_MS) {
                 Ok(r) => r,
                 Err(e) => return self.fail(format!("poll of the completion and CM channels failed: {e}")),
             };
+            if cq_ready || cm_ready {
+                idle = 0;
+            }
             if cq_ready {
                 match self.channel.try_get_cq_event() {
                     Ok(Some(_)) => {
@@ -483,8 +497,34 @@ impl Conn {
                     return;
                 }
             } else {
-                return self
-                    .fail(format!("the QP was flushed and no DISCONNECTED came within {} s", END_TIMEOUT.as_secs()));
+                // Idle: poll and re-arm before sleeping again. Flushed,
+                // the QP is in ERR and the CM's DISCONNECTED (or an error)
+                // is due; else the peer's next message.
+                idle += 1;
+                let limit = if self.flushed { FLUSHED_IDLE_LIMIT } else { IDLE_LIMIT };
+                if idle >= limit {
+                    return self.fail(if self.flushed {
+                        format!("the QP was flushed and no DISCONNECTED came within {limit} s")
+                    } else {
+                        format!("the peer did nothing for {limit} s")
+                    });
+                }
+                self.armed = false;
+            }
+        }
+    }
+
+    /// A completion polled after an idle `poll()`: its event, if it is
+    /// queued by now, is taken; if none is, the kernel raised none for an
+    /// armed CQ, which is said (the idle re-check is what found it).
+    fn found_idle(&mut self) {
+        match self.channel.try_get_cq_event() {
+            Ok(Some(_)) => {
+                self.cq.ack_events(1);
+                self.armed = false;
+            }
+            _ => {
+                eprintln!("rverbs rping: a completion without a completion event, found after {IDLE_CHECK_MS} ms idle")
             }
         }
     }
