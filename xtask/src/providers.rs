@@ -24,12 +24,6 @@ pub const TABLE: &[TestProvider] = &[
         provider: Provider::Siw,
         skip: &[
             (
-                "examples",
-                "most examples connect QPs by hand (the endpoint handshake over TCP) or use UD, \
-                 atomics or memory windows, which iWARP refuses; the CM ones (cm_connect, async_echo) \
-                 could run on siw0 (RVERBS_DEVICE) once the binary can run them alone",
-            ),
-            (
                 "pingpong",
                 "rdma-core's ibv_*_pingpong and rverbs pingpong connect QPs by hand over a TCP side \
                  channel (and UD, SRQ events); an iWARP QP connects only through the CM (cm runs rping)",
