@@ -28,8 +28,9 @@ pub(crate) struct IdState {
     pub dev: Option<DevInfo>,
     pub src: Option<CmAddr>,
     pub dst: Option<CmAddr>,
-    pub sgid: Option<Gid>,
-    pub dgid: Option<Gid>,
+    /// QUERY(GID)'s source and destination GIDs, asked for at the first
+    /// [`CmId::gids`] after the last QUERY(ADDR) (`None`: not asked yet).
+    pub gids: Option<(Option<Gid>, Option<Gid>)>,
     /// Negotiated depths: a request's (in local terms) on a child, what
     /// `connect` sent on the active side.
     pub responder_resources: u8,
@@ -201,10 +202,38 @@ impl CmId {
         self.state().dst
     }
 
-    /// The local and peer GIDs (QUERY(GID)), once the id has a device.
+    /// The local and peer GIDs, once the id has a device: QUERY(GID) at
+    /// the first call after the id got its addresses (bind, listen,
+    /// ADDR_RESOLVED, a connect request), then kept. `None` without a
+    /// device, or when the kernel no longer knows the id. (librdmacm asks
+    /// at every such event; the connection itself never needs them: its
+    /// QP's addresses come from INIT_QP_ATTR.)
     pub fn gids(&self) -> Option<(Gid, Gid)> {
-        let st = self.state();
-        Some((st.sgid?, st.dgid?))
+        let (s, d) = match self.state().gids {
+            Some(g) => g,
+            None => self.query_gids()?,
+        };
+        Some((s?, d?))
+    }
+
+    /// QUERY(GID) (librdmacm's `ucma_query_gid`), kept for [`gids`](Self::gids).
+    fn query_gids(&self) -> Option<(Option<Gid>, Option<Gid>)> {
+        self.state().dev?;
+        let ch = self.live("ucma_query_gid").ok()?;
+        let g = match cmd::query_gid(&ch.fd, self.0.kernel_id) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::debug!(id = self.0.kernel_id, error = %e, "QUERY(GID) failed: no GIDs");
+                return None;
+            }
+        };
+        let gid = |ad: CmAddr| match ad {
+            CmAddr::Ib { gid, .. } => Some(Gid(gid)),
+            _ => None,
+        };
+        let gids = (gid(cmd::to_cm_addr(&g.src_addr, g.src_size)), gid(cmd::to_cm_addr(&g.dst_addr, g.dst_size)));
+        self.state().gids = Some(gids);
+        Some(gids)
     }
 
     /// The port of the id's device it uses.
@@ -248,8 +277,10 @@ impl CmId {
         st.context.as_ref().map_or(Transport::Ib, |c| c.device().transport())
     }
 
-    /// QUERY(ADDR) and QUERY(GID): the device, port and addresses
-    /// (librdmacm's `ucma_query_addr` and `ucma_query_gid`).
+    /// QUERY(ADDR): the device, port and addresses (librdmacm's
+    /// `ucma_query_addr`). The GIDs that librdmacm's `ucma_query_gid`
+    /// asks for next are asked for at the first [`gids`](Self::gids)
+    /// instead: one command less per connection on each side.
     pub(crate) fn query(&self) -> Result<()> {
         let ch = self.chan();
         let a = cmd::query_addr(&ch.fd, self.0.kernel_id)?;
@@ -260,16 +291,6 @@ impl CmId {
             ibdev_index: a.ibdev_index,
             port_num: a.port_num,
         });
-        let gids = if dev.is_some() {
-            let g = cmd::query_gid(&ch.fd, self.0.kernel_id)?;
-            let gid = |ad: CmAddr| match ad {
-                CmAddr::Ib { gid, .. } => Some(Gid(gid)),
-                _ => None,
-            };
-            (gid(cmd::to_cm_addr(&g.src_addr, g.src_size)), gid(cmd::to_cm_addr(&g.dst_addr, g.dst_size)))
-        } else {
-            (None, None)
-        };
         let mut st = self.state();
         // What the kernel does not report (no peer yet) stays as it was.
         if !matches!(src, CmAddr::None(_)) {
@@ -283,7 +304,7 @@ impl CmId {
                 st.context = None;
             }
             st.dev = dev;
-            (st.sgid, st.dgid) = gids;
+            st.gids = None;
         }
         Ok(())
     }
@@ -517,12 +538,14 @@ impl CmId {
     /// Moves the QP to ERR (InfiniBand/RoCE; SQD on iWARP), so its posted
     /// work requests flush, and disconnects (`RDMA_USER_CM_CMD_DISCONNECT`,
     /// `rdma_disconnect`). Both sides get
-    /// [`Disconnected`](super::EventKind::Disconnected).
+    /// [`Disconnected`](super::EventKind::Disconnected). A QP in ERR
+    /// already (the peer's DISCONNECTED moved it there) is not modified
+    /// again: the answer to a peer's disconnect is DISCONNECT alone.
     #[doc(alias = "rdma_disconnect")]
     pub fn disconnect(&self) -> Result<()> {
         const VERB: &str = "rdma_disconnect";
         let ch = self.live(VERB)?;
-        if let Some(q) = self.qp() {
+        if let Some(q) = self.qp().filter(|q| q.state() != QpState::Err) {
             let to = if q.context().device().transport() == Transport::Iwarp { QpState::Sqd } else { QpState::Err };
             q.modify(&QpAttr { qp_state: to, ..QpAttr::default() }, QpAttrMask::STATE)?;
         }

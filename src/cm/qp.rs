@@ -88,8 +88,15 @@ pub(crate) fn learn_iwarp_state(q: &QpControl) {
 }
 
 /// ERR, so posted work requests flush; a failure is only logged (the QP
-/// may be gone with its device).
+/// may be gone with its device). Nothing when the QP's last modify left
+/// it in ERR already (our own [`CmId::disconnect`] before the peer's
+/// DISCONNECTED): its work requests flushed then, and a second modify
+/// would be a syscall per connection that librdmacm does not make.
 pub(crate) fn to_err(q: &QpControl) {
+    if q.state() == QpState::Err {
+        tracing::debug!(qp_num = q.qp_num(), "the QP is in ERR already: not moved again");
+        return;
+    }
     if let Err(e) = q.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, QpAttrMask::STATE) {
         tracing::debug!(qp_num = q.qp_num(), error = %e, "moving the QP to ERR failed");
     }

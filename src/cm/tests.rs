@@ -208,18 +208,23 @@ fn a_connect_request_brings_a_new_id_with_its_own_uid() {
     let p = req.conn_param().unwrap();
     assert_eq!((p.qp_num, p.responder_resources, p.initiator_depth), (0x34_5678, 1, 2));
     assert_eq!(req.ece(), (7, 1));
-    // rdma_get_cm_event's follow-up: QUERY(ADDR) and QUERY(GID) of the new id.
-    let q: Vec<(u32, u32)> = m
-        .log()
-        .iter()
-        .filter(|l| l.hdr.cmd != RDMA_USER_CM_CMD_GET_EVENT)
-        .map(|l| (l.hdr.cmd, u32::from_ne_bytes(l.body[12..16].try_into().unwrap())))
-        .collect();
+    // rdma_get_cm_event's follow-up: QUERY(ADDR) of the new id; its GIDs
+    // (librdmacm's QUERY(GID) here) at the first gids(), once.
+    let queries = || -> Vec<(u32, u32)> {
+        m.log()
+            .iter()
+            .filter(|l| l.hdr.cmd != RDMA_USER_CM_CMD_GET_EVENT)
+            .map(|l| (l.hdr.cmd, u32::from_ne_bytes(l.body[12..16].try_into().unwrap())))
+            .collect()
+    };
+    assert_eq!(queries(), vec![(RDMA_USER_CM_CMD_QUERY, RDMA_USER_CM_QUERY_ADDR)]);
+    assert_eq!(cid.node_guid().unwrap().to_string(), "5054:00ff:fe12:3456");
+    let gids = cid.gids();
+    assert_eq!(cid.gids(), gids);
     assert_eq!(
-        q,
+        queries(),
         vec![(RDMA_USER_CM_CMD_QUERY, RDMA_USER_CM_QUERY_ADDR), (RDMA_USER_CM_CMD_QUERY, RDMA_USER_CM_QUERY_GID)]
     );
-    assert_eq!(cid.node_guid().unwrap().to_string(), "5054:00ff:fe12:3456");
 
     // The new id's events (after ACCEPT gave the kernel its uid) reach it.
     m.push_event(rdma_ucm_event_resp {
