@@ -19,7 +19,7 @@ use tracing::debug;
 pub use attr::{QpAttr, QpCap, QpInitAttr};
 pub use connect::ConnectOptions;
 
-use crate::address::check_av;
+use crate::address::check_av_with;
 use crate::event::EventObject;
 use crate::post::{RecvQueue, SendQueue};
 use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transport};
@@ -293,7 +293,11 @@ impl QpControl {
         let to = mask.contains(QpAttrMask::STATE).then_some(next);
         let path = self.0.kernel.modify(&req, rate, cur, to).map_err(|e| match e {
             ModifyError::Check(e) => e,
-            ModifyError::Os(errno) => self.modify_error(errno, attr, mask),
+            ModifyError::Os(errno) => {
+                // An index without a GID: say so, as the full check does.
+                let why = mask.contains(QpAttrMask::AV).then(|| self.check_av(attr, mask, true).err()).flatten();
+                why.unwrap_or_else(|| self.modify_error(errno, attr, mask))
+            }
         })?;
         if to.is_some() {
             self.0.state.store(next as u8, Ordering::Relaxed);
@@ -332,12 +336,19 @@ impl QpControl {
             ));
         }
         if mask.contains(QpAttrMask::AV) {
-            let port =
-                if mask.contains(QpAttrMask::PORT) { attr.port_num } else { self.0.port.load(Ordering::Relaxed) };
-            let port = if attr.ah_attr.port_num != 0 { attr.ah_attr.port_num } else { port };
-            check_av(ctx, &attr.ah_attr, port, VERB)?;
+            self.check_av(attr, mask, false)?;
         }
         Ok(())
+    }
+
+    /// The address vector's check; the source GID's entry is read only
+    /// when `gid` (a QUERY_GID_ENTRY per RTR that rdma-core does not make:
+    /// the kernel refuses an index without a GID, and then the full check
+    /// explains the refusal).
+    fn check_av(&self, attr: &QpAttr, mask: QpAttrMask, gid: bool) -> Result<()> {
+        let port = if mask.contains(QpAttrMask::PORT) { attr.port_num } else { self.0.port.load(Ordering::Relaxed) };
+        let port = if attr.ah_attr.port_num != 0 { attr.ah_attr.port_num } else { port };
+        check_av_with(self.context(), &attr.ah_attr, port, "ibv_modify_qp", gid).map(|_| ())
     }
 
     fn modify_error(&self, e: Errno, attr: &QpAttr, mask: QpAttrMask) -> Error {
