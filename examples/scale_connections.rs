@@ -38,8 +38,11 @@
 //! outputs go to `OUT.srv` and `OUT.cli`. (busybox's `date` has no
 //! nanoseconds, hence a driver.)
 
+use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use rverbs::asynch::{AsyncCmChannel, AsyncCmId, AsyncConnection, AsyncListener};
@@ -74,14 +77,14 @@ fn run(args: &[String]) -> Result {
             let shape = Shape::parse(n, m, s)?;
             let port = port.parse().map_err(|_| format!("port {port:?}: not a number"))?;
             watchdog("the listener");
-            runtime()?.block_on(serve(port, shape, label))
+            on_runtime(serve(port, shape, label.to_string()))
         }
         ["client", addr, port, n, m, s, label] => {
             let shape = Shape::parse(n, m, s)?;
             let ip: IpAddr = addr.parse().map_err(|_| format!("address {addr:?}: not a numeric IP address"))?;
             let port = port.parse().map_err(|_| format!("port {port:?}: not a number"))?;
             watchdog("the clients");
-            runtime()?.block_on(clients(SocketAddr::new(ip, port), shape, label))
+            on_runtime(clients(SocketAddr::new(ip, port), shape, label.to_string()))
         }
         ["drive", label, n, port, out, server, client] => drive(label, n, port, out, server, client),
         ["syscalls", label, n, srv, cli] => {
@@ -96,10 +99,15 @@ fn run(args: &[String]) -> Result {
     }
 }
 
-/// One thread: the listener's events are handled one after the other,
-/// as ucmatose's loop does; IO only, no timers (see [`TIMEOUT`]).
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_io().build()?)
+/// Runs `main` on one thread (the listener's events are handled one after
+/// the other, as ucmatose's loop does; IO only, no timers: see
+/// [`TIMEOUT`]), as a task of its own: a task that the per-connection
+/// tasks' ends wake is queued on the thread, whereas waking `block_on`'s
+/// own future makes tokio unpark the driver (an eventfd write, then an
+/// `epoll_wait` that returns it), two syscalls per connection.
+fn on_runtime(main: impl Future<Output = Result> + Send + 'static) -> Result {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    rt.block_on(async { tokio::spawn(main).await.map_err(|e| format!("the main task: {e}"))? })
 }
 
 /// Ends the process (status 1) if it still runs after [`TIMEOUT`].
@@ -134,8 +142,50 @@ impl Shape {
 struct Node {
     send_cq: CompletionQueue,
     recv_cq: CompletionQueue,
-    mr: Option<MemoryRegion>,
+    msg: Option<Message>,
     _pd: ProtectionDomain,
+}
+
+/// The message buffer as ucmatose's: `S` bytes of heap memory registered
+/// where they are (`malloc`, then `ibv_reg_mr`), freed after the region.
+/// [`ProtectionDomain::alloc_mr`] would map pages of its own instead and
+/// advise them `MADV_DONTFORK` (rverbs' fork safety), three syscalls more
+/// per connection (mmap, madvise, munmap) than ucmatose's region.
+struct Message {
+    mr: ManuallyDrop<MemoryRegion>,
+    /// From `Box::into_raw`; reached only through `mr` while it exists.
+    mem: NonNull<[u8]>,
+}
+
+// SAFETY: `mem` is a heap allocation that only this value frees, and its
+// bytes are reached only through `mr` (atomics, `Send + Sync`), so moving
+// the value to another thread moves nothing shared with this one.
+unsafe impl Send for Message {}
+
+impl Message {
+    fn new(pd: &ProtectionDomain, size: usize) -> Result<Message> {
+        let mem = NonNull::from(Box::leak(vec![0u8; size].into_boxed_slice()));
+        // SAFETY: `mem` is `size` bytes of this process's heap, written and
+        // read only through the region, and freed in `Drop` after it.
+        match unsafe { pd.reg_mr(mem.as_ptr().cast(), size, AccessFlags::LOCAL_WRITE) } {
+            Ok(mr) => Ok(Message { mr: ManuallyDrop::new(mr), mem }),
+            Err(e) => {
+                // SAFETY: from `Box::leak` above, and no region holds it.
+                drop(unsafe { Box::from_raw(mem.as_ptr()) });
+                Err(e.into())
+            }
+        }
+    }
+}
+
+impl Drop for Message {
+    fn drop(&mut self) {
+        // SAFETY: `mr` is dropped here only, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.mr) };
+        // SAFETY: from `Box::leak` in `new`; its region is deregistered, so
+        // nothing else reaches the memory now.
+        drop(unsafe { Box::from_raw(self.mem.as_ptr()) });
+    }
 }
 
 impl Node {
@@ -152,19 +202,19 @@ impl Node {
         init.sq_sig_all = true;
         let mut qp = pd.create_qp(&init)?;
         id.attach_qp(&qp)?;
-        let mr = if shape.m > 0 { Some(pd.alloc_mr(shape.size, AccessFlags::LOCAL_WRITE)?) } else { None };
-        if let Some(mr) = &mr {
+        let msg = if shape.m > 0 { Some(Message::new(&pd, shape.size)?) } else { None };
+        if let Some(Message { mr, .. }) = &msg {
             let sge = [mr.sge(0, shape.size as u32)?];
             for i in 0..shape.m {
                 qp.post_recv(&[RecvWr::new(i as u64, &sge)])?;
             }
         }
-        Ok((qp, Node { send_cq, recv_cq, mr, _pd: pd }))
+        Ok((qp, Node { send_cq, recv_cq, msg, _pd: pd }))
     }
 
     /// SENDs `m` messages of the region.
     fn send(&self, qp: &mut QueuePair, shape: Shape) -> Result {
-        if let Some(mr) = &self.mr {
+        if let Some(Message { mr, .. }) = &self.msg {
             let sge = [mr.sge(0, shape.size as u32)?];
             for i in 0..shape.m {
                 qp.post_send(&[SendWr::send(i as u64, &sge).signaled()])?;
@@ -173,22 +223,19 @@ impl Node {
         Ok(())
     }
 
-    /// Polls `m` successful completions from the send or the receive CQ.
+    /// Polls `m` successful completions from the send or the receive CQ,
+    /// spinning as ucmatose's `poll_cqs` does: no clock (a read is a
+    /// syscall where the guest's clock has no vDSO, as 6.1's under TCG);
+    /// the [`watchdog`] ends a peer that stopped.
     fn complete(&mut self, recv: bool, m: usize) -> Result {
         let cq = if recv { &mut self.recv_cq } else { &mut self.send_cq };
-        let (mut done, mut empty, mut start) = (0, 0u32, None);
+        let mut done = 0;
         while done < m {
             if let Some(w) = cq.poll_one() {
                 w.ok()?;
                 done += 1;
-                continue;
-            }
-            // The clock once in 4,096 empty polls (ucmatose's loop reads none):
-            // the bound counts from the first such read.
-            empty = empty.wrapping_add(1);
-            if empty % 4096 == 0 && start.get_or_insert_with(Instant::now).elapsed() > TIMEOUT {
-                let what = if recv { "receive" } else { "send" };
-                return Err(format!("{done} of {m} {what} completions in {TIMEOUT:?}: the peer stopped").into());
+            } else {
+                std::hint::spin_loop();
             }
         }
         Ok(())
@@ -198,7 +245,7 @@ impl Node {
 /// The listener: accepts `shape.n` requests (each accept waits for its
 /// ESTABLISHED in a task of its own), exchanges the messages, disconnects
 /// every connection and waits for each DISCONNECTED.
-async fn serve(port: u16, shape: Shape, label: &str) -> Result {
+async fn serve(port: u16, shape: Shape, label: String) -> Result {
     let mut listener = AsyncListener::bind(SocketAddr::new([0, 0, 0, 0].into(), port))?;
     let mut pending = tokio::task::JoinSet::new();
     let mut first = None;
@@ -228,19 +275,11 @@ async fn serve(port: u16, shape: Shape, label: &str) -> Result {
     for (c, _) in &conns {
         c.disconnect()?;
     }
-    let mut closing = tokio::task::JoinSet::new();
-    for (mut c, node) in conns {
-        closing.spawn(async move {
-            let r = c.disconnected().await;
-            drop(c);
-            drop(node);
-            r
-        });
-    }
-    while let Some(done) = closing.join_next().await {
-        done.map_err(|e| format!("a disconnect task: {e}"))??;
-    }
+    let closed = closing(conns, |_| Ok(())).await?;
     let end = Instant::now();
+    // Every connection's objects after its last event, as ucmatose's
+    // `destroy_nodes`.
+    drop(closed);
     let first = first.unwrap_or(established);
     println!(
         "SCALE connections listener rverbs:{label} {} conn_ns={} disc_ns={} events={}",
@@ -254,7 +293,7 @@ async fn serve(port: u16, shape: Shape, label: &str) -> Result {
 
 /// `shape.n` clients at once, as ucmatose's: resolve, connect, receive
 /// the server's messages, answer them, then answer its disconnect.
-async fn clients(addr: SocketAddr, shape: Shape, label: &str) -> Result {
+async fn clients(addr: SocketAddr, shape: Shape, label: String) -> Result {
     let start = Instant::now();
     // One event channel for every connection, as ucmatose's.
     let channel = AsyncCmChannel::new()?;
@@ -284,23 +323,42 @@ async fn clients(addr: SocketAddr, shape: Shape, label: &str) -> Result {
     for (_, node) in &mut conns {
         node.complete(false, shape.m)?;
     }
-    let mut closing = tokio::task::JoinSet::new();
-    for (mut c, node) in conns {
-        closing.spawn(async move {
-            let r = c.disconnected().await;
-            // Answering the peer's disconnect may find the id gone to
-            // TIMEWAIT already (cmatose ignores the result too).
-            let _ = c.disconnect();
-            drop(c);
-            drop(node);
-            r
-        });
-    }
-    while let Some(done) = closing.join_next().await {
-        done.map_err(|e| format!("a disconnect task: {e}"))??;
-    }
+    // Answering the peer's disconnect may find the id gone to TIMEWAIT
+    // already (cmatose ignores the result too).
+    let closed = closing(conns, |c| {
+        let _ = c.disconnect();
+        Ok(())
+    })
+    .await?;
+    drop(closed);
     println!("SCALE connections client {label}:rverbs {} conn_ns={}", shape.n, (established - start).as_nanos());
     Ok(())
+}
+
+/// Waits for every connection's DISCONNECTED, each in a task of its own
+/// that then runs `answer` (the client's disconnect), and hands the
+/// connections back: their objects are destroyed after the last event, as
+/// ucmatose's are. Destroying each one at its DISCONNECTED (a QP, two
+/// CQs, a region, a PD and an id: a dozen syscalls and rxe's cleanup)
+/// would delay the answers to the events read after it, and a peer whose
+/// DREQ goes unanswered for long enough resends it.
+async fn closing(
+    conns: Vec<(AsyncConnection, Node)>,
+    answer: fn(&AsyncConnection) -> Result,
+) -> Result<Vec<(AsyncConnection, Node)>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (mut c, node) in conns {
+        tasks.spawn(async move {
+            c.disconnected().await?;
+            answer(&c)?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((c, node))
+        });
+    }
+    let mut closed = Vec::with_capacity(tasks.len());
+    while let Some(done) = tasks.join_next().await {
+        closed.push(done.map_err(|e| format!("a disconnect task: {e}"))??);
+    }
+    Ok(closed)
 }
 
 /// `drive`: see the file's docs.
