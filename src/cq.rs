@@ -55,16 +55,6 @@ impl Drop for CqUser {
     }
 }
 
-/// The rverbs part of `k`, a kernel CQ that [`Context::create_cq_with`]
-/// made (the only maker of a [`CompletionQueue`]), so always there.
-#[inline]
-pub(crate) fn cq_user(k: &KernelCq) -> &CqUser {
-    match k.user::<CqUser>() {
-        Some(u) => u,
-        None => unreachable!("every rverbs CQ is created with its CqUser"),
-    }
-}
-
 /// A completion queue. Work requests of QPs attached to it report their
 /// completions here.
 ///
@@ -101,8 +91,9 @@ pub(crate) fn cq_user(k: &KernelCq) -> &CqUser {
 #[derive(Debug)]
 pub struct CompletionQueue {
     pub(crate) driver: CqDriver,
-    /// The kernel CQ with the rverbs part ([`CqUser`]) in its allocation.
-    pub(crate) kernel: KernelCq,
+    /// The kernel CQ with the rverbs part ([`CqUser`]) in its allocation,
+    /// typed (its fields at fixed offsets: `req_notify` reads them).
+    pub(crate) kernel: KernelCq<CqUser>,
     events_acked: AtomicU32,
 }
 
@@ -177,7 +168,7 @@ impl CompletionQueue {
     /// The rverbs part kept with the kernel CQ.
     #[inline]
     fn user(&self) -> &CqUser {
-        cq_user(&self.kernel)
+        self.kernel.user_value()
     }
     /// The context it belongs to.
     pub fn context(&self) -> &Context {

@@ -158,11 +158,13 @@ impl ProtectionDomain {
             }
         }
         let user_handle = ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h });
+        // The provider's QP holds its CQs type-erased.
+        let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());
         let args = QpCreate {
             qp_type: init.qp_type,
             pd_handle: self.handle(),
-            send_cq: &init.send_cq.kernel,
-            recv_cq: &init.recv_cq.kernel,
+            send_cq: &send_cq,
+            recv_cq: &recv_cq,
             srq: init.srq.map(|s| &s.control.0),
             cap: init.cap.into(),
             sq_sig_all: init.sq_sig_all,

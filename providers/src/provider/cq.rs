@@ -107,9 +107,9 @@ impl Drv {
     }
 
     #[inline(never)]
-    fn arm_elsewhere(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+    fn arm_elsewhere(&mut self, r: CqRef<'_>, solicited_only: bool) -> Result<()> {
         const VERB: &str = "ibv_req_notify_cq";
-        each!(self, Drv, T, d => d.arm(k.as_ref(), solicited_only); Drv::Dead => Err(dead(VERB)), Drv::Gone => Err(gone(VERB)))
+        each!(self, Drv, T, d => d.arm(r, solicited_only); Drv::Dead => Err(dead(VERB)), Drv::Gone => Err(gone(VERB)))
     }
 
     #[inline(never)]
@@ -133,8 +133,21 @@ impl Drv {
 /// QPs still hold the kernel CQ is therefore parked here
 /// (`CqOps::CQ_PARKS`), and freed only after the kernel destroy (or
 /// leaked if that fails).
-#[derive(Clone, Debug)]
-pub struct KernelCq(Arc<CqCore<CqUser>>);
+///
+/// `U` is the creator's part kept with it ([`create_cq_with_user`]'s
+/// `user`): a CQ's owner keeps it typed (`KernelCq<ItsType>`: its fields
+/// at fixed offsets, for `req_notify`'s fast path), a QP the erased
+/// default ([`CqUser`]), whose fields sit after a tail the vtable sizes.
+///
+/// [`create_cq_with_user`]: ProviderContext::create_cq_with_user
+#[derive(Debug)]
+pub struct KernelCq<U: ?Sized = CqUser>(Arc<CqCore<U>>);
+
+impl<U: ?Sized> Clone for KernelCq<U> {
+    fn clone(&self) -> Self {
+        KernelCq(self.0.clone())
+    }
+}
 
 /// The kernel CQ's one allocation: the provider's part, then the user's
 /// ([`CqUser`], last, so that it may be unsized).
@@ -172,7 +185,7 @@ impl ProviderContext {
     /// the caller's with it.
     #[doc(alias = "ibv_create_cq")]
     pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
-        self.create_cq_with_user(fd, a, ())
+        self.create_cq_with_user(fd, a, ()).map(|(k, d)| (k.erase(), d))
     }
 
     /// [`create_cq`](Self::create_cq), keeping `user` ([`CqUser`]) in the
@@ -185,7 +198,7 @@ impl ProviderContext {
         fd: &Arc<UverbsFd>,
         a: &CqCreate<'_>,
         user: U,
-    ) -> Result<(KernelCq, CqDriver)> {
+    ) -> Result<(KernelCq<U>, CqDriver)> {
         each!(&self.kind, Kind, T, ctx => create_cq::<T, U>(ctx, fd, a, user))
     }
 }
@@ -212,7 +225,7 @@ fn create_cq<T: CqOps, U: Any + Send + Sync>(
     fd: &Arc<UverbsFd>,
     a: &CqCreate<'_>,
     user: U,
-) -> Result<(KernelCq, CqDriver)>
+) -> Result<(KernelCq<U>, CqDriver)>
 where
     CqProv: Variant<T, Of = T::CqState>,
     Drv: Variant<T, Of = T::Cq>,
@@ -233,11 +246,10 @@ where
     )?;
     debug!(handle = created.handle, cqe = created.cqe, "CQ created");
     let prov = Variant::<T>::wrap(state);
-    let core: Arc<CqCore<CqUser>> =
-        Arc::new(CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user));
-    let k = KernelCq(core);
-    let (owner, at) = (Arc::downgrade(&k.0), Arc::as_ptr(&k.0).cast::<()>() as usize);
-    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner, at)))
+    let k = KernelCq(Arc::new(CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user)));
+    let owner: Weak<CqCore<U>> = Arc::downgrade(&k.0);
+    let at = Arc::as_ptr(&k.0).cast::<()>() as usize;
+    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner as Weak<CqCore<CqUser>>, at)))
 }
 
 impl<U: ?Sized> CqCore<U> {
@@ -283,6 +295,34 @@ impl<U: ?Sized> Drop for CqCore<U> {
 }
 
 impl KernelCq {
+    /// The part the creator kept here (`create_cq_with_user`'s `user`), if
+    /// it is a `T`.
+    #[inline]
+    pub fn user<T: Any>(&self) -> Option<&T> {
+        self.0.user.downcast_ref()
+    }
+}
+
+impl<U: Any + Send + Sync> KernelCq<U> {
+    /// The part the creator kept here (`create_cq_with_user`'s `user`).
+    #[inline]
+    pub fn user_value(&self) -> &U {
+        &self.0.user
+    }
+
+    /// The same kernel CQ with its user part's type erased (as QPs hold
+    /// it): one more holder.
+    pub fn erased(&self) -> KernelCq {
+        self.clone().erase()
+    }
+
+    /// This holder, its user part's type erased.
+    pub fn erase(self) -> KernelCq {
+        KernelCq(self.0)
+    }
+}
+
+impl<U: ?Sized> KernelCq<U> {
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
         self.0.handle
@@ -303,14 +343,8 @@ impl KernelCq {
     }
 
     /// True when both are the same kernel CQ.
-    pub fn same_as(&self, other: &KernelCq) -> bool {
+    pub fn same_as<V: ?Sized>(&self, other: &KernelCq<V>) -> bool {
         std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
-    }
-
-    /// The part the creator kept here (`create_cq`'s `user`), if it is a `U`.
-    #[inline]
-    pub fn user<U: Any>(&self) -> Option<&U> {
-        self.0.user.downcast_ref()
     }
 
     /// What the driver's verbs see of it.
@@ -506,11 +540,11 @@ impl CqDriver {
     /// this CQ so far ([`KernelCq::event_counter`]).
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
-    pub fn req_notify(&mut self, k: &KernelCq, solicited_only: bool) -> Result<()> {
+    pub fn req_notify<U: ?Sized>(&mut self, k: &KernelCq<U>, solicited_only: bool) -> Result<()> {
         if !self.is_of(k) {
             return Err(not_its_cq("ibv_req_notify_cq"));
         }
-        inline_first!(&mut self.0, d => d.arm(k.as_ref(), solicited_only), self.0.arm_elsewhere(k, solicited_only))
+        inline_first!(&mut self.0, d => d.arm(k.as_ref(), solicited_only), self.0.arm_elsewhere(k.as_ref(), solicited_only))
     }
 
     /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
@@ -522,7 +556,7 @@ impl CqDriver {
     /// nothing, as the kernel writes only the new ring) and the error says
     /// to recreate it.
     #[doc(alias = "ibv_resize_cq")]
-    pub fn resize(&mut self, k: &KernelCq, cqe: u32) -> Result<u32> {
+    pub fn resize<U: ?Sized>(&mut self, k: &KernelCq<U>, cqe: u32) -> Result<u32> {
         const VERB: &str = "ibv_resize_cq";
         if !self.is_of(k) {
             return Err(not_its_cq(VERB));
@@ -564,7 +598,7 @@ impl CqDriver {
     /// keeps that allocation alive, so no other kernel CQ can have it; 0,
     /// no address, once [`take`](Self::take)n.)
     #[inline]
-    pub fn is_of(&self, k: &KernelCq) -> bool {
+    pub fn is_of<U: ?Sized>(&self, k: &KernelCq<U>) -> bool {
         self.2 == Arc::as_ptr(&k.0).cast::<()>() as usize
     }
 }
