@@ -222,6 +222,26 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool, Errno>
     }
 }
 
+/// Waits until `a` or `b` is readable (or failed: `POLLERR`, `POLLHUP`,
+/// which a read then reports) or `timeout_ms` passes (`-1`: forever): one
+/// `poll()` on both, retried on `EINTR`. Returns whether each is ready
+/// (both `false`: the time passed). A program that waits on a completion
+/// channel and a CM channel at once (`rverbs rping`) sleeps in one call.
+pub fn wait_readable_either(a: BorrowedFd<'_>, b: BorrowedFd<'_>, timeout_ms: i32) -> Result<(bool, bool), Errno> {
+    let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::NONE);
+    loop {
+        let mut fds = [PollFd::new(a, PollFlags::POLLIN), PollFd::new(b, PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(_) => {
+                let ready = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
+                return Ok((ready(&fds[0]), ready(&fds[1])));
+            }
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// One `read()` of a completion channel fd and nothing else, which is all
 /// `ibv_get_cq_event` does: on a blocking fd ([`set_blocking`]) it sleeps
 /// in the kernel until an event is queued, so a wait is one syscall, not

@@ -39,10 +39,10 @@
 //! smaller than the client's caps the READ at its buffer instead of
 //! overrunning it.
 
-use std::ffi::{c_int, c_short, c_ulong};
+use std::ffi::c_int;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use rverbs::cm::{CmId, ConnParam, Event, EventChannel, EventKind, PortSpace};
@@ -50,6 +50,7 @@ use rverbs::{
     AccessFlags, CompletionChannel, CompletionQueue, CqInitAttr, MemoryRegion, ProtectionDomain, QpCap, QpInitAttr,
     QpType, QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcOpcode, WcStatus,
 };
+use rverbs_providers::sys::event::wait_readable_either;
 
 use super::getopt::{Getopt, Opt, Parsed};
 use super::{CliResult, Fail};
@@ -725,45 +726,12 @@ fn state_name(s: State) -> &'static str {
     }
 }
 
-/// `struct pollfd` of `<poll.h>`.
-#[repr(C)]
-struct PollFd {
-    fd: c_int,
-    events: c_short,
-    revents: c_short,
-}
-
-/// `POLLIN` of `<poll.h>`.
-const POLLIN: c_short = 0x001;
-
-extern "C" {
-    /// `poll(2)`, from the C library the standard library links.
-    fn poll(fds: *mut PollFd, nfds: c_ulong, timeout: c_int) -> c_int;
-}
-
 /// Sleeps until the completion channel `cq` or the CM channel `cm` is
-/// readable (or failed: `POLLERR`, `POLLHUP`, which their reads then
-/// report), or `timeout_ms` passes (`-1`: no limit): one `poll()` on both
-/// fds, retried on `EINTR`. Returns whether each one woke it (both `false`:
-/// the time passed).
+/// readable (or failed, which their reads then report), or `timeout_ms`
+/// passes (`-1`: no limit): one `poll()` on both fds. Returns whether each
+/// one woke it (both `false`: the time passed).
 fn wait_readable(cq: BorrowedFd<'_>, cm: BorrowedFd<'_>, timeout_ms: c_int) -> io::Result<(bool, bool)> {
-    let mut fds = [
-        PollFd { fd: cq.as_raw_fd(), events: POLLIN, revents: 0 },
-        PollFd { fd: cm.as_raw_fd(), events: POLLIN, revents: 0 },
-    ];
-    loop {
-        // SAFETY: `fds` is an array of two `struct pollfd` that outlives
-        // the call, and `nfds` is its length; the kernel writes only their
-        // `revents`; the fds are open (borrowed for the call).
-        let rc = unsafe { poll(fds.as_mut_ptr(), fds.len() as c_ulong, timeout_ms) };
-        if rc >= 0 {
-            return Ok((fds[0].revents != 0, fds[1].revents != 0));
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    wait_readable_either(cq, cm, timeout_ms).map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 /// `rping_self_modify_qp`: INIT, RTR, RTS with the CM's attributes, for `-q`.
