@@ -209,7 +209,10 @@ impl CmId {
     /// at every such event; the connection itself never needs them: its
     /// QP's addresses come from INIT_QP_ATTR.)
     pub fn gids(&self) -> Option<(Gid, Gid)> {
-        let (s, d) = match self.state().gids {
+        // Read apart from the match: the guard of `state()` in the
+        // scrutinee would live through `query_gids`, which locks it too.
+        let kept = self.state().gids;
+        let (s, d) = match kept {
             Some(g) => g,
             None => self.query_gids()?,
         };
