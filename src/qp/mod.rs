@@ -385,12 +385,15 @@ impl QpControl {
     }
 
     /// Queries the QP (`IB_USER_VERBS_CMD_QUERY_QP`, `ibv_query_qp`). Also
-    /// refreshes [`state`](Self::state).
+    /// refreshes [`state`](Self::state), except on iWARP, whose siw reports
+    /// no usable state (6.1: always RESET, 6.12: IDLE as INIT).
     #[doc(alias = "ibv_query_qp")]
     pub fn query(&self, mask: QpAttrMask) -> Result<QpAttr> {
         let r = cmd::query_qp(self.context().fd(), self.handle(), mask.bits())?;
         let attr = QpAttr::from_kernel(&r);
-        self.0.state.store(attr.qp_state as u8, Ordering::Relaxed);
+        if self.context().device().transport() != crate::Transport::Iwarp {
+            self.0.state.store(attr.qp_state as u8, Ordering::Relaxed);
+        }
         Ok(attr)
     }
 

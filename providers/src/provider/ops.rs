@@ -312,6 +312,13 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
         Ok(())
     }
 
+    /// The kernel refused `MODIFY_QP` from `from` to `to` with `errno`: the
+    /// provider's own explanation of why, if it has one (the caller
+    /// otherwise explains the errno itself).
+    fn qp_modify_refused(_state: &Self::QpState, _from: State, _to: Option<State>, _errno: Errno) -> Option<Error> {
+        None
+    }
+
     /// After the kernel moved the QP to `to` (after the CQs' clean, on a
     /// move to RESET).
     fn qp_after_modify(_state: &Self::QpState, _to: State) {}

@@ -197,7 +197,11 @@ impl KernelQp {
     ) -> std::result::Result<CmdPath, ModifyError> {
         each!(&self.prov, QpProv, T, s => <T as QpOps>::qp_before_modify(s, from, to).map_err(ModifyError::Check)?;
             QpProv::KernelOnly => {});
-        let path = cmd::modify_qp(&self.fd, req, rate_limit).map_err(ModifyError::Os)?;
+        let path = cmd::modify_qp(&self.fd, req, rate_limit).map_err(|errno| {
+            let why = each!(&self.prov, QpProv, T, s => <T as QpOps>::qp_modify_refused(s, from, to, errno);
+                QpProv::KernelOnly => None);
+            why.map_or(ModifyError::Os(errno), ModifyError::Check)
+        })?;
         if let Some(next) = to {
             each!(&self.prov, QpProv, T, s => {
                 if next == QpState::Reset {

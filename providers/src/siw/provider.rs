@@ -224,19 +224,20 @@ unsafe impl QpOps for Context {
         Ok(((), SendQueue::new(sq, lim, doorbell), rq, created.cap))
     }
 
-    /// A user move to RTS fails on siw: the kernel enters RTS only with the
-    /// socket and MPA parameters its connection manager (iw_cm) hands it.
-    fn qp_before_modify(_: &(), from: QpState, to: Option<QpState>) -> Result<()> {
-        if to == Some(QpState::Rts) && from != QpState::Rts {
-            return Err(rts_through_cm());
-        }
-        Ok(())
+    /// A user move to RTS fails on siw (`EINVAL`) unless the QP is there
+    /// already: the kernel enters RTS only with the socket and MPA
+    /// parameters its connection manager (iw_cm) hands it. A QP that iw_cm
+    /// connected without the CM id knowing it (`rping -q`: a QP not
+    /// attached to the id) is in RTS, so the move is the kernel's no-op
+    /// and records RTS for the posts.
+    fn qp_modify_refused(_: &(), from: QpState, to: Option<QpState>, errno: Errno) -> Option<Error> {
+        (to == Some(QpState::Rts) && from != QpState::Rts && errno == Errno::EINVAL).then(|| rts_through_cm(errno))
     }
 }
 
-/// The error of a user modify to RTS on siw.
-fn rts_through_cm() -> Error {
-    Error::check("ibv_modify_qp", Errno::EINVAL).with_message(
+/// The error of a user modify to RTS of a QP the CM did not connect.
+fn rts_through_cm(errno: Errno) -> Error {
+    Error::os("ibv_modify_qp", errno).with_message(
         "siw (iWARP) QPs connect only through the connection manager: the kernel moves a QP to RTS itself \
          when rdma_connect/rdma_accept (rverbs::cm) set up its TCP stream; connect it with rverbs::cm, \
          not with a modify to RTS",
@@ -278,21 +279,27 @@ mod tests {
 
     #[test]
     fn only_the_cm_moves_to_rts() {
+        // The kernel's EINVAL for a move to RTS of a QP not yet there is
+        // explained as the CM's job.
         for from in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Sqd] {
-            let e = <Context as QpOps>::qp_before_modify(&(), from, Some(QpState::Rts)).unwrap_err();
+            let e = <Context as QpOps>::qp_modify_refused(&(), from, Some(QpState::Rts), Errno::EINVAL).unwrap();
             assert_eq!(e.errno(), Some(Errno::EINVAL));
             let text = e.to_string();
             assert!(text.contains("ibv_modify_qp") && text.contains("connection manager"), "{text}");
         }
-        for (from, to) in [
-            (QpState::Reset, Some(QpState::Init)),
-            (QpState::Init, Some(QpState::Rtr)),
-            (QpState::Rts, Some(QpState::Rts)),
-            (QpState::Rts, Some(QpState::Sqd)),
-            (QpState::Rts, Some(QpState::Err)),
-            (QpState::Init, None),
+        // Nothing is refused before the kernel is asked: a QP iw_cm moved
+        // to RTS unseen (rping -q) takes the move as a no-op.
+        for from in [QpState::Reset, QpState::Init, QpState::Rts] {
+            assert!(<Context as QpOps>::qp_before_modify(&(), from, Some(QpState::Rts)).is_ok());
+        }
+        // Other refusals keep the caller's own explanation.
+        for (from, to, errno) in [
+            (QpState::Rts, Some(QpState::Rts), Errno::EINVAL),
+            (QpState::Init, Some(QpState::Rts), Errno::EPERM),
+            (QpState::Init, Some(QpState::Rtr), Errno::EINVAL),
+            (QpState::Init, None, Errno::EINVAL),
         ] {
-            assert!(<Context as QpOps>::qp_before_modify(&(), from, to).is_ok(), "{from:?} -> {to:?}");
+            assert!(<Context as QpOps>::qp_modify_refused(&(), from, to, errno).is_none(), "{from:?} -> {to:?}");
         }
     }
 

@@ -860,6 +860,12 @@ fn serve(child: &CmId, o: &Opts) -> Result<(), String> {
     let p = if o.self_qp { conn_param(o, &c.qp) } else { ConnParam::default() };
     child.accept(&p).map_err(|e| format!("rdma_accept: {e}"))?;
     cm_wait(&child.channel(), EventKind::Established, o).map_err(|e| format!("connect error: {e}"))?;
+    if o.self_qp && c.qp.context().device().transport() == rverbs::Transport::Iwarp {
+        // iw_cm moved the QP (not attached to the id) to RTS at the accept,
+        // unseen: this move, the kernel's no-op, records it for the posts.
+        let rts = rverbs::QpAttr { qp_state: rverbs::QpState::Rts, ..Default::default() };
+        c.qp.modify(&rts, rverbs::QpAttrMask::STATE).map_err(|e| format!("ibv_modify_qp: {e}"))?;
+    }
     let r = c.test_server(o.verbose);
     if o.self_qp {
         let _ = c.qp.modify(
