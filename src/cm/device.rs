@@ -75,6 +75,12 @@ fn shared_context(dev: &DevInfo) -> Result<Context> {
     Ok(ctx)
 }
 
+/// The transport of the id's device, from sysfs (no context opened);
+/// InfiniBand's when no uverbs device matches.
+pub(crate) fn transport_of(dev: &DevInfo) -> crate::Transport {
+    find_device(dev).map_or(crate::Transport::Ib, |d| d.transport())
+}
+
 /// Whether `ctx` is on the id's device.
 pub(crate) fn same_device(id: &CmId, ctx: &Context) -> Result<bool> {
     let dev = {

@@ -271,13 +271,22 @@ impl CmId {
         super::device::context_of(self)
     }
 
-    /// The transport of the id's device, when known.
+    /// The transport of the id's device, when known (InfiniBand's limits
+    /// otherwise). A connection request's id has a device but no context
+    /// yet: its device is looked up (no context opened), so that a
+    /// reject's private data limit is the device's.
     pub(crate) fn transport(&self) -> Transport {
-        let st = self.state();
-        if let Some(q) = &st.qp {
-            return q.context().device().transport();
-        }
-        st.context.as_ref().map_or(Transport::Ib, |c| c.device().transport())
+        let dev = {
+            let st = self.state();
+            if let Some(q) = &st.qp {
+                return q.context().device().transport();
+            }
+            if let Some(c) = &st.context {
+                return c.device().transport();
+            }
+            st.dev
+        };
+        dev.as_ref().map_or(Transport::Ib, super::device::transport_of)
     }
 
     /// QUERY(ADDR): the device, port and addresses (librdmacm's
