@@ -36,18 +36,13 @@ pub const TABLE: &[TestProvider] = &[
             (
                 "completion_status",
                 "pins rxe's completion statuses on pairs connected by hand, one QP connected to itself \
-                 (which no CM connection can make); the statuses of CM-connected siw pairs are untested",
-            ),
-            (
-                "cm",
-                "its addresses are rxe0's (192.168.77.1) and udaddy is UD; until its tests take the \
-                 device's address (common::device_ipv4) it would test rxe0 again (rping on siw0: c_rping)",
+                 (which no CM connection can make); datapath asserts siw's statuses on CM-connected pairs",
             ),
             (
                 "rxe_datapath",
-                "rxe's data path: UD, UC, multicast, atomics, immediate data, AHs, SRQ limits, which \
-                 iWARP lacks; RC sends, writes and reads on siw run in completions, memory, \
-                 split_threads, async_* and faults through a CM-connected pair",
+                "rxe's own transports: UC, UD with GRH, multicast groups and the legacy address vector, \
+                 which iWARP lacks (siw creates RC QPs only; control_path checks the refusal); the RC data \
+                 path (SEND, WRITE, READ, SRQ, inline, errors, flushes, events) runs on siw in datapath",
             ),
         ],
     },
