@@ -12,10 +12,10 @@ mod common;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{assert_no_more, loopback, poll_n, Loopback};
+use common::{assert_no_more, loopback, ok_one, pattern, poll_n, read, send_wr, Loopback};
 use rverbs::{
-    AccessFlags, AtomicCap, ConnectOptions, MemoryRegion, PostErrorKind, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
+    AccessFlags, AtomicCap, ConnectOptions, PostErrorKind, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    RecvWr, SendFlags, SendOp, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
 };
 
 const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
@@ -35,35 +35,6 @@ fn inline_max() -> u32 {
 
 fn cap(depth: u32) -> QpCap {
     QpCap { max_send_wr: depth, max_recv_wr: depth, max_send_sge: 2, max_recv_sge: 2, max_inline_data: inline_max() }
-}
-
-fn pattern(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
-fn read(mr: &MemoryRegion, off: usize, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    mr.read_at(off, &mut v).unwrap();
-    v
-}
-
-fn send_wr<'a>(wr_id: u64, op: SendOp, sgl: &'a [Sge]) -> SendWr<'a> {
-    SendWr { wr_id, op, flags: SendFlags::SIGNALED, sgl, ud: None }
-}
-
-fn ok_one(cq: &mut rverbs::CompletionQueue, wr_id: u64, opcode: WcOpcode) -> rverbs::Wc {
-    let wc = poll_n(cq, 1)[0];
-    assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
-    assert_eq!((wc.wr_id, wc.opcode), (wr_id, opcode), "{wc:?}");
-    wc
 }
 
 /// Waits for `kind` on a CM id of an iWARP pair (`common::connect_pair`'s
@@ -425,19 +396,42 @@ fn unsignaled_with_a_signaled_one_every_n() {
     assert_eq!(poll_n(&mut cq_b, 64).len(), 64);
 }
 
-#[test]
-fn solicited_events() {
-    let Some(dev) = common::first_device() else { return };
-    let ctx = dev.open().unwrap();
+/// A connected RC pair for the event tests: `b`'s CQ on the completion
+/// channel `ch`, `a`'s polled; a 4 KiB region for `a` and `mb_len` bytes for
+/// `b`. `_cm` keeps an iWARP pair connected, `_pd` the objects' PD.
+struct EventPair {
+    ch: rverbs::CompletionChannel,
+    cq_a: rverbs::CompletionQueue,
+    cq_b: rverbs::CompletionQueue,
+    a: rverbs::QueuePair,
+    b: rverbs::QueuePair,
+    ma: rverbs::MemoryRegion,
+    mb: rverbs::MemoryRegion,
+    _cm: Vec<rverbs::cm::CmId>,
+    _pd: rverbs::ProtectionDomain,
+}
+
+/// [`EventPair`] on the tier's device with CQs of `cqe` entries; `None`
+/// when there is no device (and none is required).
+fn event_pair(cqe: u32, mb_len: usize) -> Option<EventPair> {
+    let ctx = common::first_device()?.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let ch = ctx.create_comp_channel().unwrap();
-    let mut cq_a = ctx.create_cq(16).unwrap();
-    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
-    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-    let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
+    let cq_a = ctx.create_cq(cqe).unwrap();
+    let cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe, channel: Some(&ch), comp_vector: 0 }).unwrap();
+    let a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
+    let b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
     let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
     let ma = pd.alloc_mr(4096, ALL).unwrap();
-    let mb = pd.alloc_mr(4096, ALL).unwrap();
+    let mb = pd.alloc_mr(mb_len, ALL).unwrap();
+    Some(EventPair { ch, cq_a, cq_b, a, b, ma, mb, _cm, _pd: pd })
+}
+
+#[test]
+fn solicited_events() {
+    let Some(EventPair { ch, mut cq_a, mut cq_b, mut a, mut b, ma, mb, _cm, _pd }) = event_pair(16, 4096) else {
+        return;
+    };
     let s = [ma.sge(0, 8).unwrap()];
     for i in 0..2 {
         b.post_recv(&[RecvWr { wr_id: i, sgl: &[mb.sge(0, 64).unwrap()] }]).unwrap();
@@ -454,7 +448,7 @@ fn solicited_events() {
     let wr = SendWr { flags: SendFlags::SIGNALED | SendFlags::SOLICITED, ..send_wr(2, SendOp::Send, &s) };
     a.post_send(&[wr]).unwrap();
     ok_one(&mut cq_a, 2, WcOpcode::SEND);
-    if common::is_iwarp(&dev) {
+    if common::is_iwarp(a.context().device()) {
         // siw sends the SEND_SE, but its receive completion notifies the
         // CQ as "signaled", never "solicited" (siw_rqe_complete calls
         // siw_cq_notify_now with SIW_WQE_SIGNALLED), so a solicited-only
@@ -789,17 +783,9 @@ fn full_send_queue_names_the_request() {
 
 #[test]
 fn event_mode_wakes_for_every_armed_completion() {
-    let Some(dev) = common::first_device() else { return };
-    let ctx = dev.open().unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let ch = ctx.create_comp_channel().unwrap();
-    let mut cq_a = ctx.create_cq(64).unwrap();
-    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 64, channel: Some(&ch), comp_vector: 0 }).unwrap();
-    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-    let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
-    let ma = pd.alloc_mr(4096, ALL).unwrap();
-    let mb = pd.alloc_mr(64 * 64, ALL).unwrap();
+    let Some(EventPair { ch, mut cq_a, mut cq_b, mut a, mut b, ma, mb, _cm, _pd }) = event_pair(64, 64 * 64) else {
+        return;
+    };
     const TOTAL: usize = 200;
     // Receives posted so far: the sender's credits. iWARP has no RNR retry
     // (a SEND that finds no receive ends the connection) and a send
@@ -868,17 +854,9 @@ fn event_mode_wakes_for_every_armed_completion() {
 /// non-blocking one it answers `None` at once when nothing is queued.
 #[test]
 fn blocking_channel_waits_in_one_read() {
-    let Some(dev) = common::first_device() else { return };
-    let ctx = dev.open().unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let ch = ctx.create_comp_channel().unwrap();
-    let mut cq_a = ctx.create_cq(16).unwrap();
-    let mut cq_b = ctx.create_cq_with(&rverbs::CqInitAttr { cqe: 16, channel: Some(&ch), comp_vector: 0 }).unwrap();
-    let mut a = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_a)).unwrap();
-    let mut b = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq_b)).unwrap();
-    let _cm = common::connect_pair(&ctx, &a, &b, &ConnectOptions::default());
-    let ma = pd.alloc_mr(4096, ALL).unwrap();
-    let mb = pd.alloc_mr(4096, ALL).unwrap();
+    let Some(EventPair { ch, mut cq_a, mut cq_b, mut a, mut b, ma, mb, _cm, _pd }) = event_pair(16, 4096) else {
+        return;
+    };
     assert_eq!(ch.read_cq_event().unwrap(), None, "non-blocking, nothing queued");
     ch.set_blocking(true).unwrap();
     let mut buf = [rverbs::Wc::default(); 4];

@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{assert_no_more, loopback, poll_n, Loopback};
+use common::{assert_no_more, loopback, pattern, poll_n, Loopback};
 use rverbs::{
     AccessFlags, AhAttr, ConnectOptions, GlobalRoute, QpAttrMask, QpCap, QpState, QpType, RecvWr, SendFlags, SendOp,
     SendWr, Sge, UdDest, WcOpcode, WcStatus,
@@ -22,18 +22,6 @@ const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
 
 fn cap(depth: u32) -> QpCap {
     QpCap { max_send_wr: depth, max_recv_wr: depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
-}
-
-fn pattern(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 fn wr<'a>(wr_id: u64, op: SendOp, sgl: &'a [Sge]) -> SendWr<'a> {

@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{assert_no_more, loopback, poll_n, Loopback};
+use common::{assert_no_more, loopback, ok_one, pattern, read, send_wr, Loopback};
 use rverbs::{
-    AccessFlags, AhAttr, ConnectOptions, GlobalRoute, MemoryRegion, QpCap, QpInitAttr, QpType, RecvWr, SendFlags,
-    SendOp, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
+    AccessFlags, AhAttr, ConnectOptions, GlobalRoute, QpCap, QpInitAttr, QpType, RecvWr, SendFlags, SendOp, SendWr,
+    WcFlags, WcOpcode,
 };
 
 const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
@@ -20,35 +20,6 @@ const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
 
 fn cap(depth: u32) -> QpCap {
     QpCap { max_send_wr: depth, max_recv_wr: depth, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 128 }
-}
-
-fn pattern(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
-fn read(mr: &MemoryRegion, off: usize, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    mr.read_at(off, &mut v).unwrap();
-    v
-}
-
-fn send_wr<'a>(wr_id: u64, op: SendOp, sgl: &'a [Sge]) -> SendWr<'a> {
-    SendWr { wr_id, op, flags: SendFlags::SIGNALED, sgl, ud: None }
-}
-
-fn ok_one(cq: &mut rverbs::CompletionQueue, wr_id: u64, opcode: WcOpcode) -> rverbs::Wc {
-    let wc = poll_n(cq, 1)[0];
-    assert_eq!(wc.status, WcStatus::SUCCESS, "{wc:?}");
-    assert_eq!((wc.wr_id, wc.opcode), (wr_id, opcode), "{wc:?}");
-    wc
 }
 
 #[test]

@@ -312,3 +312,37 @@ pub fn kernel_version() -> (u32, u32) {
         _ => panic!("cannot read a version from osrelease {rel:?}"),
     }
 }
+
+/// `len` pseudo-random bytes from `seed` (xorshift): a payload whose
+/// corruption or misplacement a comparison shows.
+pub fn pattern(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// `len` bytes of `mr` at `off`, copied out.
+pub fn read(mr: &rverbs::MemoryRegion, off: usize, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    mr.read_at(off, &mut v).unwrap();
+    v
+}
+
+/// A signaled send work request of `op` over `sgl`.
+pub fn send_wr<'a>(wr_id: u64, op: rverbs::SendOp, sgl: &'a [rverbs::Sge]) -> rverbs::SendWr<'a> {
+    rverbs::SendWr { wr_id, op, flags: rverbs::SendFlags::SIGNALED, sgl, ud: None }
+}
+
+/// The next completion of `cq`: SUCCESS, of `wr_id` and `opcode`.
+pub fn ok_one(cq: &mut rverbs::CompletionQueue, wr_id: u64, opcode: rverbs::WcOpcode) -> rverbs::Wc {
+    let wc = poll_n(cq, 1)[0];
+    assert_eq!(wc.status, rverbs::WcStatus::SUCCESS, "{wc:?}");
+    assert_eq!((wc.wr_id, wc.opcode), (wr_id, opcode), "{wc:?}");
+    wc
+}
