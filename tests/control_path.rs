@@ -122,8 +122,9 @@ fn walk(ctx: &rverbs::Context, qp_type: QpType) {
     assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, common::reported_state(ctx.device(), QpState::Init));
     qp.to_rtr(&me, &opts).unwrap();
     if common::is_iwarp(ctx.device()) {
-        // No hand-made connection on iWARP: the kernel's iw_cm moves a QP to
-        // RTS; the library says so (docs/SIW.md).
+        // No hand-made connection on iWARP: only the kernel's iw_cm moves a
+        // QP to RTS; the kernel refuses the modify and the library says why
+        // (docs/SIW.md).
         let e = qp.to_rts(0x456, &opts).unwrap_err();
         assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
         assert!(e.to_string().contains("connection manager"), "{e}");
@@ -264,8 +265,9 @@ fn illegal_transition_names_the_states() {
     let qp = pd.create_qp(&QpInitAttr::new(QpType::Rc, &cq)).unwrap();
     let e = qp.modify(&QpAttr { qp_state: QpState::Rts, ..QpAttr::default() }, QpAttrMask::STATE).unwrap_err();
     if common::is_iwarp(ctx.device()) {
-        // No IBTA table on iWARP: the library refuses RTS by hand, and the
-        // QP stays where it was (new, IDLE: common::iwarp_idle_state).
+        // No IBTA table on iWARP: the kernel refuses RTS by hand (the
+        // provider says why), and the QP stays where it was (new, IDLE:
+        // common::iwarp_idle_state).
         assert_eq!(qp.query(QpAttrMask::STATE).unwrap().qp_state, common::iwarp_idle_state(), "{e}");
         assert!(e.to_string().contains("connection manager"), "{e}");
         return common::not_applicable(ctx.device(), &format!("no IBTA state table on iWARP; the kernel said {e}"));
