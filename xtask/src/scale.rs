@@ -134,6 +134,17 @@ pub fn triple(v: &[Option<f64>], show: impl Fn(f64) -> String) -> String {
     v.iter().map(|x| x.map_or("—".to_owned(), &show)).collect::<Vec<_>>().join(" / ")
 }
 
+/// The same cell from every kernel: once when they agree, else per kernel
+/// (`6.1: …; 6.12: …`).
+pub fn across(runs: &[KernelRun], cell: impl Fn(&KernelRun) -> String) -> String {
+    let cells: Vec<String> = runs.iter().map(&cell).collect();
+    if cells.windows(2).all(|w| w[0] == w[1]) {
+        cells.into_iter().next().unwrap_or_default()
+    } else {
+        runs.iter().zip(cells).map(|(r, c)| format!("{}: {c}", r.series)).collect::<Vec<_>>().join("; ")
+    }
+}
+
 /// `x/base` to two places, `—` without both.
 pub fn ratio(x: Option<f64>, base: Option<f64>) -> String {
     match (x, base) {

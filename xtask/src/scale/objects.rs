@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use super::{command, header, ratio, thousands, triple, Sample, IMPLS};
+use super::{across, command, header, ratio, thousands, triple, Sample, IMPLS};
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
@@ -148,16 +148,6 @@ fn figure(samples: &[Sample], kind: &str, imp: &str, n: u64, key: &str) -> Optio
 /// Create plus destroy, ns per object.
 fn wall(samples: &[Sample], kind: &str, imp: &str, n: u64) -> Option<f64> {
     Some(figure(samples, kind, imp, n, "create_ns")? + figure(samples, kind, imp, n, "destroy_ns")?)
-}
-
-/// The same cell from every kernel: once when they agree, else per kernel.
-fn across(runs: &[KernelRun], cell: impl Fn(&KernelRun) -> String) -> String {
-    let cells: Vec<String> = runs.iter().map(&cell).collect();
-    if cells.windows(2).all(|w| w[0] == w[1]) {
-        cells.into_iter().next().unwrap_or_default()
-    } else {
-        runs.iter().zip(cells).map(|(r, c)| format!("{}: {c}", r.series)).collect::<Vec<_>>().join("; ")
-    }
 }
 
 /// The section's table (empty: no figures).

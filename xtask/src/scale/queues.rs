@@ -1,35 +1,45 @@
 //! The scale bench's `queues` section: one CQ shared by 1, 16, 256 QPs
-//! and 1, 16, 256 CQs on one completion channel (rverbs' Rust API,
-//! `examples/scale_queues.rs`): instructions (callgrind, the reaping
-//! function alone, the difference of two round counts), wall ns and, for
-//! events, syscalls per completion; and perftest's `ib_write_bw -q 1/4/16`
-//! (one CQ under every QP) on rdma-core's `libibverbs.so.1` and rverbs'.
+//! and 1, 16, 256 CQs on one completion channel, the same work on
+//! rdma-core 44's `libibverbs.so.1`, rverbs' Rust API and rverbs' C
+//! library (`examples/scale_queues_c.rs` on each C library by `dlopen`,
+//! `examples/scale_queues.rs` on the Rust API): instructions (callgrind,
+//! the reaping function alone, the difference of two round counts),
+//! syscalls (the whole program's, the difference of two round counts) and
+//! wall ns per completion; and perftest's `ib_write_bw -q 1/4/16` (one CQ
+//! under every QP) on rdma-core's `libibverbs.so.1` and rverbs': MB/s, and
+//! the instructions spent inside the library per message.
 
 use std::path::PathBuf;
 
-use super::{header, ratio, thousands, Sample};
+use super::{across, header, ratio, thousands, triple, Sample, IMPLS};
 use crate::bench::collected;
 use crate::bench_report::KernelRun;
+use crate::callgrind::Profile;
 use crate::project::{self, Workspace};
 use crate::util::Result;
 
 /// Queues sharing the CQ (`poll`) or CQs sharing the channel (`events`).
 pub const NS: [u64; 3] = [1, 16, 256];
-/// The two modes of the example.
+/// The two modes of the programs.
 const MODES: [&str; 2] = ["poll", "events"];
 /// perftest's `-q`.
 pub const PERFTEST_QS: [u64; 3] = [1, 4, 16];
-/// perftest's `-n` (per QP) of the timed runs and of the two callgrind runs.
+/// perftest's `-n` (per QP) of the timed runs and of the callgrind run.
 const PERFTEST_ITERS: u64 = 1000;
-const PERFTEST_CG: [u64; 2] = [100, 300];
-/// Where the guest finds the example.
+const PERFTEST_CG: u64 = 500;
+/// Where the guest finds the programs: rverbs' Rust API, and the one that
+/// drives either `libibverbs.so.1`.
 const PROGRAM: &str = "/usr/local/bin/scale_queues";
+const PROGRAM_C: &str = "/usr/local/bin/scale_queues_c";
 /// The C libraries, as the lines name them, and the tag in file names.
 const LIBS: [&str; 2] = ["rdma-core", "rverbs-capi"];
 
 /// The section's guest programs: (path in the guest, host file).
 pub fn guest_files(ws: &Workspace) -> Result<Vec<(String, PathBuf)>> {
-    Ok(vec![(PROGRAM.to_owned(), super::connections::build_example(ws, "scale_queues")?)])
+    Ok(vec![
+        (PROGRAM.to_owned(), super::connections::build_example(ws, "scale_queues")?),
+        (PROGRAM_C.to_owned(), super::connections::build_example(ws, "scale_queues_c")?),
+    ])
 }
 
 /// Rounds of a timed run: about 1,000 completions.
@@ -44,23 +54,23 @@ fn counted_rounds(n: u64) -> [u64; 2] {
     [r1, r1 + 400u64.div_ceil(n).max(2)]
 }
 
-fn cg_tag(mode: &str, n: u64, rounds: u64) -> String {
-    format!("sq-cg-{mode}-{n}-{rounds}")
+fn cg_tag(imp: &str, mode: &str, n: u64, rounds: u64) -> String {
+    format!("sq-cg-{imp}-{mode}-{n}-{rounds}")
 }
 
-fn st_tag(n: u64, rounds: u64) -> String {
-    format!("sq-st-events-{n}-{rounds}")
+fn st_tag(imp: &str, mode: &str, n: u64, rounds: u64) -> String {
+    format!("sq-st-{imp}-{mode}-{n}-{rounds}")
 }
 
 fn wbw_tag(lib: &str, q: u64) -> String {
     format!("sq-wbw-{lib}-{q}")
 }
 
-fn wbw_cg_tag(lib: &str, q: u64, iters: u64) -> String {
-    format!("sq-wbw-cg-{lib}-{q}-{iters}")
+fn wbw_cg_tag(lib: &str, q: u64) -> String {
+    format!("sq-wbw-cg-{lib}-{q}-{PERFTEST_CG}")
 }
 
-/// The command prefix that puts a perftest program on `lib`.
+/// The command prefix that puts a program on `lib`.
 fn on(lib: &str) -> String {
     if lib == "rverbs-capi" {
         format!("env LD_LIBRARY_PATH={} ", project::GUEST_LIB_DIR)
@@ -69,23 +79,50 @@ fn on(lib: &str) -> String {
     }
 }
 
+/// `imp`'s program with `wrap` (valgrind, strace) before it and its
+/// arguments `mode n rounds`.
+fn command(imp: &str, wrap: &str, mode: &str, n: u64, rounds: u64) -> String {
+    let wrap = if wrap.is_empty() { String::new() } else { format!("{wrap} ") };
+    match imp {
+        "rverbs" => format!("{wrap}{PROGRAM} {mode} {n} {rounds}"),
+        _ => format!("{}{wrap}{PROGRAM_C} {imp} {mode} {n} {rounds}", on(imp)),
+    }
+}
+
+/// callgrind's `--toggle-collect` of `imp`'s reaping functions.
+fn reap_pattern(imp: &str) -> &'static str {
+    if imp == "rverbs" {
+        "*scale_queues::reap*"
+    } else {
+        "*scale_queues_c::reap*"
+    }
+}
+
 /// Appends the section's part of the guest script.
 pub fn script(s: &mut String, port: &mut u32) {
     s.push_str("step scale-queues\n");
+    let mut turn = 0;
     for mode in MODES {
         for n in NS {
-            s.push_str(&format!("timeout 300 {PROGRAM} {mode} {n} {} >>$D/sc-queues-time 2>&1\n", timed_rounds(n)));
-            for r in counted_rounds(n) {
-                s.push_str(&format!(
-                    "timeout 900 valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
-                     '--toggle-collect=*scale_queues::reap*' {PROGRAM} {mode} {n} {r} >$D/{} 2>&1\n",
-                    cg_tag(mode, n, r)
-                ));
-                if mode == "events" {
-                    s.push_str(&format!(
-                        "timeout 300 strace -f -c -o $D/{} {PROGRAM} {mode} {n} {r} >/dev/null 2>&1\n",
-                        st_tag(n, r)
-                    ));
+            // Timed: the implementations in turn, the first rotating (a
+            // TCG guest drifts).
+            for k in 0..IMPLS.len() {
+                let imp = IMPLS[(turn + k) % IMPLS.len()];
+                let cmd = command(imp, "", mode, n, timed_rounds(n));
+                s.push_str(&format!("timeout 300 {cmd} >>$D/sc-queues-time 2>&1\n"));
+            }
+            turn += 1;
+            for imp in IMPLS {
+                for r in counted_rounds(n) {
+                    let vg = format!(
+                        "valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
+                         '--toggle-collect={}'",
+                        reap_pattern(imp)
+                    );
+                    let tag = cg_tag(imp, mode, n, r);
+                    s.push_str(&format!("timeout 900 {} >$D/{tag} 2>&1\n", command(imp, &vg, mode, n, r)));
+                    let st = format!("strace -f -c -o $D/{}", st_tag(imp, mode, n, r));
+                    s.push_str(&format!("timeout 300 {} >/dev/null 2>&1\n", command(imp, &st, mode, n, r)));
                 }
             }
         }
@@ -101,22 +138,20 @@ pub fn script(s: &mut String, port: &mut u32) {
             ));
         }
         for lib in LIBS {
-            for iters in PERFTEST_CG {
-                *port += 1;
-                let args = format!("-d rxe0 -x 1 -F -q {q} -s 64 -n {iters} -p {port}");
-                let o = on(lib);
-                s.push_str(&format!(
-                    "pair {tag} {port} \"timeout 900 {o}ib_write_bw {args}\" \"timeout 900 {o}valgrind \
-                     --tool=callgrind --callgrind-out-file=/dev/null --log-file=$D/{tag}.vg ib_write_bw {args} \
-                     127.0.0.1\"\n",
-                    tag = wbw_cg_tag(lib, q, iters)
-                ));
-            }
+            *port += 1;
+            let args = format!("-d rxe0 -x 1 -F -q {q} -s 64 -n {PERFTEST_CG} -p {port}");
+            let o = on(lib);
+            s.push_str(&format!(
+                "pair {tag} {port} \"timeout 900 {o}ib_write_bw {args}\" \"timeout 900 {o}valgrind \
+                 --tool=callgrind --dump-line=no --dump-instr=yes --callgrind-out-file=$D/{tag}.out \
+                 --log-file=$D/{tag}.vg ib_write_bw {args} 127.0.0.1\"\n",
+                tag = wbw_cg_tag(lib, q)
+            ));
         }
     }
 }
 
-/// Figures of one mode at one N in one kernel.
+/// Figures of one implementation in one mode at one N in one kernel.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Figures {
     instr: Option<f64>,
@@ -140,9 +175,9 @@ fn strace_total(lines: &[String]) -> Option<u64> {
     })
 }
 
-fn figures(run: &KernelRun, timed: &[Sample], mode: &str, n: u64) -> Figures {
+fn figures(run: &KernelRun, timed: &[Sample], imp: &str, mode: &str, n: u64) -> Figures {
     let mut f = Figures::default();
-    if let Some(t) = timed.iter().find(|s| s.what == mode && s.n == n) {
+    if let Some(t) = timed.iter().find(|s| s.what == mode && s.imp == imp && s.n == n) {
         let v = |k: &str| t.values.get(k).copied();
         if let (Some(ns), Some(c)) = (v("ns"), v("completions")) {
             if c > 0.0 {
@@ -154,7 +189,7 @@ fn figures(run: &KernelRun, timed: &[Sample], mode: &str, n: u64) -> Figures {
     }
     let [r1, r2] = counted_rounds(n);
     let counted = |r: u64| -> Option<(u64, f64)> {
-        let file = cg_tag(mode, n, r);
+        let file = cg_tag(imp, mode, n, r);
         let ir = collected(&run.files.get(&file)?.join("\n"))?;
         Some((ir, *line_of(run, &file)?.values.get("completions")?))
     };
@@ -163,11 +198,9 @@ fn figures(run: &KernelRun, timed: &[Sample], mode: &str, n: u64) -> Figures {
             f.instr = Some((i2 as f64 - i1 as f64) / (c2 - c1));
         }
     }
-    if mode == "events" {
-        let calls = |r: u64| strace_total(run.files.get(&st_tag(n, r))?);
-        if let (Some(a), Some(b)) = (calls(r1), calls(r2)) {
-            f.syscalls = Some((b as f64 - a as f64) / ((r2 - r1) * n) as f64);
-        }
+    let calls = |r: u64| strace_total(run.files.get(&st_tag(imp, mode, n, r))?);
+    if let (Some(a), Some(b)) = (calls(r1), calls(r2)) {
+        f.syscalls = Some((b as f64 - a as f64) / ((r2 - r1) * n) as f64);
     }
     f
 }
@@ -182,17 +215,48 @@ fn bw_figures(lines: &[String]) -> Option<(f64, f64)> {
     })
 }
 
-/// Whole-client instructions per message of `ib_write_bw -q q` on `lib`.
-fn wbw_instr(run: &KernelRun, lib: &str, q: u64) -> Option<f64> {
-    let ir = |iters: u64| -> Option<u64> {
-        let tag = wbw_cg_tag(lib, q, iters);
-        if run.files.get(&format!("{tag}.rc"))?.first()?.trim() != "0" {
-            return None;
+/// Instructions inside the C library (`libibverbs.so.1` and its provider,
+/// with what they call in turn) per message of a client profile: the
+/// calls into the library from the function that makes the most of them
+/// (perftest's send loop, whose `ibv_post_send` is one call a message and
+/// whose `ibv_poll_cq` reaps them), their inclusive instructions over the
+/// `messages`. One run's sums: no difference of two runs, so the set-up
+/// (device list, QP creation, made from other functions) stays out and the
+/// figure cannot come out negative.
+fn library_per_message(p: &Profile, messages: u64) -> Option<f64> {
+    let inside = |o: &str| o.contains("/libibverbs.so") || o.contains("/libibverbs/");
+    let edges: Vec<(usize, u64, u64)> = p
+        .funcs
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !inside(&f.object))
+        .flat_map(|(i, f)| f.callees.iter().map(move |&(c, n, ir)| (i, c, n, ir)))
+        .filter(|&(_, c, _, _)| inside(&p.funcs[c].object))
+        .map(|(i, _, n, ir)| (i, n, ir))
+        .collect();
+    // The caller with the most calls into the library, all its call sites.
+    let mut per_caller: Vec<(usize, u64, u64)> = Vec::new();
+    for (i, n, ir) in edges {
+        match per_caller.iter_mut().find(|e| e.0 == i) {
+            Some(e) => {
+                e.1 += n;
+                e.2 += ir;
+            }
+            None => per_caller.push((i, n, ir)),
         }
-        collected(&run.files.get(&format!("{tag}.vg"))?.join("\n"))
-    };
-    let [a, b] = PERFTEST_CG;
-    Some((ir(b)? as f64 - ir(a)? as f64) / ((b - a) * q) as f64)
+    }
+    let (_, _, ir) = per_caller.into_iter().max_by_key(|e| e.1)?;
+    (messages > 0).then(|| ir as f64 / messages as f64)
+}
+
+/// Library instructions per message of `ib_write_bw -q q` on `lib`.
+fn wbw_instr(run: &KernelRun, lib: &str, q: u64) -> Option<f64> {
+    let tag = wbw_cg_tag(lib, q);
+    if run.files.get(&format!("{tag}.rc"))?.first()?.trim() != "0" {
+        return None;
+    }
+    let p = Profile::parse(&run.files.get(&format!("{tag}.out"))?.join("\n"));
+    library_per_message(&p, PERFTEST_CG * q)
 }
 
 fn wbw_bw(run: &KernelRun, lib: &str, q: u64) -> Option<(f64, f64)> {
@@ -203,13 +267,30 @@ fn wbw_bw(run: &KernelRun, lib: &str, q: u64) -> Option<(f64, f64)> {
     bw_figures(run.files.get(&format!("{tag}.cli"))?)
 }
 
-fn num(v: Option<f64>, places: usize) -> String {
-    v.map_or("—".into(), |x| if x >= 1000.0 { thousands(x) } else { format!("{x:.places$}") })
+fn num(x: f64, places: usize) -> String {
+    if x >= 1000.0 {
+        thousands(x)
+    } else {
+        format!("{x:.places$}")
+    }
 }
 
-/// `a / b` of the two libraries' figures (`—` where one is missing).
-fn pair(v: &[Option<f64>], show: impl Fn(f64) -> String) -> String {
-    v.iter().map(|x| x.map_or("—".to_owned(), &show)).collect::<Vec<_>>().join(" / ")
+/// `a / b / c` of every implementation's figure (`·`: none has one).
+fn cell(v: &[Option<f64>], places: usize) -> String {
+    if v.iter().all(Option::is_none) {
+        "·".to_owned()
+    } else {
+        triple(v, |x| num(x, places))
+    }
+}
+
+/// `b/a / c/a` of the three implementations' figures.
+fn ratios(v: &[Option<f64>]) -> String {
+    if v.iter().all(Option::is_none) {
+        "·".to_owned()
+    } else {
+        format!("{} / {}", ratio(v[1], v[0]), ratio(v[2], v[0]))
+    }
 }
 
 /// The section's table (empty: no figures).
@@ -220,47 +301,55 @@ pub fn table(runs: &[KernelRun]) -> String {
         return String::new();
     }
     let mut t = String::from(
-        "**Scale: many queues.** rverbs' Rust API (`examples/scale_queues.rs`), per completion: `poll`, one CQ \
-         under N RC QPs, each round one signaled WRITE per QP, polled 16 at a time once the device has written \
-         them; `events`, N CQs on one completion channel, each completion an event read, its CQ looked up, \
-         acknowledged, re-armed and polled. Instructions: callgrind of the reaping function alone, difference \
-         of two runs; ns: time in it (events: including the wait); syscalls: the whole program's, difference \
-         of two runs (a post's doorbell `write` is one of them); empty: polls that found nothing.\n\n",
+        "**Scale: many queues.** The same work on rdma-core 44 / rverbs' Rust API / rverbs' C library \
+         (`a / b / c`; the C side `examples/scale_queues_c.rs` on each `libibverbs.so.1` by `dlopen`, the \
+         Rust side `examples/scale_queues.rs`), per completion: `poll`, one CQ under N RC QPs, each round one \
+         signaled WRITE per QP, polled 16 at a time once the device has written them; `events`, N CQs on one \
+         completion channel, each completion an event waited for (`poll`/`ppoll`) and read, its CQ found, \
+         acknowledged, re-armed and polled. Instructions: callgrind of the reaping function alone (library \
+         calls included), difference of two runs; ×: rverbs' and its C library's over rdma-core's; \
+         syscalls: the whole program's, difference of two runs (each post's doorbell `write` is one, and \
+         in `poll` a round's pause); ns: time in the reaping function (events: including the wait), TCG.\n\n",
     );
-    t.push_str(&header("| mode | N |", "| --- | --: |", runs, &["instr", "ns", "syscalls", "empty"]));
+    t.push_str(&header("| mode | N | instructions | × | syscalls |", "| --- | --: | --: | --: | --: |", runs, &["ns"]));
+    let at = |run: &KernelRun| runs.iter().position(|r| std::ptr::eq(r, run)).unwrap_or(0);
     for mode in MODES {
         for n in NS {
-            t.push_str(&format!("| {mode} | {n} |"));
-            for (r, s) in runs.iter().zip(&timed) {
-                let f = figures(r, s, mode, n);
-                t.push_str(&format!(
-                    " {} | {} | {} | {} |",
-                    num(f.instr, 0),
-                    num(f.ns, 0),
-                    num(f.syscalls, 2),
-                    num(f.empty, 2)
-                ));
+            let figs = |r: &KernelRun| -> Vec<Figures> {
+                IMPLS.iter().map(|i| figures(r, &timed[at(r)], i, mode, n)).collect()
+            };
+            let pick =
+                |r: &KernelRun, f: fn(&Figures) -> Option<f64>| -> Vec<Option<f64>> { figs(r).iter().map(f).collect() };
+            let ins = across(runs, |r| cell(&pick(r, |f| f.instr), 0));
+            let x = across(runs, |r| ratios(&pick(r, |f| f.instr)));
+            let sys = across(runs, |r| cell(&pick(r, |f| f.syscalls), 2));
+            t.push_str(&format!("| {mode} | {n} | {ins} | {x} | {sys} |"));
+            for r in runs {
+                t.push_str(&format!(" {} |", cell(&pick(r, |f| f.ns), 0)));
             }
             t.push('\n');
         }
     }
     t.push_str(
         "\n`ib_write_bw -s 64 -n 1000 -q Q` (one send CQ under the Q QPs) with both sides on rdma-core's \
-         `libibverbs.so.1` / on rverbs' (`a / b`): average MB/s, and the client's whole-program instructions \
-         per message (callgrind, `-n 300` minus `-n 100`, busy polls included); ×: rverbs' over rdma-core's.\n\n",
+         `libibverbs.so.1` / on rverbs' (`a / b`): instructions inside the library (libibverbs + provider, \
+         with what they call) per message, from the client under callgrind at `-n 500`: the inclusive \
+         instructions of the send loop's calls into the library (`ibv_post_send`, `ibv_poll_cq`) over the \
+         messages; ×: rverbs' over rdma-core's; and average MB/s.\n\n",
     );
-    t.push_str(&header("| Q |", "| --: |", runs, &["MB/s", "instr/msg", "×"]));
+    t.push_str(&header("| Q | instructions | × |", "| --: | --: | --: |", runs, &["MB/s"]));
     for q in PERFTEST_QS {
-        t.push_str(&format!("| {q} |"));
+        let ir = |r: &KernelRun| -> Vec<Option<f64>> { LIBS.iter().map(|l| wbw_instr(r, l, q)).collect() };
+        let ins =
+            across(runs, |r| if ir(r).iter().all(Option::is_none) { "·".into() } else { triple(&ir(r), thousands) });
+        let x = across(runs, |r| {
+            let v = ir(r);
+            ratio(v[1], v[0])
+        });
+        t.push_str(&format!("| {q} | {ins} | {x} |"));
         for r in runs {
             let bw: Vec<Option<f64>> = LIBS.iter().map(|l| wbw_bw(r, l, q).map(|b| b.0)).collect();
-            let ir: Vec<Option<f64>> = LIBS.iter().map(|l| wbw_instr(r, l, q)).collect();
-            t.push_str(&format!(
-                " {} | {} | {} |",
-                pair(&bw, |x| format!("{x:.2}")),
-                pair(&ir, thousands),
-                ratio(ir[1], ir[0])
-            ));
+            t.push_str(&format!(" {} |", triple(&bw, |x| format!("{x:.2}"))));
         }
         t.push('\n');
     }
@@ -287,23 +376,82 @@ mod tests {
         script(&mut s, &mut port);
         assert!(s.contains("timeout 300 /usr/local/bin/scale_queues poll 16 63 >>$D/sc-queues-time 2>&1\n"));
         assert!(s.contains(
-            "'--toggle-collect=*scale_queues::reap*' /usr/local/bin/scale_queues events 256 4 \
-             >$D/sq-cg-events-256-4 2>&1\n"
-        ));
-        assert!(s.contains("strace -f -c -o $D/sq-st-events-1-100 /usr/local/bin/scale_queues events 1 100"));
-        assert!(!s.contains("sq-st-poll"));
-        assert!(s.contains(
-            "pair sq-wbw-rverbs-capi-4 30108 \"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 \
-             -x 1 -F -q 4 -s 64 -n 1000 -p 30108\""
+            "timeout 300 env LD_LIBRARY_PATH=/opt/rverbs/lib /usr/local/bin/scale_queues_c rverbs-capi poll 16 63 \
+             >>$D/sc-queues-time 2>&1\n"
         ));
         assert!(
-            s.contains("--log-file=$D/sq-wbw-cg-rdma-core-16-300.vg ib_write_bw -d rxe0 -x 1 -F -q 16 -s 64 -n 300")
+            s.contains("timeout 300 /usr/local/bin/scale_queues_c rdma-core events 256 4 >>$D/sc-queues-time 2>&1\n")
         );
-        assert_eq!(port, 30100 + 3 * 6);
+        assert!(s.contains(
+            "'--toggle-collect=*scale_queues::reap*' /usr/local/bin/scale_queues events 256 4 \
+             >$D/sq-cg-rverbs-events-256-4 2>&1\n"
+        ));
+        // The C library's program: the environment before valgrind, which
+        // counts the C program's reaping functions.
+        assert!(s.contains(
+            "timeout 900 env LD_LIBRARY_PATH=/opt/rverbs/lib valgrind --tool=callgrind \
+             --callgrind-out-file=/dev/null --collect-atstart=no '--toggle-collect=*scale_queues_c::reap*' \
+             /usr/local/bin/scale_queues_c rverbs-capi poll 1 100 >$D/sq-cg-rverbs-capi-poll-1-100 2>&1\n"
+        ));
+        assert!(s.contains(
+            "strace -f -c -o $D/sq-st-rdma-core-poll-16-7 /usr/local/bin/scale_queues_c rdma-core poll 16 7"
+        ));
+        assert!(s.contains("strace -f -c -o $D/sq-st-rverbs-events-1-100 /usr/local/bin/scale_queues events 1 100"));
+        let timed = s.lines().filter(|l| l.contains(">>$D/sc-queues-time")).count();
+        assert_eq!(timed, MODES.len() * NS.len() * IMPLS.len());
+        assert!(s.contains(
+            "pair sq-wbw-rverbs-capi-4 30106 \"timeout 120 env LD_LIBRARY_PATH=/opt/rverbs/lib ib_write_bw -d rxe0 \
+             -x 1 -F -q 4 -s 64 -n 1000 -p 30106\""
+        ));
+        assert!(s.contains(
+            "--callgrind-out-file=$D/sq-wbw-cg-rdma-core-16-500.out --log-file=$D/sq-wbw-cg-rdma-core-16-500.vg \
+             ib_write_bw -d rxe0 -x 1 -F -q 16 -s 64 -n 500"
+        ));
+        assert_eq!(port, 30100 + 3 * 4);
     }
 
+    /// A callgrind profile of a client whose send loop (`0x1ea90`) posts
+    /// 1,000 times into the provider and polls 10 times, and whose set-up
+    /// (`0x1aa10`) lists the devices once, at great cost.
+    const CLIENT: &str = "# callgrind format
+version: 1
+events: Ir
+summary: 9999999
+ob=(1) /usr/bin/ib_write_bw
+fn=(1) 0x1ea90
+0 5000
+cob=(2) /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+cfn=(2) 0x3cc0
+calls=1000 0
+0 200000
+cob=(2)
+cfn=(3) 0x2ca0
+calls=10 0
+0 700
+fn=(4) 0x1aa10
+cob=(3) /usr/lib/x86_64-linux-gnu/libibverbs.so.1
+cfn=(5) ibv_get_device_list
+calls=1 0
+0 250000
+ob=(2)
+fn=(2)
+0 200000
+fn=(3)
+0 700
+ob=(3)
+fn=(5)
+0 250000
+";
+
     #[test]
-    fn table_from_sample_files() {
+    fn library_instructions_of_the_send_loop_alone() {
+        let p = Profile::parse(CLIENT);
+        assert_eq!(library_per_message(&p, 1000), Some(200.7));
+        assert_eq!(library_per_message(&p, 0), None);
+        assert_eq!(library_per_message(&Profile::parse("events: Ir\n"), 10), None);
+    }
+
+    fn run(series: &str) -> KernelRun {
         let mut files = BTreeMap::new();
         let put = |f: &mut BTreeMap<String, Vec<String>>, k: &str, v: &[&str]| {
             f.insert(k.to_owned(), strings(v));
@@ -311,14 +459,21 @@ mod tests {
         put(
             &mut files,
             "sc-queues-time",
-            &["SCALE queues poll rverbs 16 rounds=125 completions=2000 empty=20 events=0 ns=4000000"],
+            &[
+                "SCALE queues poll rverbs 16 rounds=125 completions=2000 empty=20 events=0 ns=4000000",
+                "SCALE queues poll rdma-core 16 rounds=125 completions=2000 empty=0 events=0 ns=6000000",
+            ],
         );
-        let a = "SCALE queues poll rverbs 16 rounds=7 completions=112 empty=0 events=0 ns=1";
-        let b = "SCALE queues poll rverbs 16 rounds=32 completions=512 empty=0 events=0 ns=1";
-        put(&mut files, "sq-cg-poll-16-7", &["==1== Collected : 10000", a]);
-        put(&mut files, "sq-cg-poll-16-32", &["==1== Collected : 50000", b]);
-        put(&mut files, "sq-st-events-16-7", &["100.00 0.1 1 800 3 total"]);
-        put(&mut files, "sq-st-events-16-32", &["100.00 0.1 1 4000 3 total"]);
+        for (imp, ir, more) in
+            [("rverbs", 10_000, 40_000), ("rdma-core", 20_000, 20_000), ("rverbs-capi", 15_000, 60_000)]
+        {
+            let a = format!("SCALE queues poll {imp} 16 rounds=7 completions=112 empty=0 events=0 ns=1");
+            let b = format!("SCALE queues poll {imp} 16 rounds=32 completions=512 empty=0 events=0 ns=1");
+            put(&mut files, &cg_tag(imp, "poll", 16, 7), &[&format!("==1== Collected : {ir}"), &a]);
+            put(&mut files, &cg_tag(imp, "poll", 16, 32), &[&format!("==1== Collected : {}", ir + more), &b]);
+        }
+        put(&mut files, &st_tag("rverbs", "events", 16, 7), &["100.00 0.1 1 800 3 total"]);
+        put(&mut files, &st_tag("rverbs", "events", 16, 32), &["100.00 0.1 1 4000 3 total"]);
         put(&mut files, "sq-wbw-rdma-core-4.rc", &["0"]);
         put(
             &mut files,
@@ -328,32 +483,45 @@ mod tests {
                 " 64         4000             5.12               4.80                 0.078000",
             ],
         );
-        for (lib, iters, ir) in
-            [("rdma-core", 100, 1_000_000), ("rdma-core", 300, 1_800_000), ("rverbs-capi", 100, 900_000)]
-        {
-            let tag = wbw_cg_tag(lib, 4, iters);
-            put(&mut files, &format!("{tag}.rc"), &["0"]);
-            put(&mut files, &format!("{tag}.vg"), &[&format!("==2== Collected : {ir}")]);
-        }
-        let run = KernelRun {
-            series: "6.12".into(),
-            release: "r".into(),
-            accel: "tcg".into(),
-            cpus: 2,
-            commit: "c".into(),
-            runs: 1,
-            files,
-        };
+        // 4 QPs at -n 500: 2,000 messages; rdma-core's 200.7 a message,
+        // rverbs' profile from a run that failed.
+        let tag = wbw_cg_tag("rdma-core", 4);
+        put(&mut files, &format!("{tag}.rc"), &["0"]);
+        files.insert(
+            format!("{tag}.out"),
+            CLIENT.replace("calls=1000", "calls=2000").lines().map(String::from).collect(),
+        );
+        let tag = wbw_cg_tag("rverbs-capi", 4);
+        put(&mut files, &format!("{tag}.rc"), &["1"]);
+        files.insert(format!("{tag}.out"), CLIENT.lines().map(String::from).collect());
+        KernelRun { series: series.into(), files, ..Default::default() }
+    }
+
+    #[test]
+    fn table_from_sample_files() {
+        let run = run("6.12");
         let timed = Sample::all(&run, "queues");
-        let f = figures(&run, &timed, "poll", 16);
+        let f = figures(&run, &timed, "rverbs", "poll", 16);
         assert_eq!((f.instr, f.ns, f.empty), (Some(100.0), Some(2000.0), Some(0.01)));
-        assert_eq!(figures(&run, &timed, "events", 16).syscalls, Some(8.0));
+        assert_eq!(figures(&run, &timed, "rdma-core", "poll", 16).ns, Some(3000.0));
+        assert_eq!(figures(&run, &timed, "rverbs", "events", 16).syscalls, Some(8.0));
+        assert_eq!(figures(&run, &timed, "rdma-core", "events", 16).syscalls, None);
         assert_eq!(wbw_bw(&run, "rdma-core", 4), Some((4.8, 0.078)));
-        assert_eq!(wbw_instr(&run, "rdma-core", 4), Some(1000.0));
+        assert_eq!(wbw_instr(&run, "rdma-core", 4), Some(100.35));
         assert_eq!(wbw_instr(&run, "rverbs-capi", 4), None);
         let t = table(&[run]);
-        assert!(t.contains("| poll | 16 | 100 | 2,000 | — | 0.01 |"), "{t}");
-        assert!(t.contains("| events | 16 | — | — | 8.00 | — |"), "{t}");
-        assert!(t.contains("| 4 | 4.80 / — | 1,000 / — | — |"), "{t}");
+        assert!(t.contains("| mode | N | instructions | × | syscalls | 6.12 ns |"), "{t}");
+        assert!(t.contains("| poll | 16 | 50 / 100 / 150 | 2.00 / 3.00 | · | 3,000 / 2,000 / — |"), "{t}");
+        assert!(t.contains("| events | 16 | · | · | — / 8.00 / — | · |"), "{t}");
+        assert!(t.contains("| 4 | 100 / — | — | 4.80 / — |"), "{t}");
+        // Two kernels: equal counts once, different ones per kernel.
+        let mut other = super::tests::run("6.1");
+        other.files.insert(st_tag("rverbs", "events", 16, 32), strings(&["100.00 0.1 1 4400 3 total"]));
+        let t = table(&[other, super::tests::run("6.12")]);
+        assert!(
+            t.contains("| poll | 16 | 50 / 100 / 150 | 2.00 / 3.00 | · | 3,000 / 2,000 / — | 3,000 / 2,000 / — |"),
+            "{t}"
+        );
+        assert!(t.contains("| events | 16 | · | · | 6.1: — / 9.00 / —; 6.12: — / 8.00 / — | · | · |"), "{t}");
     }
 }
