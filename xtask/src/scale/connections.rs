@@ -190,7 +190,7 @@ pub fn table(runs: &[KernelRun]) -> String {
          connection) in every pairing, same guest. conn/s: N over the client's wall time (process start to \
          exit); events/s: the listener's 3 CM events per connection over the span from the client's start \
          to the server's exit (rverbs' listener's own count over its event spans in brackets); ×: conn/s \
-         over rdma-core's own pair's.\n\n",
+         and events/s over rdma-core's own pair's in the same boot (`conn / events`).\n\n",
     );
     t.push_str(&header("| N | server ← client |", "| --: | --- |", runs, &["conn/s", "events/s", "×"]));
     for n in NS {
@@ -201,14 +201,19 @@ pub fn table(runs: &[KernelRun]) -> String {
                 let c = cell(s, &pair, n);
                 let base = cell(s, &format!("{0}:{0}", IMPLS[0]), n);
                 if !c.ok && s.iter().any(|x| x.what == "wall" && x.imp == pair && x.n == n) {
-                    t.push_str(" failed | — | — |");
+                    t.push_str(" failed | — | — / — |");
                     continue;
                 }
                 let ev = match c.own_ev_s {
                     Some(o) => format!("{} ({})", num(c.ev_s), num(Some(o))),
                     None => num(c.ev_s),
                 };
-                t.push_str(&format!(" {} | {ev} | {} |", num(c.conn_s), ratio(c.conn_s, base.conn_s)));
+                t.push_str(&format!(
+                    " {} | {ev} | {} / {} |",
+                    num(c.conn_s),
+                    ratio(c.conn_s, base.conn_s),
+                    ratio(c.ev_s, base.ev_s)
+                ));
             }
             t.push('\n');
         }
@@ -228,6 +233,12 @@ pub fn table(runs: &[KernelRun]) -> String {
             }
             t.push('\n');
         }
+        t.push_str("| ×, rverbs over rdma-core |");
+        for s in &samples {
+            let ((a, b), (c, d)) = (per_connection(s, IMPLS[0]), per_connection(s, IMPLS[1]));
+            t.push_str(&format!(" {} | {} |", ratio(c, a), ratio(d, b)));
+        }
+        t.push('\n');
     }
     t
 }
@@ -297,10 +308,10 @@ mod tests {
         assert!(!cell(&s, "rdma-core:rverbs", 100).ok);
         assert_eq!(cell(&s, "rverbs:rverbs", 100), Cell::default());
         let t = table(&[k]);
-        assert!(t.contains("| 100 | rdma-core ← rdma-core | 100 | 200 | 1.00 |"), "{t}");
-        assert!(t.contains("| 100 | rverbs ← rdma-core | 200 | 500 (2,000) | 2.00 |"), "{t}");
-        assert!(t.contains("| 100 | rdma-core ← rverbs | failed | — | — |"), "{t}");
-        assert!(t.contains("| 100 | rverbs ← rverbs | — | — | — |"), "{t}");
+        assert!(t.contains("| 100 | rdma-core ← rdma-core | 100 | 200 | 1.00 / 1.00 |"), "{t}");
+        assert!(t.contains("| 100 | rverbs ← rdma-core | 200 | 500 (2,000) | 2.00 / 2.50 |"), "{t}");
+        assert!(t.contains("| 100 | rdma-core ← rverbs | failed | — | — / — |"), "{t}");
+        assert!(t.contains("| 100 | rverbs ← rverbs | — | — | — / — |"), "{t}");
         assert!(table(&[run("6.1", &["nothing"])]).is_empty());
         assert!(!t.contains("Syscalls per connection"), "{t}");
         let k = run(
@@ -318,5 +329,6 @@ mod tests {
         let t = table(&[k]);
         assert!(t.contains("| rdma-core | 40.0 | 42.0 |"), "{t}");
         assert!(t.contains("| rverbs | 44.0 | — |"), "{t}");
+        assert!(t.contains("| ×, rverbs over rdma-core | 1.10 | — |"), "{t}");
     }
 }
