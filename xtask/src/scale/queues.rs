@@ -215,48 +215,76 @@ fn bw_figures(lines: &[String]) -> Option<(f64, f64)> {
     })
 }
 
-/// Instructions inside the C library (`libibverbs.so.1` and its provider,
-/// with what they call in turn) per message of a client profile: the
-/// calls into the library from the function that makes the most of them
-/// (perftest's send loop, whose `ibv_post_send` is one call a message and
-/// whose `ibv_poll_cq` reaps them), their inclusive instructions over the
-/// `messages`. One run's sums: no difference of two runs, so the set-up
-/// (device list, QP creation, made from other functions) stays out and the
-/// figure cannot come out negative.
-fn library_per_message(p: &Profile, messages: u64) -> Option<f64> {
-    let inside = |o: &str| o.contains("/libibverbs.so") || o.contains("/libibverbs/");
-    let edges: Vec<(usize, u64, u64)> = p
-        .funcs
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| !inside(&f.object))
-        .flat_map(|(i, f)| f.callees.iter().map(move |&(c, n, ir)| (i, c, n, ir)))
-        .filter(|&(_, c, _, _)| inside(&p.funcs[c].object))
-        .map(|(i, _, n, ir)| (i, n, ir))
-        .collect();
-    // The caller with the most calls into the library, all its call sites.
-    let mut per_caller: Vec<(usize, u64, u64)> = Vec::new();
-    for (i, n, ir) in edges {
-        match per_caller.iter_mut().find(|e| e.0 == i) {
-            Some(e) => {
-                e.1 += n;
-                e.2 += ir;
-            }
-            None => per_caller.push((i, n, ir)),
-        }
-    }
-    let (_, _, ir) = per_caller.into_iter().max_by_key(|e| e.1)?;
-    (messages > 0).then(|| ir as f64 / messages as f64)
+/// What a perftest client's send loop spent inside the C library
+/// (`libibverbs.so.1` and its provider, with what they call in turn), from
+/// one run's profile: the calls into the library from the function that
+/// makes the most of them (perftest's send loop), whose callee called
+/// once per message is `ibv_post_send` and whose others are `ibv_poll_cq`.
+/// One run's sums, no difference of two runs: the set-up (device list, QP
+/// creation, made from other functions) stays out and no figure can come
+/// out negative.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SendLoop {
+    /// Inclusive instructions of `ibv_post_send` per call (= per message).
+    post: Option<f64>,
+    /// `ibv_poll_cq`'s calls and their inclusive instructions.
+    polls: u64,
+    poll_ir: u64,
+    /// Every call of the loop into the library, inclusive, per message.
+    per_message: f64,
 }
 
-/// Library instructions per message of `ib_write_bw -q q` on `lib`.
-fn wbw_instr(run: &KernelRun, lib: &str, q: u64) -> Option<f64> {
+impl SendLoop {
+    fn of(p: &Profile, messages: u64) -> Option<SendLoop> {
+        if messages == 0 {
+            return None;
+        }
+        let inside = |o: &str| o.contains("/libibverbs.so") || o.contains("/libibverbs/");
+        // (caller, callee) → (calls, inclusive instructions), over call sites.
+        let mut edges: Vec<((usize, usize), (u64, u64))> = Vec::new();
+        for (i, f) in p.funcs.iter().enumerate().filter(|(_, f)| !inside(&f.object)) {
+            for &(c, n, ir) in f.callees.iter().filter(|(c, _, _)| inside(&p.funcs[*c].object)) {
+                match edges.iter_mut().find(|e| e.0 == (i, c)) {
+                    Some(e) => {
+                        e.1 .0 += n;
+                        e.1 .1 += ir;
+                    }
+                    None => edges.push(((i, c), (n, ir))),
+                }
+            }
+        }
+        let calls_of = |caller: usize| edges.iter().filter(|e| e.0 .0 == caller).map(|e| e.1 .0).sum::<u64>();
+        let caller = edges.iter().map(|e| e.0 .0).max_by_key(|&i| calls_of(i))?;
+        let mine: Vec<(u64, u64)> = edges.iter().filter(|e| e.0 .0 == caller).map(|e| e.1).collect();
+        let post = mine.iter().find(|e| e.0 == messages).map(|e| e.1 as f64 / messages as f64);
+        let (mut polls, mut poll_ir) = (0, 0);
+        let mut skipped_post = false;
+        for &(n, ir) in &mine {
+            if n == messages && !skipped_post {
+                skipped_post = true;
+            } else {
+                polls += n;
+                poll_ir += ir;
+            }
+        }
+        let total: u64 = mine.iter().map(|e| e.1).sum();
+        Some(SendLoop { post, polls, poll_ir, per_message: total as f64 / messages as f64 })
+    }
+
+    /// Inclusive instructions of `ibv_poll_cq` per call.
+    fn per_poll(&self) -> Option<f64> {
+        (self.polls > 0).then(|| self.poll_ir as f64 / self.polls as f64)
+    }
+}
+
+/// The send loop of `ib_write_bw -q q` on `lib` under callgrind.
+fn wbw_loop(run: &KernelRun, lib: &str, q: u64) -> Option<SendLoop> {
     let tag = wbw_cg_tag(lib, q);
     if run.files.get(&format!("{tag}.rc"))?.first()?.trim() != "0" {
         return None;
     }
     let p = Profile::parse(&run.files.get(&format!("{tag}.out"))?.join("\n"));
-    library_per_message(&p, PERFTEST_CG * q)
+    SendLoop::of(&p, PERFTEST_CG * q)
 }
 
 fn wbw_bw(run: &KernelRun, lib: &str, q: u64) -> Option<(f64, f64)> {
@@ -331,25 +359,43 @@ pub fn table(runs: &[KernelRun]) -> String {
         }
     }
     t.push_str(
-        "\n`ib_write_bw -s 64 -n 1000 -q Q` (one send CQ under the Q QPs) with both sides on rdma-core's \
-         `libibverbs.so.1` / on rverbs' (`a / b`): instructions inside the library (libibverbs + provider, \
-         with what they call) per message, from the client under callgrind at `-n 500`: the inclusive \
-         instructions of the send loop's calls into the library (`ibv_post_send`, `ibv_poll_cq`) over the \
-         messages; ×: rverbs' over rdma-core's; and average MB/s.\n\n",
+        "\n`ib_write_bw -s 64 -q Q` (one send CQ under the Q QPs) with both sides on rdma-core's \
+         `libibverbs.so.1` / on rverbs' (`a / b`, rverbs' over rdma-core's in brackets): the instructions \
+         inside the library (libibverbs + provider, with what they call) of the client's send loop, from \
+         one run under callgrind at `-n 500`: `ibv_post_send` per message, `ibv_poll_cq` per call (a call \
+         that returns completions costs more than one that finds none), the polls per message (most find \
+         nothing: the loop polls while its send queue is full, as often as the device's pace allows) and the loop's whole library count per message; average MB/s at \
+         `-n 1000`.\n\n",
     );
-    t.push_str(&header("| Q | instructions | × |", "| --: | --: | --: |", runs, &["MB/s"]));
+    t.push_str(&header(
+        "| Q | post_send / message | poll_cq / call |",
+        "| --: | --: | --: |",
+        runs,
+        &["polls / message", "library / message", "MB/s"],
+    ));
+    let with_ratio = |v: [Option<f64>; 2], show: fn(f64) -> String| -> String {
+        if v.iter().all(Option::is_none) {
+            return "·".into();
+        }
+        format!("{} ({})", triple(&v, show), ratio(v[1], v[0]))
+    };
     for q in PERFTEST_QS {
-        let ir = |r: &KernelRun| -> Vec<Option<f64>> { LIBS.iter().map(|l| wbw_instr(r, l, q)).collect() };
-        let ins =
-            across(runs, |r| if ir(r).iter().all(Option::is_none) { "·".into() } else { triple(&ir(r), thousands) });
-        let x = across(runs, |r| {
-            let v = ir(r);
-            ratio(v[1], v[0])
-        });
-        t.push_str(&format!("| {q} | {ins} | {x} |"));
+        let loops = |r: &KernelRun| -> [Option<SendLoop>; 2] { LIBS.map(|l| wbw_loop(r, l, q)) };
+        let int = |x: f64| thousands(x);
+        let post = across(runs, |r| with_ratio(loops(r).map(|l| l.and_then(|l| l.post)), int));
+        let poll = across(runs, |r| with_ratio(loops(r).map(|l| l.and_then(|l| l.per_poll())), int));
+        t.push_str(&format!("| {q} | {post} | {poll} |"));
         for r in runs {
+            let l = loops(r);
+            let polls = l.map(|l| l.map(|l| l.polls as f64 / (PERFTEST_CG * q) as f64));
+            let lib = l.map(|l| l.map(|l| l.per_message));
             let bw: Vec<Option<f64>> = LIBS.iter().map(|l| wbw_bw(r, l, q).map(|b| b.0)).collect();
-            t.push_str(&format!(" {} |", triple(&bw, |x| format!("{x:.2}"))));
+            t.push_str(&format!(
+                " {} | {} | {} |",
+                triple(&polls, |x| format!("{x:.2}")),
+                with_ratio(lib, int),
+                triple(&bw, |x| format!("{x:.2}"))
+            ));
         }
         t.push('\n');
     }
@@ -446,9 +492,14 @@ fn=(5)
     #[test]
     fn library_instructions_of_the_send_loop_alone() {
         let p = Profile::parse(CLIENT);
-        assert_eq!(library_per_message(&p, 1000), Some(200.7));
-        assert_eq!(library_per_message(&p, 0), None);
-        assert_eq!(library_per_message(&Profile::parse("events: Ir\n"), 10), None);
+        let l = SendLoop::of(&p, 1000).unwrap();
+        assert_eq!(l, SendLoop { post: Some(200.0), polls: 10, poll_ir: 700, per_message: 200.7 });
+        assert_eq!(l.per_poll(), Some(70.0));
+        // No callee called once a message: no post figure, every call a poll.
+        let l = SendLoop::of(&p, 999).unwrap();
+        assert_eq!((l.post, l.polls, l.per_poll()), (None, 1010, Some(200_700.0 / 1010.0)));
+        assert_eq!(SendLoop::of(&p, 0), None);
+        assert_eq!(SendLoop::of(&Profile::parse("events: Ir\n"), 10), None);
     }
 
     fn run(series: &str) -> KernelRun {
@@ -507,13 +558,15 @@ fn=(5)
         assert_eq!(figures(&run, &timed, "rverbs", "events", 16).syscalls, Some(8.0));
         assert_eq!(figures(&run, &timed, "rdma-core", "events", 16).syscalls, None);
         assert_eq!(wbw_bw(&run, "rdma-core", 4), Some((4.8, 0.078)));
-        assert_eq!(wbw_instr(&run, "rdma-core", 4), Some(100.35));
-        assert_eq!(wbw_instr(&run, "rverbs-capi", 4), None);
+        assert_eq!(wbw_loop(&run, "rdma-core", 4).map(|l| (l.post, l.per_message)), Some((Some(100.0), 100.35)));
+        assert_eq!(wbw_loop(&run, "rverbs-capi", 4), None);
         let t = table(&[run]);
         assert!(t.contains("| mode | N | instructions | × | syscalls | 6.12 ns |"), "{t}");
         assert!(t.contains("| poll | 16 | 50 / 100 / 150 | 2.00 / 3.00 | · | 3,000 / 2,000 / — |"), "{t}");
         assert!(t.contains("| events | 16 | · | · | — / 8.00 / — | · |"), "{t}");
-        assert!(t.contains("| 4 | 100 / — | — | 4.80 / — |"), "{t}");
+        assert!(t.contains("| Q | post_send / message | poll_cq / call | 6.12 polls / message |"), "{t}");
+        assert!(t.contains("| 4 | 100 / — (—) | 70 / — (—) | 0.01 / — | 100 / — (—) | 4.80 / — |"), "{t}");
+        assert!(t.contains("| 16 | · | · | — / — | · | — / — |"), "{t}");
         // Two kernels: equal counts once, different ones per kernel.
         let mut other = super::tests::run("6.1");
         other.files.insert(st_tag("rverbs", "events", 16, 32), strings(&["100.00 0.1 1 4400 3 total"]));
