@@ -520,13 +520,15 @@ fn run(imp: &str, mode: &str, n: usize, rounds: usize) -> Result {
     if mode == "poll" {
         let cq = create_cq(&lib, ctx, (2 * n).max(16), core::ptr::null_mut(), 0)?;
         let mut s = setup(&lib, ctx, n, |_| cq, rcq)?;
+        // As `scale_queues`: the array outside the counted function.
+        let mut wc = [Wc::default(); 16];
         for round in 0..rounds {
             s.post_round(round)?;
             settle(n);
             let (start, mut got) = (Instant::now(), 0);
             loop {
                 let t = Instant::now();
-                let r = reap_poll(s.ops, cq, n - got);
+                let r = reap_poll(s.ops, cq, &mut wc, n - got);
                 spent += t.elapsed();
                 let (e, c) = r?;
                 empty += e;
@@ -582,8 +584,7 @@ fn check(w: &Wc) -> Result {
 /// (`ibv_poll_cq`), until they are in or a poll finds none; returns the
 /// empty polls (0 or 1) and the completions.
 #[inline(never)]
-fn reap_poll(ops: Ops, cq: P, want: usize) -> Result<(u64, usize)> {
-    let mut wc = [Wc::default(); 16];
+fn reap_poll(ops: Ops, cq: P, wc: &mut [Wc; 16], want: usize) -> Result<(u64, usize)> {
     let mut done = 0;
     while done < want {
         // SAFETY: a live CQ; `wc` has room for 16 entries.
