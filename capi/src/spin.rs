@@ -5,8 +5,8 @@
 //!
 //! The C API is thread-safe: two threads may post to one QP or poll one CQ
 //! at once, so each object's rverbs half sits behind a lock. Uncontended —
-//! one thread per queue, the usual case — taking it is one atomic swap and
-//! releasing it one store. `std::sync::Mutex` costs about 19 instructions
+//! one thread per queue, the usual case — taking it is one `lock bts` and a
+//! branch on its carry, releasing it one store. `std::sync::Mutex` costs about 19 instructions
 //! more per call on this path (its poison checks read the global panic
 //! count on both ends, and its release is a swap plus a test for sleepers),
 //! which an empty `ibv_poll_cq` in a busy loop pays every time. Poisoning
@@ -17,14 +17,14 @@
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 /// Tries between two `sched_yield`s of a waiting thread.
 const SPINS: u32 = 128;
 
 /// A value that one thread at a time may reach, through [`SpinLock::lock`].
 pub(crate) struct SpinLock<T> {
-    locked: AtomicBool,
+    locked: AtomicU32,
     value: UnsafeCell<T>,
 }
 
@@ -35,28 +35,37 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     pub(crate) const fn new(value: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        SpinLock { locked: AtomicU32::new(0), value: UnsafeCell::new(value) }
     }
 
     /// Waits for the value and holds it until the guard drops.
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        // Acquire: what the last holder wrote before its release is visible.
-        if self.locked.swap(true, Ordering::Acquire) {
+        if self.take() {
             self.wait();
         }
         SpinGuard { lock: self }
     }
 
-    /// The value if no one holds it, else `None` at once (one atomic swap):
+    /// The value if no one holds it, else `None` at once (one `lock bts`):
     /// for a hot path that hands the contended case to a function of its own.
     #[inline]
     pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
-        // Acquire, as in `lock`.
-        if self.locked.swap(true, Ordering::Acquire) {
+        if self.take() {
             return None;
         }
         Some(SpinGuard { lock: self })
+    }
+
+    /// Sets the lock word; true if it was already set (another holds it).
+    /// A `fetch_or` whose result is tested for bit 0 alone is one `lock
+    /// bts`, and the caller branches on its carry: two instructions, where
+    /// a swap of an `AtomicBool` is four (a move, the `xchg`, a test, the
+    /// branch). A word, not a byte: `bts` has no 8-bit form.
+    #[inline(always)]
+    fn take(&self) -> bool {
+        // Acquire: what the last holder wrote before its release is visible.
+        self.locked.fetch_or(1, Ordering::Acquire) & 1 != 0
     }
 
     #[cold]
@@ -65,7 +74,7 @@ impl<T> SpinLock<T> {
         let mut tries = 0u32;
         loop {
             // Spin on a plain load (no cache-line ping-pong), then try again.
-            while self.locked.load(Ordering::Relaxed) {
+            while self.locked.load(Ordering::Relaxed) != 0 {
                 tries += 1;
                 if tries.is_multiple_of(SPINS) {
                     std::thread::yield_now();
@@ -73,7 +82,7 @@ impl<T> SpinLock<T> {
                     core::hint::spin_loop();
                 }
             }
-            if !self.locked.swap(true, Ordering::Acquire) {
+            if !self.take() {
                 return;
             }
         }
@@ -111,7 +120,7 @@ impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // Release: the holder's writes are visible to the next one.
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.locked.store(0, Ordering::Release);
     }
 }
 
