@@ -327,42 +327,100 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 }
 
 /// The `poll_cq` op (`ibv_poll_cq`): the number of completions written, or
-/// a negative value on bad arguments. An empty poll is the checks, the
-/// lock, a look at the ring's indices ([`rverbs::CompletionQueue::is_empty`])
-/// and the release, with no call and no frame (a busy-polling caller makes
-/// thousands of them per completion); the copying lives in [`poll_locked`].
+/// `-EINVAL` for a NULL CQ, and, when completions are ready, for a
+/// negative `num` or a NULL array. An empty CQ answers 0 whatever `num`
+/// and `wc` are (nothing is written), as rdma-core's providers do.
+///
+/// Shaped for a busy-polling caller, whose polls are nearly all empty: the
+/// empty one is the NULL test, the lock (`lock bts`), the provider's
+/// emptiness test ([`rverbs::CompletionQueue::is_empty`]: a jump on the
+/// provider, then on rxe its producer index against ours) and the release,
+/// with no call and no frame (19 instructions on rxe, from 32). A poll that
+/// finds something goes on, as a tail call, to [`poll_one_locked`] or
+/// [`poll_locked`], which test the arguments and copy.
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
-    if num < 1 || wc.is_null() {
-        return bad_poll(num);
-    }
-    // Both calls below are tail calls of functions that cannot unwind
-    // (`extern "C"`: no landing pad), so the empty path saves no register.
-    let Some(mut g) = q.inner.try_lock() else {
-        // SAFETY: the caller's array holds `num` entries.
-        return unsafe { poll_contended(q, num as usize, wc) };
+    let Some(g) = q.inner.try_lock() else {
+        // SAFETY: forwarded (`wc` is tested there).
+        return unsafe { poll_contended(q, num, wc) };
     };
-    if num == 1 {
-        // One entry (perftest's latency tests): the ring's copy inlined
-        // here with no call, so this stays a leaf with no frame.
-        // SAFETY: the caller's array holds one `ibv_wc`, seen as an
-        // uninitialised `Wc` of the same layout (asserted below); no other
-        // reference to it exists while the C caller waits for this call.
-        let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
-        return c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut g, w).is_some());
-    }
     if g.is_empty() {
         return 0;
     }
-    // SAFETY: the caller's array holds `num` entries.
-    unsafe { poll_locked(g, num as usize, wc) }
+    if num == 1 {
+        // SAFETY: forwarded (`wc` is tested there).
+        return unsafe { poll_one_locked(g, wc) };
+    }
+    // SAFETY: forwarded (`num` and `wc` are tested there).
+    unsafe { poll_locked(g, num, wc) }
 }
 
-/// [`poll_cq`]'s answer to `num < 1` or a NULL array: 0 for `num == 0`,
-/// else `-EINVAL`. Out of line, so that the checks cost a polling loop two
-/// tests and two branches (34 instructions per empty one-entry poll on rxe
-/// before, 32 after, counted in the disassembly).
+/// [`poll_cq`] when another thread holds the CQ: waits for it, then polls.
+///
+/// # Safety
+/// `wc` is NULL or holds `num` entries.
+#[inline(never)]
+unsafe extern "C" fn poll_contended(q: &Cq, num: c_int, wc: *mut ibv_wc) -> c_int {
+    let g = q.inner.lock();
+    if num == 1 {
+        // SAFETY: forwarded.
+        return unsafe { poll_one_locked(g, wc) };
+    }
+    // SAFETY: forwarded.
+    unsafe { poll_locked(g, num, wc) }
+}
+
+/// [`poll_cq`] of one entry (perftest's latency tests) that may find a
+/// completion: it is written into `wc`; returns 1, or 0 if there was none
+/// after all, or `-EINVAL` for a NULL `wc`. Takes the held lock and
+/// releases it on return. rxe's ring copy is inlined here (one frame).
+///
+/// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
+/// in `ibv_wc`'s tail padding), and the `*_net_imm` polls leave `imm_data`
+/// in network order as `ibv_wc` holds it, so the provider decodes straight
+/// into the caller's array: no local copy, no zeroing, no swap.
+///
+/// # Safety
+/// `wc` is NULL or holds one entry.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn poll_one_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, wc: *mut ibv_wc) -> c_int {
+    if wc.is_null() {
+        drop(cq);
+        return -EINVAL;
+    }
+    // SAFETY: the caller's array holds one `ibv_wc`, seen as an
+    // uninitialised `Wc` of the same layout; no other reference to it
+    // exists while the C caller waits for this call.
+    let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
+    c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut cq, w).is_some())
+}
+
+/// [`poll_cq`] of `num` entries that may find completions: up to `num` of
+/// them written into `wc`; returns how many, or for `num < 1` or a NULL
+/// `wc` [`bad_poll`]'s answer. Takes the held lock and releases it on
+/// return. As [`poll_one_locked`], straight into the caller's array.
+///
+/// # Safety
+/// `wc` is NULL or holds `num` entries.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: c_int, wc: *mut ibv_wc) -> c_int {
+    if num < 1 || wc.is_null() {
+        drop(cq);
+        return bad_poll(num);
+    }
+    // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
+    // contract), as many `Wc`s of the same size and alignment; seen as
+    // `MaybeUninit`, nothing is assumed of what they hold, and no other
+    // reference to them exists while the C caller waits for this call.
+    let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num as usize) };
+    rverbs::c_support::poll_uninit_net_imm(&mut cq, out).len() as c_int
+}
+
+/// [`poll_locked`]'s answer to `num < 1` or a NULL array: 0 for `num ==
+/// 0`, else `-EINVAL`.
 #[cold]
 #[inline(never)]
 fn bad_poll(num: c_int) -> c_int {
@@ -371,39 +429,6 @@ fn bad_poll(num: c_int) -> c_int {
     } else {
         -EINVAL
     }
-}
-
-/// [`poll_cq`] when another thread holds the CQ: waits for it, then polls.
-///
-/// # Safety
-/// `wc` holds `num >= 1` entries.
-#[inline(never)]
-unsafe extern "C" fn poll_contended(q: &Cq, num: usize, wc: *mut ibv_wc) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { poll_locked(q.inner.lock(), num, wc) }
-}
-
-/// A poll that may find completions: up to `num` of them written into
-/// `wc`; returns how many. Takes the held lock and releases it on return.
-///
-/// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
-/// in `ibv_wc`'s tail padding), and [`poll_uninit_net_imm`] leaves
-/// `imm_data` in network order as `ibv_wc` holds it, so the provider
-/// decodes straight into the caller's array: no local copy, no zeroing, no
-/// swap. rxe's ring copy is inlined here: one frame.
-///
-/// [`poll_uninit_net_imm`]: rverbs::c_support::poll_uninit_net_imm
-///
-/// # Safety
-/// `wc` holds `num >= 1` entries.
-#[inline(never)]
-unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: usize, wc: *mut ibv_wc) -> c_int {
-    // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
-    // contract), as many `Wc`s of the same size and alignment; seen as
-    // `MaybeUninit`, nothing is assumed of what they hold, and no other
-    // reference to them exists while the C caller waits for this call.
-    let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num) };
-    rverbs::c_support::poll_uninit_net_imm(&mut cq, out).len() as c_int
 }
 
 const _: () = {

@@ -1943,3 +1943,82 @@ fn last_wqe_reached_names_the_qp_until_acknowledged() {
         assert_eq!((lib.close_device)(ctx), 0);
     }
 }
+
+/// `ibv_poll_cq`'s arguments (the library's `poll_cq` op). An empty CQ
+/// answers 0 whatever `num` and the array are, and writes nothing, as
+/// rdma-core's providers do (the busy poller's empty poll tests nothing
+/// else). With a completion ready, a negative `num` or a NULL array is
+/// `-EINVAL` and `num == 0` is 0, each taking nothing; then a poll of one
+/// and a poll of four take the two completions (a SEND to itself and its
+/// receive), and the CQ answers 0 again. The ready half connects
+/// an RC QP by hand: rxe0 only (siw0 runs the empty half).
+#[test]
+fn poll_cq_arguments_on_an_empty_cq_and_a_ready_one() {
+    let Some(o) = open_first_device() else { return };
+    type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+    type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+    const MARK: u64 = 0x5eed_5eed_5eed_5eed;
+    let null = core::ptr::null_mut::<ibv_wc>();
+    // SAFETY: the test drives the C API by its contract: every pointer passed
+    // is a live object of the library or a buffer of this test that outlives
+    // the requests using it; `ibv_wc` is plain integers.
+    unsafe {
+        let ctx = o.ctx;
+        let poll = core::mem::transmute::<Slot, PollCq>((*ctx).ops.poll_cq);
+        let post_send = core::mem::transmute::<Slot, PostSend>((*ctx).ops.post_send);
+        let cq = (o.create_cq_ex)(ctx, &mut cq_attr(0)).cast::<ibv_cq>();
+        assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
+        let mut wc: [ibv_wc; 4] = core::mem::zeroed();
+        wc[0].wr_id = MARK;
+        for (num, arr) in [(1, wc.as_mut_ptr()), (4, wc.as_mut_ptr()), (0, wc.as_mut_ptr()), (-1, wc.as_mut_ptr())]
+            .into_iter()
+            .chain([(1, null), (4, null), (-1, null)])
+        {
+            assert_eq!(poll(cq, num, arr), 0, "an empty CQ, num {num}, array {arr:?}");
+        }
+        assert_eq!(wc[0].wr_id, MARK, "an empty poll writes nothing");
+
+        if !hand_connected_na() {
+            let pd = (o.lib.alloc_pd)(ctx);
+            let mut buf = vec![0x5au8; 64];
+            let mr = (o.lib.reg_mr)(pd, buf.as_mut_ptr().cast(), buf.len(), ACCESS_ALL);
+            assert!(!pd.is_null() && !mr.is_null());
+            let qp = self_connected_rc(&o, pd, cq, core::ptr::null_mut(), 4);
+            let addr = buf.as_mut_ptr() as u64;
+            post_recv(ctx, qp, 1, addr + 32, 16, (*mr).lkey);
+            let mut sge = ibv_sge { addr, length: 16, lkey: (*mr).lkey };
+            let mut wr = send_wr(2, &mut sge, core::ptr::null_mut());
+            let mut bad = core::ptr::null_mut();
+            assert_eq!(post_send(qp, &mut wr, &mut bad), 0, "post_send");
+            // Ready once a negative `num` is refused (while empty it is 0).
+            let t0 = Instant::now();
+            while poll(cq, -1, wc.as_mut_ptr()) == 0 {
+                assert!(t0.elapsed() < DEADLINE, "no completion");
+                std::thread::yield_now();
+            }
+            assert_eq!(poll(cq, -1, wc.as_mut_ptr()), -libc::EINVAL, "num -1 with a completion ready");
+            assert_eq!(poll(cq, 1, null), -libc::EINVAL, "a NULL array of one with a completion ready");
+            assert_eq!(poll(cq, 4, null), -libc::EINVAL, "a NULL array of four with a completion ready");
+            assert_eq!(poll(cq, 0, wc.as_mut_ptr()), 0, "num 0 takes nothing");
+            assert_eq!(wc[0].wr_id, MARK, "the refused polls wrote nothing");
+            assert_eq!(poll(cq, 1, wc.as_mut_ptr()), 1, "one of one");
+            let mut got = vec![wc[0]];
+            while got.len() < 2 {
+                assert!(t0.elapsed() < DEADLINE, "only {} of 2 completions", got.len());
+                let n = poll(cq, 4, wc.as_mut_ptr());
+                assert!((0..=1).contains(&n), "ibv_poll_cq of four: {n}");
+                got.extend_from_slice(&wc[..n as usize]);
+            }
+            let mut ids: Vec<(u64, u32)> = got.iter().map(|w| (w.wr_id, w.status)).collect();
+            ids.sort_unstable();
+            assert_eq!(ids, [(1, 0), (2, 0)], "the receive and the SEND, each once, both successful");
+            assert_eq!(poll(cq, -1, wc.as_mut_ptr()), 0, "empty again");
+            assert_eq!(poll(cq, 1, null), 0, "empty again");
+            assert_eq!((o.lib.destroy_qp)(qp), 0);
+            assert_eq!((o.lib.dereg_mr)(mr), 0);
+            assert_eq!((o.lib.dealloc_pd)(pd), 0);
+        }
+        assert_eq!((o.lib.destroy_cq)(cq), 0);
+        assert_eq!((o.lib.close_device)(ctx), 0);
+    }
+}
