@@ -341,7 +341,7 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
-    let Some(g) = q.inner.try_lock() else {
+    let Some(g) = q.inner.try_lock_bts() else {
         // SAFETY: forwarded (`wc` is tested there).
         return unsafe { poll_contended(q, num, wc) };
     };

@@ -5,8 +5,9 @@
 //!
 //! The C API is thread-safe: two threads may post to one QP or poll one CQ
 //! at once, so each object's rverbs half sits behind a lock. Uncontended —
-//! one thread per queue, the usual case — taking it is one `lock bts` and a
-//! branch on its carry, releasing it one store. `std::sync::Mutex` costs about 19 instructions
+//! one thread per queue, the usual case — taking it is one atomic swap
+//! (or, on the empty poll's path, one `lock bts`) and releasing it one
+//! store. `std::sync::Mutex` costs about 19 instructions
 //! more per call on this path (its poison checks read the global panic
 //! count on both ends, and its release is a swap plus a test for sleepers),
 //! which an empty `ibv_poll_cq` in a busy loop pays every time. Poisoning
@@ -47,7 +48,7 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
-    /// The value if no one holds it, else `None` at once (one `lock bts`):
+    /// The value if no one holds it, else `None` at once (one atomic swap):
     /// for a hot path that hands the contended case to a function of its own.
     #[inline]
     pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
@@ -57,15 +58,30 @@ impl<T> SpinLock<T> {
         Some(SpinGuard { lock: self })
     }
 
+    /// [`try_lock`](Self::try_lock) in two instructions, for a function
+    /// that makes no call while it holds the lock (`crate::cq`'s empty
+    /// poll): a `fetch_or` whose result is tested for bit 0 alone is one
+    /// `lock bts`, branched on by its carry, where a swap is four (a move,
+    /// the `xchg`, a test, the branch). But LLVM's `bts` takes the lock
+    /// word's address as a value, which then stays in a register until the
+    /// release: one `lea`, and in a function that holds the lock across
+    /// calls a spill and a reload too (`post_recv`: 2 instructions more
+    /// than with the swap, measured). A word, not a byte: `bts` has no
+    /// 8-bit form.
+    #[inline]
+    pub(crate) fn try_lock_bts(&self) -> Option<SpinGuard<'_, T>> {
+        // Acquire: what the last holder wrote before its release is visible.
+        if self.locked.fetch_or(1, Ordering::Acquire) & 1 != 0 {
+            return None;
+        }
+        Some(SpinGuard { lock: self })
+    }
+
     /// Sets the lock word; true if it was already set (another holds it).
-    /// A `fetch_or` whose result is tested for bit 0 alone is one `lock
-    /// bts`, and the caller branches on its carry: two instructions, where
-    /// a swap of an `AtomicBool` is four (a move, the `xchg`, a test, the
-    /// branch). A word, not a byte: `bts` has no 8-bit form.
     #[inline(always)]
     fn take(&self) -> bool {
         // Acquire: what the last holder wrote before its release is visible.
-        self.locked.fetch_or(1, Ordering::Acquire) & 1 != 0
+        self.locked.swap(1, Ordering::Acquire) != 0
     }
 
     #[cold]
@@ -156,6 +172,18 @@ mod tests {
         drop(g);
         let g = lock.try_lock().expect("free after the guard dropped");
         assert_eq!(*g, 1);
+    }
+
+    #[test]
+    fn try_lock_bts_excludes_as_the_swap_does() {
+        let lock = SpinLock::new(2u8);
+        let g = lock.try_lock_bts().expect("free at first");
+        assert!(lock.try_lock_bts().is_none() && lock.try_lock().is_none());
+        drop(g);
+        let g = lock.try_lock().expect("free after the bts guard dropped");
+        assert!(lock.try_lock_bts().is_none(), "held through the swap");
+        drop(g);
+        assert_eq!(*lock.try_lock_bts().expect("free again"), 2);
     }
 
     #[test]
