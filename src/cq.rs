@@ -32,7 +32,7 @@ pub struct CqInitAttr<'a> {
 
 /// What keeps a CQ's events meaningful (the context that maps the
 /// `user_handle`, the channel): kept in the kernel CQ's own allocation
-/// (the provider's [`KernelCq`], whose [`user`](KernelCq::user) it is),
+/// (the provider's [`KernelCq`], whose [`user_value`](KernelCq::user_value) it is),
 /// which the QPs using the CQ hold, so it outlives them.
 #[derive(Debug)]
 pub(crate) struct CqUser {
@@ -156,7 +156,7 @@ impl Context {
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         // A failed create drops `user`, which unregisters the handle.
         let user = CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned() };
-        let (kernel, driver) = provider.create_cq_with_user(self.fd_arc(), &args, user)?;
+        let (kernel, driver) = provider.create_cq(self.fd_arc(), &args, user)?;
         if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
             ch.track(user_handle, counter.clone());
         }

@@ -34,8 +34,8 @@ impl Default for SrqAttr {
 }
 
 /// The rverbs part of an SRQ, kept in the kernel SRQ's own allocation (the
-/// provider's [`KernelSrq`], whose [`user`](KernelSrq::user) it is), which
-/// the QPs attached to it and the [`SrqControl`]s hold.
+/// provider's [`KernelSrq`], whose [`user_value`](KernelSrq::user_value) it
+/// is), which the QPs attached to it and the [`SrqControl`]s hold.
 #[derive(Debug)]
 pub(crate) struct SrqUser {
     pd: ProtectionDomain,
@@ -80,17 +80,13 @@ pub struct SharedReceiveQueue {
 /// # Ok::<(), rverbs::Error>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct SrqControl(pub(crate) KernelSrq);
+pub struct SrqControl(pub(crate) KernelSrq<SrqUser>);
 
 impl SrqControl {
-    /// The rverbs part kept with the kernel SRQ: there for every SRQ, as
-    /// [`ProtectionDomain::create_srq`] (the only maker) puts it there.
+    /// The rverbs part kept with the kernel SRQ.
     #[inline]
     fn user(&self) -> &SrqUser {
-        match self.0.user::<SrqUser>() {
-            Some(u) => u,
-            None => unreachable!("every rverbs SRQ is created with its SrqUser"),
-        }
+        self.0.user_value()
     }
     /// The PD it lives in.
     pub fn pd(&self) -> &ProtectionDomain {
@@ -161,7 +157,7 @@ impl ProtectionDomain {
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
         // A failed create drops `user`, which unregisters the handle.
         let user = SrqUser { pd: self.clone(), user_handle };
-        let (kernel, driver) = provider.create_srq_with_user(ctx.fd_arc(), &args, user)?;
+        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user)?;
         Ok(SharedReceiveQueue { driver, control: SrqControl(kernel) })
     }
 }

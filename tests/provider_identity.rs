@@ -27,7 +27,10 @@ fn a_cq_driver_works_only_with_its_own_kernel_cq() {
     };
     let ((fd_a, pa), (fd_b, pb)) = (open(), open());
     let cq = |fd, p: &ProviderContext, h| {
-        p.create_cq(fd, &CqCreate { cqe: 8, user_handle: h, channel: None, comp_vector: 0 }).expect("create_cq")
+        let (k, d) = p
+            .create_cq(fd, &CqCreate { cqe: 8, user_handle: h, channel: None, comp_vector: 0 }, ())
+            .expect("create_cq");
+        (k.erase(), d)
     };
     let (k1, mut d1) = cq(&fd_a, &pa, 1);
     let (k2, mut d2) = cq(&fd_a, &pa, 2);

@@ -158,14 +158,15 @@ impl ProtectionDomain {
             }
         }
         let user_handle = ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h });
-        // The provider's QP holds its CQs type-erased.
+        // The provider's QP holds its CQs and SRQ type-erased.
         let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());
+        let srq = init.srq.map(|s| s.control.0.erased());
         let args = QpCreate {
             qp_type: init.qp_type,
             pd_handle: self.handle(),
             send_cq: &send_cq,
             recv_cq: &recv_cq,
-            srq: init.srq.map(|s| &s.control.0),
+            srq: srq.as_ref(),
             cap: init.cap.into(),
             sq_sig_all: init.sq_sig_all,
             user_handle,

@@ -134,12 +134,12 @@ impl Drv {
 /// (`CqOps::CQ_PARKS`), and freed only after the kernel destroy (or
 /// leaked if that fails).
 ///
-/// `U` is the creator's part kept with it ([`create_cq_with_user`]'s
-/// `user`): a CQ's owner keeps it typed (`KernelCq<ItsType>`: its fields
-/// at fixed offsets, for `req_notify`'s fast path), a QP the erased
-/// default ([`CqUser`]), whose fields sit after a tail the vtable sizes.
+/// `U` is the creator's part kept with it ([`create_cq`]'s `user`): a
+/// CQ's owner keeps it typed (`KernelCq<ItsType>`: its fields at fixed
+/// offsets, for `req_notify`'s fast path), a QP the erased default
+/// ([`CqUser`]), whose fields sit after a tail the vtable sizes.
 ///
-/// [`create_cq_with_user`]: ProviderContext::create_cq_with_user
+/// [`create_cq`]: ProviderContext::create_cq
 #[derive(Debug)]
 pub struct KernelCq<U: ?Sized = CqUser>(Arc<CqCore<U>>);
 
@@ -181,19 +181,12 @@ impl ProviderContext {
     /// maps the ring). If anything fails after the kernel create, the kernel
     /// CQ is destroyed before the memory it uses is freed.
     ///
-    /// [`create_cq_with_user`](Self::create_cq_with_user) keeps a value of
-    /// the caller's with it.
+    /// `user` (the caller's part, `()` for none) is kept in the kernel CQ's
+    /// allocation ([`KernelCq::user_value`]): it is dropped right after the
+    /// kernel CQ's destroy, with the last holder, or before this returns if
+    /// the create fails.
     #[doc(alias = "ibv_create_cq")]
-    pub fn create_cq(&self, fd: &Arc<UverbsFd>, a: &CqCreate<'_>) -> Result<(KernelCq, CqDriver)> {
-        self.create_cq_with_user(fd, a, ()).map(|(k, d)| (k.erase(), d))
-    }
-
-    /// [`create_cq`](Self::create_cq), keeping `user` ([`CqUser`]) in the
-    /// kernel CQ's allocation ([`KernelCq::user`]): it is dropped right
-    /// after the kernel CQ's destroy, with the last holder, or before this
-    /// returns if the create fails.
-    #[doc(alias = "ibv_create_cq")]
-    pub fn create_cq_with_user<U: Any + Send + Sync>(
+    pub fn create_cq<U: Any + Send + Sync>(
         &self,
         fd: &Arc<UverbsFd>,
         a: &CqCreate<'_>,
@@ -294,17 +287,8 @@ impl<U: ?Sized> Drop for CqCore<U> {
     }
 }
 
-impl KernelCq {
-    /// The part the creator kept here (`create_cq_with_user`'s `user`), if
-    /// it is a `T`.
-    #[inline]
-    pub fn user<T: Any>(&self) -> Option<&T> {
-        self.0.user.downcast_ref()
-    }
-}
-
 impl<U: Any + Send + Sync> KernelCq<U> {
-    /// The part the creator kept here (`create_cq_with_user`'s `user`).
+    /// The part the creator kept here (`create_cq`'s `user`).
     #[inline]
     pub fn user_value(&self) -> &U {
         &self.0.user

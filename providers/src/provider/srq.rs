@@ -50,8 +50,20 @@ impl SrqDrv {
 /// them in its registry; a driver whose owner goes while QPs still use the
 /// kernel SRQ is parked here (`SrqOps::SRQ_PARKS`), and the registry
 /// entry is removed only after the kernel destroy.
-#[derive(Clone, Debug)]
-pub struct KernelSrq(Arc<SrqCore<SrqUser>>);
+///
+/// `U` is the creator's part kept with it ([`create_srq`]'s `user`): the
+/// SRQ's owner keeps it typed (`KernelSrq<ItsType>`), a QP attached to it
+/// the erased default ([`SrqUser`]).
+///
+/// [`create_srq`]: ProviderContext::create_srq
+#[derive(Debug)]
+pub struct KernelSrq<U: ?Sized = SrqUser>(Arc<SrqCore<U>>);
+
+impl<U: ?Sized> Clone for KernelSrq<U> {
+    fn clone(&self) -> Self {
+        KernelSrq(self.0.clone())
+    }
+}
 
 /// What the library above keeps with a kernel SRQ, in the kernel SRQ's
 /// own allocation (one per SRQ): rverbs' PD and `user_handle`. Dropped
@@ -80,24 +92,17 @@ impl ProviderContext {
     /// the core command asks for exactly the geometry they have; rxe: the
     /// ring's mmap info out), then its driver.
     ///
-    /// [`create_srq_with_user`](Self::create_srq_with_user) keeps a value
-    /// of the caller's with it.
+    /// `user` (the caller's part, `()` for none) is kept in the kernel
+    /// SRQ's allocation ([`KernelSrq::user_value`]): it is dropped right
+    /// after the kernel SRQ's destroy, with the last holder, or before this
+    /// returns if the create fails.
     #[doc(alias = "ibv_create_srq")]
-    pub fn create_srq(&self, fd: &Arc<UverbsFd>, a: &SrqCreate) -> Result<(KernelSrq, SrqDriver)> {
-        self.create_srq_with_user(fd, a, ())
-    }
-
-    /// [`create_srq`](Self::create_srq), keeping `user` ([`SrqUser`]) in
-    /// the kernel SRQ's allocation ([`KernelSrq::user`]): it is dropped
-    /// right after the kernel SRQ's destroy, with the last holder, or
-    /// before this returns if the create fails.
-    #[doc(alias = "ibv_create_srq")]
-    pub fn create_srq_with_user<U: Any + Send + Sync>(
+    pub fn create_srq<U: Any + Send + Sync>(
         &self,
         fd: &Arc<UverbsFd>,
         a: &SrqCreate,
         user: U,
-    ) -> Result<(KernelSrq, SrqDriver)> {
+    ) -> Result<(KernelSrq<U>, SrqDriver)> {
         each!(&self.kind, Kind, T, ctx => create_srq::<T, U>(ctx, fd, a, user))
     }
 }
@@ -124,7 +129,7 @@ fn create_srq<T: SrqOps, U: Any + Send + Sync>(
     fd: &Arc<UverbsFd>,
     a: &SrqCreate,
     user: U,
-) -> Result<(KernelSrq, SrqDriver)>
+) -> Result<(KernelSrq<U>, SrqDriver)>
 where
     SrqProv: Variant<T, Of = T::SrqState>,
     SrqDrv: Variant<T, Of = T::Srq>,
@@ -157,8 +162,7 @@ where
     )?;
     debug!(handle = created.handle, max_wr, "SRQ created");
     let prov = Variant::<T>::wrap(state);
-    let core: Arc<SrqCore<SrqUser>> = Arc::new(SrqCore::new(fd, created.handle, max_wr, max_sge, prov, user));
-    let k = KernelSrq(core);
+    let k = KernelSrq(Arc::new(SrqCore::new(fd, created.handle, max_wr, max_sge, prov, user)));
     Ok((k, SrqDriver(Variant::<T>::wrap(srq))))
 }
 
@@ -200,16 +204,24 @@ impl<U: ?Sized> Drop for SrqCore<U> {
     }
 }
 
-impl KernelSrq {
+impl<U: Any + Send + Sync> KernelSrq<U> {
+    /// The part the creator kept here (`create_srq`'s `user`).
+    #[inline]
+    pub fn user_value(&self) -> &U {
+        &self.0.user
+    }
+
+    /// The same kernel SRQ with its user part's type erased (as QPs hold
+    /// it): one more holder.
+    pub fn erased(&self) -> KernelSrq {
+        KernelSrq(self.0.clone())
+    }
+}
+
+impl<U: ?Sized> KernelSrq<U> {
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
         self.0.handle
-    }
-
-    /// The part the creator kept here (`create_srq`'s `user`), if it is a `U`.
-    #[inline]
-    pub fn user<U: Any>(&self) -> Option<&U> {
-        self.0.user.downcast_ref()
     }
 
     /// Whether it was created on `fd`.
