@@ -45,16 +45,18 @@ pub struct CqCreated {
     pub cqe: u32,
 }
 
-/// Builds the `UVERBS_METHOD_CQ_CREATE` command (attribute order as
-/// libibverbs sends it); returns it with the slot of the new handle.
+/// Adds the `UVERBS_METHOD_CQ_CREATE` attributes to `cmd` (made by
+/// `IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE)`, in the
+/// caller's frame: built in place, never moved), in the order libibverbs
+/// sends them; returns the slot of the new handle.
 #[inline]
 pub fn create_cq_cmd<'a>(
+    cmd: &mut IoctlCmd<'a>,
     a: &CreateCq<'a>,
     cqe_out: &'a mut u32,
     drv_in: &'a [u8],
     drv_out: &'a mut [u8],
-) -> (IoctlCmd<'a>, crate::sys::AttrSlot) {
-    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+) -> crate::sys::AttrSlot {
     let h = cmd.new_obj(UVERBS_ATTR_CREATE_CQ_HANDLE);
     cmd.out_struct(UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe_out);
     cmd.in_u32(UVERBS_ATTR_CREATE_CQ_CQE, a.cqe);
@@ -64,7 +66,7 @@ pub fn create_cq_cmd<'a>(
     }
     cmd.in_u32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, a.comp_vector);
     cmd.uhw(drv_in, drv_out);
-    (cmd, h)
+    h
 }
 
 /// `UVERBS_METHOD_CQ_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_CQ`),
@@ -80,7 +82,8 @@ pub unsafe fn create_cq(fd: &UverbsFd, a: &CreateCq<'_>, drv_in: &[u8], drv_out:
     const VERB: &str = "ibv_create_cq";
     let mut cqe = 0u32;
     {
-        let (mut cmd, h) = create_cq_cmd(a, &mut cqe, drv_in, &mut *drv_out);
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+        let h = create_cq_cmd(&mut cmd, a, &mut cqe, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
             traced(VERB, CmdPath::Ioctl);
@@ -215,7 +218,8 @@ mod tests {
         let mut drv_out = [0u8; 16];
         let cqe_ptr = &mut cqe as *mut u32 as u64;
         let out_ptr = drv_out.as_mut_ptr() as u64;
-        let (mut cmd, _) = create_cq_cmd(&a, &mut cqe, &[], &mut drv_out);
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+        create_cq_cmd(&mut cmd, &a, &mut cqe, &[], &mut drv_out);
         let b = cmd.finish(14).unwrap().to_vec();
         let mut want: Vec<u8> = vec![];
         let hdr = |w: &mut Vec<u8>, len: u16, obj: u16, meth: u16, n: u16| {

@@ -41,17 +41,19 @@ pub struct QpCreated {
     pub cap: ib_uverbs_qp_cap,
 }
 
-/// Builds the `UVERBS_METHOD_QP_CREATE` command; returns it with the slot
-/// of the new handle.
+/// Adds the `UVERBS_METHOD_QP_CREATE` attributes to `cmd` (made by
+/// `IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE)`, in the
+/// caller's frame: built in place, never moved); returns the slot of the
+/// new handle.
 #[inline]
 pub fn create_qp_cmd<'a>(
+    cmd: &mut IoctlCmd<'a>,
     a: &'a CreateQp,
     cap_out: &'a mut ib_uverbs_qp_cap,
     qpn_out: &'a mut u32,
     drv_in: &'a [u8],
     drv_out: &'a mut [u8],
-) -> (IoctlCmd<'a>, crate::sys::AttrSlot) {
-    let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+) -> crate::sys::AttrSlot {
     let h = cmd.new_obj(UVERBS_ATTR_CREATE_QP_HANDLE);
     cmd.in_obj(UVERBS_ATTR_CREATE_QP_PD_HANDLE, a.pd);
     cmd.in_obj(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, a.send_cq);
@@ -68,7 +70,7 @@ pub fn create_qp_cmd<'a>(
     cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_CAP, cap_out);
     cmd.out_struct(UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn_out);
     cmd.uhw(drv_in, drv_out);
-    (cmd, h)
+    h
 }
 
 /// `UVERBS_METHOD_QP_CREATE` (write fallback `IB_USER_VERBS_CMD_CREATE_QP`).
@@ -84,7 +86,8 @@ pub unsafe fn create_qp(fd: &UverbsFd, a: &CreateQp, drv_in: &[u8], drv_out: &mu
     let mut cap = ib_uverbs_qp_cap::new_zeroed();
     let mut qpn = 0u32;
     {
-        let (mut cmd, h) = create_qp_cmd(a, &mut cap, &mut qpn, drv_in, &mut *drv_out);
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+        let h = create_qp_cmd(&mut cmd, a, &mut cap, &mut qpn, drv_in, &mut *drv_out);
         if fd.try_ioctl(&mut cmd).map_err(|e| Error::os(VERB, e))? {
             let handle = cmd.data(h) as u32;
             traced(VERB, CmdPath::Ioctl);
@@ -247,7 +250,8 @@ mod tests {
         let cap_ptr = &mut cap as *mut _ as u64;
         let qpn_ptr = &mut qpn as *mut u32 as u64;
         let in_cap_ptr = &a.cap as *const _ as u64;
-        let (mut cmd, _) = create_qp_cmd(&a, &mut cap, &mut qpn, &[], &mut []);
+        let mut cmd = IoctlCmd::new(UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+        create_qp_cmd(&mut cmd, &a, &mut cap, &mut qpn, &[], &mut []);
         let b = cmd.finish(14).unwrap().to_vec();
         let mut want: Vec<u8> = vec![];
         for v in [24u16 + 16 * 10, 4, 0, 10] {

@@ -56,7 +56,9 @@ pub struct Mlx5CqState {
 // SAFETY: the driver data names the pending CQ's buffer and doorbell
 // record, which `PendingCq` owns and which pass to the `Cq` at finish.
 unsafe impl CqOps for Context {
-    type Cq = Mlx5Cq;
+    /// Boxed: the provider enums carry it by value (every CQ's driver is
+    /// the size of the largest provider's), and mlx5's is 248 bytes.
+    type Cq = Box<Mlx5Cq>;
     type CqState = Mlx5CqState;
     type CqPending = PendingCq;
     type CqUdata = mlx5_ib_create_cq;
@@ -85,9 +87,9 @@ unsafe impl CqOps for Context {
         pending: PendingCq,
         resp: &mlx5_ib_create_cq_resp,
         created: &CqCreated,
-    ) -> std::result::Result<(Mlx5CqState, Mlx5Cq), (Error, PendingCq)> {
+    ) -> std::result::Result<(Mlx5CqState, Box<Mlx5Cq>), (Error, PendingCq)> {
         match Context::cq_finish(self, pending, resp.as_bytes(), created.cqe) {
-            Ok(cq) => Ok((Mlx5CqState { ctx: self.clone(), cqn: cq.cqn() }, Mlx5Cq { cq, synced: 0 })),
+            Ok(cq) => Ok((Mlx5CqState { ctx: self.clone(), cqn: cq.cqn() }, Box::new(Mlx5Cq { cq, synced: 0 }))),
             Err(FinishError { error, pending }) => Err((error, *pending)),
         }
     }
@@ -101,7 +103,7 @@ unsafe impl CqOps for Context {
     /// A parked driver (no owner any more) is cleaned now; a live one is out
     /// of reach (polled through `&mut` without a lock), so the clean is
     /// requested and runs at its next poll, before it reads any entry.
-    fn cq_clean_qp(s: &Mlx5CqState, parked: Option<&mut Mlx5Cq>, qp: &Arc<QpShared>) {
+    fn cq_clean_qp(s: &Mlx5CqState, parked: Option<&mut Box<Mlx5Cq>>, qp: &Arc<QpShared>) {
         match parked {
             Some(d) => d.cq.clean_qp(qp),
             None => s.ctx.request_clean(s.cqn, qp),
@@ -121,7 +123,9 @@ pub struct Mlx5Cq {
 // Every poll is one call out of the dispatch: inlined, mlx5's decode would
 // make each caller's frame fit it. The C library's entries swap the
 // immediate back to network order after the usual decode (the defaults).
-impl CqPoll for Mlx5Cq {
+// Boxed (`CqOps::Cq`): one load more per call, on a call that is out of
+// line anyway.
+impl CqPoll for Box<Mlx5Cq> {
     #[inline(never)]
     fn poll(&mut self, out: &mut [Wc]) -> usize {
         self.cq.poll(out)
@@ -263,7 +267,9 @@ pub struct Mlx5QpState {
 // record, which `PendingQp` owns and which pass to the QP's shared state at
 // finish (kept by `Mlx5QpState`).
 unsafe impl QpOps for Context {
-    type Send = SendQueue<UarMmio>;
+    /// Boxed, as the CQ's driver: 240 bytes that the provider enums would
+    /// otherwise carry for every provider's QP.
+    type Send = Box<SendQueue<UarMmio>>;
     type Recv = RecvQueue;
     type QpState = Mlx5QpState;
     type QpPending = PendingQp;
@@ -303,14 +309,13 @@ unsafe impl QpOps for Context {
         resp: &mlx5_ib_create_qp_resp,
         created: &QpCreated,
         _a: &QpCreate<'_>,
-    ) -> std::result::Result<(Mlx5QpState, SendQueue<UarMmio>, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, PendingQp)>
-    {
+    ) -> std::result::Result<(Mlx5QpState, Self::Send, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, PendingQp)> {
         let cap = cap_of(pending.caps());
         match Context::qp_finish(self, pending, resp.as_bytes(), created.qpn) {
             Ok(q) => {
                 let state = Mlx5QpState { ctx: self.clone(), qp: q.shared().clone() };
                 let Qp { sq, rq, .. } = q;
-                Ok((state, sq, rq, cap))
+                Ok((state, Box::new(sq), rq, cap))
             }
             Err(FinishError { error, pending }) => Err((error, *pending)),
         }
@@ -370,7 +375,7 @@ fn cap_of(c: QpCaps) -> ib_uverbs_qp_cap {
     }
 }
 
-impl SendPost for SendQueue<UarMmio> {
+impl SendPost for Box<SendQueue<UarMmio>> {
     #[inline(always)]
     unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         // SAFETY: forwarded (the queue's `post` has the same contract).
