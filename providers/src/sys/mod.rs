@@ -92,7 +92,22 @@ pub struct UverbsFd {
 /// made by a raw `clone` syscall, which runs no atfork handlers, would see
 /// its parent's id and destroy the parent's objects on drop; such a child
 /// must not touch the parent's RDMA objects at all (see [`UverbsFd`]).
+#[inline]
 pub fn current_pid() -> u32 {
+    // A cached id means the handler is registered: it is cached only
+    // after the registration succeeded (`FORK_SAFE`).
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    current_pid_slow()
+}
+
+/// [`current_pid`] with nothing cached: the handler registered (once), the
+/// kernel asked.
+#[cold]
+#[inline(never)]
+fn current_pid_slow() -> u32 {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // pthread_atfork's only failure is ENOMEM, after which the cache is
@@ -163,6 +178,7 @@ impl UverbsFd {
     /// Whether this process is not the one that opened the fd: a child
     /// forked after the open, whose kernel objects on this fd are the
     /// parent's. No syscall ([`current_pid`]).
+    #[inline]
     pub fn in_forked_child(&self) -> bool {
         current_pid() != self.opener
     }
