@@ -219,7 +219,8 @@ fn ipv4_checksum_ok(h: &[u8]) -> bool {
 
 /// The port facts [`check_av`] read on the way.
 pub(crate) struct AvPort {
-    pub ethernet: bool,
+    /// `None`: not known without a `QUERY_PORT` (a provider that needs it asks).
+    pub ethernet: Option<bool>,
     pub sgid_type: Option<u32>,
 }
 
@@ -236,23 +237,31 @@ pub(crate) fn check_av(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str)
 /// `sgid_type` is `None`: a provider that needs the type asks the kernel,
 /// and the kernel refuses an index without a GID). `create_ah` skips the
 /// read, one syscall per AH that rdma-core does not make either, and
-/// checks fully only to explain a refusal.
+/// checks fully only to explain a refusal. Without `gid`, an address with
+/// a GRH on a port whose facts were not read yet is left to the kernel
+/// too (no `QUERY_PORT` on the context's first AH: rdma-core makes none).
 pub(crate) fn check_av_with(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static str, gid: bool) -> Result<AvPort> {
     let bad = |msg: String| Err(Error::check(verb, Errno::EINVAL).with_message(msg));
     if port == 0 {
         return bad("the address vector names no port (set ah_attr.port_num, or PORT at RESET->INIT)".into());
     }
-    let p = ctx.port_static(port)?;
+    let p = match (gid, ah.grh) {
+        (false, Some(g)) if !g.dgid.is_zero() => match ctx.port_static_known(port) {
+            Some(p) => p,
+            None => return Ok(AvPort { ethernet: None, sgid_type: None }),
+        },
+        _ => ctx.port_static(port)?,
+    };
     let Some(g) = ah.grh else {
         if p.link_layer == LinkLayer::Ethernet {
             return bad(format!(
                 "port {port} is RoCE (Ethernet): the address needs a GRH with the peer's GID (ah_attr.grh)"
             ));
         }
-        return Ok(AvPort { ethernet: false, sgid_type: None });
+        return Ok(AvPort { ethernet: Some(false), sgid_type: None });
     };
     if !gid && u32::from(g.sgid_index) < p.gid_tbl_len && !g.dgid.is_zero() {
-        return Ok(AvPort { ethernet: p.link_layer == LinkLayer::Ethernet, sgid_type: None });
+        return Ok(AvPort { ethernet: Some(p.link_layer == LinkLayer::Ethernet), sgid_type: None });
     }
     let entry =
         if u32::from(g.sgid_index) < p.gid_tbl_len { ctx.gid_unnamed(port, g.sgid_index.into())? } else { None };
@@ -265,7 +274,7 @@ pub(crate) fn check_av_with(ctx: &Context, ah: &AhAttr, port: u8, verb: &'static
     if g.dgid.is_zero() {
         return bad("the destination GID is all zeros".into());
     }
-    Ok(AvPort { ethernet: p.link_layer == LinkLayer::Ethernet, sgid_type: Some(entry.gid_type.to_kernel()) })
+    Ok(AvPort { ethernet: Some(p.link_layer == LinkLayer::Ethernet), sgid_type: Some(entry.gid_type.to_kernel()) })
 }
 
 #[cfg(test)]

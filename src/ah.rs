@@ -72,7 +72,7 @@ impl ProtectionDomain {
             attr: attr.to_kernel_ah_attr(),
             legacy_av,
             sgid_type: port.sgid_type,
-            ethernet: Some(port.ethernet),
+            ethernet: port.ethernet,
         };
         let kernel = provider.create_ah(ctx.fd_arc(), &args).map_err(|e| {
             // An index without a GID: say so, as check_av does.

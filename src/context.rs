@@ -181,6 +181,13 @@ impl Context {
         self.inner.num_comp_vectors
     }
 
+    /// The device attributes if they were already queried ([`device_attr`](Self::device_attr)):
+    /// for checks that a create's first call leaves to the kernel, so that
+    /// it issues no query (rdma-core checks nothing there).
+    pub(crate) fn device_attr_known(&self) -> Option<&DeviceAttr> {
+        self.inner.attr.get()
+    }
+
     /// The device attributes, queried on first use and cached (limits do not change).
     pub(crate) fn device_attr(&self) -> Result<&DeviceAttr> {
         if let Some(a) = self.inner.attr.get() {
@@ -194,16 +201,10 @@ impl Context {
     /// use, then kept (neither changes while the device exists). For the
     /// library's own checks; [`query_port`](Self::query_port) always asks.
     pub(crate) fn port_static(&self, port: u8) -> Result<PortStatic> {
+        if let Some(p) = self.port_static_known(port) {
+            return Ok(p);
+        }
         let fast = usize::from(port).checked_sub(1).and_then(|i| self.inner.fast_ports.get(i));
-        if let Some(p) = fast.and_then(OnceLock::get) {
-            return Ok(*p);
-        }
-        if fast.is_none() {
-            let known = self.inner.ports.lock().ok().and_then(|v| v.iter().find(|(n, _)| *n == port).map(|e| e.1));
-            if let Some(p) = known {
-                return Ok(p);
-            }
-        }
         let a = self.query_port(port)?;
         let p = PortStatic { link_layer: a.link_layer, gid_tbl_len: a.gid_tbl_len };
         if let Some(cell) = fast {
@@ -215,6 +216,14 @@ impl Context {
             }
         }
         Ok(p)
+    }
+
+    /// [`port_static`](Self::port_static) if it was already read: no query.
+    pub(crate) fn port_static_known(&self, port: u8) -> Option<PortStatic> {
+        match usize::from(port).checked_sub(1).and_then(|i| self.inner.fast_ports.get(i)) {
+            Some(cell) => cell.get().copied(),
+            None => self.inner.ports.lock().ok().and_then(|v| v.iter().find(|(n, _)| *n == port).map(|e| e.1)),
+        }
     }
 
     pub(crate) fn fd(&self) -> &UverbsFd {

@@ -108,11 +108,39 @@ impl Drop for CompletionQueue {
 /// A CQ depth must be 1..=the device's `max_cqe` (create and resize alike).
 fn check_depth(ctx: &Context, verb: &'static str, cqe: u32) -> Result<()> {
     let max = ctx.device_attr()?.max_cqe;
+    depth_within(verb, cqe, max)
+}
+
+fn depth_within(verb: &'static str, cqe: u32, max: u32) -> Result<()> {
     if cqe == 0 || cqe > max {
         return Err(Error::check(verb, Errno::EINVAL)
             .with_message(format!("CQ depth {cqe} is outside 1..={max} (the device's max_cqe)")));
     }
     Ok(())
+}
+
+/// [`check_depth`] for a create, with no `QUERY_DEVICE` of its own: when
+/// the device's limits are not known yet (the context's first create), the
+/// kernel (or the provider) checks the depth, and a refusal is answered by
+/// [`refused_depth`], with the same error as here.
+fn check_depth_known(ctx: &Context, verb: &'static str, cqe: u32) -> Result<()> {
+    match ctx.device_attr_known() {
+        Some(a) => depth_within(verb, cqe, a.max_cqe),
+        None if cqe == 0 => check_depth(ctx, verb, cqe),
+        None => Ok(()),
+    }
+}
+
+/// A create refused with `EINVAL`: the depth check's error if the depth is
+/// what is wrong (now asking the device), else `e`.
+fn refused_depth(ctx: &Context, verb: &'static str, cqe: u32, e: Error) -> Error {
+    if e.errno() != Some(Errno::EINVAL) {
+        return e;
+    }
+    match check_depth(ctx, verb, cqe) {
+        Err(c) if c.errno() == Some(Errno::EINVAL) => c,
+        _ => e,
+    }
 }
 
 impl Context {
@@ -139,7 +167,7 @@ impl Context {
         let (cqe, comp_vector) = (attr.cqe, attr.comp_vector);
         let _span = tracing::debug_span!("ibv_create_cq", cqe, comp_vector).entered();
         let provider = self.provider_ctx(VERB, "completion queues")?;
-        check_depth(self, VERB, cqe)?;
+        check_depth_known(self, VERB, cqe)?;
         if comp_vector >= self.num_comp_vectors().max(1) {
             return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
                 "completion vector {comp_vector} does not exist (the device has {})",
@@ -156,7 +184,8 @@ impl Context {
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         // A failed create drops `user`, which unregisters the handle.
         let user = CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned() };
-        let (kernel, driver) = provider.create_cq(self.fd_arc(), &args, user)?;
+        let (kernel, driver) =
+            provider.create_cq(self.fd_arc(), &args, user).map_err(|e| refused_depth(self, VERB, cqe, e))?;
         if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
             ch.track(user_handle, counter.clone());
         }

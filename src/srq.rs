@@ -4,6 +4,7 @@ use rverbs_providers::cmd::srq as cmd;
 use rverbs_providers::provider::{KernelSrq, SrqCreate, SrqDriver};
 use rverbs_providers::{Errno, Error, Result};
 
+use crate::attr::DeviceAttr;
 use crate::event::EventObject;
 use crate::{PostError, ProtectionDomain, RecvWr};
 
@@ -143,23 +144,43 @@ impl ProtectionDomain {
         let SrqAttr { max_wr, max_sge, srq_limit } = *attr;
         let _span = tracing::debug_span!("ibv_create_srq", max_wr, max_sge).entered();
         let provider = ctx.provider_ctx(VERB, "shared receive queues")?;
-        let dev = ctx.device_attr()?;
-        if dev.max_srq == 0 {
-            return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message("the device has no SRQs"));
-        }
-        if max_wr == 0 || max_wr > dev.max_srq_wr || max_sge == 0 || max_sge > dev.max_srq_sge {
-            return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
-                "max_wr {max_wr} / max_sge {max_sge} outside 1..={} / 1..={} (the device's max_srq_wr / max_srq_sge)",
-                dev.max_srq_wr, dev.max_srq_sge
-            )));
+        // With the device's limits not known yet (the context's first
+        // create), the kernel (or the provider) checks them: no
+        // `QUERY_DEVICE` of its own, and a refusal is answered with the
+        // error this check gives.
+        match ctx.device_attr_known() {
+            Some(dev) => check_srq_attr(dev, max_wr, max_sge)?,
+            None if max_wr == 0 || max_sge == 0 => check_srq_attr(ctx.device_attr()?, max_wr, max_sge)?,
+            None => {}
         }
         let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
         // A failed create drops `user`, which unregisters the handle.
         let user = SrqUser { pd: self.clone(), user_handle };
-        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user)?;
+        let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user).map_err(|e| {
+            match ctx.device_attr().map(|dev| check_srq_attr(dev, max_wr, max_sge)) {
+                Ok(Err(c)) => c,
+                _ => e,
+            }
+        })?;
         Ok(SharedReceiveQueue { driver, control: SrqControl(kernel) })
     }
+}
+
+/// An SRQ needs a device with SRQs, and `max_wr`/`max_sge` in 1..=its
+/// `max_srq_wr`/`max_srq_sge`.
+fn check_srq_attr(dev: &DeviceAttr, max_wr: u32, max_sge: u32) -> Result<()> {
+    const VERB: &str = "ibv_create_srq";
+    if dev.max_srq == 0 {
+        return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message("the device has no SRQs"));
+    }
+    if max_wr == 0 || max_wr > dev.max_srq_wr || max_sge == 0 || max_sge > dev.max_srq_sge {
+        return Err(Error::check(VERB, Errno::EINVAL).with_message(format!(
+            "max_wr {max_wr} / max_sge {max_sge} outside 1..={} / 1..={} (the device's max_srq_wr / max_srq_sge)",
+            dev.max_srq_wr, dev.max_srq_sge
+        )));
+    }
+    Ok(())
 }
 
 impl SharedReceiveQueue {
