@@ -50,14 +50,21 @@ impl<D> Parking<D> {
     /// After the kernel object's destroy: `destroyed` hands the driver back
     /// (drop it); otherwise the kernel object may still exist and the
     /// device may still reach the driver's memory, so it is leaked.
+    #[inline]
     pub(crate) fn release(&self, destroyed: bool) -> Option<Box<D>> {
         if !self.1.load(Ordering::Acquire) {
-            // Never parked (rxe, siw): no lock.
+            // Never parked (rxe, siw): no lock, no call.
             return None;
         }
+        self.release_parked(destroyed)
+    }
+
+    /// [`release`](Self::release) of a slot that was parked in.
+    #[inline(never)]
+    fn release_parked(&self, destroyed: bool) -> Option<Box<D>> {
         let mut slot = self.lock();
         if slot.is_none() {
-            // Nothing parked (rxe, or a second call): no move of the slot.
+            // Nothing parked (a second call): no move of the slot.
             return None;
         }
         let d = slot.take();
