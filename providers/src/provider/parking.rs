@@ -72,7 +72,11 @@ impl<D> Parking<D> {
         if destroyed {
             d
         } else {
-            std::mem::forget(d);
+            // The driver (and the memory it owns) is leaked; the box it was
+            // parked in, which the device never sees, is freed.
+            if let Some(b) = d {
+                std::mem::forget(*b);
+            }
             None
         }
     }
