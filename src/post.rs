@@ -233,10 +233,15 @@ impl RecvQueue {
     #[doc(alias = "ibv_post_recv")]
     #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        if self.qp.0.state.load(Ordering::Relaxed) == QpState::Reset as u8 {
+        let state = self.qp.0.state.load(Ordering::Relaxed);
+        if state == QpState::Reset as u8 {
             return Err(PostError { index: 0, kind: PostErrorKind::BadState });
         }
-        self.ring.post(wrs)
+        let posted = self.ring.post(wrs);
+        if state == QpState::Err as u8 {
+            self.qp.posted_recv_in_err();
+        }
+        posted
     }
 
     /// Posts receives of one SGE each, as an iterator of `(wr_id, sge)`:

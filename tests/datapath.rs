@@ -713,25 +713,36 @@ fn error_state_flushes_everything_outstanding() {
         let r = poll_n(&mut cq_a, 4);
         assert!(r.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR && w.opcode == WcOpcode::RECV), "{r:?}");
         assert_eq!(r.iter().map(|w| w.wr_id).collect::<HashSet<_>>(), (200..204).collect());
-        // Requests posted after that: the doorbell is accepted, but siw
-        // takes nothing from the ring of a QP out of RTS and flushes only
-        // on a state change (a modify to ERR from ERR is none), so they
-        // never complete. The CM's DISCONNECTED is how a user learns of it.
+        // Sends posted now, to a QP the kernel has in ERROR (or closing)
+        // unseen: the move to ERR completes them, whether siw flushes them
+        // itself or leaves them in the ring for rverbs to flush.
         a.post_send(&wrs).unwrap();
         a.modify(&err, QpAttrMask::STATE).unwrap();
-        assert_no_more(&mut cq_a);
-        assert_no_more(&mut cq_b);
-        return;
+        let s = poll_n(&mut cq_a, 6);
+        assert!(s.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR && w.opcode == WcOpcode::SEND), "{s:?}");
+        assert_eq!(s.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (0..6).collect::<Vec<_>>(), "in order");
+    } else {
+        // A: sends to a peer in ERR never get acknowledged; moving A to ERR
+        // flushes them and the receives, each exactly once (some sends may
+        // fail with a transport error first, but every one completes).
+        a.post_send(&wrs).unwrap();
+        a.modify(&err, QpAttrMask::STATE).unwrap();
+        let s = poll_n(&mut cq_a, 10);
+        let ids: HashSet<u64> = s.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, (0..6).chain(200..204).collect(), "{s:?}");
+        assert!(s.iter().filter(|w| w.status == WcStatus::WR_FLUSH_ERR).count() >= 9, "{s:?}");
     }
-    // A: sends to a peer in ERR never get acknowledged; moving A to ERR
-    // flushes them and the receives, each exactly once (some sends may
-    // fail with a transport error first, but every one completes).
-    a.post_send(&wrs).unwrap();
-    a.modify(&err, QpAttrMask::STATE).unwrap();
-    let s = poll_n(&mut cq_a, 10);
-    let ids: HashSet<u64> = s.iter().map(|w| w.wr_id).collect();
-    assert_eq!(ids, (0..6).chain(200..204).collect(), "{s:?}");
-    assert!(s.iter().filter(|w| w.status == WcStatus::WR_FLUSH_ERR).count() >= 9, "{s:?}");
+    // Posted to a QP in ERR: flushed, each once, on both QPs.
+    let more: Vec<SendWr> = (10..13).map(|i| send_wr(i, SendOp::Send, &s)).collect();
+    a.post_send(&more).unwrap();
+    a.post_recv(&[RecvWr { wr_id: 300, sgl: &[ma.sge(1024, 64).unwrap()] }]).unwrap();
+    b.post_recv(&[RecvWr { wr_id: 400, sgl: &[mb.sge(0, 64).unwrap()] }]).unwrap();
+    let r = poll_n(&mut cq_a, 4);
+    assert!(r.iter().all(|w| w.status == WcStatus::WR_FLUSH_ERR), "{r:?}");
+    assert_eq!(r.iter().map(|w| w.wr_id).collect::<HashSet<_>>(), [10, 11, 12, 300].into_iter().collect());
+    // (An error completion's opcode is undefined: rxe's is not RECV.)
+    let r = poll_n(&mut cq_b, 1);
+    assert_eq!((r[0].wr_id, r[0].status), (400, WcStatus::WR_FLUSH_ERR), "{r:?}");
     assert_no_more(&mut cq_a);
     assert_no_more(&mut cq_b);
 }

@@ -214,6 +214,22 @@ fn check_caps(ctx: &Context, init: &QpInitAttr<'_>) -> Result<()> {
 }
 
 impl QpControl {
+    /// Receives were posted to this QP in ERR: on a provider whose kernel
+    /// flushes them only on another move to ERR (rxe), that move
+    /// (`MODIFY_QP`), so that each completes as `WR_FLUSH_ERR`. A refusal is
+    /// logged: the receives are posted, and the QP's destroy frees them.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn posted_recv_in_err(&self) {
+        if !self.0.kernel.recv_in_err_needs_modify() {
+            return;
+        }
+        let err = QpAttr { qp_state: QpState::Err, ..QpAttr::default() };
+        if let Err(e) = self.modify(&err, QpAttrMask::STATE) {
+            tracing::warn!(qp_num = self.qp_num(), error = %e, "receives posted in ERR: the move to ERR that flushes them failed");
+        }
+    }
+
     /// The PD it lives in.
     pub fn pd(&self) -> &ProtectionDomain {
         &self.0.pd

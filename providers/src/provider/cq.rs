@@ -431,6 +431,17 @@ impl<U: ?Sized> KernelCq<U> {
         let Some(state) = Variant::<T>::of(&self.0.prov) else { return };
         self.0.parked.with(|parked| T::cq_clean_qp(state, parked.and_then(|d| VariantMut::<T>::of_mut(d)), qp))
     }
+
+    /// QP `qp` of provider `T` moved to ERR, its send queue (`send`) and
+    /// receive queue (`recv`) completing here ([`CqOps::cq_qp_errored`]).
+    pub(super) fn qp_errored<T: CqOps>(&self, qp: &T::CqCleanQp, send: bool, recv: bool)
+    where
+        CqProv: Variant<T, Of = T::CqState>,
+    {
+        if let Some(state) = Variant::<T>::of(&self.0.prov) {
+            T::cq_qp_errored(state, qp, send, recv);
+        }
+    }
 }
 
 impl CqDriver {

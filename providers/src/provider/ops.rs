@@ -95,6 +95,12 @@ pub(crate) unsafe trait CqOps: ProviderOps {
     /// go. `parked`: the CQ's driver when its owner has gone (reachable, so
     /// cleaned now); otherwise the clean must wait for the owner's next poll.
     fn cq_clean_qp(_state: &Self::CqState, _parked: Option<&mut Self::Cq>, _qp: &Self::CqCleanQp) {}
+
+    /// QP `qp` moved to ERR (the kernel's modify done), its send queue
+    /// (`send`) and receive queue (`recv`) completing here: a provider whose
+    /// kernel leaves requests in the rings of a QP in ERROR (siw) has this
+    /// CQ complete them, as the device does for the others.
+    fn cq_qp_errored(_state: &Self::CqState, _qp: &Self::CqCleanQp, _send: bool, _recv: bool) {}
 }
 
 /// What a CQ driver's verbs see of its kernel CQ.
@@ -305,6 +311,12 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
         created: &QpCreated,
         a: &QpCreate<'_>,
     ) -> std::result::Result<(Self::QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, Self::QpPending)>;
+
+    /// The kernel flushes receives posted to a QP already in ERR only when
+    /// the QP is moved to ERR again (rxe: its responder drains the ring
+    /// when a move to ERR schedules it, and nothing else schedules it for a
+    /// QP in ERR): the poster then asks for that move.
+    const RECV_IN_ERR_NEEDS_MODIFY: bool = false;
 
     /// Before `MODIFY_QP` from `from` to `to` (`None`: attributes only): an
     /// error refuses the modify before the kernel is asked.

@@ -180,6 +180,12 @@ impl KernelQp {
         self._srq.is_some()
     }
 
+    /// Whether receives posted to it in ERR complete only after another
+    /// move to ERR (rxe), which the poster must then ask for.
+    pub fn recv_in_err_needs_modify(&self) -> bool {
+        each!(&self.prov, QpProv, T, _s => <T as QpOps>::RECV_IN_ERR_NEEDS_MODIFY; QpProv::KernelOnly => false)
+    }
+
     /// `IB_USER_VERBS_CMD_MODIFY_QP` (`EX_MODIFY_QP` with a rate limit) with
     /// the provider's steps around it, for a QP in `from` moving to `to`
     /// (`None`: an attribute-only modify). mlx5: RESET → INIT is refused
@@ -208,6 +214,8 @@ impl KernelQp {
                     // Before the indices start over: the old completions
                     // must not be matched against the new posts.
                     self.clean_cqs::<T>(s);
+                } else if next == QpState::Err {
+                    self.errored_cqs::<T>(s);
                 }
                 <T as QpOps>::qp_after_modify(s, next)
             }; QpProv::KernelOnly => {});
@@ -263,6 +271,22 @@ impl KernelQp {
         }; QpProv::KernelOnly => {});
         debug!(handle = self.handle, qp_num = self.qpn, async_events = events, "QP destroyed");
         Ok(events)
+    }
+
+    /// Tells both CQs this QP is in ERR ([`CqOps::cq_qp_errored`]), when its
+    /// provider names QPs to CQs (`QpOps::qp_clean_key`).
+    fn errored_cqs<T: QpOps>(&self, s: &T::QpState)
+    where
+        CqProv: Variant<T, Of = T::CqState>,
+    {
+        let Some(key) = T::qp_clean_key(s) else { return };
+        let recv = !self.uses_srq();
+        if self.send_cq.same_as(&self.recv_cq) {
+            self.send_cq.qp_errored::<T>(key, true, recv);
+        } else {
+            self.send_cq.qp_errored::<T>(key, true, false);
+            self.recv_cq.qp_errored::<T>(key, false, recv);
+        }
     }
 
     /// Removes (or has removed) this QP's completions from both CQs, when

@@ -168,6 +168,9 @@ unsafe impl SrqOps for Context {
 
 // SAFETY: rxe's create-QP driver data is empty: it names no memory.
 unsafe impl QpOps for Context {
+    /// rxe's responder drains a QP's receive ring only when scheduled,
+    /// and for a QP in ERR only a move to ERR schedules it.
+    const RECV_IN_ERR_NEEDS_MODIFY: bool = true;
     type Send = SendRing<UverbsDoorbell>;
     type Recv = RecvRing;
     type QpState = ();

@@ -10,9 +10,11 @@
 
 use core::mem::MaybeUninit;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Arc;
 
 use rverbs_uapi::siw_abi::{SIW_NOTIFY_NEXT_COMPLETION, SIW_NOTIFY_SOLICITED};
 
+use super::flush::CqFlush;
 use super::ring::Ring;
 use super::wqe::{self, SendLimits, CQE_LEN, RQE_LEN, SQE_LEN};
 use crate::wr::{PostError, PostErrorKind, RecvWr, SendWr, Wc};
@@ -87,6 +89,8 @@ impl<D: Doorbell> SendQueue<D> {
     #[inline]
     pub unsafe fn post(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let start = self.put;
+        // Before any entry's VALID (a Release store): see `Posted`.
+        self.ring.posted().reserved.store(start.wrapping_add(wrs.len() as u32), Ordering::Relaxed);
         let mut put = start;
         for (index, wr) in wrs.iter().enumerate() {
             let enc = match wqe::check_send(wr, &self.lim) {
@@ -116,10 +120,15 @@ impl<D: Doorbell> SendQueue<D> {
     #[inline]
     fn finish(&mut self, start: u32, put: u32, result: Result<(), PostError>) -> Result<(), PostError> {
         let posted = put.wrapping_sub(start);
+        let published = self.ring.posted();
         if posted == 0 {
+            published.reserved.store(start, Ordering::Relaxed);
             return result;
         }
         self.put = put;
+        // Release: the entries are written before a flush reads up to `put`.
+        published.put.store(put, Ordering::Release);
+        published.reserved.store(put, Ordering::Relaxed);
         // SeqCst fence: our VALID stores above are ordered before the load
         // of the previous entry's flags. The kernel clears that entry with
         // `smp_store_mb` (a full barrier) before it looks at the next one,
@@ -188,6 +197,18 @@ impl RecvQueue {
     /// when it writes.
     #[inline]
     pub fn post(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        // Before any entry's VALID (a Release store): see `Posted`.
+        self.ring.posted().reserved.store(self.put.wrapping_add(wrs.len() as u32), Ordering::Relaxed);
+        let result = self.post_entries(wrs);
+        let published = self.ring.posted();
+        // Release: the entries are written before a flush reads up to `put`.
+        published.put.store(self.put, Ordering::Release);
+        published.reserved.store(self.put, Ordering::Relaxed);
+        result
+    }
+
+    #[inline(always)]
+    fn post_entries(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
         for (index, wr) in wrs.iter().enumerate() {
             if let Err(kind) = wqe::check_recv(wr, self.max_sge) {
                 return Err(PostError { index, kind });
@@ -209,18 +230,25 @@ impl RecvQueue {
     }
 }
 
-/// The completion ring of a siw CQ, and its arm word.
+/// The completion ring of a siw CQ, and its arm word; and the requests
+/// the kernel left in QPs in ERROR ([`super::flush`]).
 #[derive(Debug)]
 pub struct CqRing {
     ring: Ring<CQE_LEN>,
     /// Completions taken so far (free-running).
     get: u32,
+    flush: Arc<CqFlush>,
 }
 
 impl CqRing {
     /// A completion ring over `ring` (made with `siw_cq_ctrl`'s 8 bytes of tail).
     pub(crate) fn new(ring: Ring<CQE_LEN>) -> Self {
-        CqRing { ring, get: 0 }
+        CqRing { ring, get: 0, flush: Arc::default() }
+    }
+
+    /// What QPs moving to ERR reach to have this CQ flush them.
+    pub(crate) fn flush(&self) -> &Arc<CqFlush> {
+        &self.flush
     }
 
     /// The ring (crate-internal: the kernel owns some of its entries).
@@ -247,13 +275,15 @@ impl CqRing {
     }
 
     /// True when no completion is ready: a poll now would return 0. One
-    /// load, nothing consumed.
+    /// load, nothing consumed (and one more while a QP in ERR is flushed
+    /// here).
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         // Acquire, as in `poll`: a poll after a `false` reads an entry the
         // kernel finished.
         // SAFETY: an entry of our live ring.
         unsafe { wqe::cqe_flags(self.ring.slot(self.get)) }.load(Ordering::Acquire) & wqe::VALID as u8 == 0
+            && !(self.flush.any() && self.flush.ready())
     }
 
     /// Moves up to `out.len()` completions into `out`; returns how many
@@ -289,6 +319,11 @@ impl CqRing {
             flags.store(0, Ordering::Release);
             self.get = self.get.wrapping_add(1);
             n += 1;
+        }
+        // After the kernel's: a QP's flushed requests are younger than
+        // anything the kernel completed for it.
+        if n < out.len() && self.flush.any() {
+            n += self.flush.poll(&mut out[n..]);
         }
         n
     }

@@ -22,6 +22,8 @@
 //! ```
 
 pub mod datapath;
+// Completing what the kernel leaves in a QP in ERROR.
+pub(crate) mod flush;
 #[cfg(any(test, feature = "mock"))]
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod mock;

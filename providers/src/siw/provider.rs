@@ -14,6 +14,7 @@ use rverbs_uapi::siw_abi::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::datapath::{CqRing, Doorbell, RecvQueue, SendQueue};
+use super::flush::{CqFlush, QpRings};
 use super::ring::Ring;
 use super::wqe::{SendLimits, MAX_INLINE, MAX_SGE};
 use crate::cmd::cq::CqCreated;
@@ -50,11 +51,12 @@ impl ProviderOps for Context {
 // SAFETY: siw's create-CQ driver data in is empty: it names no memory.
 unsafe impl CqOps for Context {
     type Cq = CqRing;
-    type CqState = ();
+    /// The flush the CQ's QPs reach when they move to ERR.
+    type CqState = Arc<CqFlush>;
     type CqPending = ();
     type CqUdata = [u8; 0];
     type CqResp = siw_uresp_create_cq;
-    type CqCleanQp = ();
+    type CqCleanQp = Arc<QpRings>;
 
     fn cq_prepare(&self, cqe: u32) -> Result<((), [u8; 0], u32)> {
         Ok(((), [], cqe))
@@ -67,11 +69,19 @@ unsafe impl CqOps for Context {
         (): (),
         resp: &siw_uresp_create_cq,
         _created: &CqCreated,
-    ) -> std::result::Result<((), CqRing), (Error, ())> {
+    ) -> std::result::Result<(Arc<CqFlush>, CqRing), (Error, ())> {
         let tail = size_of::<siw_cq_ctrl>();
         let ring =
             Ring::map("ibv_create_cq", fd, resp.cq_key, resp.num_cqe, tail, "completion queue").map_err(|e| (e, ()))?;
-        Ok(((), CqRing::new(ring)))
+        let cq = CqRing::new(ring);
+        Ok((cq.flush().clone(), cq))
+    }
+
+    /// siw leaves requests posted to a QP in ERROR in its rings, and flushes
+    /// nothing posted after the QP got there: this CQ completes them
+    /// ([`super::flush`]).
+    fn cq_qp_errored(state: &Arc<CqFlush>, qp: &Arc<QpRings>, send: bool, recv: bool) {
+        state.take(qp, send, recv);
     }
 }
 
@@ -167,7 +177,8 @@ impl Doorbell for UverbsDoorbell {
 unsafe impl QpOps for Context {
     type Send = SendQueue<UverbsDoorbell>;
     type Recv = RecvQueue;
-    type QpState = ();
+    /// The rings, for the CQs to flush once the QP is in ERR.
+    type QpState = Arc<QpRings>;
     type QpPending = ();
     type QpUdata = [u8; 0];
     type QpResp = siw_uresp_create_qp;
@@ -206,22 +217,24 @@ unsafe impl QpOps for Context {
         resp: &siw_uresp_create_qp,
         created: &QpCreated,
         a: &QpCreate<'_>,
-    ) -> std::result::Result<((), SendQueue<UverbsDoorbell>, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, ())> {
+    ) -> std::result::Result<(Arc<QpRings>, SendQueue<UverbsDoorbell>, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, ())>
+    {
         const VERB: &str = "ibv_create_qp";
         let sq = Ring::map(VERB, fd, resp.sq_key, resp.num_sqe, 0, "send queue").map_err(|e| (e, ()))?;
         let rq = if a.srq.is_some() || resp.num_rqe == 0 {
             None
         } else {
-            let r = Ring::map(VERB, fd, resp.rq_key, resp.num_rqe, 0, "receive queue").map_err(|e| (e, ()))?;
-            Some(RecvQueue::new(r, created.cap.max_recv_sge))
+            Some(Ring::map(VERB, fd, resp.rq_key, resp.num_rqe, 0, "receive queue").map_err(|e| (e, ()))?)
         };
+        let rings = Arc::new(QpRings::new(created.qpn, &sq, rq.as_ref()));
+        let rq = rq.map(|r| RecvQueue::new(r, created.cap.max_recv_sge));
         let lim = SendLimits {
             max_sge: created.cap.max_send_sge,
             max_inline: created.cap.max_inline_data,
             sig_all: a.sq_sig_all,
         };
         let doorbell = UverbsDoorbell { fd: fd.clone(), frame: SendDoorbellFrame::new(created.handle) };
-        Ok(((), SendQueue::new(sq, lim, doorbell), rq, created.cap))
+        Ok((rings, SendQueue::new(sq, lim, doorbell), rq, created.cap))
     }
 
     /// A user move to RTS fails on siw (`EINVAL`) unless the QP is there
@@ -230,8 +243,18 @@ unsafe impl QpOps for Context {
     /// connected without the CM id knowing it (`rping -q`: a QP not
     /// attached to the id) is in RTS, so the move is the kernel's no-op
     /// and records RTS for the posts.
-    fn qp_modify_refused(_: &(), from: QpState, to: Option<QpState>, errno: Errno) -> Option<Error> {
+    fn qp_modify_refused(_: &Arc<QpRings>, from: QpState, to: Option<QpState>, errno: Errno) -> Option<Error> {
         (to == Some(QpState::Rts) && from != QpState::Rts && errno == Errno::EINVAL).then(|| rts_through_cm(errno))
+    }
+
+    /// The CQs flush the rings once the QP is in ERR.
+    fn qp_clean_key(s: &Arc<QpRings>) -> Option<&Arc<QpRings>> {
+        Some(s)
+    }
+
+    /// The CQs stop flushing it.
+    fn qp_destroyed(s: &Arc<QpRings>) {
+        s.destroyed();
     }
 }
 
@@ -277,12 +300,17 @@ impl AhOps for Context {
 mod tests {
     use super::*;
 
+    fn rings() -> Arc<QpRings> {
+        Arc::new(QpRings::new(1, &Ring::new_heap(2, 0), None))
+    }
+
     #[test]
     fn only_the_cm_moves_to_rts() {
+        let s = &rings();
         // The kernel's EINVAL for a move to RTS of a QP not yet there is
         // explained as the CM's job.
         for from in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Sqd] {
-            let e = <Context as QpOps>::qp_modify_refused(&(), from, Some(QpState::Rts), Errno::EINVAL).unwrap();
+            let e = <Context as QpOps>::qp_modify_refused(s, from, Some(QpState::Rts), Errno::EINVAL).unwrap();
             assert_eq!(e.errno(), Some(Errno::EINVAL));
             let text = e.to_string();
             assert!(text.contains("ibv_modify_qp") && text.contains("connection manager"), "{text}");
@@ -290,7 +318,7 @@ mod tests {
         // Nothing is refused before the kernel is asked: a QP iw_cm moved
         // to RTS unseen (rping -q) takes the move as a no-op.
         for from in [QpState::Reset, QpState::Init, QpState::Rts] {
-            assert!(<Context as QpOps>::qp_before_modify(&(), from, Some(QpState::Rts)).is_ok());
+            assert!(<Context as QpOps>::qp_before_modify(s, from, Some(QpState::Rts)).is_ok());
         }
         // Other refusals keep the caller's own explanation.
         for (from, to, errno) in [
@@ -299,7 +327,7 @@ mod tests {
             (QpState::Init, Some(QpState::Rtr), Errno::EINVAL),
             (QpState::Init, None, Errno::EINVAL),
         ] {
-            assert!(<Context as QpOps>::qp_modify_refused(&(), from, to, errno).is_none(), "{from:?} -> {to:?}");
+            assert!(<Context as QpOps>::qp_modify_refused(s, from, to, errno).is_none(), "{from:?} -> {to:?}");
         }
     }
 

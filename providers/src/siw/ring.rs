@@ -13,6 +13,9 @@
 //! writes; only this module's queues, which follow the ownership protocol,
 //! hold one.
 
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
 use rverbs_uapi::siw_abi::SIW_INVAL_UOBJ_KEY;
 
 use crate::sys::{SharedPages, UverbsFd};
@@ -24,14 +27,34 @@ pub(crate) struct Ring<const SLOT: usize> {
     base: *mut u8,
     /// `slots - 1`; `slots` is a power of two.
     mask: u32,
-    // Owns the memory `base` points into (`None`: an alias, which owns
-    // nothing); reached only through `base`.
-    _mem: Option<SharedPages>,
+    /// Owns the memory `base` points into, shared by every [`share`](Self::share)
+    /// of this ring; reached only through `base`.
+    mem: Arc<RingMem>,
 }
 
-// SAFETY: the memory is owned by this value (a mapping or heap pages) and
-// reached only through `base`; the queues that own a `Ring` serialise their
-// side with `&mut self`.
+/// A ring's memory, and the counters its producer publishes.
+#[derive(Debug)]
+struct RingMem {
+    _pages: SharedPages,
+    posted: Posted,
+}
+
+/// What the one producer of a send or receive ring publishes, for whoever
+/// flushes the ring once the kernel has stopped reading it
+/// ([`super::flush`]): `reserved`, stored before a batch's first entry is
+/// written, is the counter the batch may reach; `put`, stored after its
+/// last, the counter it did reach, and then `reserved` falls back to it.
+/// `reserved != put`: a batch is being written.
+#[derive(Debug, Default)]
+pub(crate) struct Posted {
+    pub reserved: AtomicU32,
+    pub put: AtomicU32,
+}
+
+// SAFETY: the memory is owned by this value (a mapping or heap pages,
+// shared only with other `Ring`s over it) and reached only through `base`;
+// the queues that own a `Ring` serialise their side with `&mut self`, and
+// a flush takes over entries only through the ownership protocol.
 unsafe impl<const SLOT: usize> Send for Ring<SLOT> {}
 // SAFETY: through `&self` a ring only hands out raw pointers (`slot`,
 // `tail`), whose use is `unsafe` and the caller's.
@@ -71,7 +94,12 @@ impl<const SLOT: usize> Ring<SLOT> {
                  ENOMEM: RLIMIT_AS or vm.max_map_count)"
             ))
         })?;
-        Ok(Ring { base: mem.base(), mask: slots - 1, _mem: Some(mem) })
+        Ok(Ring::over(mem, slots))
+    }
+
+    fn over(pages: SharedPages, slots: u32) -> Self {
+        let base = pages.base();
+        Ring { base, mask: slots - 1, mem: Arc::new(RingMem { _pages: pages, posted: Posted::default() }) }
     }
 
     /// A zeroed ring in heap memory, as the kernel's `vmalloc_user` gives
@@ -83,18 +111,20 @@ impl<const SLOT: usize> Ring<SLOT> {
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn new_heap(slots: u32, tail: usize) -> Self {
         let bytes = ring_len(slots, SLOT, tail).expect("a power of two of slots");
-        let mem = SharedPages::heap(bytes);
-        Ring { base: mem.base(), mask: slots - 1, _mem: Some(mem) }
+        Ring::over(SharedPages::heap(bytes), slots)
     }
 
-    /// A second ring over this one's memory, owning nothing: the kernel's
-    /// view, for a mock kernel on another thread (tests).
-    ///
-    /// # Safety
-    /// The alias must not outlive `self`.
-    #[cfg(test)]
-    pub unsafe fn alias(&self) -> Self {
-        Ring { base: self.base, mask: self.mask, _mem: None }
+    /// A second ring over this one's memory, which stays mapped while
+    /// either lives: the flush's view of a QP's ring, or a mock kernel's
+    /// on another thread (tests).
+    pub fn share(&self) -> Self {
+        Ring { base: self.base, mask: self.mask, mem: self.mem.clone() }
+    }
+
+    /// The counters the ring's producer publishes.
+    #[inline(always)]
+    pub fn posted(&self) -> &Posted {
+        &self.mem.posted
     }
 
     /// Entries in the ring.

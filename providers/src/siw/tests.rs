@@ -4,8 +4,10 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
 
 use crate::siw::datapath::{CqRing, Doorbell, RecvQueue, SendQueue};
+use crate::siw::flush::QpRings;
 use crate::siw::mock::{recv_cqe, send_cqe, MockCq, MockRq, MockSq};
 use crate::siw::ring::Ring;
 use crate::siw::wqe::{self, RawCqe, SendLimits, RQE_LEN, SQE_LEN, UNKNOWN_OPCODE};
@@ -604,9 +606,8 @@ fn concurrent_kernel() {
     const N: u64 = if cfg!(miri) { 40 } else { 5000 };
     let mut q = SendQueue::new(Ring::new_heap(4, 0), LIM, ());
     let mut c = cq(4);
-    // SAFETY: the kernel thread, which owns the aliases, ends inside the
-    // scope below, before the queues (which own the memory) go.
-    let (sq_ring, cq_ring) = unsafe { (q.ring().alias(), c.ring().alias()) };
+    // The kernel thread's views of the rings.
+    let (sq_ring, cq_ring) = (q.ring().share(), c.ring().share());
     let stop = &AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(move || {
@@ -653,6 +654,169 @@ fn concurrent_kernel() {
                 polled += 1;
             }
             outstanding -= n as u64;
+            std::thread::yield_now();
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------
+// What the kernel leaves in a QP in ERROR (`siw::flush`).
+
+/// A QP's rings as the flush sees them, for a send queue and a receive queue.
+fn qp_rings(s: &SendQueue<TestDoorbell>, r: &RecvQueue) -> Arc<QpRings> {
+    Arc::new(QpRings::new(7, s.ring(), Some(r.ring())))
+}
+
+fn flushed(out: &[Wc]) -> Vec<(u64, WcOpcode)> {
+    for w in out {
+        assert_eq!((w.status, w.qp_num, w.byte_len), (WcStatus::WR_FLUSH_ERR, 7, 0), "{w:?}");
+    }
+    out.iter().map(|w| (w.wr_id, w.opcode)).collect()
+}
+
+fn post_sends(q: &mut SendQueue<TestDoorbell>, ids: std::ops::Range<u64>) {
+    let sgl = [SGE_A];
+    let wrs: Vec<SendWr<'_>> = ids.map(|i| SendWr::send(i, &sgl)).collect();
+    // SAFETY: not INLINE.
+    unsafe { q.post(&wrs) }.unwrap();
+}
+
+fn post_recvs(q: &mut RecvQueue, ids: std::ops::Range<u64>) {
+    let sgl = [SGE_A];
+    let wrs: Vec<RecvWr<'_>> = ids.map(|i| RecvWr { wr_id: i, sgl: &sgl }).collect();
+    q.post(&wrs).unwrap();
+}
+
+/// The kernel took and completed some requests, then the QP went to ERROR:
+/// the CQ reports the kernel's completions, then flushes the rest in order,
+/// and everything posted afterwards, each once.
+#[test]
+fn a_cq_flushes_what_a_qp_in_error_left() {
+    let (mut s, mut r, mut c) = (sq(8), rq(8), cq(32));
+    post_sends(&mut s, 0..5);
+    post_recvs(&mut r, 100..103);
+    // The kernel sends two and receives one before the connection drops.
+    let (mut ks, mut kr, mut kc) = (MockSq::default(), MockRq::default(), MockCq::default());
+    for k in ks.take(s.ring(), 2) {
+        assert!(kc.complete(c.ring(), &send_cqe(&k, 7, 0), false));
+    }
+    for k in kr.take(r.ring(), 1) {
+        assert!(kc.complete(c.ring(), &recv_cqe(&k, 7, 64, 0), false));
+    }
+    let rings = qp_rings(&s, &r);
+    c.flush().take(&rings, true, true);
+    c.flush().take(&rings, true, true); // a second move to ERR: nothing more
+    assert!(!c.is_empty());
+    let mut w = [Wc::default(); 16];
+    let n = c.poll(&mut w);
+    assert_eq!(
+        w[..3].iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(0, WcStatus::SUCCESS), (1, WcStatus::SUCCESS), (100, WcStatus::SUCCESS)]
+    );
+    assert_eq!(
+        flushed(&w[3..n]),
+        [(2, WcOpcode::SEND), (3, WcOpcode::SEND), (4, WcOpcode::SEND), (101, WcOpcode::RECV), (102, WcOpcode::RECV)]
+    );
+    assert!(c.is_empty());
+    assert_eq!(c.poll(&mut w), 0);
+    // Posted after the error: flushed at the next poll, a slice at a time.
+    post_sends(&mut s, 5..13);
+    post_recvs(&mut r, 103..105);
+    assert!(!c.is_empty());
+    let mut got = Vec::new();
+    loop {
+        let mut w3 = [Wc::default(); 3];
+        let n = c.poll(&mut w3);
+        if n == 0 {
+            break;
+        }
+        got.extend(flushed(&w3[..n]));
+    }
+    let want: Vec<_> = (5..13).map(|i| (i, WcOpcode::SEND)).chain((103..105).map(|i| (i, WcOpcode::RECV))).collect();
+    assert_eq!(got, want);
+    // The entries are free again: a full ring's worth posts.
+    post_sends(&mut s, 13..21);
+    assert_eq!(c.poll(&mut [Wc::default(); 16]), 8);
+}
+
+/// A full ring whose oldest entry is in the middle (the kernel took some
+/// first) flushes from that entry; a CQ that flushes only the receive side
+/// leaves the sends alone.
+#[test]
+fn the_flush_starts_at_the_oldest_entry() {
+    let (mut s, mut r, mut c) = (sq(4), rq(4), cq(16));
+    post_sends(&mut s, 0..3);
+    MockSq::default().take(s.ring(), 3);
+    post_sends(&mut s, 3..7); // entries 3, 0, 1, 2: full
+    post_recvs(&mut r, 10..12);
+    let rings = qp_rings(&s, &r);
+    let mut recv_cq = cq(16);
+    c.flush().take(&rings, true, false);
+    recv_cq.flush().take(&rings, false, true);
+    let mut w = [Wc::default(); 16];
+    let n = c.poll(&mut w);
+    assert_eq!(flushed(&w[..n]), (3..7).map(|i| (i, WcOpcode::SEND)).collect::<Vec<_>>());
+    let n = recv_cq.poll(&mut w);
+    assert_eq!(flushed(&w[..n]), [(10, WcOpcode::RECV), (11, WcOpcode::RECV)]);
+}
+
+/// While a batch is being written the start cannot be known: the flush
+/// waits for the next poll. Once the QP is destroyed its CQs forget it.
+#[test]
+fn a_batch_being_written_defers_the_flush_and_destroy_ends_it() {
+    let (mut s, r, mut c) = (sq(4), rq(4), cq(16));
+    post_sends(&mut s, 0..2);
+    let rings = qp_rings(&s, &r);
+    c.flush().take(&rings, true, true);
+    let posted = s.ring().posted();
+    posted.reserved.store(posted.put.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    assert!(c.is_empty());
+    assert_eq!(c.poll(&mut [Wc::default(); 4]), 0);
+    posted.reserved.store(posted.put.load(Ordering::Relaxed), Ordering::Relaxed);
+    assert_eq!(c.poll(&mut [Wc::default(); 1]), 1);
+    rings.destroyed();
+    assert!(!c.flush().any());
+    assert!(c.is_empty());
+    assert_eq!(c.poll(&mut [Wc::default(); 4]), 0);
+}
+
+/// A producer posting on another thread while the CQ flushes (under Miri,
+/// a check of the orderings): every request is flushed once, in order.
+#[test]
+fn concurrent_posts_are_flushed_once_in_order() {
+    const N: u64 = if cfg!(miri) { 30 } else { 5000 };
+    let (mut s, r, mut c) = (SendQueue::new(Ring::new_heap(4, 0), LIM, ()), rq(4), cq(4));
+    let rings = Arc::new(QpRings::new(7, s.ring(), Some(r.ring())));
+    // The QP goes to ERR with two requests in, the producer going on.
+    let sgl = [SGE_A];
+    // SAFETY: not INLINE.
+    unsafe { s.post(&[SendWr::send(0, &sgl), SendWr::send(1, &sgl)]) }.unwrap();
+    c.flush().take(&rings, true, true);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut next = 2;
+            while next < N {
+                let n = (N - next).min(3) as usize;
+                let wrs: Vec<SendWr<'_>> = (next..next + n as u64).map(|i| SendWr::send(i, &sgl)).collect();
+                // SAFETY: not INLINE.
+                match unsafe { s.post(&wrs) } {
+                    Ok(()) => next += n as u64,
+                    Err(e) => {
+                        assert_eq!(e.kind, PostErrorKind::QueueFull);
+                        next += e.index as u64;
+                    }
+                }
+                std::thread::yield_now();
+            }
+        });
+        let mut want = 0;
+        while want < N {
+            let mut w = [Wc::default(); 4];
+            let n = c.poll(&mut w);
+            for x in &w[..n] {
+                assert_eq!((x.wr_id, x.status), (want, WcStatus::WR_FLUSH_ERR));
+                want += 1;
+            }
             std::thread::yield_now();
         }
     });

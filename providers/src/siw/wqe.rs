@@ -33,6 +33,8 @@ const SQ_SGE: usize = 24;
 /// Inline data: in the place of `sge[1..]`.
 const SQ_INLINE: usize = SQ_SGE + 16;
 const RQ_SGE: usize = 16;
+/// `siw_sqe.opcode`.
+const SQ_OPCODE: usize = 11;
 const CQ_OPCODE: usize = 9;
 const CQ_STATUS: usize = 10;
 const CQ_BYTES: usize = 12;
@@ -42,6 +44,8 @@ const _: () = {
     assert!(offset_of!(siw_sqe, flags) == FLAGS && offset_of!(siw_rqe, flags) == FLAGS);
     assert!(offset_of!(siw_cqe, flags) == FLAGS);
     assert!(offset_of!(siw_sqe, num_sge) == NUM_SGE && offset_of!(siw_rqe, num_sge) == NUM_SGE);
+    assert!(offset_of!(siw_sqe, opcode) == SQ_OPCODE);
+    assert!(offset_of!(siw_sqe, id) == 0 && offset_of!(siw_rqe, id) == 0);
     assert!(offset_of!(siw_sqe, rkey) == SQ_RKEY && offset_of!(siw_sqe, raddr) == SQ_RADDR);
     assert!(offset_of!(siw_sqe, sge) == SQ_SGE && offset_of!(siw_rqe, sge) == RQ_SGE);
     assert!(offset_of!(siw_cqe, opcode) == CQ_OPCODE && offset_of!(siw_cqe, status) == CQ_STATUS);
@@ -375,4 +379,23 @@ pub fn decode_cqe(c: &RawCqe) -> Wc {
         dlid_path_bits: 0,
         port_num: 0,
     }
+}
+
+/// The completion of a request flushed by the provider, not the kernel
+/// ([`super::flush`]): `WR_FLUSH_ERR` for the entry at `slot` of QP
+/// `qp_num`'s send ring (`send`) or receive ring, with what siw's own
+/// flush reports (`siw_sq_flush`, `siw_rq_flush`): the request's id and
+/// opcode, no bytes.
+///
+/// # Safety
+/// `slot` is a whole entry of a live send (`send`) or receive ring whose
+/// flags we loaded, with Acquire, as `VALID`: its producer wrote it, and
+/// nobody else reads it for a flush.
+#[inline]
+pub unsafe fn flushed(slot: *const u8, send: bool, qp_num: u32) -> Wc {
+    // SAFETY: bytes 0..8 and 11 of the entry, outside its flags word,
+    // written before its producer stored VALID (contract).
+    let (id, opcode) = unsafe { (get::<u64>(slot, 0), if send { get::<u8>(slot, SQ_OPCODE) } else { 0 }) };
+    let opcode = if send { wc_opcode(opcode) } else { WcOpcode::RECV };
+    Wc { wr_id: id, status: WcStatus::WR_FLUSH_ERR, opcode, qp_num, ..decode_cqe(&RawCqe::default()) }
 }
