@@ -231,7 +231,7 @@ impl RecvQueue {
 }
 
 /// The completion ring of a siw CQ, and its arm word; and the requests
-/// the kernel left in QPs in ERROR ([`super::flush`]).
+/// the kernel left in QPs in ERROR (see `siw::flush`).
 #[derive(Debug)]
 pub struct CqRing {
     ring: Ring<CQE_LEN>,

@@ -382,7 +382,7 @@ pub fn decode_cqe(c: &RawCqe) -> Wc {
 }
 
 /// The completion of a request flushed by the provider, not the kernel
-/// ([`super::flush`]): `WR_FLUSH_ERR` for the entry at `slot` of QP
+/// (`siw::flush`): `WR_FLUSH_ERR` for the entry at `slot` of QP
 /// `qp_num`'s send ring (`send`) or receive ring, with what siw's own
 /// flush reports (`siw_sq_flush`, `siw_rq_flush`): the request's id and
 /// opcode, no bytes.
