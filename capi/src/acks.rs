@@ -24,6 +24,10 @@ pub(crate) struct Acks {
 struct Acked {
     async_: u32,
     comp: u32,
+    /// Destroys sleeping in [`Acks::wait_for`]: an acknowledgement wakes
+    /// them only when there are some (a notify is a `futex` syscall even
+    /// with nobody waiting, once per `ibv_ack_cq_events` otherwise).
+    waiting: u32,
 }
 
 /// `want` not yet reached by `have` (modulo 2^32, as the kernel's counters wrap).
@@ -43,7 +47,7 @@ impl Acks {
         a.async_ = a.async_.wrapping_add(n);
         // SAFETY: by the contract; written only here, under `acked`.
         unsafe { field.write(a.async_) };
-        self.changed.notify_all();
+        self.wake(&a);
     }
 
     /// Counts `n` completion events acknowledged, mirrored into
@@ -56,7 +60,14 @@ impl Acks {
         a.comp = a.comp.wrapping_add(n);
         // SAFETY: by the contract; written only here, under `acked`.
         unsafe { field.write(a.comp) };
-        self.changed.notify_all();
+        self.wake(&a);
+    }
+
+    /// Wakes the waiting destroys, if any (`a`: the counts, locked).
+    fn wake(&self, a: &Acked) {
+        if a.waiting > 0 {
+            self.changed.notify_all();
+        }
     }
 
     /// Sleeps until the acknowledgements reach the counts the kernel's
@@ -69,11 +80,13 @@ impl Acks {
             // as none too; the kernel's counters are 32 bits.)
             return;
         }
-        let a = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
-        let _done = self
+        let mut a = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
+        a.waiting += 1;
+        let mut a = self
             .changed
             .wait_while(a, |a| behind(a.async_, async_reported) || behind(a.comp, comp_reported))
             .unwrap_or_else(PoisonError::into_inner);
+        a.waiting -= 1;
     }
 }
 
