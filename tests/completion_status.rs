@@ -206,8 +206,8 @@ fn no_receive_posted() {
 // ---- the QP in ERR ----
 
 /// Once a QP is in ERR every outstanding request completes with
-/// `WR_FLUSH_ERR`, and so does every later send; the posts themselves are
-/// accepted. A receive posted later never completes on rxe.
+/// `WR_FLUSH_ERR`, and so does every later send and receive; the posts
+/// themselves are accepted.
 #[test]
 fn a_qp_in_err_flushes() {
     let Some(mut p) = pair(&ConnectOptions::default()) else { return };
@@ -226,13 +226,16 @@ fn a_qp_in_err_flushes() {
     assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
     // Later posts are accepted too. A send rings the doorbell and the
     // kernel flushes it at once; a receive is pure memory on rxe (no
-    // doorbell, as with rdma-core's provider), so the kernel never sees it
-    // and it never completes.
+    // doorbell), so rverbs asks the kernel to flush it with another move
+    // to ERR (rdma-core's provider does not: there it never completes).
     p.b.post_send(&[SendWr::send(98, &[p.mb.sge(0, 8).unwrap()]).signaled()]).expect("a post to a QP in ERR");
     let wc = next(&mut p.cq_b);
     seen("a send posted to a QP in ERR", "sender", &wc);
     assert_eq!((wc.wr_id, wc.status), (98, WcStatus::WR_FLUSH_ERR), "{wc:?}");
     p.b.post_recv(&[RecvWr::new(99, &[p.mb.sge(0, 64).unwrap()])]).expect("a post to a QP in ERR");
+    let wc = next(&mut p.cq_b);
+    seen("a receive posted to a QP in ERR", "receiver", &wc);
+    assert_eq!((wc.wr_id, wc.status), (99, WcStatus::WR_FLUSH_ERR), "{wc:?}");
     common::assert_no_more(&mut p.cq_b);
 }
 

@@ -1548,13 +1548,15 @@ fn fields(line: &str) -> std::collections::BTreeMap<String, String> {
 /// in ERR return what they return on rdma-core's library (0 on both
 /// kernels: accepted).
 ///
-/// Receives posted once the QP is in ERR are rxe's case, the same on both
-/// libraries (measured): 6.12 flushes them on the next `ibv_post_send`
-/// doorbell, so after the poster's last send none is left; 6.1 never
-/// flushes them (a user QP's receive ring is only drained when the QP
-/// enters ERR), so exactly the [`OUTSTANDING`] receives the poster refilled
-/// after that flush never complete. Where rdma-core's library is there, the
-/// counts must match it.
+/// Receives posted once the QP is in ERR are rxe's case (measured): 6.12
+/// flushes them on the next `ibv_post_send` doorbell, so after the
+/// poster's last send none is left; 6.1 drains a user QP's receive ring
+/// only when the QP is moved to ERR, so on rdma-core's library exactly the
+/// [`OUTSTANDING`] receives the poster refilled after that flush never
+/// complete. Ours moves the QP to ERR again when a receive is posted to a
+/// QP it knows is in ERR, so it loses at most the receives posted while
+/// the move was in flight (none once it returned), never more than
+/// rdma-core's.
 #[test]
 fn qp_moved_to_err_while_a_poster_runs_on_either_library() {
     if hand_connected_na() {
@@ -1583,14 +1585,19 @@ fn qp_moved_to_err_while_a_poster_runs_on_either_library() {
         assert_eq!((n("dup"), n("ghost"), n("other")), (0, 0, 0), "{lib}: none twice, none refused: {line}");
         assert_eq!(n("lost_sends"), 0, "{lib}: every accepted send completes: {line}");
         if let Some(want) = stuck_recvs {
-            assert_eq!(n("lost_recvs"), want, "{lib}: receives posted in ERR on {release}: {line}");
+            let lost = n("lost_recvs");
+            if *lib == &libs[0] {
+                assert!(lost <= want, "{lib}: receives posted in ERR on {release}, at most {want} lost: {line}");
+            } else {
+                assert_eq!(lost, want, "{lib}: receives posted in ERR on {release}: {line}");
+            }
         }
         assert_eq!(f["success_prefix"], "true", "{lib}: SUCCESS in order before the flush: {line}");
         assert!(n("success") >= 64 && n("flushed") > 0, "{lib}: the stream ran, then flushed: {line}");
-        outcome.push((f["send_after_err"].clone(), f["recv_after_err"].clone(), n("lost_recvs")));
+        outcome.push((f["send_after_err"].clone(), f["recv_after_err"].clone()));
     }
     if let [ours, rdma_core] = &outcome[..] {
-        assert_eq!(ours, rdma_core, "posts in ERR and receives never flushed: ours vs rdma-core's");
+        assert_eq!(ours, rdma_core, "what posts in ERR return: ours vs rdma-core's");
     }
 }
 
