@@ -86,6 +86,11 @@ fn wait_sleeps_until_completions_arrive() {
         }
     };
     post_recvs(&mut b, &mut posted, 64);
+    // The receives posted so far: the sender never sends more. A siw send
+    // completes once TCP took it, so its own completions do not pace it,
+    // and a SEND that finds no receive ends an iWARP connection (no RNR
+    // retry): the receiver's credits, as an iWARP application keeps them.
+    let credits = &std::sync::atomic::AtomicU64::new(posted);
     // The sender works on its own thread, a little later, so that the
     // waiter really sleeps on the channel between completions.
     std::thread::scope(|s| {
@@ -95,7 +100,7 @@ fn wait_sleeps_until_completions_arrive() {
             let mut sent = 0u64;
             let mut done = 0u64;
             while done < N {
-                while sent < N && sent - done < 32 {
+                while sent < N && sent - done < 32 && sent < credits.load(std::sync::atomic::Ordering::Acquire) {
                     a.post_send(&[SendWr::send(sent, &[sge]).signaled()]).unwrap();
                     sent += 1;
                 }
@@ -119,6 +124,7 @@ fn wait_sleeps_until_completions_arrive() {
                 assert!(seen.insert(wc.wr_id), "receive {} completed twice", wc.wr_id);
             }
             post_recvs(&mut b, &mut posted, seen.len() as u64 + 64);
+            credits.store(posted, std::sync::atomic::Ordering::Release);
         }
         let (_a, mut cq_a) = sender.join().unwrap();
         assert!(cq_a.poll_one().is_none() && cq_b.poll_one().is_none());
