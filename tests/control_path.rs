@@ -329,6 +329,21 @@ fn caps_above_device_limits() {
     assert!(e.to_string().contains("completion vector"), "{e}");
 }
 
+/// On a context's first QP, before anything asked the device, the kernel
+/// (or the provider) checks the caps, as with rdma-core (no
+/// `QUERY_DEVICE`), and its refusal reads as the library's check.
+#[test]
+fn caps_above_device_limits_on_a_fresh_context() {
+    let ctx = ctx!();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let mut init = QpInitAttr::new(QpType::Rc, &cq);
+    init.cap.max_send_wr = 1 << 30;
+    let e = pd.create_qp(&init).unwrap_err();
+    assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
+    assert!(e.to_string().contains("max_send_wr 1073741824 is above the device's limit"), "{e}");
+}
+
 #[test]
 fn bad_memory_registrations() {
     let ctx = ctx!();

@@ -171,7 +171,10 @@ impl ProtectionDomain {
             sq_sig_all: init.sq_sig_all,
             user_handle,
         };
-        let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), &args).inspect_err(|_| ctx.unregister(user_handle))?;
+        let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), &args).map_err(|e| {
+            ctx.unregister(user_handle);
+            refused_caps(ctx, init, e)
+        })?;
         ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
         let control = QpControl(Arc::new(QpShared {
             pd: self.clone(),
@@ -191,8 +194,27 @@ impl ProtectionDomain {
     }
 }
 
+/// [`caps_within`] when the device's limits are known; otherwise, as
+/// rdma-core, no `QUERY_DEVICE` of its own: the kernel (or the provider)
+/// checks, and a refusal is answered by [`refused_caps`], with the same
+/// error as here.
 fn check_caps(ctx: &Context, init: &QpInitAttr<'_>) -> Result<()> {
-    let a = ctx.device_attr()?;
+    ctx.device_attr_known().map_or(Ok(()), |a| caps_within(a, init))
+}
+
+/// A create refused with `EINVAL` or `ENOMEM`: the caps check's error if
+/// the caps are what is wrong (now asking the device), else `e`.
+fn refused_caps(ctx: &Context, init: &QpInitAttr<'_>, e: Error) -> Error {
+    if !matches!(e.errno(), Some(Errno::EINVAL | Errno::ENOMEM)) {
+        return e;
+    }
+    match ctx.device_attr().map(|a| caps_within(a, init)) {
+        Ok(Err(c)) => c,
+        _ => e,
+    }
+}
+
+fn caps_within(a: &crate::DeviceAttr, init: &QpInitAttr<'_>) -> Result<()> {
     let c = &init.cap;
     let too_big = |what: &str, v: u32, max: u32| {
         Error::check("ibv_create_qp", Errno::EINVAL)
