@@ -234,13 +234,22 @@ impl RecvQueue {
     #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         let state = self.qp.0.state.load(Ordering::Relaxed);
+        if state == QpState::Reset as u8 || state == QpState::Err as u8 {
+            return self.post_recv_reset_or_err(state, wrs);
+        }
+        self.ring.post(wrs)
+    }
+
+    /// [`post_recv`](Self::post_recv) in RESET (refused) or ERR (posted,
+    /// then flushed: see [`QpControl::posted_recv_in_err`]), out of line.
+    #[cold]
+    #[inline(never)]
+    fn post_recv_reset_or_err(&mut self, state: u8, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         if state == QpState::Reset as u8 {
             return Err(PostError { index: 0, kind: PostErrorKind::BadState });
         }
         let posted = self.ring.post(wrs);
-        if state == QpState::Err as u8 {
-            self.qp.posted_recv_in_err();
-        }
+        self.qp.posted_recv_in_err();
         posted
     }
 
