@@ -615,7 +615,11 @@ fn qp_moved_to_err_by_another_thread_while_a_poster_runs() {
     done.extend(rest.iter().map(|w| (w.wr_id, w.status)));
     common::assert_no_more(&mut lb.cq_a);
     let ok = done.iter().take_while(|d| d.1 == WcStatus::SUCCESS).count();
-    assert!(done[ok..].iter().all(|d| d.1 == WcStatus::WR_FLUSH_ERR), "{done:?}");
+    // After the prefix, flushes; siw may first fail the one request its
+    // transmitter had in hand when the connection dropped (LOC_QP_OP_ERR).
+    let other = done[ok..].iter().filter(|d| d.1 != WcStatus::WR_FLUSH_ERR).count();
+    let in_hand = usize::from(!lb.cm_ids.is_empty());
+    assert!(other <= in_hand && done[ok..].iter().all(|d| d.1 != WcStatus::SUCCESS), "{done:?}");
     let mut ids: Vec<u64> = done.iter().map(|d| d.0).collect();
     ids.sort_unstable();
     assert_eq!(ids, (0..posted).collect::<Vec<_>>(), "each posted request completes once");
