@@ -93,7 +93,7 @@ fn callgrind_script(s: &mut String) {
         let out = format!("$D/sg-{imp}.out");
         let vg = format!(
             "valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*::scale_create' \
-             --toggle-collect='*::scale_destroy' --dump-after='*::scale_counted' --dump-instr=no --dump-line=no \
+             --toggle-collect='*::scale_destroy' --dump-after='*::scale_counted' --dump-instr=no --dump-line=yes \
              --callgrind-out-file={out} --log-file=$D/sg-{imp}.vg"
         );
         let cmd = command(imp, &vg, &format!("objects all {CG_N}"));
