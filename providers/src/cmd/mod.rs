@@ -21,6 +21,7 @@ use crate::sys::{CmdPath, IoctlCmd, UverbsFd};
 use crate::{Errno, Error, Result};
 
 /// Records which path a control-path command took.
+#[inline]
 pub(crate) fn traced(verb: &'static str, path: CmdPath) {
     tracing::debug!(verb, path = ?path, "uverbs command");
 }

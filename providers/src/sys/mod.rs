@@ -186,11 +186,19 @@ impl UverbsFd {
     /// For the destroy commands: `true` (and a debug event) when `verb` on
     /// object `handle` must be skipped because this is a forked child; the
     /// caller then returns `Ok` without a syscall.
+    #[inline]
     pub fn skip_destroy_in_child(&self, verb: &'static str, handle: u32) -> bool {
         let pid = current_pid();
         if pid == self.opener {
             return false;
         }
+        self.note_skipped_destroy(verb, handle, pid);
+        true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_skipped_destroy(&self, verb: &'static str, handle: u32, pid: u32) {
         tracing::debug!(
             verb,
             handle,
@@ -198,13 +206,18 @@ impl UverbsFd {
             opener = self.opener,
             "forked child: the object is the parent's, not destroyed"
         );
-        true
     }
 
+    #[inline]
     fn method_unsupported(&self, obj: u16, meth: u16) -> bool {
         self.no_ioctl.load(Ordering::Relaxed)
-            || (self.any_unsupported.load(Ordering::Acquire)
-                && self.unsupported.lock().map(|v| v.contains(&(obj, meth))).unwrap_or(false))
+            || (self.any_unsupported.load(Ordering::Acquire) && self.listed_unsupported(obj, meth))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn listed_unsupported(&self, obj: u16, meth: u16) -> bool {
+        self.unsupported.lock().map(|v| v.contains(&(obj, meth))).unwrap_or(false)
     }
 
     fn note_failure(&self, obj: u16, meth: u16, e: Errno) -> bool {
@@ -229,36 +242,56 @@ impl UverbsFd {
     /// Issues a native ioctl method. `Ok(false)` means the kernel lacks ioctl
     /// or this method (now remembered) and the caller should fall back to the
     /// write form; `Ok(true)` is success.
+    #[inline]
     pub(crate) fn try_ioctl(&self, cmd: &mut IoctlCmd<'_>) -> Result<bool, Errno> {
-        let (obj, meth) = (cmd.object_id(), cmd.method_id());
-        if self.method_unsupported(obj, meth) {
+        if self.method_unsupported(cmd.object_id(), cmd.method_id()) {
             return Ok(false);
         }
         match cmd.execute(self.fd.as_fd(), self.driver_id) {
             Ok(()) => {
-                tracing::trace!(
-                    object = obj,
-                    method = meth,
-                    path = ?CmdPath::Ioctl,
-                    // INVOKE_WRITE: the write command it carried (its UVERBS_ATTR_WRITE_CMD).
-                    write_cmd = (obj == UVERBS_OBJECT_DEVICE && meth == UVERBS_METHOD_INVOKE_WRITE)
-                        .then(|| {
-                            let attrs = cmd.finish(self.driver_id).ok()?.get(24..)?;
-                            let id = |a: &&[u8]| u16::from_le_bytes([a[0], a[1]]);
-                            let a = attrs.chunks_exact(16).find(|a| id(a) == UVERBS_ATTR_WRITE_CMD)?;
-                            Some(u64::from_le_bytes(a[8..16].try_into().unwrap_or_default()))
-                        })
-                        .flatten(),
-                    "uverbs command ok"
-                );
+                // One load when tracing is off: the event's fields are built
+                // out of line.
+                if tracing::level_enabled!(tracing::Level::TRACE) {
+                    self.trace_ok(cmd);
+                }
                 Ok(true)
             }
-            Err(e) if self.note_failure(obj, meth, e) => Ok(false),
-            Err(e) => {
-                tracing::debug!(object = obj, method = meth, errno = ?e, "uverbs ioctl failed");
-                Err(e)
-            }
+            Err(e) => self.ioctl_failed(cmd.object_id(), cmd.method_id(), e),
         }
+    }
+
+    /// The trace event of a command that succeeded.
+    #[cold]
+    #[inline(never)]
+    fn trace_ok(&self, cmd: &mut IoctlCmd<'_>) {
+        let (obj, meth) = (cmd.object_id(), cmd.method_id());
+        tracing::trace!(
+            object = obj,
+            method = meth,
+            path = ?CmdPath::Ioctl,
+            // INVOKE_WRITE: the write command it carried (its UVERBS_ATTR_WRITE_CMD).
+            write_cmd = (obj == UVERBS_OBJECT_DEVICE && meth == UVERBS_METHOD_INVOKE_WRITE)
+                .then(|| {
+                    let attrs = cmd.finish(self.driver_id).ok()?.get(24..)?;
+                    let id = |a: &&[u8]| u16::from_le_bytes([a[0], a[1]]);
+                    let a = attrs.chunks_exact(16).find(|a| id(a) == UVERBS_ATTR_WRITE_CMD)?;
+                    Some(u64::from_le_bytes(a[8..16].try_into().unwrap_or_default()))
+                })
+                .flatten(),
+            "uverbs command ok"
+        );
+    }
+
+    /// A failed ioctl: `Ok(false)` when the caller should fall back to the
+    /// write form (no ioctl, or not this method), else the errno.
+    #[cold]
+    #[inline(never)]
+    fn ioctl_failed(&self, obj: u16, meth: u16, e: Errno) -> Result<bool, Errno> {
+        if self.note_failure(obj, meth, e) {
+            return Ok(false);
+        }
+        tracing::debug!(object = obj, method = meth, errno = ?e, "uverbs ioctl failed");
+        Err(e)
     }
 
     /// Issues a native ioctl method that has no write form.
