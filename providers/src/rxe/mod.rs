@@ -64,44 +64,56 @@ fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
     T::read_from_prefix(b).map(|(v, _)| v).map_err(|_| Error::check(verb, Errno::EPROTO))
 }
 
+#[inline]
 fn map(verb: &'static str, fd: &UverbsFd, mi: &rverbs_uapi::rdma_user_rxe::mminfo, what: &str) -> Result<Queue> {
-    Queue::map(fd, mi).map_err(|e| {
-        let why = match e {
-            // mmap's ENOMEM: the address space limit, or too many mappings.
-            Errno::ENOMEM => {
-                let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).map_or_else(
-                    |_| "?".to_owned(),
-                    |(soft, _)| {
-                        if soft == nix::libc::RLIM_INFINITY {
-                            "unlimited".into()
-                        } else {
-                            format!("{soft} bytes")
-                        }
-                    },
-                );
-                format!(
-                    ": mmap of {} bytes refused (RLIMIT_AS is {limit}, `ulimit -v`; or vm.max_map_count mappings \
+    Queue::map(fd, mi).map_err(|e| map_failed(verb, mi, what, e))
+}
+
+/// The error of a ring mmap the kernel refused.
+#[cold]
+#[inline(never)]
+fn map_failed(verb: &'static str, mi: &rverbs_uapi::rdma_user_rxe::mminfo, what: &str, e: Errno) -> Error {
+    let why = match e {
+        // mmap's ENOMEM: the address space limit, or too many mappings.
+        Errno::ENOMEM => {
+            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).map_or_else(
+                |_| "?".to_owned(),
+                |(soft, _)| {
+                    if soft == nix::libc::RLIM_INFINITY {
+                        "unlimited".into()
+                    } else {
+                        format!("{soft} bytes")
+                    }
+                },
+            );
+            format!(
+                ": mmap of {} bytes refused (RLIMIT_AS is {limit}, `ulimit -v`; or vm.max_map_count mappings \
                      exist)",
-                    mi.size
-                )
-            }
-            _ => String::new(),
-        };
-        Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created{why}"))
-    })
+                mi.size
+            )
+        }
+        _ => String::new(),
+    };
+    Error::os(verb, e).with_message(format!("cannot map the {what} the kernel created{why}"))
 }
 
 /// Checks that `q`'s slots hold the `min` bytes of header the data path
 /// always writes (or, for a CQ, reads): a kernel that reported smaller
 /// slots would have us write over slots it owns.
+#[inline]
 fn check_slots(verb: &'static str, q: Queue, min: usize, what: &str) -> Result<Queue> {
     if q.elem_size() < min {
-        return Err(Error::check(verb, Errno::EPROTO).with_message(format!(
-            "the kernel's {what} slots are {} bytes, smaller than the {min}-byte header every entry has",
-            q.elem_size()
-        )));
+        return Err(slots_too_small(verb, q.elem_size(), min, what));
     }
     Ok(q)
+}
+
+#[cold]
+#[inline(never)]
+fn slots_too_small(verb: &'static str, size: usize, min: usize, what: &str) -> Error {
+    Error::check(verb, Errno::EPROTO).with_message(format!(
+        "the kernel's {what} slots are {size} bytes, smaller than the {min}-byte header every entry has"
+    ))
 }
 
 /// Driver response length of create CQ (`rxe_create_cq_resp`).

@@ -44,12 +44,18 @@ struct Buf {
 }
 
 /// One `RDMA_VERBS_IOCTL` command under construction.
+///
+/// `repr(C)` with the unwritten attributes last: the fields `new` sets are
+/// contiguous, so the compiler does not widen their zeroing into a
+/// `memset` over the attribute array too (which it may, the array being
+/// uninitialised), as it did with Rust's layout.
+#[repr(C)]
 pub struct IoctlCmd<'a> {
-    buf: Buf,
     num: usize,
     /// Set by the first attribute that could not be encoded; `execute` returns it.
     overflow: bool,
     _borrows: PhantomData<&'a mut [u8]>,
+    buf: Buf,
 }
 
 impl<'a> IoctlCmd<'a> {
@@ -60,10 +66,10 @@ impl<'a> IoctlCmd<'a> {
         hdr.object_id = object_id;
         hdr.method_id = method_id;
         IoctlCmd {
-            buf: Buf { hdr, attrs: [MaybeUninit::uninit(); MAX_ATTRS] },
             num: 0,
             overflow: false,
             _borrows: PhantomData,
+            buf: Buf { hdr, attrs: [MaybeUninit::uninit(); MAX_ATTRS] },
         }
     }
 
@@ -190,6 +196,7 @@ impl<'a> IoctlCmd<'a> {
     /// The provider's driver data, `UVERBS_ATTR_UHW_IN`/`UHW_OUT`: the bytes
     /// that follow the core struct in the write ABI. Empty buffers add nothing.
     /// Both are optional, as libibverbs sends them.
+    #[inline]
     pub fn uhw(&mut self, drv_in: &'a [u8], drv_out: &'a mut [u8]) {
         if !drv_in.is_empty() {
             self.in_bytes(rverbs_uapi::ib_user_ioctl_cmds::UVERBS_ATTR_UHW_IN, drv_in);
