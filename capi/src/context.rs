@@ -12,6 +12,7 @@ use crate::abi::{ibv_context, ibv_context_ops, ibv_device, verbs_context, Pthrea
 use crate::device::dev;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
+use crate::objects::Objects;
 use crate::spin::SpinLock;
 use crate::stubs::{dummy_int, dummy_null};
 
@@ -25,35 +26,7 @@ pub(crate) struct Ctx {
     /// of async events. Behind a spin lock: it is held for one insert,
     /// remove or lookup (std's mutex cost about 20 instructions more per
     /// create and destroy, its poison checks on both ends).
-    pub objects: SpinLock<std::collections::HashMap<u64, usize, HandleHash>>,
-}
-
-/// Hashing of the object table: rverbs' user handles are small sequential
-/// integers, so one multiplication by a large odd constant (Fibonacci
-/// hashing) spreads them over every bit, where std's SipHash would spend
-/// about a hundred instructions per `ibv_get_cq_event` on a key nobody
-/// chose against us.
-pub(crate) type HandleHash = core::hash::BuildHasherDefault<HandleHasher>;
-
-/// See [`HandleHash`].
-#[derive(Default)]
-pub(crate) struct HandleHasher(u64);
-
-impl core::hash::Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Not used by `u64` keys; kept correct for any other.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
+    pub objects: SpinLock<Objects>,
 }
 
 /// The `Ctx` behind an `ibv_context *` this library returned.
@@ -180,7 +153,7 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         context,
     };
     // Room for a typical program's objects before the table first grows.
-    let objects = SpinLock::new(std::collections::HashMap::with_capacity_and_hasher(64, HandleHash::default()));
+    let objects = SpinLock::new(Objects::with_capacity(64));
     let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, objects }));
     // SAFETY: `ctx` was just boxed; the pointer handed out is to a field of it.
     unsafe { &raw mut (*ctx).vctx.context }

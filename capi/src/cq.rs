@@ -206,7 +206,7 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     // SAFETY: the CQ's context outlives it (the C contract of close).
     if let Some(c) = unsafe { ctx(context) } {
         let mut t = c.objects.lock();
-        t.remove(&user_handle);
+        t.remove(user_handle);
         if !chan.is_null() {
             // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
             // before); `refcnt` is written only under the table's lock.
@@ -278,7 +278,7 @@ unsafe extern "C" fn get_cq_event(
     // table (after the acknowledgement of this event, which the kernel
     // counted when the read above returned it) before it frees it.
     let table = c.objects.lock();
-    let Some(&p) = table.get(&ev.cq_user_handle) else {
+    let Some(p) = table.get(ev.cq_user_handle) else {
         set_errno(nix::libc::EIO);
         return -1;
     };

@@ -69,7 +69,7 @@ unsafe extern "C" fn get_async_event(context: *mut ibv_context, event: *mut ibv_
     // An object's destroy waits for the acknowledgement of this event (the
     // kernel counted it when the read returned it), and the object stays
     // in the table until then: it is found.
-    let by_handle = |h: u64| c.objects.lock().get(&h).copied();
+    let by_handle = |h: u64| c.objects.lock().get(h);
     let element = match ev.object {
         rverbs::EventObject::Port(p) => usize::from(p),
         rverbs::EventObject::Qp { user_handle, .. }

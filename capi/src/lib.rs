@@ -28,6 +28,7 @@ mod export;
 mod marshall;
 mod misc;
 mod mw;
+mod objects;
 mod pd;
 mod pool;
 mod qp;

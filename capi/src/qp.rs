@@ -228,7 +228,7 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     let c = unsafe { &(*q.c.get()).qp_base };
     // SAFETY: the QP's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(c.context) } {
-        cx.objects.lock().remove(&q.control.user_handle());
+        cx.objects.lock().remove(q.control.user_handle());
     }
     // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
     let owners = unsafe {

@@ -147,7 +147,7 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
     let (context, srq_pd) = unsafe { ((*s.c.get()).context, (*s.c.get()).pd) };
     // SAFETY: the SRQ's context outlives it (the C contract of close).
     if let Some(cx) = unsafe { ctx(context) } {
-        cx.objects.lock().remove(&s.control.user_handle());
+        cx.objects.lock().remove(s.control.user_handle());
     }
     // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
     if let Some(pd) = unsafe { pd(srq_pd) } {
