@@ -71,6 +71,16 @@ impl<T> Pool<T> {
         slot
     }
 
+    /// A slot of its own for a `T`, not yet written: the caller writes
+    /// every field there before anything reads the slot or
+    /// [`free`](Self::free) drops it. For a large `T` built from its parts,
+    /// which [`alloc`](Self::alloc) would copy from its argument (a
+    /// `memcpy` past 128 bytes). Aborts when no memory is left.
+    pub(crate) fn alloc_uninit(&self) -> *mut T {
+        let () = Self::FITS;
+        self.slot()
+    }
+
     fn slot(&self) -> *mut T {
         let mut s = self.state.lock();
         if !s.free.is_null() {

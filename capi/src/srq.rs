@@ -49,42 +49,56 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
         return core::ptr::null_mut();
     };
     let a = rverbs::SrqAttr { max_wr: init.attr.max_wr, max_sge: init.attr.max_sge, srq_limit: init.attr.srq_limit };
-    match pd.inner.create_srq(&a) {
-        Ok(inner) => {
-            pd.users.fetch_add(1, Ordering::AcqRel);
-            init.attr.max_wr = inner.max_wr();
-            init.attr.max_sge = inner.max_sge();
-            let c = ibv_srq {
-                context: pd.c.context,
-                srq_context: init.srq_context,
-                pd: p,
-                handle: inner.handle(),
-                mutex: PthreadMutex([0; 40]),
-                cond: PthreadCond([0; 48]),
-                events_completed: 0,
-            };
-            let user_handle = inner.user_handle();
-            let control = inner.control().clone();
-            let s = SRQS.alloc(Srq {
-                c: UnsafeCell::new(c),
-                inner: SpinLock::new(inner),
-                control,
-                users: AtomicU32::new(0),
-                acks: Acks::default(),
-            });
-            // SAFETY: the PD's context outlives it (the C contract of close).
-            if let Some(cx) = unsafe { ctx(pd.c.context) } {
-                cx.objects.lock().insert(user_handle, s as usize);
-            }
-            s.cast()
-        }
+    let created = pd.inner.create_srq(&a);
+    let inner = match &created {
+        Ok(s) => s,
         Err(e) => {
-            set_errno(errno::of(&e));
-            core::ptr::null_mut()
+            set_errno(errno::of(e));
+            return core::ptr::null_mut();
         }
+    };
+    pd.users.fetch_add(1, Ordering::AcqRel);
+    init.attr.max_wr = inner.max_wr();
+    init.attr.max_sge = inner.max_sge();
+    let c = ibv_srq {
+        context: pd.c.context,
+        srq_context: init.srq_context,
+        pd: p,
+        handle: inner.handle(),
+        mutex: PthreadMutex([0; 40]),
+        cond: PthreadCond([0; 48]),
+        events_completed: 0,
+    };
+    let user_handle = inner.user_handle();
+    let control = inner.control().clone();
+    let s = SRQS.alloc_uninit();
+    // SAFETY: `s` is a fresh slot for an `Srq`: each field is written
+    // once, in place (no `memcpy` of the whole), all of them
+    // (`all_fields_written`) before the `Srq` is used or handed out. The
+    // rverbs SRQ is read out of `created`, which is forgotten: it moves,
+    // it is not copied.
+    unsafe {
+        (&raw mut (*s).c).write(UnsafeCell::new(c));
+        (&raw mut (*s).inner).write(SpinLock::new(core::ptr::read(inner)));
+        core::mem::forget(created);
+        (&raw mut (*s).control).write(control);
+        (&raw mut (*s).users).write(AtomicU32::new(0));
+        (&raw mut (*s).acks).write(Acks::default());
     }
+    // SAFETY: the PD's context outlives it (the C contract of close).
+    if let Some(cx) = unsafe { ctx(pd.c.context) } {
+        cx.objects.lock().insert(user_handle, s as usize);
+    }
+    s.cast()
 }
 symver!(create_srq, ibv_create_srq, "IBVERBS_1.1");
+
+/// The fields `create_srq` writes into an SRQ's slot: a field added to
+/// [`Srq`] fails to compile here until `create_srq` writes it too.
+#[allow(dead_code)]
+fn all_fields_written(s: Srq) {
+    let Srq { c: _, inner: _, control: _, users: _, acks: _ } = s;
+}
 
 /// `IBV_SRQ_MAX_WR`, `IBV_SRQ_LIMIT`.
 const SRQ_MAX_WR: c_int = 1;
