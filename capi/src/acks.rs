@@ -73,6 +73,7 @@ impl Acks {
     /// Sleeps until the acknowledgements reach the counts the kernel's
     /// destroy reported. More acknowledgements than events (a caller's
     /// bug, on which rdma-core sleeps for good) end the wait too.
+    #[inline]
     pub(crate) fn wait_for(&self, async_reported: u32, comp_reported: u32) {
         if async_reported == 0 && comp_reported == 0 {
             // No event was read for the object (the usual destroy): none to
@@ -80,6 +81,14 @@ impl Acks {
             // as none too; the kernel's counters are 32 bits.)
             return;
         }
+        self.wait_slow(async_reported, comp_reported);
+    }
+
+    /// [`wait_for`](Self::wait_for) when events were reported: out of
+    /// line, so that the usual destroy pays one compare.
+    #[cold]
+    #[inline(never)]
+    fn wait_slow(&self, async_reported: u32, comp_reported: u32) {
         let mut a = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
         a.waiting += 1;
         let mut a = self

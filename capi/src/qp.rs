@@ -246,17 +246,21 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     if let Some(cx) = unsafe { ctx(c.context) } {
         cx.objects.lock().remove(q.control.user_handle());
     }
-    // SAFETY: a QP's PD and CQs outlive it (their destroys answer EBUSY before).
-    let owners = unsafe {
-        [
-            pd(c.pd).map(|x| &x.users),
-            cq(c.send_cq).map(|x| &x.users),
-            cq(c.recv_cq).map(|x| &x.users),
-            crate::srq::srq(c.srq.cast()).map(|x| &x.users),
-        ]
-    };
-    for u in owners.into_iter().flatten() {
-        u.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: a QP's PD, CQs and SRQ outlive it (their destroys answer
+    // EBUSY before).
+    unsafe {
+        if let Some(x) = pd(c.pd) {
+            x.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(x) = cq(c.send_cq) {
+            x.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(x) = cq(c.recv_cq) {
+            x.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(s) = crate::srq::srq(c.srq.cast()) {
+            s.users.fetch_sub(1, Ordering::AcqRel);
+        }
     }
     // SAFETY: made by `create` (from `QPS`); the kernel QP is gone and no
     // event names it any more: the caller gives it up here.
