@@ -175,6 +175,11 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::AcqRel);
     }
+    let (handle, qp_num, user_handle) = (inner.handle(), inner.qp_num(), inner.user_handle());
+    let control = inner.control().clone();
+    // Built in its slot, field by field: a `Qp` is about 700 bytes, and
+    // each move of one (or of the rverbs QP, 200) is a `memcpy`.
+    let q = QPS.alloc_uninit();
     let c = ibv_qp {
         context: pd.c.context,
         qp_context: init.qp_context,
@@ -182,35 +187,33 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         send_cq: init.send_cq,
         recv_cq: init.recv_cq,
         srq: init.srq,
-        handle: inner.handle(),
-        qp_num: inner.qp_num(),
+        handle,
+        qp_num,
         state: 0,
         qp_type: init.qp_type,
         mutex: PthreadMutex([0; 40]),
         cond: PthreadCond([0; 48]),
         events_completed: 0,
     };
-    let user_handle = inner.user_handle();
-    let control = inner.control().clone();
-    let batch = match send_ops {
-        Some(_) => crate::qp_ex::batch_for(&cap),
-        None => SpinLock::new(WrBatch::none()),
-    };
-    // Built in its slot, field by field: a `Qp` is about 700 bytes, and
-    // each move of one (or of the rverbs QP, 200) is a `memcpy`.
-    let q = QPS.alloc_uninit();
     // SAFETY: `q` is a fresh slot for a `Qp`: each field is written once,
     // in place, all of them (`all_fields_written`) before the `Qp` is
-    // used or handed out. The rverbs QP is read out of `created`, which
-    // is forgotten: it moves, it is not copied.
+    // used or handed out; `c`, once written, is borrowed alone. The
+    // rverbs QP is read out of `created`, which is forgotten: it moves, it
+    // is not copied.
     unsafe {
-        (&raw mut (*q).c).write(UnsafeCell::new(crate::qp_ex::with_ops(c, send_ops)));
+        (&raw mut (*q).c).write(UnsafeCell::new(crate::qp_ex::no_ops(c)));
+        if let Some(ops) = send_ops {
+            crate::qp_ex::set_send_ops((*q).c.get_mut(), ops);
+        }
         (&raw mut (*q).inner).write(SpinLock::new(core::ptr::read(inner)));
         core::mem::forget(created);
         (&raw mut (*q).control).write(control);
         (&raw mut (*q).sq_sig_all).write(init.sq_sig_all != 0);
         (&raw mut (*q).extended).write(send_ops.is_some());
-        (&raw mut (*q).batch).write(batch);
+        (&raw mut (*q).batch).write(match send_ops {
+            Some(_) => crate::qp_ex::batch_for(&cap),
+            None => SpinLock::new(WrBatch::none()),
+        });
         (&raw mut (*q).acks).write(Acks::default());
     }
     // SAFETY: the PD's context outlives it (the C contract of close).

@@ -147,11 +147,12 @@ impl WrBatch {
     }
 }
 
-/// `ibv_qp` extended with the `ibv_wr_*` ops `send_ops` (`IBV_QP_EX_WITH_*`)
-/// asks for, or with none (`send_ops` None: a QP from `ibv_create_qp`).
-pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
+/// `ibv_qp` extended with no `ibv_wr_*` ops (a QP from `ibv_create_qp`;
+/// [`set_send_ops`] adds those `ibv_create_qp_ex` asks for).
+#[inline]
+pub(crate) fn no_ops(qp_base: ibv_qp) -> ibv_qp_ex {
     let null = core::ptr::null();
-    let mut x = ibv_qp_ex {
+    ibv_qp_ex {
         qp_base,
         comp_mask: 0,
         wr_id: 0,
@@ -177,8 +178,15 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
         wr_complete: null,
         wr_abort: null,
         wr_atomic_write: null,
-    };
-    let Some(ops) = send_ops else { return x };
+    }
+}
+
+/// Fills in the `ibv_wr_*` ops that `ops` (`IBV_QP_EX_WITH_*`) asks for,
+/// and the setters and batch ops every extended QP has. Out of line: most
+/// QPs come from `ibv_create_qp`, whose create should not carry it.
+#[inline(never)]
+pub(crate) fn set_send_ops(x: &mut ibv_qp_ex, ops: u64) {
+    let null = core::ptr::null();
     let pick = |bit: u64, f: Slot| if ops & bit != 0 { f } else { null };
     x.wr_rdma_write = pick(WITH_RDMA_WRITE, wr_rdma_write as Slot);
     x.wr_rdma_write_imm = pick(WITH_RDMA_WRITE_WITH_IMM, wr_rdma_write_imm as Slot);
@@ -199,7 +207,6 @@ pub(crate) fn with_ops(qp_base: ibv_qp, send_ops: Option<u64>) -> ibv_qp_ex {
     x.wr_start = wr_start as Slot;
     x.wr_complete = wr_complete as Slot;
     x.wr_abort = wr_abort as Slot;
-    x
 }
 
 /// The batch of a QP created by `create_qp_ex`.
