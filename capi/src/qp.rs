@@ -29,7 +29,8 @@ use crate::spin::SpinLock;
 
 /// A QP: the C `ibv_qp_ex` (whose first 160 bytes are the `ibv_qp`), then
 /// rverbs' QP (posting needs it exclusively: one lock, uncontended when one
-/// thread posts) and the `ibv_wr_*` batch (`crate::qp_ex`).
+/// thread posts) and, for an extended QP, the `ibv_wr_*` batch
+/// (`crate::qp_ex`).
 #[repr(C)]
 pub(crate) struct Qp {
     /// C reads and writes it (`state`, `qp_context`, `events_completed`,
@@ -42,9 +43,10 @@ pub(crate) struct Qp {
     /// their syscall.
     pub control: rverbs::QpControl,
     pub sq_sig_all: bool,
-    /// Created by `ibv_create_qp_ex` (what `ibv_qp_to_qp_ex` answers).
-    pub extended: bool,
-    pub batch: SpinLock<WrBatch>,
+    /// The `ibv_wr_*` batch of a QP that `ibv_create_qp_ex` created (what
+    /// `ibv_qp_to_qp_ex` answers); `None` for `ibv_create_qp`'s, which
+    /// then carry no empty batch to build and drop.
+    pub batch: Option<Box<SpinLock<WrBatch>>>,
     /// Its async events acknowledged (`crate::acks`).
     pub acks: Acks,
 }
@@ -209,11 +211,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         core::mem::forget(created);
         (&raw mut (*q).control).write(control);
         (&raw mut (*q).sq_sig_all).write(init.sq_sig_all != 0);
-        (&raw mut (*q).extended).write(send_ops.is_some());
-        (&raw mut (*q).batch).write(match send_ops {
-            Some(_) => crate::qp_ex::batch_for(&cap),
-            None => SpinLock::new(WrBatch::none()),
-        });
+        (&raw mut (*q).batch).write(send_ops.map(|_| crate::qp_ex::batch_for(&cap)));
         (&raw mut (*q).acks).write(Acks::default());
     }
     // SAFETY: the PD's context outlives it (the C contract of close).
@@ -227,7 +225,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
 /// fails to compile here until `create` writes it too.
 #[allow(dead_code)]
 fn all_fields_written(q: Qp) {
-    let Qp { c: _, inner: _, control: _, sq_sig_all: _, extended: _, batch: _, acks: _ } = q;
+    let Qp { c: _, inner: _, control: _, sq_sig_all: _, batch: _, acks: _ } = q;
 }
 
 /// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno. Returns once

@@ -92,8 +92,8 @@ pub(crate) struct WrBatch {
 }
 
 impl WrBatch {
-    /// A batch for a QP not created by `create_qp_ex` (never used).
-    pub(crate) fn none() -> Self {
+    /// The batch of a QP not created by `create_qp_ex` (`NO_BATCH`).
+    const fn none() -> Self {
         WrBatch {
             pending: Vec::new(),
             depth: 0,
@@ -209,10 +209,17 @@ pub(crate) fn set_send_ops(x: &mut ibv_qp_ex, ops: u64) {
     x.wr_abort = wr_abort as Slot;
 }
 
-/// The batch of a QP created by `create_qp_ex`.
-pub(crate) fn batch_for(cap: &QpCap) -> SpinLock<WrBatch> {
-    SpinLock::new(WrBatch::for_cap(cap))
+/// The batch of a QP created by `create_qp_ex`. Out of line: most QPs have
+/// none.
+#[inline(never)]
+pub(crate) fn batch_for(cap: &QpCap) -> Box<SpinLock<WrBatch>> {
+    Box::new(SpinLock::new(WrBatch::for_cap(cap)))
 }
+
+/// What [`batch`] locks for a QP without a batch of its own: empty (depth
+/// 0), so every request is refused. Never reached from C, whose QPs from
+/// `ibv_create_qp` have no `ibv_wr_*` ops to call.
+static NO_BATCH: SpinLock<WrBatch> = SpinLock::new(WrBatch::none());
 
 /// The `create_qp_ex` op (`ibv_create_qp_ex`; the inline calls
 /// `ibv_create_qp` itself when `comp_mask` is just `IBV_QP_INIT_ATTR_PD`).
@@ -251,7 +258,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 unsafe extern "C" fn qp_to_qp_ex(p: *mut ibv_qp) -> *mut ibv_qp_ex {
     // SAFETY: the C contract: NULL or a live QP of ours.
     match unsafe { crate::qp::qp(p) } {
-        Some(q) if q.extended => p.cast(),
+        Some(q) if q.batch.is_some() => p.cast(),
         _ => core::ptr::null_mut(),
     }
 }
@@ -264,7 +271,7 @@ symver!(qp_to_qp_ex, ibv_qp_to_qp_ex, "IBVERBS_1.6");
 unsafe fn batch<'a>(p: *mut ibv_qp_ex) -> (&'a Qp, crate::spin::SpinGuard<'a, WrBatch>) {
     // SAFETY: the caller's contract: the `ibv_qp_ex` is the first field of a live `Qp`.
     let q = unsafe { &*p.cast::<Qp>() };
-    (q, q.batch.lock())
+    (q, q.batch.as_deref().unwrap_or(&NO_BATCH).lock())
 }
 
 /// Appends a request of `op` with the `wr_id` and `wr_flags` the caller
