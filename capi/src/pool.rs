@@ -62,6 +62,7 @@ impl<T> Pool<T> {
 
     /// Moves `value` into a slot of its own; [`free`](Self::free) takes it
     /// back. Aborts, as `Box::new` does, when no memory is left.
+    #[inline]
     pub(crate) fn alloc(&self, value: T) -> *mut T {
         let () = Self::FITS;
         let slot = self.slot();
