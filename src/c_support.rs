@@ -43,7 +43,7 @@ pub fn iwarp_leave_sends_to_the_kernel(qp: &QpControl) {
 /// answers `ibv_destroy_qp`); the kernel's errno.
 #[doc(alias = "ibv_destroy_qp")]
 pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
-    if !qp.mcast_groups().is_empty() {
+    if qp.in_mcast_group() {
         return Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message("the QP is in a multicast group"));
     }
     qp.0.kernel.destroy_now()
