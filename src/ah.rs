@@ -61,7 +61,7 @@ impl ProtectionDomain {
     fn create_ah_inner(&self, attr: &AhAttr, legacy_av: bool) -> Result<AddressHandle> {
         const VERB: &str = "ibv_create_ah";
         let ctx = self.context();
-        let _span = tracing::debug_span!("ibv_create_ah").entered();
+        let _span = verb_span!("ibv_create_ah");
         let provider = ctx.provider_ctx(VERB, "address handles")?;
         // The source GID's entry (one syscall) only for a provider that
         // uses its type; the kernel refuses an index without a GID anyway.

@@ -165,7 +165,7 @@ impl Context {
     pub fn create_cq_with(&self, attr: &CqInitAttr<'_>) -> Result<CompletionQueue> {
         const VERB: &str = "ibv_create_cq";
         let (cqe, comp_vector) = (attr.cqe, attr.comp_vector);
-        let _span = tracing::debug_span!("ibv_create_cq", cqe, comp_vector).entered();
+        let _span = verb_span!("ibv_create_cq", cqe, comp_vector);
         let provider = self.provider_ctx(VERB, "completion queues")?;
         check_depth_known(self, VERB, cqe)?;
         if comp_vector >= self.num_comp_vectors().max(1) {

@@ -242,7 +242,7 @@ impl ProtectionDomain {
         owned: Option<MmapRaw>,
     ) -> Result<MemoryRegion> {
         const VERB: &str = "ibv_reg_mr";
-        let _span = tracing::debug_span!("ibv_reg_mr", len, access = access.bits()).entered();
+        let _span = verb_span!("ibv_reg_mr", len, access = access.bits());
         let addr = ptr.as_ptr() as u64;
         let udata = self.context().provider().map_or(0, |p| p.reg_mr_udata_len());
         // SAFETY: the range stays valid for the region's life (this

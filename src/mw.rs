@@ -82,7 +82,7 @@ impl ProtectionDomain {
     /// `EOPNOTSUPP` from a device without windows of `mw_type`.
     #[doc(alias = "ibv_alloc_mw")]
     pub fn alloc_mw(&self, mw_type: MwType) -> Result<MemoryWindow> {
-        let _span = tracing::debug_span!("ibv_alloc_mw").entered();
+        let _span = verb_span!("ibv_alloc_mw");
         let (handle, rkey) = cmd::alloc_mw(self.context().fd(), self.handle(), mw_type.raw() as u8)?;
         debug!(handle, rkey, ?mw_type, "MW allocated");
         Ok(MemoryWindow { pd: self.clone(), handle, mw_type, rkey: AtomicU32::new(rkey), live: true })

@@ -58,7 +58,7 @@ impl Context {
     /// `INVOKE_WRITE` (the kernel has no native method on 6.1/6.12).
     #[doc(alias = "ibv_alloc_pd")]
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
-        let _span = tracing::debug_span!("ibv_alloc_pd").entered();
+        let _span = verb_span!("ibv_alloc_pd");
         // mlx5 answers its PD number (`mlx5_ib_alloc_pd_resp`, 4 bytes);
         // nothing rverbs posts needs it, so it is ignored. rxe answers nothing.
         let mut drv = [0u8; 8];

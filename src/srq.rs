@@ -142,7 +142,7 @@ impl ProtectionDomain {
         const VERB: &str = "ibv_create_srq";
         let ctx = self.context();
         let SrqAttr { max_wr, max_sge, srq_limit } = *attr;
-        let _span = tracing::debug_span!("ibv_create_srq", max_wr, max_sge).entered();
+        let _span = verb_span!("ibv_create_srq", max_wr, max_sge);
         let provider = ctx.provider_ctx(VERB, "shared receive queues")?;
         // With the device's limits not known yet (the context's first
         // create), the kernel (or the provider) checks them: no

@@ -144,7 +144,7 @@ impl ProtectionDomain {
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
         const VERB: &str = "ibv_create_qp";
         let ctx = self.context();
-        let _span = tracing::debug_span!("ibv_create_qp", qp_type = %init.qp_type).entered();
+        let _span = verb_span!("ibv_create_qp", qp_type = %init.qp_type);
         let provider = ctx.provider_ctx(VERB, "queue pairs")?;
         check_caps(ctx, init)?;
         for cq in [init.send_cq, init.recv_cq] {
