@@ -13,7 +13,7 @@ use rverbs_providers::sys::UverbsFd;
 use rverbs_providers::{Errno, Error, Result};
 use rverbs_uapi::ib_user_ioctl_verbs::ib_uverbs_gid_entry;
 use rverbs_uapi::ib_user_verbs::IB_USER_VERBS_ABI_VERSION;
-use tracing::{debug_span, info};
+use tracing::info;
 
 use crate::attr::{DeviceAttr, LinkLayer, PortAttr};
 use crate::device::Device;
@@ -113,7 +113,7 @@ fn check_abi(dev: &Device) -> Result<Option<Provider>> {
 
 impl Context {
     pub(crate) fn open(dev: &Device) -> Result<Context> {
-        let _span = debug_span!("ibv_open_device", device = dev.name(), driver = %dev.driver()).entered();
+        let _span = verb_span!("ibv_open_device", device = dev.name(), driver = %dev.driver());
         let provider = check_abi(dev)?;
         // Like rdma-core, insist that the node is the char device sysfs names:
         // anything else could answer our ioctls and writes with garbage.
@@ -287,7 +287,7 @@ impl Context {
     #[doc(alias = "ibv_query_device")]
     #[doc(alias = "ibv_query_device_ex")]
     pub fn query_device(&self) -> Result<DeviceAttr> {
-        let _span = debug_span!("ibv_query_device_ex").entered();
+        let _span = verb_span!("ibv_query_device_ex");
         let raw = cmd::query_device(&self.inner.fd)?;
         let fw = format_fw_ver(self.device().driver(), raw.resp.base.fw_ver);
         Ok(DeviceAttr::from_kernel(&raw.resp, raw.len, fw))

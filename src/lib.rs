@@ -48,7 +48,7 @@
 
 /// The span of a control-path verb, `debug_span!(...).entered()`, made
 /// only when DEBUG is enabled: otherwise an empty `Option`, nothing built,
-/// moved or dropped (about 20 instructions a create, issue #35).
+/// moved or dropped (about 20 instructions a verb, issue #35).
 macro_rules! verb_span {
     ($($field:tt)*) => {
         tracing::level_enabled!(tracing::Level::DEBUG).then(|| tracing::debug_span!($($field)*).entered())

@@ -318,9 +318,7 @@ impl QpControl {
         const VERB: &str = "ibv_modify_qp";
         let cur = if mask.contains(QpAttrMask::CUR_STATE) { attr.cur_qp_state } else { self.state() };
         let next = if mask.contains(QpAttrMask::STATE) { attr.qp_state } else { cur };
-        let _span =
-            tracing::debug_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask)
-                .entered();
+        let _span = verb_span!("ibv_modify_qp", qp_num = self.qp_num(), from = %cur, to = %next, mask = %mask);
         // The IBTA table is IB's and RoCE's (`ib_modify_qp_is_ok`, which
         // their drivers call). An iWARP device has none: its QPs take STATE
         // and ACCESS alone (the iw_cm's INIT attributes carry no PKEY_INDEX

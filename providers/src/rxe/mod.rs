@@ -108,6 +108,7 @@ fn check_slots(verb: &'static str, q: Queue, min: usize, what: &str) -> Result<Q
     Ok(q)
 }
 
+/// The error of [`check_slots`].
 #[cold]
 #[inline(never)]
 fn slots_too_small(verb: &'static str, size: usize, min: usize, what: &str) -> Error {

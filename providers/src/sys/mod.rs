@@ -196,6 +196,7 @@ impl UverbsFd {
         true
     }
 
+    /// The debug event of a destroy skipped in a forked child.
     #[cold]
     #[inline(never)]
     fn note_skipped_destroy(&self, verb: &'static str, handle: u32, pid: u32) {
@@ -214,6 +215,8 @@ impl UverbsFd {
             || (self.any_unsupported.load(Ordering::Acquire) && self.listed_unsupported(obj, meth))
     }
 
+    /// Whether an earlier `EPROTONOSUPPORT` listed this method (rare: only
+    /// once some method was refused).
     #[cold]
     #[inline(never)]
     fn listed_unsupported(&self, obj: u16, meth: u16) -> bool {
