@@ -41,6 +41,10 @@ pub(crate) struct CqUser {
     // Kept alive until the kernel CQ is gone: the kernel refcounts the
     // channel per CQ, and users expect to be able to drop theirs early.
     channel: Option<CompletionChannel>,
+    /// [`CompletionQueue::ack_events`]' count: kept here, not in the
+    /// handle, so that the handle stays small enough (128 bytes) for
+    /// LLVM to move inline instead of calling `memcpy`.
+    events_acked: AtomicU32,
 }
 
 impl Drop for CqUser {
@@ -94,7 +98,6 @@ pub struct CompletionQueue {
     /// The kernel CQ with the rverbs part ([`CqUser`]) in its allocation,
     /// typed (its fields at fixed offsets: `req_notify` reads them).
     pub(crate) kernel: KernelCq<CqUser>,
-    events_acked: AtomicU32,
 }
 
 impl Drop for CompletionQueue {
@@ -183,13 +186,14 @@ impl Context {
         let user_handle = self.register(|h| EventObject::Cq { user_handle: h });
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         // A failed create drops `user`, which unregisters the handle.
-        let user = CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned() };
+        let user =
+            CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned(), events_acked: AtomicU32::new(0) };
         let (kernel, driver) =
             provider.create_cq(self.fd_arc(), &args, user).map_err(|e| refused_depth(self, VERB, cqe, e))?;
         if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
             ch.track(user_handle, counter.clone());
         }
-        Ok(CompletionQueue { driver, kernel, events_acked: AtomicU32::new(0) })
+        Ok(CompletionQueue { driver, kernel })
     }
 }
 
@@ -439,12 +443,12 @@ impl CompletionQueue {
     /// [`req_notify`](Self::req_notify).)
     #[doc(alias = "ibv_ack_cq_events")]
     pub fn ack_events(&self, n: u32) {
-        self.events_acked.fetch_add(n, Ordering::Relaxed);
+        self.user().events_acked.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Events acknowledged so far.
     pub fn events_acked(&self) -> u32 {
-        self.events_acked.load(Ordering::Relaxed)
+        self.user().events_acked.load(Ordering::Relaxed)
     }
 
     /// Resizes the CQ to at least `cqe` entries (`IB_USER_VERBS_CMD_RESIZE_CQ`,
@@ -494,6 +498,15 @@ impl Iterator for Drain<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// LLVM moves values of up to 128 bytes with inline loads and stores
+    /// and calls `memcpy` for larger ones; a CQ is moved a few times on its
+    /// way out of `create_cq` (and into a user's `Vec`).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_cq_moves_inline() {
+        assert!(size_of::<super::CompletionQueue>() <= 128, "{} bytes", size_of::<super::CompletionQueue>());
+    }
+
     #[test]
     fn public_objects_stay_send_and_sync() {
         fn send_sync<T: Send + Sync>() {}

@@ -1,5 +1,6 @@
 //! Completion queue and completion channel commands.
 
+use std::mem::offset_of;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use rverbs_uapi::ib_user_ioctl_cmds::*;
@@ -160,28 +161,50 @@ pub fn resize_cq(fd: &UverbsFd, handle: u32, cqe: u32, drv_out: &mut [u8]) -> Re
 /// doorbell instead). Sending it is one ioctl on a ready buffer (or one
 /// `write()` on kernels without `INVOKE_WRITE`): rdma-core builds it anew
 /// each time through its generic ioctl builder.
+///
+/// The CQ's handle lives in the command's request, written at create: the
+/// command is all this keeps (56 bytes).
 #[derive(Debug)]
 pub struct ReqNotifyCq {
     cmd: SmallWrite,
-    handle: u32,
+}
+
+/// `ib_uverbs_req_notify_cq { cq_handle, solicited_only }` as the 8-byte
+/// request in memory order (what the kernel reads from an inlined
+/// attribute), whatever the byte order.
+const fn req_notify_body(cq_handle: u32, solicited_only: u32) -> u64 {
+    let mut bytes = [0u8; 8];
+    let h = cq_handle.to_ne_bytes();
+    let s = solicited_only.to_ne_bytes();
+    let (ho, so) =
+        (offset_of!(ib_uverbs_req_notify_cq, cq_handle), offset_of!(ib_uverbs_req_notify_cq, solicited_only));
+    let mut i = 0;
+    while i < 4 {
+        bytes[ho + i] = h[i];
+        bytes[so + i] = s[i];
+        i += 1;
+    }
+    u64::from_ne_bytes(bytes)
 }
 
 impl ReqNotifyCq {
+    /// The request's `cq_handle` bits.
+    const HANDLE: u64 = req_notify_body(u32::MAX, 0);
+    /// The request's `solicited_only = 1`.
+    const SOLICITED: u64 = req_notify_body(0, 1);
+
     /// The command for CQ `handle` of `fd`.
     pub fn new(fd: &UverbsFd, handle: u32) -> ReqNotifyCq {
-        ReqNotifyCq { cmd: SmallWrite::new(fd, IB_USER_VERBS_CMD_REQ_NOTIFY_CQ), handle }
+        let mut cmd = SmallWrite::new(fd, IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+        cmd.set_body(req_notify_body(handle, 0));
+        ReqNotifyCq { cmd }
     }
 
     /// Arms the CQ for one completion event (or one solicited one).
     #[doc(alias = "ibv_req_notify_cq")]
     #[inline]
     pub fn send(&mut self, fd: &UverbsFd, solicited_only: bool) -> Result<()> {
-        let req = ib_uverbs_req_notify_cq { cq_handle: self.handle, solicited_only: solicited_only.into() };
-        // The request's bytes in memory order: what the kernel reads from an
-        // inlined attribute.
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(req.as_bytes());
-        let body = u64::from_ne_bytes(bytes);
+        let body = (self.cmd.body() & Self::HANDLE) | (Self::SOLICITED * u64::from(solicited_only));
         match fd.send_small(&mut self.cmd, body) {
             Ok(_) => Ok(()),
             Err(e) => Err(arm_error(e)),
@@ -206,6 +229,15 @@ pub fn req_notify_cq(fd: &UverbsFd, handle: u32, solicited_only: bool) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kept request is the struct's bytes, and an arm keeps the handle.
+    #[test]
+    fn req_notify_body_is_the_request() {
+        let req = ib_uverbs_req_notify_cq { cq_handle: 0x1234_5678, solicited_only: 1 };
+        let want = u64::from_ne_bytes(req.as_bytes().try_into().unwrap());
+        assert_eq!(req_notify_body(0x1234_5678, 1), want);
+        assert_eq!((req_notify_body(0x1234_5678, 0) & ReqNotifyCq::HANDLE) | ReqNotifyCq::SOLICITED, want);
+    }
 
     /// CQ_CREATE for rxe with a channel on fd 7: hand-computed from
     /// uverbs-abi.md §2.7 (attribute ids, lengths, inline values, UHW_OUT).

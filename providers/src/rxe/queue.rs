@@ -31,11 +31,11 @@ const DATA: usize = size_of::<rxe_queue_buf>();
 /// A mapped rxe queue.
 #[derive(Debug)]
 pub(crate) struct Queue {
-    base: *mut u8,
+    /// The mapping (its `base` is the header), reached only through raw
+    /// pointers from [`SharedPages::base`].
+    mem: SharedPages,
     log2_elem_size: u32,
     index_mask: u32,
-    // Owns the memory `base` points into; never accessed except through `base`.
-    _mem: SharedPages,
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; all access
@@ -63,7 +63,7 @@ impl Queue {
         // aligned, so the two u32 header words are in bounds and aligned.
         let header = unsafe { (base.cast::<u32>().read_volatile(), base.add(4).cast::<u32>().read_volatile()) };
         let (log2_elem_size, index_mask) = header;
-        let q = Queue { base, log2_elem_size, index_mask, _mem: mem };
+        let q = Queue { mem, log2_elem_size, index_mask };
         let slots = usize::try_from(index_mask).unwrap_or(usize::MAX).saturating_add(1);
         let need = slots.checked_shl(log2_elem_size).and_then(|b| b.checked_add(DATA));
         if log2_elem_size >= 16 || !slots.is_power_of_two() || need.map_or(true, |n| n > size) {
@@ -87,7 +87,7 @@ impl Queue {
             base.cast::<u32>().write(log2_elem_size);
             base.add(4).cast::<u32>().write(slots - 1);
         }
-        Queue { base, log2_elem_size, index_mask: slots - 1, _mem: mem }
+        Queue { mem, log2_elem_size, index_mask: slots - 1 }
     }
 
     /// Bytes per element: `1 << log2_elem_size`, from the kernel, never a Rust size.
@@ -110,8 +110,8 @@ impl Queue {
         // The kernel, too, only ever accesses it atomically (smp_load_acquire/smp_store_release).
         // SAFETY: `offset` is PRODUCER or CONSUMER: inside the header (length checked in
         // `map`), 4-aligned in a page-aligned mapping; accessed only atomically; lives as
-        // long as `self.map`.
-        unsafe { &*self.base.add(offset).cast::<AtomicU32>() }
+        // long as `self.mem`.
+        unsafe { &*self.mem.base().add(offset).cast::<AtomicU32>() }
     }
 
     /// The producer index, loaded with Acquire: for a queue the kernel
@@ -168,6 +168,6 @@ impl Queue {
     pub fn elem_ptr(&self, i: u32) -> *mut u8 {
         let off = DATA + (((i & self.index_mask) as usize) << self.log2_elem_size);
         // SAFETY: `map`/`new_heap` checked that DATA + slots << log2_elem_size fits.
-        unsafe { self.base.add(off) }
+        unsafe { self.mem.base().add(off) }
     }
 }

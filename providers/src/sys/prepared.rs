@@ -8,8 +8,9 @@
 //! attribute's `data` (pointer inputs of 8 bytes or less are inlined,
 //! `uverbs-abi.md` §2.2). No pointer, so the buffer can be kept with the
 //! object and sent as it is: one store for the request, one `ioctl()`.
-//! The legacy `write()` frame (header + request, 16 bytes) is kept next to
-//! it for kernels without `INVOKE_WRITE`. What [`IoctlCmd`](super::IoctlCmd)
+//! Kernels without `INVOKE_WRITE` get the legacy `write()` frame (header +
+//! request, 16 bytes), built when sent: it is not kept, so the CQ that
+//! holds the command stays small enough to move inline. What [`IoctlCmd`](super::IoctlCmd)
 //! would build for the same command is byte for byte the same (a test
 //! checks).
 
@@ -84,7 +85,6 @@ struct WriteBuf {
 #[derive(Debug)]
 pub(crate) struct SmallWrite {
     invoke: InvokeBuf,
-    write: WriteBuf,
 }
 
 impl SmallWrite {
@@ -107,16 +107,31 @@ impl SmallWrite {
         };
         let invoke =
             InvokeBuf { hdr, attrs: [attr(UVERBS_ATTR_WRITE_CMD, u64::from(command)), attr(UVERBS_ATTR_CORE_IN, 0)] };
-        let write = WriteBuf {
-            hdr: ib_uverbs_cmd_hdr { command, in_words: (size_of::<WriteBuf>() / 4) as u16, out_words: 0 },
-            body: 0,
-        };
-        SmallWrite { invoke, write }
+        SmallWrite { invoke }
     }
 
-    /// The command id.
+    /// The command id (the write command attribute's inline value).
     fn command(&self) -> u32 {
-        self.write.hdr.command
+        self.invoke.attrs[0].data as u32
+    }
+
+    /// The legacy `write()` frame of the command with request `body`.
+    fn write_frame(&self, body: u64) -> WriteBuf {
+        let hdr =
+            ib_uverbs_cmd_hdr { command: self.command(), in_words: (size_of::<WriteBuf>() / 4) as u16, out_words: 0 };
+        WriteBuf { hdr, body }
+    }
+
+    /// The request sent last, or set at creation by [`set_body`](Self::set_body).
+    #[inline]
+    pub(crate) fn body(&self) -> u64 {
+        self.invoke.attrs[1].data
+    }
+
+    /// Sets the request for the next send (which rewrites it anyway): a
+    /// command can keep a part of its request here instead of beside it.
+    pub(crate) fn set_body(&mut self, body: u64) {
+        self.invoke.attrs[1].data = body;
     }
 
     /// The ioctl's bytes with `body` as the request (for tests).
@@ -179,13 +194,13 @@ impl UverbsFd {
     #[cold]
     #[inline(never)]
     fn send_small_write(&self, cmd: &mut SmallWrite, body: u64) -> Result<CmdPath, Errno> {
-        cmd.write.body = body;
-        let bytes = cmd.write.as_bytes();
+        let frame = cmd.write_frame(body);
+        let bytes = frame.as_bytes();
         let n = nix::unistd::write(self.as_fd(), bytes)?;
         if n != bytes.len() {
             return Err(Errno::EIO);
         }
-        tracing::trace!(command = cmd.command(), ex = false, path = ?CmdPath::Write, "uverbs command ok");
+        tracing::trace!(command = frame.hdr.command, ex = false, path = ?CmdPath::Write, "uverbs command ok");
         Ok(CmdPath::Write)
     }
 
@@ -271,8 +286,7 @@ mod tests {
         cmd.in_const(UVERBS_ATTR_WRITE_CMD, u64::from(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ));
         cmd.in_bytes(UVERBS_ATTR_CORE_IN, req.as_bytes());
         assert_eq!(small.invoke_bytes(body), cmd.finish(14).unwrap());
-        small.write.body = body;
         let framed = crate::sys::write::frame(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, req.as_bytes(), &[], 0, 0);
-        assert_eq!(small.write.as_bytes(), &framed[..]);
+        assert_eq!(small.write_frame(body).as_bytes(), &framed[..]);
     }
 }

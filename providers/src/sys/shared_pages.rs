@@ -14,53 +14,40 @@ use nix::libc;
 use super::UverbsFd;
 
 /// Pages shared with the kernel, unmapped (or freed) on drop.
+///
+/// One address and one length, nothing else (16 bytes): a queue embeds
+/// this and reaches its memory through [`base`](Self::base), so the CQ
+/// that holds the queue stays small enough to move inline.
 #[derive(Debug)]
 pub(crate) struct SharedPages {
+    /// A mapping `mmap` returned, or the pointer `Box::into_raw` gave for
+    /// heap pages (kept raw, so that moving the owner moves no `Box`,
+    /// which would retag the allocation as unique and invalidate every
+    /// address derived from it: a Stacked Borrows violation Miri reports).
     base: *mut u8,
-    // Owns the memory `base` points into; reached only through `base`.
-    _backing: Backing,
-}
-
-#[derive(Debug)]
-enum Backing {
-    Mapped(#[allow(dead_code)] Mapping),
-    #[cfg(any(test, feature = "mock"))]
-    Heap(#[allow(dead_code)] HeapPages),
-}
-
-/// A `MAP_SHARED` read-write mapping of `len` bytes at `base`, made by
-/// `mmap(2)` directly (memmap2's general path cost about 110 instructions
-/// a map and 40 an unmap, twice per QP), unmapped on drop.
-#[derive(Debug)]
-struct Mapping {
-    base: *mut u8,
+    /// Bytes mapped; for heap pages, the page count.
     len: usize,
+    /// Heap pages (`SharedPages::heap`) rather than a mapping.
+    #[cfg(any(test, feature = "mock"))]
+    heap: bool,
 }
 
-impl Drop for Mapping {
+impl Drop for SharedPages {
     fn drop(&mut self) {
+        #[cfg(any(test, feature = "mock"))]
+        if self.heap {
+            let pages = std::ptr::slice_from_raw_parts_mut(self.base.cast::<HeapPage>(), self.len);
+            // SAFETY: `base` and the page count are what `Box::into_raw`
+            // gave in `SharedPages::heap`, turned back into a box once,
+            // here, as the owner goes.
+            drop(unsafe { Box::from_raw(pages) });
+            return;
+        }
         // SAFETY: `base` and `len` are a mapping `mmap` returned
         // (`SharedPages::map`), unmapped once, here, as its owner goes;
         // nothing reaches it afterwards (the owner held the only address).
         // munmap of a valid mapping does not fail.
         unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
-/// Heap pages owned through the raw pointer `Box::into_raw` returned, so
-/// that moving the owner moves no `Box` (which would retag the allocation
-/// as unique and invalidate `SharedPages::base`, derived from it: a
-/// Stacked Borrows violation Miri reports).
-#[cfg(any(test, feature = "mock"))]
-#[derive(Debug)]
-struct HeapPages(*mut [HeapPage]);
-
-#[cfg(any(test, feature = "mock"))]
-impl Drop for HeapPages {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `SharedPages::heap`
-        // and is turned back into a box once, here, as its owner goes.
-        drop(unsafe { Box::from_raw(self.0) });
     }
 }
 
@@ -71,13 +58,6 @@ impl Drop for HeapPages {
 #[derive(Clone, Copy)]
 #[repr(C, align(4096))]
 struct HeapPage([u8; 4096]);
-
-#[cfg(any(test, feature = "mock"))]
-impl std::fmt::Debug for HeapPage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HeapPage")
-    }
-}
 
 // SAFETY: the memory is owned by this value (a mapping or heap pages) and
 // reached only through the raw `base`; moving the owner to another thread
@@ -91,8 +71,9 @@ impl SharedPages {
     /// Maps `len` bytes the kernel offered at mmap `offset` (a key, a
     /// multiple of the page size) on `fd`, shared and read-write, as
     /// [`UverbsFd::mmap`] does (see there why not `MADV_DONTFORK`), with one
-    /// `mmap(2)`. `EINVAL` for an empty length or an offset that `off_t`
-    /// cannot hold, as mmap answers.
+    /// `mmap(2)` (memmap2's general path cost about 110 instructions a map
+    /// and 40 an unmap, twice per QP). `EINVAL` for an empty length or an
+    /// offset that `off_t` cannot hold, as mmap answers.
     pub fn map(fd: &UverbsFd, offset: u64, len: usize) -> std::io::Result<Self> {
         let einval = || std::io::Error::from_raw_os_error(libc::EINVAL);
         let off = libc::off_t::try_from(offset).map_err(|_| einval())?;
@@ -107,8 +88,12 @@ impl SharedPages {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let base = p.cast::<u8>();
-        Ok(SharedPages { base, _backing: Backing::Mapped(Mapping { base, len }) })
+        Ok(SharedPages {
+            base: p.cast::<u8>(),
+            len,
+            #[cfg(any(test, feature = "mock"))]
+            heap: false,
+        })
     }
 
     /// At least `len` bytes (one page at the least) of zeroed, page-aligned
@@ -116,8 +101,8 @@ impl SharedPages {
     #[cfg(any(test, feature = "mock"))]
     pub fn heap(len: usize) -> Self {
         let pages = len.div_ceil(4096).max(1);
-        let mem = HeapPages(Box::into_raw(vec![HeapPage([0; 4096]); pages].into_boxed_slice()));
-        SharedPages { base: mem.0.cast::<u8>(), _backing: Backing::Heap(mem) }
+        let mem = Box::into_raw(vec![HeapPage([0; 4096]); pages].into_boxed_slice());
+        SharedPages { base: mem.cast::<u8>(), len: pages, heap: true }
     }
 
     /// The first byte.
