@@ -56,15 +56,22 @@ bitflags! {
     }
 }
 
-/// Checks what the kernel would refuse with a bare `EINVAL`.
+/// Checks what the kernel would refuse with a bare `EINVAL` (the test
+/// inline, its error out of line).
+#[inline]
 fn check_access(verb: &'static str, access: AccessFlags) -> Result<()> {
     if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
         && !access.contains(AccessFlags::LOCAL_WRITE)
     {
-        return Err(Error::os(verb, Errno::EINVAL)
-            .with_message(format!("{access:?} needs LOCAL_WRITE too (remote write and atomics imply local write)")));
+        return Err(access_error(verb, access));
     }
     Ok(())
+}
+
+#[cold]
+fn access_error(verb: &'static str, access: AccessFlags) -> Error {
+    Error::os(verb, Errno::EINVAL)
+        .with_message(format!("{access:?} needs LOCAL_WRITE too (remote write and atomics imply local write)"))
 }
 
 /// Turns a REG_MR errno into a sentence about its usual cause.

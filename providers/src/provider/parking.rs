@@ -101,7 +101,11 @@ impl<D> Parking<D> {
         }
         match destroy_now() {
             Ok(_) => {
-                drop(self.release(true));
+                // Tested here, not in `release`: the drop of what it
+                // returns is out-of-line glue, called even for `None`.
+                if self.1.load(Ordering::Acquire) {
+                    drop(self.release_parked(true));
+                }
                 Ok(())
             }
             Err(e) => {
