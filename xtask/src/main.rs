@@ -117,7 +117,8 @@ usage:
       once (--siw: --provider siw)
 
 environment: RVERBS_VM_TIMEOUT (s, default 1200), RVERBS_VM_ACCEL (kvm|tcg),
-  RVERBS_VM_MEMORY (default 4G), RVERBS_VM_VERBOSE=1 (show the whole console)
+  RVERBS_VM_MEMORY (default 4G), RVERBS_VM_VERBOSE=1 (show the whole console),
+  RVERBS_VM_SERIAL=1 (test's VM tier: one kernel at a time, not side by side)
 see docs/TESTING.md";
 
 fn main() {
