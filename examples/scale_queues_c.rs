@@ -27,157 +27,26 @@
 //!
 //! `ibv_post_send`, `ibv_poll_cq` and `ibv_req_notify_cq` are `static
 //! inline` in `verbs.h`: calls through the context's `ops`, as a compiled C
-//! program makes them. The structures are `verbs.h`'s (rdma-core 44)
-//! layouts, written out here so that this program links no verbs library.
+//! program makes them. The structures and the `dlopen` are
+//! [`c_verbs`]'.
 //! It prints `SCALE queues poll|events IMPL Q rounds=… completions=…
 //! empty=… events=… ns=…`, as `scale_queues` does.
 
-use core::ffi::{c_char, c_int, c_uint, c_void};
-use std::ffi::CString;
+use core::ffi::{c_int, c_uint};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use nix::libc;
 
-type Result<T = ()> = std::result::Result<T, String>;
-type P = *mut c_void;
+mod c_verbs;
+use c_verbs::{
+    errno, ok, ok0, AhAttr, Devices, GlobalRoute, Library, QpAttr, QpCap, QpInitAttr, Result, SendWr, Sge, Wc, P,
+};
 
 /// A completion that never comes fails instead of hanging the bench.
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The pause after a poll that found nothing (`poll`), as `scale_queues`'.
 const RETRY: Duration = Duration::from_micros(200);
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct QpCap {
-    max_send_wr: u32,
-    max_recv_wr: u32,
-    max_send_sge: u32,
-    max_recv_sge: u32,
-    max_inline_data: u32,
-}
-
-/// `struct ibv_qp_init_attr` (64 bytes).
-#[repr(C)]
-struct QpInitAttr {
-    qp_context: P,
-    send_cq: P,
-    recv_cq: P,
-    srq: P,
-    cap: QpCap,
-    qp_type: u32,
-    sq_sig_all: c_int,
-}
-
-/// `struct ibv_global_route` (24 bytes, 8-aligned: `union ibv_gid`).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default)]
-struct GlobalRoute {
-    dgid: [u8; 16],
-    flow_label: u32,
-    sgid_index: u8,
-    hop_limit: u8,
-    traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr` (32 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct AhAttr {
-    grh: GlobalRoute,
-    dlid: u16,
-    sl: u8,
-    src_path_bits: u8,
-    static_rate: u8,
-    is_global: u8,
-    port_num: u8,
-}
-
-/// `struct ibv_qp_attr` (144 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct QpAttr {
-    qp_state: u32,
-    cur_qp_state: u32,
-    path_mtu: u32,
-    path_mig_state: u32,
-    qkey: u32,
-    rq_psn: u32,
-    sq_psn: u32,
-    dest_qp_num: u32,
-    qp_access_flags: c_uint,
-    cap: QpCap,
-    ah_attr: AhAttr,
-    alt_ah_attr: AhAttr,
-    pkey_index: u16,
-    alt_pkey_index: u16,
-    en_sqd_async_notify: u8,
-    sq_draining: u8,
-    max_rd_atomic: u8,
-    max_dest_rd_atomic: u8,
-    min_rnr_timer: u8,
-    port_num: u8,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    alt_port_num: u8,
-    alt_timeout: u8,
-    rate_limit: u32,
-}
-
-/// `struct ibv_sge`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Sge {
-    addr: u64,
-    length: u32,
-    lkey: u32,
-}
-
-/// `struct ibv_send_wr` (128 bytes) with its `wr` union as `rdma`.
-#[repr(C)]
-struct SendWr {
-    wr_id: u64,
-    next: *mut SendWr,
-    sg_list: *mut Sge,
-    num_sge: c_int,
-    opcode: u32,
-    send_flags: c_uint,
-    imm_data: u32,
-    remote_addr: u64,
-    rkey: u32,
-    /// The rest of the `wr` union (its `atomic` is 32 bytes), `qp_type` and
-    /// the `bind_mw`/`tso` union.
-    _pad: u32,
-    _rest: [u64; 9],
-}
-
-/// `struct ibv_wc` (48 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Wc {
-    wr_id: u64,
-    status: u32,
-    opcode: u32,
-    vendor_err: u32,
-    byte_len: u32,
-    imm_data: u32,
-    qp_num: u32,
-    src_qp: u32,
-    wc_flags: c_uint,
-    pkey_index: u16,
-    slid: u16,
-    sl: u8,
-    dlid_path_bits: u8,
-}
-
-const _: () = assert!(core::mem::size_of::<QpInitAttr>() == 64 && core::mem::size_of::<AhAttr>() == 32);
-const _: () = assert!(core::mem::size_of::<QpAttr>() == 144 && core::mem::offset_of!(QpAttr, ah_attr) == 56);
-const _: () =
-    assert!(core::mem::offset_of!(QpAttr, pkey_index) == 120 && core::mem::offset_of!(QpAttr, timeout) == 130);
-const _: () = assert!(core::mem::size_of::<SendWr>() == 128 && core::mem::offset_of!(SendWr, remote_addr) == 40);
-const _: () = assert!(core::mem::size_of::<Wc>() == 48 && core::mem::offset_of!(Wc, qp_num) == 28);
 
 /// Offsets in `struct ibv_context` of `ops.poll_cq`, `ops.req_notify_cq`
 /// and `ops.post_send` (`ops` at 8, the functions its 12th, 13th and 26th
@@ -224,9 +93,7 @@ type PostSend = unsafe extern "C" fn(P, *mut SendWr, *mut *mut SendWr) -> c_int;
 
 /// The exported `ibv_*` functions used, from the `dlopen`ed library.
 struct Lib {
-    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut P,
-    free_device_list: unsafe extern "C" fn(*mut P),
-    open_device: unsafe extern "C" fn(P) -> P,
+    dev: Devices,
     alloc_pd: unsafe extern "C" fn(P) -> P,
     reg_mr: unsafe extern "C" fn(P, P, usize, c_int) -> P,
     create_comp_channel: unsafe extern "C" fn(P) -> P,
@@ -238,66 +105,23 @@ struct Lib {
     ack_cq_events: unsafe extern "C" fn(P, c_uint),
 }
 
-/// # Safety
-/// `T` is the C type of the function `name`.
-unsafe fn sym<T: Copy>(h: P, name: &str) -> Result<T> {
-    let n = CString::new(name).map_err(|e| e.to_string())?;
-    // SAFETY: `h` is a live handle, `n` NUL-terminated.
-    let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-    if p.is_null() {
-        return Err(format!("{name} is not exported by libibverbs.so.1"));
-    }
-    // SAFETY: the caller's contract: `p` is a function of type `T`.
-    Ok(unsafe { core::mem::transmute_copy(&p) })
-}
-
 /// `libibverbs.so.1` as the loader finds it (`LD_LIBRARY_PATH` picks rverbs').
 fn load() -> Result<Lib> {
-    // SAFETY: a NUL-terminated literal.
-    let h = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if h.is_null() {
-        // SAFETY: dlerror's string is valid until the next dl* call.
-        let why = unsafe { std::ffi::CStr::from_ptr(libc::dlerror() as *const c_char) };
-        return Err(format!("dlopen libibverbs.so.1: {}", why.to_string_lossy()));
-    }
+    let h = Library::open()?;
     // SAFETY: each type is that name's C prototype in verbs.h 44.
     unsafe {
         Ok(Lib {
-            get_device_list: sym(h, "ibv_get_device_list")?,
-            free_device_list: sym(h, "ibv_free_device_list")?,
-            open_device: sym(h, "ibv_open_device")?,
-            alloc_pd: sym(h, "ibv_alloc_pd")?,
-            reg_mr: sym(h, "ibv_reg_mr")?,
-            create_comp_channel: sym(h, "ibv_create_comp_channel")?,
-            create_cq: sym(h, "ibv_create_cq")?,
-            create_qp: sym(h, "ibv_create_qp")?,
-            modify_qp: sym(h, "ibv_modify_qp")?,
-            query_gid: sym(h, "ibv_query_gid")?,
-            get_cq_event: sym(h, "ibv_get_cq_event")?,
-            ack_cq_events: sym(h, "ibv_ack_cq_events")?,
+            dev: h.devices()?,
+            alloc_pd: h.sym("ibv_alloc_pd")?,
+            reg_mr: h.sym("ibv_reg_mr")?,
+            create_comp_channel: h.sym("ibv_create_comp_channel")?,
+            create_cq: h.sym("ibv_create_cq")?,
+            create_qp: h.sym("ibv_create_qp")?,
+            modify_qp: h.sym("ibv_modify_qp")?,
+            query_gid: h.sym("ibv_query_gid")?,
+            get_cq_event: h.sym("ibv_get_cq_event")?,
+            ack_cq_events: h.sym("ibv_ack_cq_events")?,
         })
-    }
-}
-
-fn errno() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-/// A pointer a verb returned, or its errno as an error naming the verb.
-fn ok(p: P, verb: &str) -> Result<P> {
-    if p.is_null() {
-        Err(format!("{verb} failed: {}", errno()))
-    } else {
-        Ok(p)
-    }
-}
-
-/// A status a verb returned (0, or an errno value; -1 with errno set).
-fn ok0(rc: c_int, verb: &str) -> Result {
-    match rc {
-        0 => Ok(()),
-        -1 => Err(format!("{verb} failed: {}", errno())),
-        e => Err(format!("{verb} failed: {}", std::io::Error::from_raw_os_error(e.abs()))),
     }
 }
 
@@ -485,18 +309,7 @@ fn setup(lib: &Lib, ctx: P, n: usize, send_cq: impl Fn(usize) -> P, rcq: P) -> R
 
 /// The first device, opened.
 fn open(lib: &Lib) -> Result<P> {
-    let mut n = 0;
-    // SAFETY: `n` is a valid out-pointer.
-    let list = unsafe { (lib.get_device_list)(&mut n) };
-    if list.is_null() || n < 1 {
-        return Err(format!("ibv_get_device_list: no RDMA device (is rxe0 set up?) {}", errno()));
-    }
-    // SAFETY: the list holds `n` >= 1 devices.
-    let ctx = unsafe { (lib.open_device)(*list) };
-    // SAFETY: the list came from ibv_get_device_list; the context keeps
-    // what it needs of the device.
-    unsafe { (lib.free_device_list)(list) };
-    ok(ctx, "ibv_open_device")
+    lib.dev.open_first()
 }
 
 /// A CQ of `cqe` entries on `channel` (or none), its `cq_context` `index`.

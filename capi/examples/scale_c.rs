@@ -13,77 +13,18 @@
 //! Lines and set-up as `scale_objects`' (see there): `objects` prints
 //! `SCALE objects KIND IMPL N create_ns=… destroy_ns=… rss_b=…`, `memory`
 //! `SCALE memory SIZE IMPL REPS reg_ns=… rereg_ns=… dereg_ns=…`. The
-//! structures are `verbs.h`'s (rdma-core 44) layouts, written out here so
-//! that this program links no verbs library of its own.
+//! structures and the `dlopen` are `examples/c_verbs`'.
 
-use core::ffi::{c_char, c_int, c_void};
-use std::ffi::CString;
+use core::ffi::c_int;
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use nix::libc;
 
-type Result<T = ()> = std::result::Result<T, String>;
-type P = *mut c_void;
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-struct QpCap {
-    max_send_wr: u32,
-    max_recv_wr: u32,
-    max_send_sge: u32,
-    max_recv_sge: u32,
-    max_inline_data: u32,
-}
-
-/// `struct ibv_qp_init_attr` (64 bytes).
-#[repr(C)]
-struct QpInitAttr {
-    qp_context: P,
-    send_cq: P,
-    recv_cq: P,
-    srq: P,
-    cap: QpCap,
-    qp_type: u32,
-    sq_sig_all: c_int,
-}
-
-/// `struct ibv_srq_init_attr` (24 bytes).
-#[repr(C)]
-struct SrqInitAttr {
-    srq_context: P,
-    max_wr: u32,
-    max_sge: u32,
-    srq_limit: u32,
-}
-
-/// `struct ibv_global_route` (24 bytes, 8-aligned: `union ibv_gid`).
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default)]
-struct GlobalRoute {
-    dgid: [u8; 16],
-    flow_label: u32,
-    sgid_index: u8,
-    hop_limit: u8,
-    traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr` (32 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct AhAttr {
-    grh: GlobalRoute,
-    dlid: u16,
-    sl: u8,
-    src_path_bits: u8,
-    static_rate: u8,
-    is_global: u8,
-    port_num: u8,
-}
-
-const _: () = assert!(core::mem::size_of::<QpInitAttr>() == 64 && core::mem::size_of::<SrqInitAttr>() == 24);
-const _: () = assert!(core::mem::size_of::<GlobalRoute>() == 24 && core::mem::size_of::<AhAttr>() == 32);
+#[path = "../../examples/c_verbs/mod.rs"]
+mod c_verbs;
+use c_verbs::{errno, ok, ok0, AhAttr, Devices, GlobalRoute, Library, QpCap, QpInitAttr, Result, SrqInitAttr, P};
 
 const IBV_QPT_RC: u32 = 2;
 const IBV_QPT_UD: u32 = 4;
@@ -95,9 +36,7 @@ const CQE: c_int = 16;
 
 /// The `ibv_*` functions used, from the `dlopen`ed library.
 struct Lib {
-    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut P,
-    free_device_list: unsafe extern "C" fn(*mut P),
-    open_device: unsafe extern "C" fn(P) -> P,
+    dev: Devices,
     close_device: unsafe extern "C" fn(P) -> c_int,
     alloc_pd: unsafe extern "C" fn(P) -> P,
     dealloc_pd: unsafe extern "C" fn(P) -> c_int,
@@ -115,89 +54,35 @@ struct Lib {
     destroy_ah: unsafe extern "C" fn(P) -> c_int,
 }
 
-/// # Safety
-/// `T` is the C type of the function `name`.
-unsafe fn sym<T: Copy>(h: P, name: &str) -> Result<T> {
-    let n = CString::new(name).map_err(|e| e.to_string())?;
-    // SAFETY: `h` is a live handle, `n` NUL-terminated.
-    let p = unsafe { libc::dlsym(h, n.as_ptr()) };
-    if p.is_null() {
-        return Err(format!("{name} is not exported by libibverbs.so.1"));
-    }
-    // SAFETY: the caller's contract: `p` is a function of type `T`.
-    Ok(unsafe { core::mem::transmute_copy(&p) })
-}
-
 /// `libibverbs.so.1` as the loader finds it (`LD_LIBRARY_PATH` picks rverbs').
 fn load() -> Result<Lib> {
-    // SAFETY: a NUL-terminated literal.
-    let h = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if h.is_null() {
-        // SAFETY: dlerror's string is valid until the next dl* call.
-        let why = unsafe { std::ffi::CStr::from_ptr(libc::dlerror() as *const c_char) };
-        return Err(format!("dlopen libibverbs.so.1: {}", why.to_string_lossy()));
-    }
+    let h = Library::open()?;
     // SAFETY: each type is that name's C prototype in verbs.h 44.
     unsafe {
         Ok(Lib {
-            get_device_list: sym(h, "ibv_get_device_list")?,
-            free_device_list: sym(h, "ibv_free_device_list")?,
-            open_device: sym(h, "ibv_open_device")?,
-            close_device: sym(h, "ibv_close_device")?,
-            alloc_pd: sym(h, "ibv_alloc_pd")?,
-            dealloc_pd: sym(h, "ibv_dealloc_pd")?,
-            reg_mr: sym(h, "ibv_reg_mr")?,
-            rereg_mr: sym(h, "ibv_rereg_mr")?,
-            dereg_mr: sym(h, "ibv_dereg_mr")?,
-            create_cq: sym(h, "ibv_create_cq")?,
-            destroy_cq: sym(h, "ibv_destroy_cq")?,
-            create_qp: sym(h, "ibv_create_qp")?,
-            destroy_qp: sym(h, "ibv_destroy_qp")?,
-            create_srq: sym(h, "ibv_create_srq")?,
-            destroy_srq: sym(h, "ibv_destroy_srq")?,
-            query_gid: sym(h, "ibv_query_gid")?,
-            create_ah: sym(h, "ibv_create_ah")?,
-            destroy_ah: sym(h, "ibv_destroy_ah")?,
+            dev: h.devices()?,
+            close_device: h.sym("ibv_close_device")?,
+            alloc_pd: h.sym("ibv_alloc_pd")?,
+            dealloc_pd: h.sym("ibv_dealloc_pd")?,
+            reg_mr: h.sym("ibv_reg_mr")?,
+            rereg_mr: h.sym("ibv_rereg_mr")?,
+            dereg_mr: h.sym("ibv_dereg_mr")?,
+            create_cq: h.sym("ibv_create_cq")?,
+            destroy_cq: h.sym("ibv_destroy_cq")?,
+            create_qp: h.sym("ibv_create_qp")?,
+            destroy_qp: h.sym("ibv_destroy_qp")?,
+            create_srq: h.sym("ibv_create_srq")?,
+            destroy_srq: h.sym("ibv_destroy_srq")?,
+            query_gid: h.sym("ibv_query_gid")?,
+            create_ah: h.sym("ibv_create_ah")?,
+            destroy_ah: h.sym("ibv_destroy_ah")?,
         })
-    }
-}
-
-fn errno() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
-
-/// A pointer a verb returned, or its errno as an error naming the verb.
-fn ok(p: P, verb: &str) -> Result<P> {
-    if p.is_null() {
-        Err(format!("{verb} failed: {}", errno()))
-    } else {
-        Ok(p)
-    }
-}
-
-/// A status a verb returned (0, or an errno value).
-fn ok0(rc: c_int, verb: &str) -> Result {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!("{verb} failed: {}", std::io::Error::from_raw_os_error(rc)))
     }
 }
 
 /// The first device, opened.
 fn open(lib: &Lib) -> Result<P> {
-    let mut n = 0;
-    // SAFETY: `n` is a valid out-pointer.
-    let list = unsafe { (lib.get_device_list)(&mut n) };
-    if list.is_null() || n < 1 {
-        return Err(format!("ibv_get_device_list: no RDMA device (is rxe0 set up?) {}", errno()));
-    }
-    // SAFETY: the list holds `n` >= 1 devices.
-    let ctx = unsafe { (lib.open_device)(*list) };
-    // SAFETY: the list came from ibv_get_device_list; the context keeps
-    // what it needs of the device.
-    unsafe { (lib.free_device_list)(list) };
-    ok(ctx, "ibv_open_device")
+    lib.dev.open_first()
 }
 
 fn main() -> ExitCode {
