@@ -25,18 +25,21 @@ pub(crate) struct SharedPages {
     /// which would retag the allocation as unique and invalidate every
     /// address derived from it: a Stacked Borrows violation Miri reports).
     base: *mut u8,
-    /// Bytes mapped; for heap pages, the page count.
+    /// Bytes mapped; for heap pages, the page count with [`HEAP`] set (a
+    /// flag of its own would make mock builds' queues, which the provider
+    /// benchmarks measure, larger than real ones).
     len: usize,
-    /// Heap pages (`SharedPages::heap`) rather than a mapping.
-    #[cfg(any(test, feature = "mock"))]
-    heap: bool,
 }
+
+/// [`SharedPages::len`]'s mark of heap pages: no mapping is that long.
+#[cfg(any(test, feature = "mock"))]
+const HEAP: usize = 1 << (usize::BITS - 1);
 
 impl Drop for SharedPages {
     fn drop(&mut self) {
         #[cfg(any(test, feature = "mock"))]
-        if self.heap {
-            let pages = std::ptr::slice_from_raw_parts_mut(self.base.cast::<HeapPage>(), self.len);
+        if self.len & HEAP != 0 {
+            let pages = std::ptr::slice_from_raw_parts_mut(self.base.cast::<HeapPage>(), self.len & !HEAP);
             // SAFETY: `base` and the page count are what `Box::into_raw`
             // gave in `SharedPages::heap`, turned back into a box once,
             // here, as the owner goes.
@@ -88,12 +91,7 @@ impl SharedPages {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(SharedPages {
-            base: p.cast::<u8>(),
-            len,
-            #[cfg(any(test, feature = "mock"))]
-            heap: false,
-        })
+        Ok(SharedPages { base: p.cast::<u8>(), len })
     }
 
     /// At least `len` bytes (one page at the least) of zeroed, page-aligned
@@ -102,7 +100,7 @@ impl SharedPages {
     pub fn heap(len: usize) -> Self {
         let pages = len.div_ceil(4096).max(1);
         let mem = Box::into_raw(vec![HeapPage([0; 4096]); pages].into_boxed_slice());
-        SharedPages { base: mem.cast::<u8>(), len: pages, heap: true }
+        SharedPages { base: mem.cast::<u8>(), len: pages | HEAP }
     }
 
     /// The first byte.
@@ -115,6 +113,13 @@ impl SharedPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Test and mock builds (which the provider benchmarks measure) have
+    /// the layout real ones have: an address and a length.
+    #[test]
+    fn an_address_and_a_length() {
+        assert_eq!(size_of::<SharedPages>(), 2 * size_of::<usize>());
+    }
 
     #[test]
     fn heap_pages_are_zeroed_page_aligned_and_at_least_one_page() {
