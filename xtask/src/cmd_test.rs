@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the host tier, then every kernel of the matrix in a
 //! VM, then one summary line.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::console::{Counts, LineKind};
 use crate::downstream;
@@ -215,33 +215,36 @@ fn vm_tiers(ws: &Workspace, series: &[Series], providers: &[Provider], keep: boo
         }
     }
     let knobs = &boot_knobs(&knobs, providers.len());
+    // Each boot's outcome and the kernel's time (fetch and boot).
     let boot = |r: &ReadyKernel| {
+        let start = Instant::now();
         let tag = format!("[{}]", r.series.name);
         let mut show = |kind: LineKind, line: &str| show_line(&tag, knobs.verbose, kind, line);
         let guest = Guest { kernel: &r.kernel, tools: &prep.tools, dirs: &r.dirs, knobs };
-        runner::run(&guest, &prep.payload, keep, &mut show)
+        (runner::run(&guest, &prep.payload, keep, &mut show), r.fetched + start.elapsed())
     };
-    let outcomes: Vec<Result<runner::Outcome>> = if side_by_side(ready.len(), knobs) {
+    let outcomes: Vec<(Result<runner::Outcome>, Duration)> = if side_by_side(ready.len(), knobs) {
         note(format!(
             "{} guests boot side by side (one vCPU each; RVERBS_VM_SERIAL=1 boots one at a time)",
             ready.len()
         ));
         std::thread::scope(|sc| {
             let running: Vec<_> = ready.iter().map(|r| sc.spawn(move || boot(r))).collect();
-            running.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("the boot's thread panicked".into()))).collect()
+            let joined = running.into_iter().map(|h| h.join());
+            joined.map(|j| j.unwrap_or_else(|_| (Err("the boot's thread panicked".into()), Duration::ZERO))).collect()
         })
     } else {
         ready.iter().map(boot).collect()
     };
-    for (r, out) in ready.iter().zip(outcomes) {
-        report_kernel(r, providers, out, tally);
+    for (r, (out, took)) in ready.iter().zip(outcomes) {
+        report_kernel(r, providers, out, took, tally);
     }
 }
 
 /// Whether the `n` guests of the VM tier boot side by side: a TCG guest
 /// keeps one host core busy per vCPU, so with a core free for each, the
-/// tier takes as long as its slowest kernel instead of their sum (CI's
-/// run, issue #35: the two kernels took 911 s and 1,025 s one after the
+/// tier takes as long as its slowest kernel instead of their sum (on CI's
+/// two cores: 633 s for both, against 911 s and 1,025 s one after the
 /// other). Memory: each guest has `RVERBS_VM_MEMORY` (4G by default).
 fn side_by_side(n: usize, knobs: &Knobs) -> bool {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -256,7 +259,8 @@ struct ReadyKernel {
     what: String,
     kernel: kernel::Kernel,
     dirs: rverbs_vm::util::Dirs,
-    start: Instant,
+    /// What the fetch (and siw.ko) took.
+    fetched: Duration,
 }
 
 fn kernel_ready(
@@ -278,19 +282,24 @@ fn kernel_ready(
         println!("{what}: siw.ko ready in {}", secs(siw_start.elapsed()));
     }
     println!("{what}: {}", k.describe());
-    Ok(ReadyKernel { series: s, what, kernel: k, dirs, start })
+    Ok(ReadyKernel { series: s, what, kernel: k, dirs, fetched: start.elapsed() })
 }
 
 /// One kernel's boot (every provider's tier in it: a second boot under
 /// TCG would cost minutes) as one row per tier, "kernel 6.12 rxe",
 /// "kernel 6.12 siw".
-fn report_kernel(r: &ReadyKernel, providers: &[Provider], out: Result<runner::Outcome>, tally: &mut Tally) {
+fn report_kernel(
+    r: &ReadyKernel,
+    providers: &[Provider],
+    out: Result<runner::Outcome>,
+    took: Duration,
+    tally: &mut Tally,
+) {
     let (s, k, tag) = (r.series, &r.kernel, format!("[{}]", r.series.name));
     let out = match out {
         Ok(o) => o,
         Err(e) => return tally.add(r.what.clone(), Counts::default(), vec![e], String::new()),
     };
-    let took = r.start.elapsed();
     let release = out.report.release.clone().unwrap_or_else(|| k.release.clone());
     let boot_problem = out.problem();
     if boot_problem.is_some() {
