@@ -553,15 +553,30 @@ impl CmId {
     /// [`Disconnected`](super::EventKind::Disconnected). A QP in ERR
     /// already (the peer's DISCONNECTED moved it there) is not modified
     /// again: the answer to a peer's disconnect is DISCONNECT alone.
+    ///
+    /// iWARP: after the DISCONNECT the QP goes on to ERR (the move
+    /// librdmacm makes when DISCONNECTED is read, made here instead, so
+    /// that event moves nothing). SQD starts siw's graceful close, but
+    /// its queues are dead from then on: the doorbell is refused with
+    /// `ENOTCONN` while it closes, and a send queue that was busy went to
+    /// ERROR at once, where the doorbell does nothing. Only ERR, made by
+    /// us, lets rverbs flush the requests posted meanwhile, so every one
+    /// completes without the caller reading the CM's events.
     #[doc(alias = "rdma_disconnect")]
     pub fn disconnect(&self) -> Result<()> {
         const VERB: &str = "rdma_disconnect";
         let ch = self.live(VERB)?;
-        if let Some(q) = self.qp().filter(|q| q.state() != QpState::Err) {
-            let to = if q.context().device().transport() == Transport::Iwarp { QpState::Sqd } else { QpState::Err };
+        let q = self.qp().filter(|q| q.state() != QpState::Err);
+        let iwarp = q.as_ref().is_some_and(|q| q.context().device().transport() == Transport::Iwarp);
+        if let Some(q) = &q {
+            let to = if iwarp { QpState::Sqd } else { QpState::Err };
             q.modify(&QpAttr { qp_state: to, ..QpAttr::default() }, QpAttrMask::STATE)?;
         }
-        cmd::disconnect(&ch.fd, self.0.kernel_id)
+        cmd::disconnect(&ch.fd, self.0.kernel_id)?;
+        if let Some(q) = q.filter(|_| iwarp) {
+            qp::to_err(&q);
+        }
+        Ok(())
     }
 
     /// The active side's ready-to-use after a

@@ -4,9 +4,13 @@
 //! again: a request posted afterwards (the send doorbell of a QP in ERROR
 //! does nothing; receives are read only when a message arrives) would never
 //! complete. That happens when the connection dropped (the kernel moved the
-//! QP to ERROR before the user learnt of it) or when a user posts to a QP
-//! it moved there itself. rxe and mlx5 flush such requests; libsiw does
-//! not. rverbs does: once the QP has been moved to ERR, each of its CQs
+//! QP to ERROR before the user learnt of it), while `rdma_disconnect`'s
+//! graceful close runs (SQD: siw refuses the doorbell, or went to ERROR at
+//! once when its send queue was busy), or when a user posts to a QP it
+//! moved there itself. rxe and mlx5 flush such requests; libsiw does not.
+//! rverbs does: once the QP has been moved to ERR (by the user, by
+//! `CmId::disconnect` after the DISCONNECT, or by the CM when DISCONNECTED
+//! is read), each of its CQs
 //! takes over the entries still `VALID` in the rings that complete there,
 //! and its polls report them as `WR_FLUSH_ERR`, in order, after what the
 //! kernel wrote. The kernel no longer touches those entries, so the flush
