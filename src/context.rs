@@ -432,7 +432,7 @@ const NONE: u32 = u32::MAX;
 
 impl Default for Registry {
     fn default() -> Registry {
-        Registry { slots: Vec::new(), free: NONE }
+        Registry::with_capacity(0)
     }
 }
 

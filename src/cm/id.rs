@@ -555,13 +555,14 @@ impl CmId {
     /// again: the answer to a peer's disconnect is DISCONNECT alone.
     ///
     /// iWARP: after the DISCONNECT the QP goes on to ERR (the move
-    /// librdmacm makes when DISCONNECTED is read, made here instead, so
-    /// that event moves nothing). SQD starts siw's graceful close, but
-    /// its queues are dead from then on: the doorbell is refused with
-    /// `ENOTCONN` while it closes, and a send queue that was busy went to
-    /// ERROR at once, where the doorbell does nothing. Only ERR, made by
-    /// us, lets rverbs flush the requests posted meanwhile, so every one
-    /// completes without the caller reading the CM's events.
+    /// rverbs' DISCONNECTED handler makes, made here instead, so that
+    /// event moves nothing; librdmacm makes none). SQD starts siw's
+    /// graceful close, but its queues are dead from then on: the doorbell
+    /// is refused with `ENOTCONN` while it closes, and a send queue that
+    /// was busy went to ERROR at once, where the doorbell does nothing.
+    /// Only ERR, made by us, lets rverbs flush the requests posted
+    /// meanwhile, so every one completes without the caller reading the
+    /// CM's events.
     #[doc(alias = "rdma_disconnect")]
     pub fn disconnect(&self) -> Result<()> {
         const VERB: &str = "rdma_disconnect";
