@@ -1,5 +1,6 @@
 //! Async events from the real kernel (VM tier): the SRQ limit event names
-//! the SRQ, a CQ overrun names the CQ, port events name the port.
+//! the SRQ, a CQ overrun names the CQ, SQ drained names the QP by number
+//! and handle, port events name the port.
 
 mod common;
 
@@ -144,6 +145,45 @@ fn cq_overrun_raises_a_cq_error_event() {
     assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), (0..n as u64).collect::<Vec<_>>());
     common::assert_no_more(&mut small);
     assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, common::reported_state(&dev, QpState::Rts));
+}
+
+/// RTS -> SQD of a UD QP with nothing outstanding: rxe's requester finds
+/// the send queue drained and raises SQ drained (6.1 and 6.12), which names
+/// the QP by its number and handle. The QP takes the slot of one destroyed
+/// before it (the registry's next generation): its event is its own, and
+/// the destroyed QP's handle names nothing.
+#[test]
+fn sq_drained_names_the_qp_by_number_and_handle() {
+    let Some(dev) = common::first_device() else { return };
+    let ctx = dev.open().unwrap();
+    if common::is_iwarp(&dev) {
+        common::not_applicable(&dev, "no UD QPs on iWARP");
+        return;
+    }
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let init = QpInitAttr::new(QpType::Ud, &cq);
+    let gone = pd.create_qp(&init).unwrap();
+    let gone_handle = gone.user_handle();
+    gone.destroy().unwrap();
+    let qp = pd.create_qp(&init).unwrap();
+    assert_ne!(qp.user_handle(), gone_handle);
+    let opts = ConnectOptions::default();
+    let idx = ctx.default_sgid_index(1).unwrap();
+    let gid = ctx.query_gid(1, idx.into()).unwrap().expect("default GID exists").gid;
+    let me = rverbs::Endpoint { lid: ctx.query_port(1).unwrap().lid, qpn: qp.qp_num(), psn: 1, gid, memory: None };
+    qp.to_init(&opts).unwrap();
+    qp.to_rtr(&me, &opts).unwrap();
+    qp.to_rts(1, &opts).unwrap();
+    assert_eq!(ctx.get_async_event_timeout(0).unwrap(), None, "nothing yet");
+    let sqd = rverbs::QpAttr { qp_state: QpState::Sqd, ..rverbs::QpAttr::default() };
+    qp.modify(&sqd, QpAttrMask::STATE).unwrap();
+    let ev = ctx.get_async_event_timeout(10_000).unwrap().expect("SQ drained event");
+    assert_eq!(ev.event_type, AsyncEventType::SqDrained, "{ev:?}");
+    assert_eq!(ev.object, EventObject::Qp { qp_num: qp.qp_num(), user_handle: qp.user_handle() });
+    qp.destroy().unwrap();
+    cq.destroy().unwrap();
+    pd.dealloc().unwrap();
 }
 
 fn ip(args: &[&str]) {
