@@ -306,6 +306,9 @@ impl KernelQp {
 
 impl Drop for KernelQp {
     fn drop(&mut self) {
+        if !*self.live.get_mut() {
+            return; // destroyed already, or a refused destroy gave it up
+        }
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "QP destroy failed");
         }
