@@ -430,12 +430,6 @@ struct Registry {
 /// one short of it).
 const NONE: u32 = u32::MAX;
 
-impl Default for Registry {
-    fn default() -> Registry {
-        Registry::with_capacity(0)
-    }
-}
-
 #[derive(Debug)]
 struct Slot {
     /// The generation the slot's handle has now (never 0).
@@ -528,7 +522,7 @@ mod registry_tests {
 
     #[test]
     fn a_freed_handle_is_gone_and_not_given_again() {
-        let mut r = Registry::default();
+        let mut r = Registry::with_capacity(0);
         let a = r.insert(cq);
         r.remove(a);
         assert_eq!(r.get(a), None);
@@ -545,7 +539,7 @@ mod registry_tests {
 
     #[test]
     fn freed_slots_are_reused_last_freed_first_and_never_while_live() {
-        let mut r = Registry::default();
+        let mut r = Registry::with_capacity(0);
         let hs: Vec<u64> = (0..6).map(|_| r.insert(cq)).collect();
         for &i in &[1usize, 4, 2] {
             r.remove(hs[i]);
@@ -561,7 +555,7 @@ mod registry_tests {
 
     #[test]
     fn update_replaces_a_live_entry() {
-        let mut r = Registry::default();
+        let mut r = Registry::with_capacity(0);
         let h = r.insert(|h| EventObject::Qp { qp_num: 0, user_handle: h });
         r.update(h, EventObject::Qp { qp_num: 17, user_handle: h });
         assert_eq!(r.get(h), Some(EventObject::Qp { qp_num: 17, user_handle: h }));
@@ -569,7 +563,7 @@ mod registry_tests {
 
     #[test]
     fn unknown_handles_are_nothing() {
-        let mut r = Registry::default();
+        let mut r = Registry::with_capacity(0);
         let h = r.insert(cq);
         for bad in [0, u64::MAX, h + 1, h ^ (1 << 32)] {
             assert_eq!(r.get(bad), None);
@@ -580,7 +574,7 @@ mod registry_tests {
 
     #[test]
     fn the_generation_wraps_past_zero() {
-        let mut r = Registry::default();
+        let mut r = Registry::with_capacity(0);
         let h = r.insert(cq);
         r.slots[0].gen = u32::MAX;
         let h = h & 0xffff_ffff | u64::from(u32::MAX) << 32;

@@ -150,8 +150,7 @@ fn cq_overrun_raises_a_cq_error_event() {
 /// RTS -> SQD of a UD QP with nothing outstanding: rxe's requester finds
 /// the send queue drained and raises SQ drained (6.1 and 6.12), which names
 /// the QP by its number and handle. The QP takes the slot of one destroyed
-/// before it (the registry's next generation): its event is its own, and
-/// the destroyed QP's handle names nothing.
+/// before it, under the slot's next generation: a handle of its own.
 #[test]
 fn sq_drained_names_the_qp_by_number_and_handle() {
     let Some(dev) = common::first_device() else { return };
@@ -169,9 +168,7 @@ fn sq_drained_names_the_qp_by_number_and_handle() {
     let qp = pd.create_qp(&init).unwrap();
     assert_ne!(qp.user_handle(), gone_handle);
     let opts = ConnectOptions::default();
-    let idx = ctx.default_sgid_index(1).unwrap();
-    let gid = ctx.query_gid(1, idx.into()).unwrap().expect("default GID exists").gid;
-    let me = rverbs::Endpoint { lid: ctx.query_port(1).unwrap().lid, qpn: qp.qp_num(), psn: 1, gid, memory: None };
+    let me = qp.local_endpoint(1, &opts).unwrap();
     qp.to_init(&opts).unwrap();
     qp.to_rtr(&me, &opts).unwrap();
     qp.to_rts(1, &opts).unwrap();

@@ -59,6 +59,20 @@ impl<D> Parking<D> {
         self.release_parked(destroyed)
     }
 
+    /// For the kernel object's `Drop`: true when `live` says it is gone
+    /// already (destroyed, or a refused destroy gave it up), after freeing
+    /// a driver parked since, which the kernel object no longer uses. That
+    /// is all a second destroy would do; this skips its fork check and
+    /// `live` swap.
+    #[inline]
+    pub(crate) fn drop_if_destroyed(&self, live: &mut AtomicBool) -> bool {
+        if *live.get_mut() {
+            return false;
+        }
+        drop(self.release(true));
+        true
+    }
+
     /// [`release`](Self::release) of a slot that was parked in.
     #[inline(never)]
     fn release_parked(&self, destroyed: bool) -> Option<Box<D>> {

@@ -198,11 +198,7 @@ impl<U: ?Sized> SrqCore<U> {
 
 impl<U: ?Sized> Drop for SrqCore<U> {
     fn drop(&mut self) {
-        if !*self.live.get_mut() {
-            // Destroyed already (or a refused destroy gave it up): what
-            // `destroy` would do now is free a driver parked since, which
-            // the kernel SRQ no longer uses; no pid check, no swap.
-            drop(self.parked.release(true));
+        if self.parked.drop_if_destroyed(&mut self.live) {
             return;
         }
         if let Err(e) = self.destroy() {
