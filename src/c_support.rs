@@ -16,11 +16,37 @@ use rverbs_uapi::ib_user_verbs::ib_uverbs_async_event_desc;
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    AddressHandle, AsyncEvent, CompletionQueue, Context, Errno, Error, MemoryRegion, MemoryWindow, ProtectionDomain,
-    QpControl, Result, SrqControl, Wc,
+    AddressHandle, AsyncEvent, CompletionQueue, Context, CqInitAttr, Errno, Error, MemoryRegion, MemoryWindow,
+    ProtectionDomain, QpControl, QpInitAttr, QueuePair, Result, SharedReceiveQueue, SrqAttr, SrqControl, Wc,
 };
 
 pub use rverbs_providers::cmd::cq::EventsReported;
+
+/// Creates a CQ as [`Context::create_cq_with`] does, whose events carry
+/// `user_handle`: the C library's address of its `ibv_cq`, as rdma-core's
+/// (its destroy waits for the events' acknowledgements, so the address is
+/// live whenever an event names it). Not registered in the context.
+#[doc(alias = "ibv_create_cq")]
+pub fn create_cq_with_handle(ctx: &Context, attr: &CqInitAttr<'_>, user_handle: u64) -> Result<CompletionQueue> {
+    ctx.create_cq_as(attr, user_handle)
+}
+
+/// Creates a QP as [`ProtectionDomain::create_qp`] does, whose events
+/// carry `user_handle` (the C library's `ibv_qp` address; see
+/// [`create_cq_with_handle`]). Not registered in the context: its async
+/// events name it [`EventObject::Gone`](crate::EventObject::Gone).
+#[doc(alias = "ibv_create_qp")]
+pub fn create_qp_with_handle(pd: &ProtectionDomain, init: &QpInitAttr<'_>, user_handle: u64) -> Result<QueuePair> {
+    pd.create_qp_as::<false>(init, user_handle)
+}
+
+/// Creates an SRQ as [`ProtectionDomain::create_srq`] does, whose events
+/// carry `user_handle` (the C library's `ibv_srq` address; see
+/// [`create_cq_with_handle`]).
+#[doc(alias = "ibv_create_srq")]
+pub fn create_srq_with_handle(pd: &ProtectionDomain, attr: &SrqAttr, user_handle: u64) -> Result<SharedReceiveQueue> {
+    pd.create_srq_as(attr, user_handle)
+}
 
 /// After `ibv_modify_qp` to INIT or RTR on an iWARP QP: leaves the send
 /// state check to the kernel, as rdma-core's libsiw does. A C program's

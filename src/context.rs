@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rverbs_providers::cmd::device as cmd;
@@ -234,8 +235,9 @@ impl Context {
         &self.inner.fd
     }
 
-    /// A fresh `user_handle` for a new kernel object, registered as `obj`
-    /// so async events about it can name it.
+    /// A fresh `user_handle` for a new QP, registered as `obj` so async
+    /// events about it can name it (with its number). CQs and SRQs take a
+    /// [`counted_handle`] instead: their events name them by handle alone.
     pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
         self.registry().insert(obj)
     }
@@ -409,12 +411,37 @@ fn ifindex_of(name: &str) -> u32 {
     fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
-/// The `user_handle` registry: what each live handle refers to, for async
-/// events. A slab, not a map: a handle is a slot's index (low 32 bits)
+/// A `user_handle` for a CQ or SRQ: a count, with the top bit set, never
+/// given out twice in this process, and no registry entry. Their async
+/// events (`CqErr`, `SrqErr`, `SrqLimitReached`) say which kind of object
+/// they are about, and the handle is the whole of what
+/// [`EventObject::Cq`] or [`EventObject::Srq`] holds, so there is nothing
+/// to look up. The kernel drops a destroyed object's unread events
+/// (`ib_uverbs_release_ucq`, `ib_uverbs_release_uevent`): an event about a
+/// CQ or SRQ destroyed after it was read names a handle that matches no
+/// live object, and never a later one. (A registry entry cost about 120
+/// instructions per CQ or SRQ, create and destroy, in the scale bench,
+/// issue #35.) Registry handles never have the top bit set
+/// ([`MAX_GEN`]): the two kinds of handle never meet.
+pub(crate) fn counted_handle() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    COUNTED | NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The top bit: set in every [`counted_handle`], in no registry handle.
+const COUNTED: u64 = 1 << 63;
+
+/// The registry's highest generation: after it a slot's generation wraps
+/// to 1, so a registry handle (generation in the high 32 bits) never has
+/// the top bit that marks a [`counted_handle`].
+const MAX_GEN: u32 = (1 << 31) - 1;
+
+/// The `user_handle` registry of QPs: what each live handle refers to, for
+/// async events. A slab, not a map: a handle is a slot's index (low 32 bits)
 /// and its generation (high 32, from 1), so register, update, unregister
 /// and lookup are an index and a compare. A freed slot is reused with the
 /// next generation, so a handle is not given out again until its slot was
-/// freed 2^32 - 1 more times, and an event about a destroyed object finds
+/// freed 2^31 - 1 more times, and an event about a destroyed object finds
 /// another generation there, not a new object. The free slots form a list
 /// through the slots themselves (no second vector to grow). (A `HashMap`
 /// keyed by a counter cost about 340 instructions per QP in the scale
@@ -488,7 +515,7 @@ impl Registry {
         let free = self.free;
         if let Some(s) = self.live(h) {
             s.obj = None;
-            s.gen = s.gen.checked_add(1).unwrap_or(1);
+            s.gen = if s.gen >= MAX_GEN { 1 } else { s.gen + 1 };
             s.next = free;
             self.free = h as u32;
         }
@@ -573,14 +600,27 @@ mod registry_tests {
     }
 
     #[test]
-    fn the_generation_wraps_past_zero() {
+    fn the_generation_wraps_before_the_counted_bit() {
         let mut r = Registry::with_capacity(0);
         let h = r.insert(cq);
-        r.slots[0].gen = u32::MAX;
-        let h = h & 0xffff_ffff | u64::from(u32::MAX) << 32;
+        r.slots[0].gen = MAX_GEN;
+        let h = h & 0xffff_ffff | u64::from(MAX_GEN) << 32;
+        assert_eq!(h & COUNTED, 0, "the highest generation leaves the top bit clear");
         r.slots[0].obj = Some(cq(h));
         r.remove(h);
         assert_eq!(r.slots[0].gen, 1);
         assert_ne!(r.insert(cq), 0);
+    }
+
+    #[test]
+    fn counted_handles_are_distinct_and_never_registry_handles() {
+        let a = counted_handle();
+        let b = counted_handle();
+        assert_ne!(a, b);
+        assert_ne!(a & COUNTED, 0);
+        let mut r = Registry::with_capacity(0);
+        let h = r.insert(cq);
+        assert_eq!(h & COUNTED, 0);
+        assert_eq!(r.get(a), None);
     }
 }

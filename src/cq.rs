@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rverbs_providers::provider::{CqCreate, CqDriver, KernelCq};
 use rverbs_providers::{Errno, Error, Result};
 
-use crate::event::EventObject;
+use crate::context::counted_handle;
 use crate::Wc;
 use crate::{CompletionChannel, Context};
 
@@ -30,8 +30,8 @@ pub struct CqInitAttr<'a> {
     pub comp_vector: u32,
 }
 
-/// What keeps a CQ's events meaningful (the context that maps the
-/// `user_handle`, the channel): kept in the kernel CQ's own allocation
+/// What keeps a CQ's events meaningful (its context, its channel) and
+/// its `user_handle`: kept in the kernel CQ's own allocation
 /// (the provider's [`KernelCq`], whose [`user_value`](KernelCq::user_value) it is),
 /// which the QPs using the CQ hold, so it outlives them.
 #[derive(Debug)]
@@ -51,8 +51,7 @@ impl Drop for CqUser {
     fn drop(&mut self) {
         // Dropped right after the kernel CQ's destroy, with the last
         // `KernelCq` clone (the CQ's, or the last QP's using it), or when
-        // the create failed: its user_handle means nothing any more.
-        self.ctx.unregister(self.user_handle);
+        // the create failed: its channel stops counting its events.
         if let Some(ch) = &self.channel {
             ch.untrack(self.user_handle);
         }
@@ -166,6 +165,12 @@ impl Context {
     #[doc(alias = "ibv_create_cq")]
     #[doc(alias = "ibv_create_cq_ex")]
     pub fn create_cq_with(&self, attr: &CqInitAttr<'_>) -> Result<CompletionQueue> {
+        self.create_cq_as(attr, counted_handle())
+    }
+
+    /// [`create_cq_with`](Self::create_cq_with), the CQ's events carrying
+    /// `user_handle` (registered nowhere: see [`counted_handle`]).
+    pub(crate) fn create_cq_as(&self, attr: &CqInitAttr<'_>, user_handle: u64) -> Result<CompletionQueue> {
         const VERB: &str = "ibv_create_cq";
         let (cqe, comp_vector) = (attr.cqe, attr.comp_vector);
         let _span = verb_span!("ibv_create_cq", cqe, comp_vector);
@@ -183,9 +188,7 @@ impl Context {
                     .with_message("the completion channel belongs to another device context"));
             }
         }
-        let user_handle = self.register(|h| EventObject::Cq { user_handle: h });
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
-        // A failed create drops `user`, which unregisters the handle.
         let user =
             CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned(), events_acked: AtomicU32::new(0) };
         let (kernel, driver) =

@@ -36,7 +36,10 @@ pub enum EventObject {
     Port(u8),
     /// The whole device.
     Device,
-    /// An object that no longer exists (destroyed before the event was read).
+    /// A QP that no longer exists (destroyed while the event was read), or
+    /// an object of a kind this library does not know, by `user_handle`.
+    /// A CQ or SRQ destroyed while its event was read is still named as
+    /// `Cq` or `Srq`: its handle is never given to another object.
     Gone(u64),
 }
 
@@ -176,7 +179,14 @@ impl Context {
                 EventObject::Port(d.element as u8)
             }
         } else {
-            self.lookup(d.element).unwrap_or(EventObject::Gone(d.element))
+            // A CQ's and an SRQ's handle is all their object holds (no
+            // registry entry: `counted_handle`); a QP's number is looked up.
+            let h = d.element;
+            match event_type {
+                AsyncEventType::CqErr => EventObject::Cq { user_handle: h },
+                AsyncEventType::SrqErr | AsyncEventType::SrqLimitReached => EventObject::Srq { user_handle: h },
+                _ => self.lookup(h).unwrap_or(EventObject::Gone(h)),
+            }
         };
         AsyncEvent { event_type, object }
     }

@@ -5,7 +5,7 @@ use rverbs_providers::provider::{KernelSrq, SrqCreate, SrqDriver};
 use rverbs_providers::{Errno, Error, Result};
 
 use crate::attr::DeviceAttr;
-use crate::event::EventObject;
+use crate::context::counted_handle;
 use crate::{PostError, ProtectionDomain, RecvWr};
 
 /// SRQ attributes (`struct ibv_srq_attr`): what to create, and what a
@@ -41,13 +41,6 @@ impl Default for SrqAttr {
 pub(crate) struct SrqUser {
     pd: ProtectionDomain,
     user_handle: u64,
-}
-
-impl Drop for SrqUser {
-    fn drop(&mut self) {
-        // Right after the kernel SRQ's destroy (or a failed create).
-        self.pd.context().unregister(self.user_handle);
-    }
 }
 
 /// A shared receive queue: several QPs take their receive buffers from it.
@@ -139,6 +132,12 @@ impl ProtectionDomain {
     /// `max_wr`/`max_sge` of 0 or above the device's limits, a device without SRQs.
     #[doc(alias = "ibv_create_srq")]
     pub fn create_srq(&self, attr: &SrqAttr) -> Result<SharedReceiveQueue> {
+        self.create_srq_as(attr, counted_handle())
+    }
+
+    /// [`create_srq`](Self::create_srq), the SRQ's events carrying
+    /// `user_handle` (registered nowhere: see [`counted_handle`]).
+    pub(crate) fn create_srq_as(&self, attr: &SrqAttr, user_handle: u64) -> Result<SharedReceiveQueue> {
         const VERB: &str = "ibv_create_srq";
         let ctx = self.context();
         let SrqAttr { max_wr, max_sge, srq_limit } = *attr;
@@ -153,9 +152,7 @@ impl ProtectionDomain {
             None if max_wr == 0 || max_sge == 0 => check_srq_attr(ctx.device_attr()?, max_wr, max_sge)?,
             None => {}
         }
-        let user_handle = ctx.register(|h| EventObject::Srq { user_handle: h });
         let args = SrqCreate { pd_handle: self.handle(), max_wr, max_sge, srq_limit, user_handle };
-        // A failed create drops `user`, which unregisters the handle.
         let user = SrqUser { pd: self.clone(), user_handle };
         let (kernel, driver) = provider.create_srq(ctx.fd_arc(), &args, user).map_err(|e| {
             match ctx.device_attr().map(|dev| check_srq_attr(dev, max_wr, max_sge)) {

@@ -12,7 +12,6 @@ use crate::abi::{ibv_context, ibv_context_ops, ibv_device, verbs_context, Pthrea
 use crate::device::dev;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
-use crate::objects::Objects;
 use crate::spin::SpinLock;
 use crate::stubs::{dummy_int, dummy_null};
 
@@ -21,12 +20,11 @@ use crate::stubs::{dummy_int, dummy_null};
 pub(crate) struct Ctx {
     pub vctx: verbs_context,
     pub inner: rverbs::Context,
-    /// The C object (CQ, QP, SRQ) of each rverbs `user_handle` (unique
-    /// per context across kinds), for `ibv_get_cq_event` and the `element`
-    /// of async events. Behind a spin lock: it is held for one insert,
-    /// remove or lookup (std's mutex cost about 20 instructions more per
-    /// create and destroy, its poison checks on both ends).
-    pub objects: SpinLock<Objects>,
+    /// Held while a completion channel's `refcnt` changes (a CQ created
+    /// on it or destroyed). The CQs', QPs' and SRQs' events need no table:
+    /// their `user_handle` is the C object's address, as in rdma-core
+    /// (`rverbs::c_support::create_cq_with_handle`).
+    pub refcnts: SpinLock<()>,
 }
 
 /// The `Ctx` behind an `ibv_context *` this library returned.
@@ -152,9 +150,7 @@ unsafe extern "C" fn open_device(device: *mut ibv_device) -> *mut ibv_context {
         sz: core::mem::size_of::<verbs_context>(),
         context,
     };
-    // Room for a typical program's objects before the table first grows.
-    let objects = SpinLock::new(Objects::with_capacity(64));
-    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, objects }));
+    let ctx = Box::into_raw(Box::new(Ctx { vctx, inner, refcnts: SpinLock::new(()) }));
     // SAFETY: `ctx` was just boxed; the pointer handed out is to a field of it.
     unsafe { &raw mut (*ctx).vctx.context }
 }

@@ -24,7 +24,7 @@ use crate::spin::{SpinGuard, SpinLock};
 /// A completion channel: the C struct (its `refcnt` counts the CQs using it).
 #[repr(C)]
 struct Channel {
-    /// `refcnt` is written under the context's table lock while other
+    /// `refcnt` is written under the context's `refcnts` lock while other
     /// threads hold a `&Channel`: reached only through raw pointers.
     c: UnsafeCell<ibv_comp_channel>,
     inner: rverbs::CompletionChannel,
@@ -96,7 +96,7 @@ symver!(create_comp_channel, ibv_create_comp_channel, "IBVERBS_1.0");
 unsafe extern "C" fn destroy_comp_channel(p: *mut ibv_comp_channel) -> c_int {
     // SAFETY: the C contract: a live channel of ours.
     let Some(ch) = (unsafe { channel(p) }) else { return EINVAL };
-    // SAFETY: `refcnt` is written under the table lock only; a CQ being
+    // SAFETY: `refcnt` is written under the `refcnts` lock only; a CQ being
     // created on this channel now is the caller's race, as with rdma-core.
     if unsafe { (*ch.c.get()).refcnt } != 0 {
         return nix::libc::EBUSY;
@@ -143,15 +143,21 @@ pub(crate) unsafe fn create(
         return core::ptr::null_mut();
     }
     let attr = rverbs::CqInitAttr { cqe: cqe as u32, channel: ch.map(|ch| &ch.inner), comp_vector: comp_vector as u32 };
-    let created = c.inner.create_cq_with(&attr);
+    // The slot first: its address is the CQ's `user_handle`, which its
+    // events carry (`get_cq_event`, `get_async_event`), as in rdma-core.
+    // Built there field by field: a `Cq` is about 560 bytes, and each move
+    // of one (or of the rverbs CQ, 128) is a `memcpy`.
+    let p = CQS.alloc_uninit();
+    let created = rverbs::c_support::create_cq_with_handle(&c.inner, &attr, p as u64);
     let inner = match &created {
         Ok(q) => q,
         Err(e) => {
+            // SAFETY: `p` is the slot taken above, never written.
+            unsafe { CQS.free_uninit(p) };
             set_errno(errno::of(e));
             return core::ptr::null_mut();
         }
     };
-    let user_handle = inner.user_handle();
     let cc = ibv_cq {
         context,
         channel: chan,
@@ -163,9 +169,6 @@ pub(crate) unsafe fn create(
         comp_events_completed: 0,
         async_events_completed: 0,
     };
-    // Built in its slot, field by field: a `Cq` is about 560 bytes, and
-    // each move of one (or of the rverbs CQ, 176) is a `memcpy`.
-    let p = CQS.alloc_uninit();
     // SAFETY: `p` is a fresh slot for a `Cq`: each field is written once,
     // in place, all of them (`all_fields_written`) before the `Cq` is used
     // or handed out. The rverbs CQ is read out of `created`, which is
@@ -179,13 +182,12 @@ pub(crate) unsafe fn create(
         (&raw mut (*p).cur).write(UnsafeCell::new(crate::cq_ex::NO_WC));
         (&raw mut (*p).acks).write(Acks::default());
     }
-    let mut table = c.objects.lock();
     if !chan.is_null() {
+        let _refcnts = c.refcnts.lock();
         // SAFETY: `chan` is a live channel (checked above); only this
-        // library writes `refcnt`, under the CQ table's lock.
+        // library writes `refcnt`, under the context's `refcnts` lock.
         unsafe { (*chan).refcnt += 1 };
     }
-    table.insert(user_handle, p as usize);
     p.cast()
 }
 
@@ -208,10 +210,7 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     if q.users.load(Ordering::Acquire) != 0 {
         return nix::libc::EBUSY;
     }
-    let (reported, user_handle) = {
-        let g = q.inner.lock();
-        (rverbs::c_support::destroy_cq_now(&g), g.user_handle())
-    };
+    let reported = rverbs::c_support::destroy_cq_now(&q.inner.lock());
     let reported = match reported {
         Ok(r) => r,
         Err(e) => return errno::of(&e),
@@ -220,14 +219,11 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     // SAFETY: `context` and `channel` are written at creation only.
     let (context, chan) = unsafe { ((*q.c.get()).cq.context, (*q.c.get()).cq.channel) };
     // SAFETY: the CQ's context outlives it (the C contract of close).
-    if let Some(c) = unsafe { ctx(context) } {
-        let mut t = c.objects.lock();
-        t.remove(user_handle);
-        if !chan.is_null() {
-            // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
-            // before); `refcnt` is written only under the table's lock.
-            unsafe { (*chan).refcnt -= 1 };
-        }
+    if let (false, Some(c)) = (chan.is_null(), unsafe { ctx(context) }) {
+        let _refcnts = c.refcnts.lock();
+        // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
+        // before); `refcnt` is written only under the `refcnts` lock.
+        unsafe { (*chan).refcnt -= 1 };
     }
     // SAFETY: made by `create` (from `CQS`); the kernel CQ is gone and no
     // event names it any more: the caller gives it up here.
@@ -269,13 +265,6 @@ unsafe extern "C" fn get_cq_event(
         set_errno(EINVAL);
         return -1;
     };
-    // SAFETY: the channel's context outlives it.
-    // SAFETY: `context` is written at creation only; the channel's
-    // context outlives it.
-    let Some(c) = (unsafe { ctx((*ch.c.get()).context) }) else {
-        set_errno(EINVAL);
-        return -1;
-    };
     // One read(), as rdma-core's: it sleeps on the channel's fd, which is
     // blocking unless the caller made it non-blocking (then EAGAIN when
     // no event is queued); a signal's EINTR is returned, not retried.
@@ -290,17 +279,17 @@ unsafe extern "C" fn get_cq_event(
             return -1;
         }
     };
-    // The CQ is read under the table's lock: a destroy removes it from the
-    // table (after the acknowledgement of this event, which the kernel
-    // counted when the read above returned it) before it frees it.
-    let table = c.objects.lock();
-    let Some(p) = table.get(ev.cq_user_handle) else {
+    // The handle is the CQ's address (`create`). Its destroy frees it only
+    // after the acknowledgement of this event, which the kernel counted
+    // when the read above returned it (and a destroy before the read took
+    // the event off the channel).
+    let p = ev.cq_user_handle as usize as *mut ibv_cq;
+    if p.is_null() {
         set_errno(nix::libc::EIO);
         return -1;
-    };
-    let p = p as *mut ibv_cq;
-    // SAFETY: the table holds CQs not yet freed, and its lock is held; the
-    // out pointers are the caller's.
+    }
+    // SAFETY: `p` is a CQ of ours not yet freed (above); the out pointers
+    // are the caller's.
     unsafe {
         if !out_cq.is_null() {
             *out_cq = p;
@@ -309,7 +298,6 @@ unsafe extern "C" fn get_cq_event(
             *out_ctx = (*p).cq_context;
         }
     }
-    drop(table);
     0
 }
 symver!(get_cq_event, ibv_get_cq_event, "IBVERBS_1.1");

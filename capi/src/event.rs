@@ -44,7 +44,8 @@ fn event_type(t: rverbs::AsyncEventType) -> u32 {
 
 /// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`:
 /// 0, or -1 with errno. Port events carry the port number in `element`,
-/// QP, CQ and SRQ events the C object (NULL when it is already gone).
+/// QP, CQ and SRQ events the C object (live: its destroy waits for the
+/// event's acknowledgement).
 unsafe extern "C" fn get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
     // SAFETY: the C contract: `context` is one we opened.
     let Some(c) = (unsafe { ctx(context) }) else {
@@ -66,16 +67,17 @@ unsafe extern "C" fn get_async_event(context: *mut ibv_context, event: *mut ibv_
             return -1;
         }
     };
-    // An object's destroy waits for the acknowledgement of this event (the
-    // kernel counted it when the read returned it), and the object stays
-    // in the table until then: it is found.
-    let by_handle = |h: u64| c.objects.lock().get(h);
+    // A CQ's, QP's or SRQ's handle is its C object's address (their
+    // creates: `rverbs::c_support::create_*_with_handle`; rverbs names a
+    // QP created so `Gone`). Its destroy frees it only after the
+    // acknowledgement of this event, which the kernel counted when the
+    // read returned it: the address is live.
     let element = match ev.object {
         rverbs::EventObject::Port(p) => usize::from(p),
         rverbs::EventObject::Qp { user_handle, .. }
         | rverbs::EventObject::Cq { user_handle }
         | rverbs::EventObject::Srq { user_handle }
-        | rverbs::EventObject::Gone(user_handle) => by_handle(user_handle).unwrap_or(0),
+        | rverbs::EventObject::Gone(user_handle) => user_handle as usize,
         _ => 0,
     } as *mut c_void;
     // SAFETY: `event` points at the caller's `struct ibv_async_event`.

@@ -28,7 +28,6 @@ mod export;
 mod marshall;
 mod misc;
 mod mw;
-mod objects;
 mod pd;
 mod pool;
 mod qp;

@@ -120,6 +120,18 @@ impl<T> Pool<T> {
     pub(crate) unsafe fn free(&self, p: *mut T) {
         // SAFETY: by the contract, a live `T` that no one uses after this.
         unsafe { p.drop_in_place() };
+        // SAFETY: by the contract; the value is dropped.
+        unsafe { self.free_uninit(p) };
+    }
+
+    /// Gives a slot back to the pool without dropping anything in it: one
+    /// from [`alloc_uninit`](Self::alloc_uninit) that was never written
+    /// (a create that failed after it took its slot).
+    ///
+    /// # Safety
+    /// `p` came from this pool, holds no value that needs dropping, is not
+    /// in the pool already, and nothing uses it afterwards.
+    pub(crate) unsafe fn free_uninit(&self, p: *mut T) {
         let f = p.cast::<Free>();
         let mut s = self.state.lock();
         // SAFETY: the slot is this pool's, no longer holds a value, and is
@@ -164,6 +176,21 @@ mod tests {
             pool.free(c);
         }
         assert_eq!(drops.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn an_unwritten_slot_given_back_drops_nothing_and_is_reused() {
+        let drops = AtomicUsize::new(0);
+        let pool = Pool::<Counted<'_>>::new();
+        let a = pool.alloc_uninit();
+        // SAFETY: `a` is a slot of `pool`, never written.
+        unsafe { pool.free_uninit(a) };
+        assert_eq!(drops.load(Ordering::Relaxed), 0, "nothing was in it to drop");
+        let b = pool.alloc(Counted(7, [0; 5], &drops));
+        assert_eq!(b, a, "the slot is reused");
+        // SAFETY: a live slot of `pool`.
+        unsafe { pool.free(b) };
+        assert_eq!(drops.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -18,7 +18,6 @@ use rverbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
 use crate::acks::Acks;
-use crate::context::ctx;
 use crate::cq::cq;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
@@ -138,6 +137,11 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         return core::ptr::null_mut();
     }
     let srq_guard = srq.map(|s| s.inner.lock());
+    // The slot first: its address is the QP's `user_handle`, which its
+    // async events carry, as in rdma-core. Built there field by field: a
+    // `Qp` is about 700 bytes, and each move of one (or of the rverbs QP,
+    // 192) is a `memcpy`.
+    let q = QPS.alloc_uninit();
     let created = {
         let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
             let mut a = rverbs::QpInitAttr::new(ty, send);
@@ -145,7 +149,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
             a.srq = srq_guard.as_deref();
             a.cap = cap_from_c(&init.cap);
             a.sq_sig_all = init.sq_sig_all != 0;
-            pd.inner.create_qp(&a)
+            rverbs::c_support::create_qp_with_handle(&pd.inner, &a, q as u64)
         };
         if core::ptr::eq(scq, rcq) {
             let s = scq.inner.lock();
@@ -162,8 +166,10 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         }
     };
     let inner = match &created {
-        Ok(q) => q,
+        Ok(i) => i,
         Err(e) => {
+            // SAFETY: `q` is the slot taken above, never written.
+            unsafe { QPS.free_uninit(q) };
             set_errno(errno::of(e));
             return core::ptr::null_mut();
         }
@@ -177,11 +183,8 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::AcqRel);
     }
-    let (handle, qp_num, user_handle) = (inner.handle(), inner.qp_num(), inner.user_handle());
+    let (handle, qp_num) = (inner.handle(), inner.qp_num());
     let control = inner.control().clone();
-    // Built in its slot, field by field: a `Qp` is about 700 bytes, and
-    // each move of one (or of the rverbs QP, 200) is a `memcpy`.
-    let q = QPS.alloc_uninit();
     let c = ibv_qp {
         context: pd.c.context,
         qp_context: init.qp_context,
@@ -214,10 +217,6 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         (&raw mut (*q).batch).write(send_ops.map(|_| crate::qp_ex::batch_for(&cap)));
         (&raw mut (*q).acks).write(Acks::default());
     }
-    // SAFETY: the PD's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(pd.c.context) } {
-        cx.objects.lock().insert(user_handle, q as usize);
-    }
     q.cast()
 }
 
@@ -243,10 +242,6 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
     q.acks.wait_for(reported, 0);
     // SAFETY: fields written at creation only, read through the cell.
     let c = unsafe { &(*q.c.get()).qp_base };
-    // SAFETY: the QP's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(c.context) } {
-        cx.objects.lock().remove(q.control.user_handle());
-    }
     // SAFETY: a QP's PD, CQs and SRQ outlive it (their destroys answer
     // EBUSY before).
     unsafe {

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::abi::{ibv_pd, ibv_recv_wr, ibv_srq, ibv_srq_attr, ibv_srq_init_attr, PthreadCond, PthreadMutex};
 use crate::acks::Acks;
-use crate::context::ctx;
 use crate::errno::{self, set_errno, EINVAL, EOPNOTSUPP};
 use crate::export::symver;
 use crate::pd::pd;
@@ -49,10 +48,15 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
         return core::ptr::null_mut();
     };
     let a = rverbs::SrqAttr { max_wr: init.attr.max_wr, max_sge: init.attr.max_sge, srq_limit: init.attr.srq_limit };
-    let created = pd.inner.create_srq(&a);
+    // The slot first: its address is the SRQ's `user_handle`, which its
+    // async events carry, as in rdma-core.
+    let s = SRQS.alloc_uninit();
+    let created = rverbs::c_support::create_srq_with_handle(&pd.inner, &a, s as u64);
     let inner = match &created {
-        Ok(s) => s,
+        Ok(i) => i,
         Err(e) => {
+            // SAFETY: `s` is the slot taken above, never written.
+            unsafe { SRQS.free_uninit(s) };
             set_errno(errno::of(e));
             return core::ptr::null_mut();
         }
@@ -69,9 +73,7 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
         cond: PthreadCond([0; 48]),
         events_completed: 0,
     };
-    let user_handle = inner.user_handle();
     let control = inner.control().clone();
-    let s = SRQS.alloc_uninit();
     // SAFETY: `s` is a fresh slot for an `Srq`: each field is written
     // once, in place (no `memcpy` of the whole), all of them
     // (`all_fields_written`) before the `Srq` is used or handed out. The
@@ -84,10 +86,6 @@ unsafe extern "C" fn create_srq(p: *mut ibv_pd, init: *mut ibv_srq_init_attr) ->
         (&raw mut (*s).control).write(control);
         (&raw mut (*s).users).write(AtomicU32::new(0));
         (&raw mut (*s).acks).write(Acks::default());
-    }
-    // SAFETY: the PD's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(pd.c.context) } {
-        cx.objects.lock().insert(user_handle, s as usize);
     }
     s.cast()
 }
@@ -157,12 +155,8 @@ unsafe extern "C" fn destroy_srq(p: *mut ibv_srq) -> c_int {
         Err(e) => return errno::of(&e),
     };
     s.acks.wait_for(reported, 0);
-    // SAFETY: `context` and `pd` are written at creation only.
-    let (context, srq_pd) = unsafe { ((*s.c.get()).context, (*s.c.get()).pd) };
-    // SAFETY: the SRQ's context outlives it (the C contract of close).
-    if let Some(cx) = unsafe { ctx(context) } {
-        cx.objects.lock().remove(s.control.user_handle());
-    }
+    // SAFETY: `pd` is written at creation only.
+    let srq_pd = unsafe { (*s.c.get()).pd };
     // SAFETY: an SRQ's PD outlives it (dealloc answers EBUSY before).
     if let Some(pd) = unsafe { pd(srq_pd) } {
         pd.users.fetch_sub(1, Ordering::AcqRel);

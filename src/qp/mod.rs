@@ -32,6 +32,9 @@ pub(crate) struct QpShared {
     pub(crate) kernel: KernelQp,
     qp_type: QpType,
     user_handle: u64,
+    /// `user_handle` is in the context's registry (every QP of the Rust
+    /// API; not one whose creator chose the handle: the C library's).
+    registered: bool,
     /// Last state a modify or query saw (the kernel and device may move the
     /// QP to ERR/SQE on their own). Read by every post.
     pub(crate) state: AtomicU8,
@@ -53,7 +56,9 @@ impl QpShared {
         }
         self.leave_mcast_groups()?;
         self.kernel.destroy()?;
-        self.pd.context().unregister(self.user_handle);
+        if self.registered {
+            self.pd.context().unregister(self.user_handle);
+        }
         self.destroyed = true;
         Ok(())
     }
@@ -142,6 +147,15 @@ impl ProtectionDomain {
     /// the device's provider does not create.
     #[doc(alias = "ibv_create_qp")]
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<QueuePair> {
+        self.create_qp_as::<true>(init, 0)
+    }
+
+    /// [`create_qp`](Self::create_qp): `REGISTERED`, with a handle from the
+    /// context's registry (the Rust API); otherwise its events carry
+    /// `given`, registered nowhere (they then name it
+    /// [`EventObject::Gone`]: the C library's). A parameter of the type, so
+    /// that neither pays for the other's branches.
+    pub(crate) fn create_qp_as<const REGISTERED: bool>(&self, init: &QpInitAttr<'_>, given: u64) -> Result<QueuePair> {
         const VERB: &str = "ibv_create_qp";
         let ctx = self.context();
         let _span = verb_span!("ibv_create_qp", qp_type = %init.qp_type);
@@ -157,7 +171,8 @@ impl ProtectionDomain {
                 return Err(Error::check(VERB, Errno::EINVAL).with_message("the SRQ belongs to another device context"));
             }
         }
-        let user_handle = ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h });
+        let user_handle =
+            if REGISTERED { ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h }) } else { given };
         // The provider's QP holds its CQs and SRQ type-erased.
         let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());
         let srq = init.srq.map(|s| s.control.0.erased());
@@ -172,15 +187,20 @@ impl ProtectionDomain {
             user_handle,
         };
         let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), &args).map_err(|e| {
-            ctx.unregister(user_handle);
+            if REGISTERED {
+                ctx.unregister(user_handle);
+            }
             refused_caps(ctx, init, e)
         })?;
-        ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
+        if REGISTERED {
+            ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
+        }
         let control = QpControl(Arc::new(QpShared {
             pd: self.clone(),
             kernel,
             qp_type: init.qp_type,
             user_handle,
+            registered: REGISTERED,
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
             mcast: Mutex::new(Vec::new()),
