@@ -27,6 +27,7 @@ pub use rverbs_providers::cmd::cq::EventsReported;
 /// (its destroy waits for the events' acknowledgements, so the address is
 /// live whenever an event names it). Not registered in the context.
 #[doc(alias = "ibv_create_cq")]
+#[inline]
 pub fn create_cq_with_handle(ctx: &Context, attr: &CqInitAttr<'_>, user_handle: u64) -> Result<CompletionQueue> {
     ctx.create_cq_as(attr, user_handle)
 }
@@ -44,6 +45,7 @@ pub fn create_qp_with_handle(pd: &ProtectionDomain, init: &QpInitAttr<'_>, user_
 /// carry `user_handle` (the C library's `ibv_srq` address; see
 /// [`create_cq_with_handle`]).
 #[doc(alias = "ibv_create_srq")]
+#[inline]
 pub fn create_srq_with_handle(pd: &ProtectionDomain, attr: &SrqAttr, user_handle: u64) -> Result<SharedReceiveQueue> {
     pd.create_srq_as(attr, user_handle)
 }

@@ -93,18 +93,13 @@ impl Drop for CqUser {
 /// ```
 #[derive(Debug)]
 pub struct CompletionQueue {
+    /// Dropped first (the fields' order): rxe's ring is unmapped before
+    /// the kernel CQ goes; mlx5's parks itself with the kernel CQ until
+    /// its destroy (`CqDriver`'s `Drop`).
     pub(crate) driver: CqDriver,
     /// The kernel CQ with the rverbs part ([`CqUser`]) in its allocation,
     /// typed (its fields at fixed offsets: `req_notify` reads them).
     pub(crate) kernel: KernelCq<CqUser>,
-}
-
-impl Drop for CompletionQueue {
-    fn drop(&mut self) {
-        // The driver goes before the kernel object (rxe), or is parked
-        // with it until the kernel destroy (mlx5).
-        self.kernel.park(&mut self.driver);
-    }
 }
 
 /// A CQ depth must be 1..=the device's `max_cqe` (create and resize alike).
@@ -153,6 +148,7 @@ impl Context {
     /// # Errors
     /// `cqe` of 0 or above the device's `max_cqe`.
     #[doc(alias = "ibv_create_cq")]
+    #[inline]
     pub fn create_cq(&self, cqe: u32) -> Result<CompletionQueue> {
         self.create_cq_with(&CqInitAttr { cqe, ..Default::default() })
     }
@@ -164,6 +160,7 @@ impl Context {
     /// context, a vector the device does not have.
     #[doc(alias = "ibv_create_cq")]
     #[doc(alias = "ibv_create_cq_ex")]
+    #[inline]
     pub fn create_cq_with(&self, attr: &CqInitAttr<'_>) -> Result<CompletionQueue> {
         self.create_cq_as(attr, counted_handle())
     }
@@ -475,6 +472,8 @@ impl CompletionQueue {
     /// `EBUSY` while QPs still use it (it is then destroyed after the last of them).
     #[doc(alias = "ibv_destroy_cq")]
     pub fn destroy(mut self) -> Result<()> {
+        // In place (no move of the CQ out of `self`): the driver is taken
+        // (rxe: dropped; mlx5: parked), and what is left of it drops as nothing.
         self.kernel.park(&mut self.driver);
         // Only QPs clone the kernel CQ, and they need `&self` to be
         // created: `EBUSY` while one holds it.

@@ -131,6 +131,7 @@ impl ProtectionDomain {
     /// # Errors
     /// `max_wr`/`max_sge` of 0 or above the device's limits, a device without SRQs.
     #[doc(alias = "ibv_create_srq")]
+    #[inline]
     pub fn create_srq(&self, attr: &SrqAttr) -> Result<SharedReceiveQueue> {
         self.create_srq_as(attr, counted_handle())
     }

@@ -239,8 +239,14 @@ where
     )?;
     debug!(handle = created.handle, cqe = created.cqe, "CQ created");
     let prov = Variant::<T>::wrap(state);
-    let k = KernelCq(Arc::new(CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user)));
-    let owner: Weak<CqCore<U>> = Arc::downgrade(&k.0);
+    // Built in its allocation (`new_cyclic` allocates first: the fields are
+    // stored there, not built beside it and copied), the driver's tie taken
+    // on the way.
+    let mut owner = Weak::new();
+    let k = KernelCq(Arc::new_cyclic(|me: &Weak<CqCore<U>>| {
+        owner = me.clone();
+        CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user)
+    }));
     let at = Arc::as_ptr(&k.0).cast::<()>() as usize;
     Ok((k, CqDriver(Variant::<T>::wrap(cq), owner as Weak<CqCore<CqUser>>, at)))
 }
