@@ -120,6 +120,7 @@ fn depth_within(verb: &'static str, cqe: u32, max: u32) -> Result<()> {
 /// the device's limits are not known yet (the context's first create), the
 /// kernel (or the provider) checks the depth, and a refusal is answered by
 /// [`refused_depth`], with the same error as here.
+#[inline]
 fn check_depth_known(ctx: &Context, verb: &'static str, cqe: u32) -> Result<()> {
     match ctx.device_attr_known() {
         Some(a) => depth_within(verb, cqe, a.max_cqe),
@@ -188,12 +189,16 @@ impl Context {
         let args = CqCreate { cqe, user_handle, channel: attr.channel.map(std::os::fd::AsFd::as_fd), comp_vector };
         let user =
             CqUser { ctx: self.clone(), user_handle, channel: attr.channel.cloned(), events_acked: AtomicU32::new(0) };
-        let (kernel, driver) =
-            provider.create_cq(self.fd_arc(), &args, user).map_err(|e| refused_depth(self, VERB, cqe, e))?;
-        if let (Some(ch), Some(counter)) = (attr.channel, kernel.event_counter()) {
-            ch.track(user_handle, counter.clone());
+        // Built where it is returned (no move of the 128-byte CQ on the way).
+        let made = provider
+            .create_cq_into(self.fd_arc(), &args, user, |kernel, driver| CompletionQueue { driver, kernel })
+            .map_err(|e| refused_depth(self, VERB, cqe, e));
+        if let (Ok(q), Some(ch)) = (&made, attr.channel) {
+            if let Some(counter) = q.kernel.event_counter() {
+                ch.track(user_handle, counter.clone());
+            }
         }
-        Ok(CompletionQueue { driver, kernel })
+        made
     }
 }
 

@@ -192,7 +192,22 @@ impl ProviderContext {
         a: &CqCreate<'_>,
         user: U,
     ) -> Result<(KernelCq<U>, CqDriver)> {
-        each!(&self.kind, Kind, T, ctx => create_cq::<T, U>(ctx, fd, a, user))
+        self.create_cq_into(fd, a, user, |kernel, driver| (kernel, driver))
+    }
+
+    /// [`create_cq`](Self::create_cq), the two halves handed to `into`,
+    /// whose value is returned: a caller's CQ is built where this returns
+    /// it, not moved there from a tuple.
+    #[doc(alias = "ibv_create_cq")]
+    #[inline]
+    pub fn create_cq_into<U: Any + Send + Sync, R>(
+        &self,
+        fd: &Arc<UverbsFd>,
+        a: &CqCreate<'_>,
+        user: U,
+        into: impl FnOnce(KernelCq<U>, CqDriver) -> R,
+    ) -> Result<R> {
+        each!(&self.kind, Kind, T, ctx => create_cq::<T, U, R>(ctx, fd, a, user, into))
     }
 }
 
@@ -213,12 +228,13 @@ impl<U> CqCore<U> {
 }
 
 /// [`ProviderContext::create_cq`] of provider `T`.
-fn create_cq<T: CqOps, U: Any + Send + Sync>(
+fn create_cq<T: CqOps, U: Any + Send + Sync, R>(
     ctx: &T,
     fd: &Arc<UverbsFd>,
     a: &CqCreate<'_>,
     user: U,
-) -> Result<(KernelCq<U>, CqDriver)>
+    into: impl FnOnce(KernelCq<U>, CqDriver) -> R,
+) -> Result<R>
 where
     CqProv: Variant<T, Of = T::CqState>,
     Drv: Variant<T, Of = T::Cq>,
@@ -248,7 +264,7 @@ where
         CqCore::new(fd, created.handle, created.cqe, T::CQ_COUNTS_EVENTS, prov, user)
     }));
     let at = Arc::as_ptr(&k.0).cast::<()>() as usize;
-    Ok((k, CqDriver(Variant::<T>::wrap(cq), owner as Weak<CqCore<CqUser>>, at)))
+    Ok(into(k, CqDriver(Variant::<T>::wrap(cq), owner as Weak<CqCore<CqUser>>, at)))
 }
 
 impl<U: ?Sized> CqCore<U> {
@@ -256,6 +272,7 @@ impl<U: ?Sized> CqCore<U> {
     /// [`destroy_now`](Self::destroy_now) did it), then the parked driver.
     /// Through `&self`: the drivers' `Weak`s keep `Arc::get_mut` from
     /// answering, the strong count is what says "last holder".
+    #[inline]
     fn destroy(&self) -> Result<()> {
         // A forked child: the kernel CQ is the parent's (the destroy
         // command would be skipped too), and mlx5's queue memory is not
@@ -395,6 +412,7 @@ impl<U: ?Sized> KernelCq<U> {
     /// `EBUSY` while QPs still hold it (it is destroyed after the last of
     /// them); the kernel's errno otherwise.
     #[doc(alias = "ibv_destroy_cq")]
+    #[inline]
     pub fn destroy(&mut self) -> Result<()> {
         // The strong count, not `Arc::get_mut`: the driver's `Weak` to its
         // kernel CQ is no holder. With `&mut self` and no other strong

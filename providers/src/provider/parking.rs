@@ -101,6 +101,7 @@ impl<D> Parking<D> {
     /// counts as gone and the driver is leaked (the device may still reach
     /// its memory). In a forked child (`forked`) nothing is destroyed: the
     /// object and its memory are the parent's.
+    #[inline]
     pub(crate) fn destroy_last<R>(
         &self,
         live: &AtomicBool,
