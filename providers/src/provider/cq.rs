@@ -377,7 +377,7 @@ impl<U: ?Sized> KernelCq<U> {
     /// memory; unmapping it before the kernel destroy is harmless). mlx5:
     /// owed cleans are run, then it is parked until the kernel CQ is
     /// destroyed. A driver already taken is left as it is, at the cost of
-    /// one compare (an owner's `Drop` after its destroy).
+    /// one compare (a second call).
     ///
     /// Another CQ's driver is not taken: it parks itself with its own
     /// kernel CQ when dropped.
