@@ -218,12 +218,14 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
     q.acks.wait_for(reported.async_, reported.comp);
     // SAFETY: `context` and `channel` are written at creation only.
     let (context, chan) = unsafe { ((*q.c.get()).cq.context, (*q.c.get()).cq.channel) };
-    // SAFETY: the CQ's context outlives it (the C contract of close).
-    if let (false, Some(c)) = (chan.is_null(), unsafe { ctx(context) }) {
-        let _refcnts = c.refcnts.lock();
-        // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
-        // before); `refcnt` is written only under the `refcnts` lock.
-        unsafe { (*chan).refcnt -= 1 };
+    if !chan.is_null() {
+        // SAFETY: the CQ's context outlives it (the C contract of close).
+        if let Some(c) = unsafe { ctx(context) } {
+            let _refcnts = c.refcnts.lock();
+            // SAFETY: a CQ's channel outlives it (destroy answers EBUSY
+            // before); `refcnt` is written only under the `refcnts` lock.
+            unsafe { (*chan).refcnt -= 1 };
+        }
     }
     // SAFETY: made by `create` (from `CQS`); the kernel CQ is gone and no
     // event names it any more: the caller gives it up here.
