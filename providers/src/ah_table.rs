@@ -106,6 +106,11 @@ impl<T: Copy> AhEntry<T> {
     pub fn num(&self) -> u32 {
         self.num
     }
+
+    /// The vector it owns (a copy, read from the table under its read lock).
+    pub fn value(&self) -> Option<T> {
+        self.table.get(self.num)
+    }
 }
 
 impl<T: Copy> Drop for AhEntry<T> {

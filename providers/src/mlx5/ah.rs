@@ -121,24 +121,26 @@ pub(crate) fn random_sport() -> u16 {
 pub type AhTable = crate::ah_table::AhTable<Av>;
 
 /// An mlx5 address handle: its AH number (put it in
-/// [`UdDest::ah_num`](crate::wr::UdDest)) and its address vector. Dropping
-/// it forgets the number; WQEs already posted carry their own copy.
+/// [`UdDest::ah_num`](crate::wr::UdDest)), which owns its address vector
+/// in the context's table, where posts find it. Dropping it forgets the
+/// number; WQEs already posted carry their own copy. (No copy of the vector
+/// here: every AH's provider half is as large as the largest provider's,
+/// and a 48-byte one made each `AddressHandle` a `memcpy` to move, issue 35.)
 #[derive(Debug)]
 pub struct Ah {
     entry: AhEntry<Av>,
-    av: Av,
 }
 
 impl Ah {
     pub(crate) fn new(table: &Arc<AhTable>, av: Av) -> Result<Ah> {
-        Ok(Ah { entry: table.insert(av)?, av })
+        Ok(Ah { entry: table.insert(av)? })
     }
     /// The number UD work requests name it by.
     pub fn ah_num(&self) -> u32 {
         self.entry.num()
     }
-    /// The address vector.
-    pub fn av(&self) -> &Av {
-        &self.av
+    /// The address vector (read from the context's table).
+    pub fn av(&self) -> Option<Av> {
+        self.entry.value()
     }
 }
