@@ -174,7 +174,7 @@ pub(crate) unsafe fn create(
     // or handed out. The rverbs CQ is read out of `created`, which is
     // forgotten: it moves, it is not copied.
     unsafe {
-        (&raw mut (*p).c).write(UnsafeCell::new(crate::cq_ex::with_ops(cc)));
+        (&raw mut (*p).c).write(UnsafeCell::new(crate::cq_ex::without_ops(cc)));
         (&raw mut (*p).inner).write(SpinLock::new(core::ptr::read(inner)));
         core::mem::forget(created);
         (&raw mut (*p).users).write(AtomicU32::new(0));

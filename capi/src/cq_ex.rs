@@ -44,32 +44,60 @@ pub(crate) const NO_WC: ibv_wc = ibv_wc {
     dlid_path_bits: 0,
 };
 
-/// `ibv_cq` extended with this library's polling ops.
-pub(crate) fn with_ops(cq: ibv_cq) -> ibv_cq_ex {
+/// `ibv_cq` as an `ibv_cq_ex` with no polling ops (NULL): what
+/// `ibv_create_cq` makes, as rdma-core's providers leave a plain CQ's ops
+/// unset. [`set_ops`] adds them for `ibv_create_cq_ex`. (Writing the 13
+/// function pointers into every CQ cost about 30 instructions per
+/// `ibv_create_cq` in the scale bench, issue 35.)
+pub(crate) fn without_ops(cq: ibv_cq) -> ibv_cq_ex {
+    let none = core::ptr::null();
     ibv_cq_ex {
         cq,
         comp_mask: 0,
         status: 0,
         wr_id: 0,
-        start_poll: start_poll as Slot,
-        next_poll: next_poll as Slot,
-        end_poll: end_poll as Slot,
-        read_opcode: read_opcode as Slot,
-        read_vendor_err: read_vendor_err as Slot,
-        read_byte_len: read_byte_len as Slot,
-        read_imm_data: read_imm_data as Slot,
-        read_qp_num: read_qp_num as Slot,
-        read_src_qp: read_src_qp as Slot,
-        read_wc_flags: read_wc_flags as Slot,
-        read_slid: read_slid as Slot,
-        read_sl: read_sl as Slot,
-        read_dlid_path_bits: read_dlid_path_bits as Slot,
-        read_completion_ts: core::ptr::null(),
-        read_cvlan: core::ptr::null(),
-        read_flow_tag: core::ptr::null(),
-        read_tm_info: core::ptr::null(),
-        read_completion_wallclock_ns: core::ptr::null(),
+        start_poll: none,
+        next_poll: none,
+        end_poll: none,
+        read_opcode: none,
+        read_vendor_err: none,
+        read_byte_len: none,
+        read_imm_data: none,
+        read_qp_num: none,
+        read_src_qp: none,
+        read_wc_flags: none,
+        read_slid: none,
+        read_sl: none,
+        read_dlid_path_bits: none,
+        read_completion_ts: none,
+        read_cvlan: none,
+        read_flow_tag: none,
+        read_tm_info: none,
+        read_completion_wallclock_ns: none,
     }
+}
+
+/// Gives a CQ this library's polling ops (the standard `wc_flags` ones;
+/// the others stay NULL).
+///
+/// # Safety
+/// `p` is a CQ `crate::cq::create` just made, not yet handed out.
+unsafe fn set_ops(p: *mut ibv_cq_ex) {
+    // SAFETY: by the contract, a live `ibv_cq_ex` no one else reaches yet.
+    let q = unsafe { &mut *p };
+    q.start_poll = start_poll as Slot;
+    q.next_poll = next_poll as Slot;
+    q.end_poll = end_poll as Slot;
+    q.read_opcode = read_opcode as Slot;
+    q.read_vendor_err = read_vendor_err as Slot;
+    q.read_byte_len = read_byte_len as Slot;
+    q.read_imm_data = read_imm_data as Slot;
+    q.read_qp_num = read_qp_num as Slot;
+    q.read_src_qp = read_src_qp as Slot;
+    q.read_wc_flags = read_wc_flags as Slot;
+    q.read_slid = read_slid as Slot;
+    q.read_sl = read_sl as Slot;
+    q.read_dlid_path_bits = read_dlid_path_bits as Slot;
 }
 
 /// The `create_cq_ex` op (`ibv_create_cq_ex`): NULL with EOPNOTSUPP for
@@ -98,7 +126,12 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         return core::ptr::null_mut();
     };
     // SAFETY: the C contract of `ibv_create_cq_ex` is that of `ibv_create_cq`.
-    unsafe { crate::cq::create(context, cqe, a.cq_context, a.channel, vector) }.cast()
+    let p: *mut ibv_cq_ex = unsafe { crate::cq::create(context, cqe, a.cq_context, a.channel, vector) }.cast();
+    if !p.is_null() {
+        // SAFETY: a CQ `create` just made; the caller has not seen it yet.
+        unsafe { set_ops(p) };
+    }
+    p
 }
 
 /// # Safety
