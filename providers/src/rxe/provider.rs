@@ -192,6 +192,7 @@ unsafe impl QpOps for Context {
 
     /// Maps the rings the kernel made; UD sends may name the context's
     /// address vectors. The QP has the capacities the kernel granted.
+    #[inline]
     fn qp_finish(
         &self,
         fd: &Arc<UverbsFd>,

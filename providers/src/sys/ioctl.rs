@@ -195,7 +195,7 @@ impl<'a> IoctlCmd<'a> {
     /// The provider's driver data, `UVERBS_ATTR_UHW_IN`/`UHW_OUT`: the bytes
     /// that follow the core struct in the write ABI. Empty buffers add nothing.
     /// Both are optional, as libibverbs sends them.
-    #[inline]
+    #[inline(always)]
     pub fn uhw(&mut self, drv_in: &'a [u8], drv_out: &'a mut [u8]) {
         if !drv_in.is_empty() {
             self.in_bytes(rverbs_uapi::ib_user_ioctl_cmds::UVERBS_ATTR_UHW_IN, drv_in);
