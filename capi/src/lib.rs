@@ -33,7 +33,7 @@ mod pool;
 mod qp;
 mod qp_ex;
 mod query;
-mod spin;
+use rverbs_providers::spin;
 mod srq;
 mod stubs;
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod provider;
 pub mod qp_state;
 pub mod rxe;
 pub mod siw;
+pub mod spin;
 pub mod sys;
 pub mod wr;
 

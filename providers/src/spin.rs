@@ -1,22 +1,22 @@
-//! The lock of a queue's data path: a spin lock, as rdma-core's providers
-//! take (`pthread_spin_lock` around every post and poll of librxe and
-//! libmlx5). Also the lock of the slot pools (`crate::pool`) and of a
-//! context's handle table (`crate::context`), held for one short step.
+//! A spin lock for critical sections of a few instructions, where
+//! `std::sync::Mutex` costs more than the work it guards: its poison checks
+//! read the global panic count on both ends, and its release is a swap
+//! plus a test for sleepers (about 19 instructions per lock and unlock).
 //!
-//! The C API is thread-safe: two threads may post to one QP or poll one CQ
-//! at once, so each object's rverbs half sits behind a lock. Uncontended —
-//! one thread per queue, the usual case — taking it is one atomic swap
-//! (or, on the empty poll's path, one `lock bts`) and releasing it one
-//! store. `std::sync::Mutex` costs about 19 instructions
-//! more per call on this path (its poison checks read the global panic
-//! count on both ends, and its release is a swap plus a test for sleepers),
-//! which an empty `ibv_poll_cq` in a busy loop pays every time. Poisoning
-//! means nothing here: a panic in an `extern "C"` function aborts the
-//! process. Under contention the waiter spins with `spin_loop` hints and
-//! yields its CPU every [`SPINS`] tries, so a holder that was preempted gets
-//! to run.
+//! Its users: the C library's queues (rdma-core's providers take
+//! `pthread_spin_lock` around every post and poll of librxe and libmlx5,
+//! and the C API lets two threads post to one QP or poll one CQ at once),
+//! its slot pools and handle tables, and rverbs' registry of QP handles
+//! (three lock round trips per QP create and destroy). Uncontended, the
+//! usual case, taking it is one atomic swap (or one `lock bts`) and
+//! releasing it one store. Nothing is poisoned: a holder that panics
+//! releases the lock as its guard drops, and each user keeps its value
+//! consistent at every step (the C library aborts on a panic anyway).
+//! Under contention the waiter spins with `spin_loop` hints and yields its
+//! CPU every `SPINS` (128) tries, so a holder that was preempted gets to run.
 
 use core::cell::UnsafeCell;
+use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -24,7 +24,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 const SPINS: u32 = 128;
 
 /// A value that one thread at a time may reach, through [`SpinLock::lock`].
-pub(crate) struct SpinLock<T> {
+pub struct SpinLock<T> {
     locked: AtomicU32,
     value: UnsafeCell<T>,
 }
@@ -35,31 +35,32 @@ pub(crate) struct SpinLock<T> {
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
-    pub(crate) const fn new(value: T) -> Self {
+    /// A lock, free, around `value`.
+    pub const fn new(value: T) -> Self {
         SpinLock { locked: AtomicU32::new(0), value: UnsafeCell::new(value) }
     }
 
     /// Waits for the value and holds it until the guard drops.
     #[inline]
-    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+    pub fn lock(&self) -> SpinGuard<'_, T> {
         if self.take() {
             self.wait();
         }
-        SpinGuard { lock: self }
+        SpinGuard { lock: self, _value: PhantomData }
     }
 
     /// The value if no one holds it, else `None` at once (one atomic swap):
     /// for a hot path that hands the contended case to a function of its own.
     #[inline]
-    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
         if self.take() {
             return None;
         }
-        Some(SpinGuard { lock: self })
+        Some(SpinGuard { lock: self, _value: PhantomData })
     }
 
     /// [`try_lock`](Self::try_lock) in two instructions, for a function
-    /// that makes no call while it holds the lock (`crate::cq`'s empty
+    /// that makes no call while it holds the lock (the C library's empty
     /// poll): a `fetch_or` whose result is tested for bit 0 alone is one
     /// `lock bts`, branched on by its carry, where a swap is four (a move,
     /// the `xchg`, a test, the branch). But LLVM's `bts` takes the lock
@@ -69,12 +70,12 @@ impl<T> SpinLock<T> {
     /// than with the swap, measured). A word, not a byte: `bts` has no
     /// 8-bit form.
     #[inline]
-    pub(crate) fn try_lock_bts(&self) -> Option<SpinGuard<'_, T>> {
+    pub fn try_lock_bts(&self) -> Option<SpinGuard<'_, T>> {
         // Acquire: what the last holder wrote before its release is visible.
         if self.locked.fetch_or(1, Ordering::Acquire) & 1 != 0 {
             return None;
         }
-        Some(SpinGuard { lock: self })
+        Some(SpinGuard { lock: self, _value: PhantomData })
     }
 
     /// Sets the lock word; true if it was already set (another holds it).
@@ -92,7 +93,7 @@ impl<T> SpinLock<T> {
             // Spin on a plain load (no cache-line ping-pong), then try again.
             while self.locked.load(Ordering::Relaxed) != 0 {
                 tries += 1;
-                if tries.is_multiple_of(SPINS) {
+                if tries % SPINS == 0 {
                     std::thread::yield_now();
                 } else {
                     core::hint::spin_loop();
@@ -105,12 +106,29 @@ impl<T> SpinLock<T> {
     }
 }
 
+impl<T: core::fmt::Debug> core::fmt::Debug for SpinLock<T> {
+    /// The value if the lock is free now (it is taken for the print), as
+    /// `Mutex`'s `Debug` does.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut d = f.debug_struct("SpinLock");
+        match self.try_lock() {
+            Some(g) => d.field("value", &&*g),
+            None => d.field("value", &format_args!("<locked>")),
+        };
+        d.finish()
+    }
+}
+
 /// The value of a [`SpinLock`], held. One pointer (`repr(transparent)`),
-/// so an `extern "C"` function may take it by value (`crate::cq`'s poll
+/// so an `extern "C"` function may take it by value (the C library's poll
 /// hands the held lock to a function that cannot unwind).
 #[repr(transparent)]
-pub(crate) struct SpinGuard<'a, T> {
+pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Shared across threads only where `&T` may be (`T: Sync`), as
+    /// `std::sync::MutexGuard`; the lock reference alone would make it
+    /// `Sync` for any `T: Send`.
+    _value: PhantomData<&'a mut T>,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
