@@ -19,7 +19,6 @@ use tracing::info;
 
 use crate::attr::{DeviceAttr, LinkLayer, PortAttr};
 use crate::device::Device;
-use crate::event::EventObject;
 use crate::gid::{Gid, GidEntry, GidType};
 
 /// An open RDMA device. Cheap to clone (shared); every object created from it
@@ -236,25 +235,27 @@ impl Context {
         &self.inner.fd
     }
 
-    /// A fresh `user_handle` for a new QP, registered as `obj` so async
-    /// events about it can name it (with its number). CQs and SRQs take a
-    /// [`counted_handle`] instead: their events name them by handle alone.
-    pub(crate) fn register(&self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
-        self.registry().insert(obj)
+    /// A fresh `user_handle` for a new QP, registered so that async events
+    /// about it can name it (with its number, [`set_qp_num`](Self::set_qp_num)
+    /// once the kernel gave it). CQs and SRQs take a [`counted_handle`]
+    /// instead: their events name them by handle alone.
+    pub(crate) fn register_qp(&self) -> u64 {
+        self.registry().insert()
     }
 
-    /// Updates what `user_handle` refers to (e.g. the QP number, known after create).
-    pub(crate) fn update_registration(&self, user_handle: u64, obj: EventObject) {
-        self.registry().update(user_handle, obj);
+    /// Records the number of the QP registered under `user_handle`, known
+    /// after the create.
+    pub(crate) fn set_qp_num(&self, user_handle: u64, qp_num: u32) {
+        self.registry().set(user_handle, qp_num);
     }
 
-    /// Forgets a destroyed object's `user_handle`.
+    /// Forgets a destroyed QP's `user_handle`.
     pub(crate) fn unregister(&self, user_handle: u64) {
         self.registry().remove(user_handle);
     }
 
-    /// What a `user_handle` refers to, if the object still exists.
-    pub(crate) fn lookup(&self, user_handle: u64) -> Option<EventObject> {
+    /// The number of the QP registered under `user_handle`, if it still exists.
+    pub(crate) fn lookup_qp(&self, user_handle: u64) -> Option<u32> {
         self.registry().get(user_handle)
     }
 
@@ -418,7 +419,7 @@ fn ifindex_of(name: &str) -> u32 {
 /// given out twice in this process, and no registry entry. Their async
 /// events (`CqErr`, `SrqErr`, `SrqLimitReached`) say which kind of object
 /// they are about, and the handle is the whole of what
-/// [`EventObject::Cq`] or [`EventObject::Srq`] holds, so there is nothing
+/// [`EventObject::Cq`](crate::EventObject::Cq) or [`EventObject::Srq`](crate::EventObject::Srq) holds, so there is nothing
 /// to look up. The kernel drops a destroyed object's unread events
 /// (`ib_uverbs_release_ucq`, `ib_uverbs_release_uevent`): an event about a
 /// CQ or SRQ destroyed after it was read names a handle that matches no
@@ -439,16 +440,17 @@ const COUNTED: u64 = 1 << 63;
 /// the top bit that marks a [`counted_handle`].
 const MAX_GEN: u32 = (1 << 31) - 1;
 
-/// The `user_handle` registry of QPs: what each live handle refers to, for
-/// async events. A slab, not a map: a handle is a slot's index (low 32 bits)
-/// and its generation (high 32, from 1), so register, update, unregister
-/// and lookup are an index and a compare. A freed slot is reused with the
-/// next generation, so a handle is not given out again until its slot was
-/// freed 2^31 - 1 more times, and an event about a destroyed object finds
-/// another generation there, not a new object. The free slots form a list
-/// through the slots themselves (no second vector to grow). (A `HashMap`
-/// keyed by a counter cost about 340 instructions per QP in the scale
-/// bench, issue #35; a free list in a `Vec` 25 more than this one.)
+/// The `user_handle` registry of QPs: the number of the QP each live
+/// handle names, for async events. A slab, not a map: a handle is a
+/// slot's index (low 32 bits) and its generation (high 32, from 1), so
+/// insert, set, remove and get are an index and a compare. A freed slot is
+/// reused with the next generation, so a handle is not given out again
+/// until its slot was freed 2^31 - 1 more times, and an event about a
+/// destroyed QP finds another generation there, not a new QP. The free
+/// slots form a list through the slots themselves (no second vector to
+/// grow). (A `HashMap` keyed by a counter cost about 340 instructions per
+/// QP in the scale bench, issue #35; a free list in a `Vec` 25 more than
+/// this one.)
 #[derive(Debug)]
 struct Registry {
     slots: Vec<Slot>,
@@ -464,10 +466,15 @@ const NONE: u32 = u32::MAX;
 struct Slot {
     /// The generation the slot's handle has now (never 0).
     gen: u32,
-    /// While free: the next free slot.
-    next: u32,
-    /// `None` while free.
-    obj: Option<EventObject>,
+    state: SlotState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// Free; the next free slot.
+    Free(u32),
+    /// A live QP's number (0 until the create answered).
+    Live(u32),
 }
 
 impl Registry {
@@ -475,40 +482,39 @@ impl Registry {
         Registry { slots: Vec::with_capacity(n), free: NONE }
     }
 
-    /// Registers `obj(handle)` under a fresh handle: the last freed slot,
-    /// else a new one. Past 2^32 - 1 live slots (memory runs out long
-    /// before), the handle is 0, which is never registered: events about
-    /// that object then name it `Gone(0)`.
-    fn insert(&mut self, obj: impl FnOnce(u64) -> EventObject) -> u64 {
+    /// A fresh handle, live: the last freed slot, else a new one. Past
+    /// 2^32 - 1 live slots (memory runs out long before), the handle is 0,
+    /// which is never registered: events about that QP then name it
+    /// `Gone(0)`.
+    fn insert(&mut self) -> u64 {
         let idx = if self.free != NONE {
             let i = self.free;
-            let Some(slot) = self.slots.get(i as usize) else { return 0 };
-            self.free = slot.next;
+            let Some(Slot { state: SlotState::Free(next), .. }) = self.slots.get(i as usize) else { return 0 };
+            self.free = *next;
             i
         } else {
             let Ok(i) = u32::try_from(self.slots.len()) else { return 0 };
             if i == NONE {
                 return 0;
             }
-            self.slots.push(Slot { gen: 1, next: NONE, obj: None });
+            self.slots.push(Slot { gen: 1, state: SlotState::Free(NONE) });
             i
         };
         let Some(slot) = self.slots.get_mut(idx as usize) else { return 0 };
-        let h = u64::from(slot.gen) << 32 | u64::from(idx);
-        slot.obj = Some(obj(h));
-        h
+        slot.state = SlotState::Live(0);
+        u64::from(slot.gen) << 32 | u64::from(idx)
     }
 
     /// The live slot of `h`.
     fn live(&mut self, h: u64) -> Option<&mut Slot> {
         let (gen, idx) = ((h >> 32) as u32, h as u32);
-        self.slots.get_mut(idx as usize).filter(|s| s.gen == gen && s.obj.is_some())
+        self.slots.get_mut(idx as usize).filter(|s| s.gen == gen && matches!(s.state, SlotState::Live(_)))
     }
 
-    /// Replaces what a live `h` refers to; nothing for another.
-    fn update(&mut self, h: u64, obj: EventObject) {
+    /// Records the QP number of a live `h`; nothing for another.
+    fn set(&mut self, h: u64, qp_num: u32) {
         if let Some(s) = self.live(h) {
-            s.obj = Some(obj);
+            s.state = SlotState::Live(qp_num);
         }
     }
 
@@ -517,17 +523,19 @@ impl Registry {
     fn remove(&mut self, h: u64) {
         let free = self.free;
         if let Some(s) = self.live(h) {
-            s.obj = None;
+            s.state = SlotState::Free(free);
             s.gen = if s.gen >= MAX_GEN { 1 } else { s.gen + 1 };
-            s.next = free;
             self.free = h as u32;
         }
     }
 
-    /// What a live `h` refers to.
-    fn get(&self, h: u64) -> Option<EventObject> {
+    /// The QP number of a live `h`.
+    fn get(&self, h: u64) -> Option<u32> {
         let (gen, idx) = ((h >> 32) as u32, h as u32);
-        self.slots.get(idx as usize).filter(|s| s.gen == gen).and_then(|s| s.obj)
+        match self.slots.get(idx as usize) {
+            Some(&Slot { gen: g, state: SlotState::Live(qp_num) }) if g == gen => Some(qp_num),
+            _ => None,
+        }
     }
 }
 
@@ -535,84 +543,80 @@ impl Registry {
 mod registry_tests {
     use super::*;
 
-    fn cq(h: u64) -> EventObject {
-        EventObject::Cq { user_handle: h }
-    }
-
     #[test]
     fn handles_are_nonzero_distinct_and_found() {
         let mut r = Registry::with_capacity(2);
-        let hs: Vec<u64> = (0..100).map(|_| r.insert(cq)).collect();
+        let hs: Vec<u64> = (0..100).map(|_| r.insert()).collect();
         for (i, &h) in hs.iter().enumerate() {
             assert_ne!(h, 0);
             assert!(!hs[..i].contains(&h), "handle {h:#x} given twice");
-            assert_eq!(r.get(h), Some(cq(h)));
+            assert_eq!(r.get(h), Some(0));
         }
     }
 
     #[test]
     fn a_freed_handle_is_gone_and_not_given_again() {
         let mut r = Registry::with_capacity(0);
-        let a = r.insert(cq);
+        let a = r.insert();
         r.remove(a);
         assert_eq!(r.get(a), None);
-        let b = r.insert(cq);
+        let b = r.insert();
         assert_ne!(a, b, "the slot is reused under a new generation");
         assert_eq!(a as u32, b as u32);
         assert_eq!(r.get(a), None, "the old handle does not name the new object");
-        assert_eq!(r.get(b), Some(cq(b)));
-        // A second remove of the old handle, or an update of it, leaves the new one alone.
+        assert_eq!(r.get(b), Some(0));
+        // A second remove of the old handle, or a set of it, leaves the new one alone.
         r.remove(a);
-        r.update(a, EventObject::Device);
-        assert_eq!(r.get(b), Some(cq(b)));
+        r.set(a, 9);
+        assert_eq!(r.get(b), Some(0));
     }
 
     #[test]
     fn freed_slots_are_reused_last_freed_first_and_never_while_live() {
         let mut r = Registry::with_capacity(0);
-        let hs: Vec<u64> = (0..6).map(|_| r.insert(cq)).collect();
+        let hs: Vec<u64> = (0..6).map(|_| r.insert()).collect();
         for &i in &[1usize, 4, 2] {
             r.remove(hs[i]);
         }
         r.remove(hs[4]); // a second remove of a freed handle changes nothing
-        let again: Vec<u32> = (0..4).map(|_| r.insert(cq) as u32).collect();
+        let again: Vec<u32> = (0..4).map(|_| r.insert() as u32).collect();
         assert_eq!(again, [2, 4, 1, 6], "the free list, then a new slot");
         for &i in &[0usize, 3, 5] {
-            assert_eq!(r.get(hs[i]), Some(cq(hs[i])), "live handles untouched");
+            assert_eq!(r.get(hs[i]), Some(0), "live handles untouched");
         }
         assert_eq!(r.slots.len(), 7);
     }
 
     #[test]
-    fn update_replaces_a_live_entry() {
+    fn set_records_a_live_handles_qp_number() {
         let mut r = Registry::with_capacity(0);
-        let h = r.insert(|h| EventObject::Qp { qp_num: 0, user_handle: h });
-        r.update(h, EventObject::Qp { qp_num: 17, user_handle: h });
-        assert_eq!(r.get(h), Some(EventObject::Qp { qp_num: 17, user_handle: h }));
+        let h = r.insert();
+        assert_eq!(r.get(h), Some(0), "0 until the create answered");
+        r.set(h, 17);
+        assert_eq!(r.get(h), Some(17));
     }
 
     #[test]
     fn unknown_handles_are_nothing() {
         let mut r = Registry::with_capacity(0);
-        let h = r.insert(cq);
+        let h = r.insert();
         for bad in [0, u64::MAX, h + 1, h ^ (1 << 32)] {
             assert_eq!(r.get(bad), None);
             r.remove(bad);
         }
-        assert_eq!(r.get(h), Some(cq(h)));
+        assert_eq!(r.get(h), Some(0));
     }
 
     #[test]
     fn the_generation_wraps_before_the_counted_bit() {
         let mut r = Registry::with_capacity(0);
-        let h = r.insert(cq);
+        let h = r.insert();
         r.slots[0].gen = MAX_GEN;
         let h = h & 0xffff_ffff | u64::from(MAX_GEN) << 32;
         assert_eq!(h & COUNTED, 0, "the highest generation leaves the top bit clear");
-        r.slots[0].obj = Some(cq(h));
         r.remove(h);
         assert_eq!(r.slots[0].gen, 1);
-        assert_ne!(r.insert(cq), 0);
+        assert_ne!(r.insert(), 0);
     }
 
     #[test]
@@ -622,7 +626,7 @@ mod registry_tests {
         assert_ne!(a, b);
         assert_ne!(a & COUNTED, 0);
         let mut r = Registry::with_capacity(0);
-        let h = r.insert(cq);
+        let h = r.insert();
         assert_eq!(h & COUNTED, 0);
         assert_eq!(r.get(a), None);
     }

@@ -185,7 +185,9 @@ impl Context {
             match event_type {
                 AsyncEventType::CqErr => EventObject::Cq { user_handle: h },
                 AsyncEventType::SrqErr | AsyncEventType::SrqLimitReached => EventObject::Srq { user_handle: h },
-                _ => self.lookup(h).unwrap_or(EventObject::Gone(h)),
+                _ => {
+                    self.lookup_qp(h).map_or(EventObject::Gone(h), |qp_num| EventObject::Qp { qp_num, user_handle: h })
+                }
             }
         };
         AsyncEvent { event_type, object }

@@ -20,7 +20,6 @@ pub use attr::{QpAttr, QpCap, QpInitAttr};
 pub use connect::ConnectOptions;
 
 use crate::address::check_av_with;
-use crate::event::EventObject;
 use crate::post::{RecvQueue, SendQueue};
 use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transport};
 
@@ -153,7 +152,7 @@ impl ProtectionDomain {
     /// [`create_qp`](Self::create_qp): `REGISTERED`, with a handle from the
     /// context's registry (the Rust API); otherwise its events carry
     /// `given`, registered nowhere (they then name it
-    /// [`EventObject::Gone`]: the C library's). A parameter of the type, so
+    /// [`EventObject::Gone`](crate::EventObject::Gone): the C library's). A parameter of the type, so
     /// that neither pays for the other's branches.
     pub(crate) fn create_qp_as<const REGISTERED: bool>(&self, init: &QpInitAttr<'_>, given: u64) -> Result<QueuePair> {
         const VERB: &str = "ibv_create_qp";
@@ -171,8 +170,7 @@ impl ProtectionDomain {
                 return Err(Error::check(VERB, Errno::EINVAL).with_message("the SRQ belongs to another device context"));
             }
         }
-        let user_handle =
-            if REGISTERED { ctx.register(|h| EventObject::Qp { qp_num: 0, user_handle: h }) } else { given };
+        let user_handle = if REGISTERED { ctx.register_qp() } else { given };
         // The provider's QP holds its CQs and SRQ type-erased.
         let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());
         let srq = init.srq.map(|s| s.control.0.erased());
@@ -193,7 +191,7 @@ impl ProtectionDomain {
             refused_caps(ctx, init, e)
         })?;
         if REGISTERED {
-            ctx.update_registration(user_handle, EventObject::Qp { qp_num: kernel.qpn(), user_handle });
+            ctx.set_qp_num(user_handle, kernel.qpn());
         }
         let control = QpControl(Arc::new(QpShared {
             pd: self.clone(),
