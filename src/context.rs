@@ -33,8 +33,9 @@ pub struct Context {
 struct Inner {
     device: Device,
     num_comp_vectors: u32,
-    /// What each live `user_handle` refers to, for async events; the
-    /// source of the handles (unique per context, see [`Registry`]).
+    /// The number of the QP each live `user_handle` names, for async
+    /// events; the source of QP handles (unique per context, see
+    /// [`Registry`]).
     objects: SpinLock<Registry>,
     /// Device attributes, queried once for the control path's limit checks.
     attr: OnceLock<DeviceAttr>,
@@ -419,8 +420,9 @@ fn ifindex_of(name: &str) -> u32 {
 /// given out twice in this process, and no registry entry. Their async
 /// events (`CqErr`, `SrqErr`, `SrqLimitReached`) say which kind of object
 /// they are about, and the handle is the whole of what
-/// [`EventObject::Cq`](crate::EventObject::Cq) or [`EventObject::Srq`](crate::EventObject::Srq) holds, so there is nothing
-/// to look up. The kernel drops a destroyed object's unread events
+/// [`EventObject::Cq`](crate::EventObject::Cq) or
+/// [`EventObject::Srq`](crate::EventObject::Srq) holds, so there is
+/// nothing to look up. The kernel drops a destroyed object's unread events
 /// (`ib_uverbs_release_ucq`, `ib_uverbs_release_uevent`): an event about a
 /// CQ or SRQ destroyed after it was read names a handle that matches no
 /// live object, and never a later one. (A registry entry cost about 120

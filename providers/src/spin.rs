@@ -6,14 +6,14 @@
 //! Its users: the C library's queues (rdma-core's providers take
 //! `pthread_spin_lock` around every post and poll of librxe and libmlx5,
 //! and the C API lets two threads post to one QP or poll one CQ at once),
-//! its slot pools and handle tables, and rverbs' registry of QP handles
-//! (three lock round trips per QP create and destroy). Uncontended, the
-//! usual case, taking it is one atomic swap (or one `lock bts`) and
+//! its slot pools and channel reference counts, and rverbs' registry of QP
+//! handles (three lock round trips per QP create and destroy). Uncontended,
+//! the usual case, taking it is one atomic swap (or one `lock bts`) and
 //! releasing it one store. Nothing is poisoned: a holder that panics
 //! releases the lock as its guard drops, and each user keeps its value
-//! consistent at every step (the C library aborts on a panic anyway).
-//! Under contention the waiter spins with `spin_loop` hints and yields its
-//! CPU every `SPINS` (128) tries, so a holder that was preempted gets to run.
+//! consistent at every step (the C library aborts on a panic anyway). Under
+//! contention the waiter spins with `spin_loop` hints and yields its CPU
+//! every `SPINS` (128) tries, so a holder that was preempted gets to run.
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
