@@ -160,16 +160,8 @@ impl ProtectionDomain {
         let _span = verb_span!("ibv_create_qp", qp_type = %init.qp_type);
         let provider = ctx.provider_ctx(VERB, "queue pairs")?;
         check_caps(ctx, init)?;
-        for cq in [init.send_cq, init.recv_cq] {
-            if !cq.context().same_as(ctx) {
-                return Err(Error::check(VERB, Errno::EINVAL).with_message("a CQ belongs to another device context"));
-            }
-        }
-        if let Some(srq) = init.srq {
-            if !srq.pd().context().same_as(ctx) {
-                return Err(Error::check(VERB, Errno::EINVAL).with_message("the SRQ belongs to another device context"));
-            }
-        }
+        // CQs or an SRQ of another context: the provider refuses them
+        // (each object knows its command fd) before the kernel is asked.
         let user_handle = if REGISTERED { ctx.register_qp() } else { given };
         // The provider's QP holds its CQs and SRQ type-erased.
         let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());

@@ -97,7 +97,7 @@ impl ProviderContext {
         // mlx5's cleans reach them, as objects of its own context.
         if !(a.send_cq.is_on(fd) && a.recv_cq.is_on(fd) && a.srq.map_or(true, |s| s.is_on(fd))) {
             return Err(Error::check("ibv_create_qp", Errno::EINVAL)
-                .with_message("its CQs and SRQ belong to another context than the QP"));
+                .with_message("a CQ or the SRQ belongs to another device context than the QP"));
         }
         each!(&self.kind, Kind, T, ctx => create_qp::<T>(ctx, fd, a))
     }
