@@ -169,13 +169,23 @@ impl Context {
     /// The provider's half of the context, or an error naming `verb`
     /// saying that `what` need one (a driver rverbs can list and query but
     /// has no provider for).
+    /// Inlined: every create asks, and the answer is one load; the error
+    /// is built out of line.
+    #[inline]
     pub(crate) fn provider_ctx(&self, verb: &'static str, what: &str) -> Result<&ProviderContext> {
-        self.inner.provider.as_ref().ok_or_else(|| {
-            Error::check(verb, Errno::EOPNOTSUPP).with_message(format!(
-                "{what} need a userspace provider, and rverbs has none for driver {}",
-                self.device().driver()
-            ))
-        })
+        match &self.inner.provider {
+            Some(p) => Ok(p),
+            None => Err(self.no_provider(verb, what)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_provider(&self, verb: &'static str, what: &str) -> Error {
+        Error::check(verb, Errno::EOPNOTSUPP).with_message(format!(
+            "{what} need a userspace provider, and rverbs has none for driver {}",
+            self.device().driver()
+        ))
     }
 
     /// Number of completion vectors (`ibv_context.num_comp_vectors`).
