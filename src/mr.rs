@@ -424,7 +424,20 @@ impl MemoryRegion {
 }
 
 impl Drop for MemoryRegion {
+    /// Inlined into the drop glue: after an explicit dereg it is one load
+    /// and a branch, no call.
+    #[inline]
     fn drop(&mut self) {
+        if self.live {
+            self.destroy_on_drop();
+        }
+    }
+}
+
+impl MemoryRegion {
+    /// [`Drop`]'s dereg of an MR still live.
+    #[inline(never)]
+    fn destroy_on_drop(&mut self) {
         if let Err(e) = self.destroy() {
             // The kernel still maps the pages: leak our allocation rather
             // than free memory the device may still write.

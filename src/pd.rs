@@ -46,7 +46,20 @@ impl PdInner {
 }
 
 impl Drop for PdInner {
+    /// Inlined into the drop glue: after an explicit dealloc it is one
+    /// load and a branch, no call.
+    #[inline]
     fn drop(&mut self) {
+        if self.live {
+            self.destroy_on_drop();
+        }
+    }
+}
+
+impl PdInner {
+    /// [`Drop`]'s dealloc of a PD still live: the last handle went.
+    #[inline(never)]
+    fn destroy_on_drop(&mut self) {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "PD dealloc failed");
         }

@@ -103,7 +103,20 @@ impl KernelAh {
 }
 
 impl Drop for KernelAh {
+    /// Inlined into the drop glue: after an explicit destroy it is one
+    /// load and a branch, no call.
+    #[inline]
     fn drop(&mut self) {
+        if self.live {
+            self.destroy_on_drop();
+        }
+    }
+}
+
+impl KernelAh {
+    /// [`Drop`]'s destroy of an AH still live.
+    #[inline(never)]
+    fn destroy_on_drop(&mut self) {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "AH destroy failed");
         }

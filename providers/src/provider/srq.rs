@@ -197,10 +197,20 @@ impl<U: ?Sized> SrqCore<U> {
 }
 
 impl<U: ?Sized> Drop for SrqCore<U> {
+    /// Inlined into the drop glue: after an explicit destroy it is the
+    /// parking slot's release, no call of its own.
+    #[inline]
     fn drop(&mut self) {
-        if self.parked.drop_if_destroyed(&mut self.live) {
-            return;
+        if !self.parked.drop_if_destroyed(&mut self.live) {
+            self.destroy_on_drop();
         }
+    }
+}
+
+impl<U: ?Sized> SrqCore<U> {
+    /// [`Drop`]'s destroy of a SRQ still live.
+    #[inline(never)]
+    fn destroy_on_drop(&mut self) {
         if let Err(e) = self.destroy() {
             tracing::warn!(handle = self.handle, error = %e, "SRQ destroy failed");
         }
