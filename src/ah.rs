@@ -102,6 +102,7 @@ impl AddressHandle {
         &self.pd
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.kernel.handle()
     }

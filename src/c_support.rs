@@ -84,6 +84,7 @@ pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
 /// # Errors
 /// `EBUSY` while QPs use it; the kernel's errno.
 #[doc(alias = "ibv_destroy_cq")]
+#[inline]
 pub fn destroy_cq_now(cq: &CompletionQueue) -> Result<EventsReported> {
     cq.kernel.destroy_now()
 }
@@ -95,6 +96,7 @@ pub fn destroy_cq_now(cq: &CompletionQueue) -> Result<EventsReported> {
 /// # Errors
 /// The kernel's errno (`EBUSY` while QPs are attached).
 #[doc(alias = "ibv_destroy_srq")]
+#[inline]
 pub fn destroy_srq_now(srq: &SrqControl) -> Result<u32> {
     srq.0.destroy_now()
 }
@@ -148,6 +150,7 @@ pub fn copy_on_fork() -> Result<bool> {
 /// # Errors
 /// `EBUSY` while other objects hold the PD; the kernel's errno.
 #[doc(alias = "ibv_dealloc_pd")]
+#[inline]
 pub fn dealloc_pd_now(pd: &mut ProtectionDomain) -> Result<()> {
     match std::sync::Arc::get_mut(&mut pd.inner) {
         Some(inner) => inner.destroy(),
@@ -161,6 +164,7 @@ pub fn dealloc_pd_now(pd: &mut ProtectionDomain) -> Result<()> {
 /// # Errors
 /// The kernel's errno.
 #[doc(alias = "ibv_dereg_mr")]
+#[inline]
 pub fn dereg_mr_now(mr: &mut MemoryRegion) -> Result<()> {
     mr.destroy()
 }
@@ -181,6 +185,7 @@ pub fn dealloc_mw_now(mw: &mut MemoryWindow) -> Result<()> {
 /// # Errors
 /// The kernel's errno.
 #[doc(alias = "ibv_destroy_ah")]
+#[inline]
 pub fn destroy_ah_now(ah: &mut AddressHandle) -> Result<()> {
     ah.kernel.destroy()
 }

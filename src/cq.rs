@@ -213,14 +213,17 @@ impl CompletionQueue {
         &self.user().ctx
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.kernel.handle()
     }
     /// The value completion and async events carry for this CQ.
+    #[inline]
     pub fn user_handle(&self) -> u64 {
         self.user().user_handle
     }
     /// Number of entries the CQ holds.
+    #[inline]
     pub fn cqe(&self) -> u32 {
         self.kernel.cqe()
     }

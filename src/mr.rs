@@ -281,6 +281,7 @@ impl MemoryRegion {
         &self.pd
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.handle
     }

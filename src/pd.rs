@@ -88,6 +88,7 @@ impl ProtectionDomain {
     }
 
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.inner.handle
     }

@@ -87,10 +87,12 @@ impl SrqControl {
         &self.user().pd
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.0.handle()
     }
     /// The value async events carry for this SRQ.
+    #[inline]
     pub fn user_handle(&self) -> u64 {
         self.user().user_handle
     }
@@ -187,10 +189,12 @@ impl SharedReceiveQueue {
         self.control.pd()
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.control.handle()
     }
     /// The value async events carry for this SRQ.
+    #[inline]
     pub fn user_handle(&self) -> u64 {
         self.control.user_handle()
     }

@@ -284,10 +284,12 @@ impl QpControl {
         self.0.pd.context()
     }
     /// The kernel handle.
+    #[inline]
     pub fn handle(&self) -> u32 {
         self.0.kernel.handle()
     }
     /// The QP number peers address.
+    #[inline]
     pub fn qp_num(&self) -> u32 {
         self.0.kernel.qpn()
     }
@@ -296,10 +298,12 @@ impl QpControl {
         self.0.qp_type
     }
     /// The capacities granted (at least what was asked).
+    #[inline]
     pub fn cap(&self) -> QpCap {
         self.0.kernel.cap().into()
     }
     /// The value async events carry for this QP.
+    #[inline]
     pub fn user_handle(&self) -> u64 {
         self.0.user_handle
     }

@@ -58,11 +58,23 @@ fn no_cq() -> Weak<CqCore<CqUser>> {
 }
 
 impl Drop for CqDriver {
+    /// Inlined into the drop glue: a driver that need not outlive its
+    /// kernel CQ (rxe, siw) drops with no call of its own.
+    #[inline]
     fn drop(&mut self) {
         if self.0.parks() {
-            if let Some(core) = self.1.upgrade() {
-                KernelCq(core).park(self);
-            }
+            self.park_on_drop();
+        }
+    }
+}
+
+impl CqDriver {
+    /// [`Drop`] of a driver that must outlive its kernel CQ (mlx5): parked
+    /// with it while it lives.
+    #[inline(never)]
+    fn park_on_drop(&mut self) {
+        if let Some(core) = self.1.upgrade() {
+            KernelCq(core).park(self);
         }
     }
 }
@@ -120,6 +132,7 @@ impl Drv {
 
 impl Drv {
     /// Whether this driver must outlive its kernel CQ.
+    #[inline]
     fn parks(&self) -> bool {
         each!(self, Drv, T, _ => <T as CqOps>::CQ_PARKS; Drv::Dead | Drv::Gone => false)
     }
