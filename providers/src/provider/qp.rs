@@ -230,6 +230,7 @@ impl KernelQp {
     /// leaves the registry; its memory goes with the last reference. If the
     /// kernel refuses, the memory is leaked, never freed under the HCA.
     #[doc(alias = "ibv_destroy_qp")]
+    #[inline]
     pub fn destroy(&mut self) -> Result<()> {
         match self.destroy_now() {
             Ok(_) => Ok(()),
