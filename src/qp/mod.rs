@@ -84,7 +84,10 @@ impl Drop for QpShared {
     /// way) it is one load and a branch, no call.
     #[inline]
     fn drop(&mut self) {
-        if !self.destroyed {
+        // A kernel QP already gone (the C library destroys it through
+        // `c_support::destroy_qp_now`, refused while in a multicast group)
+        // leaves only the registry entry, which the C library's QPs have not.
+        if !self.destroyed && (self.registered || self.kernel.is_live()) {
             self.destroy_on_drop();
         }
     }

@@ -175,6 +175,13 @@ impl KernelQp {
         self.cap
     }
 
+    /// Whether the kernel QP may still exist: not destroyed, and not given
+    /// up after a refused destroy.
+    #[inline]
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+
     /// Whether it receives from an SRQ.
     pub fn uses_srq(&self) -> bool {
         self._srq.is_some()
