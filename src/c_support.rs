@@ -67,13 +67,11 @@ pub fn iwarp_leave_sends_to_the_kernel(qp: &QpControl) {
 /// it. On error nothing changed.
 ///
 /// # Errors
-/// `EBUSY` while it is attached to a multicast group (as the kernel
-/// answers `ibv_destroy_qp`); the kernel's errno.
+/// The kernel's errno: `EBUSY` while it is attached to a multicast group
+/// (`uverbs_free_qp` refuses a user's destroy then, as rdma-core 44's
+/// `ibv_destroy_qp` answers; rverbs' own destroy detaches first).
 #[doc(alias = "ibv_destroy_qp")]
 pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
-    if qp.in_mcast_group() {
-        return Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message("the QP is in a multicast group"));
-    }
     qp.0.kernel.destroy_now()
 }
 

@@ -516,12 +516,6 @@ impl QpControl {
         self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Whether the QP is attached to any multicast group (what
-    /// [`mcast_groups`](Self::mcast_groups) lists), without copying the list.
-    pub(crate) fn in_mcast_group(&self) -> bool {
-        !self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
-    }
-
     fn mcast_error(&self, e: Error, gid: &Gid, mlid: u16) -> Error {
         if e.errno() != Some(Errno::EINVAL) {
             return e;
