@@ -59,17 +59,18 @@ fn a_cq_driver_works_only_with_its_own_kernel_cq() {
     let q = QpCreate {
         qp_type: QpType::Rc,
         pd_handle: pd_b,
-        send_cq: &k1,
-        recv_cq: &k1,
+        send_cq: k1.clone(),
+        recv_cq: k1.clone(),
         srq: None,
         cap,
         sq_sig_all: false,
         user_handle: 3,
     };
-    let e = pb.create_qp(&fd_b, &q).map(drop).expect_err("a CQ of another fd");
+    let e = pb.create_qp(&fd_b, q.clone()).map(drop).expect_err("a CQ of another fd");
     assert_eq!(e.errno(), Some(Errno::EINVAL), "{e}");
     let (k3, _d3) = cq(&fd_b, &pb, 4);
-    let (kq, _sq, _rq) = pb.create_qp(&fd_b, &QpCreate { send_cq: &k3, recv_cq: &k3, ..q }).expect("its own fd's CQ");
+    let (kq, _sq, _rq) =
+        pb.create_qp(&fd_b, QpCreate { send_cq: k3.clone(), recv_cq: k3.clone(), ..q }).expect("its own fd's CQ");
     drop(kq);
     drop((k1, d1));
 }

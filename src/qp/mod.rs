@@ -180,19 +180,17 @@ impl ProtectionDomain {
         // (each object knows its command fd) before the kernel is asked.
         let user_handle = if REGISTERED { ctx.register_qp() } else { given };
         // The provider's QP holds its CQs and SRQ type-erased.
-        let (send_cq, recv_cq) = (init.send_cq.kernel.erased(), init.recv_cq.kernel.erased());
-        let srq = init.srq.map(|s| s.control.0.erased());
         let args = QpCreate {
             qp_type: init.qp_type,
             pd_handle: self.handle(),
-            send_cq: &send_cq,
-            recv_cq: &recv_cq,
-            srq: srq.as_ref(),
+            send_cq: init.send_cq.kernel.erased(),
+            recv_cq: init.recv_cq.kernel.erased(),
+            srq: init.srq.map(|s| s.control.0.erased()),
             cap: init.cap.into(),
             sq_sig_all: init.sq_sig_all,
             user_handle,
         };
-        let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), &args).map_err(|e| {
+        let (kernel, sq, rq) = provider.create_qp(ctx.fd_arc(), args).map_err(|e| {
             if REGISTERED {
                 ctx.unregister(user_handle);
             }

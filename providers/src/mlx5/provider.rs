@@ -280,7 +280,7 @@ unsafe impl QpOps for Context {
     /// the capacities they have.
     fn qp_prepare(
         &self,
-        a: &QpCreate<'_>,
+        a: &QpCreate,
         srq: Option<&Mlx5SrqState>,
     ) -> Result<(PendingQp, mlx5_ib_create_qp, ib_uverbs_qp_cap)> {
         let qp_type = match a.qp_type {
@@ -308,7 +308,7 @@ unsafe impl QpOps for Context {
         pending: PendingQp,
         resp: &mlx5_ib_create_qp_resp,
         created: &QpCreated,
-        _a: &QpCreate<'_>,
+        _a: &QpCreate,
     ) -> std::result::Result<(Mlx5QpState, Self::Send, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, PendingQp)> {
         let cap = cap_of(pending.caps());
         match Context::qp_finish(self, pending, resp.as_bytes(), created.qpn) {

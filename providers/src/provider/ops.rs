@@ -295,7 +295,7 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
     /// command asks for. `srq`: the SRQ's state, if the QP receives from one.
     fn qp_prepare(
         &self,
-        a: &QpCreate<'_>,
+        a: &QpCreate,
         srq: Option<&Self::SrqState>,
     ) -> Result<(Self::QpPending, Self::QpUdata, ib_uverbs_qp_cap)>;
 
@@ -309,7 +309,7 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
         pending: Self::QpPending,
         resp: &Self::QpResp,
         created: &QpCreated,
-        a: &QpCreate<'_>,
+        a: &QpCreate,
     ) -> std::result::Result<(Self::QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, Self::QpPending)>;
 
     /// The kernel flushes receives posted to a QP already in ERR only when

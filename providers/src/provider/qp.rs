@@ -22,19 +22,21 @@ use crate::wr::{PostError, RecvWr, SendWr};
 use crate::{Errno, Error, Result};
 
 /// What a QP is created with (`ibv_create_qp`'s `ibv_qp_init_attr`, with
-/// the objects already resolved to their kernel halves).
-#[derive(Clone, Copy, Debug)]
-pub struct QpCreate<'a> {
+/// the objects already resolved to their kernel halves). The CQs and SRQ
+/// are handles of the caller's, which the kernel QP keeps (moved in, not
+/// cloned again).
+#[derive(Clone, Debug)]
+pub struct QpCreate {
     /// The transport.
     pub qp_type: QpType,
     /// The PD's kernel handle.
     pub pd_handle: u32,
     /// CQ for send completions.
-    pub send_cq: &'a KernelCq,
+    pub send_cq: KernelCq,
     /// CQ for receive completions (may be the same).
-    pub recv_cq: &'a KernelCq,
+    pub recv_cq: KernelCq,
     /// The SRQ it receives from, if any.
-    pub srq: Option<&'a KernelSrq>,
+    pub srq: Option<KernelSrq>,
     /// Requested capacities (checked against the device by the caller).
     pub cap: ib_uverbs_qp_cap,
     /// Every send work request completes with a CQE.
@@ -88,14 +90,10 @@ impl ProviderContext {
     /// info out), then its halves. If anything fails after the kernel
     /// create, the kernel QP is destroyed before the memory it uses is freed.
     #[doc(alias = "ibv_create_qp")]
-    pub fn create_qp(
-        &self,
-        fd: &Arc<UverbsFd>,
-        a: &QpCreate<'_>,
-    ) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)> {
+    pub fn create_qp(&self, fd: &Arc<UverbsFd>, a: QpCreate) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)> {
         // The CQs and SRQ are objects of this fd: a QP holds them, and
         // mlx5's cleans reach them, as objects of its own context.
-        if !(a.send_cq.is_on(fd) && a.recv_cq.is_on(fd) && a.srq.map_or(true, |s| s.is_on(fd))) {
+        if !(a.send_cq.is_on(fd) && a.recv_cq.is_on(fd) && a.srq.as_ref().map_or(true, |s| s.is_on(fd))) {
             return Err(Error::check("ibv_create_qp", Errno::EINVAL)
                 .with_message("a CQ or the SRQ belongs to another device context than the QP"));
         }
@@ -105,43 +103,39 @@ impl ProviderContext {
 
 /// [`ProviderContext::create_qp`] of provider `T`.
 #[allow(clippy::type_complexity)]
-fn create_qp<T: QpOps>(
-    ctx: &T,
-    fd: &Arc<UverbsFd>,
-    a: &QpCreate<'_>,
-) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)>
+fn create_qp<T: QpOps>(ctx: &T, fd: &Arc<UverbsFd>, a: QpCreate) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)>
 where
     QpProv: Variant<T, Of = T::QpState>,
     SendDrv: Variant<T, Of = T::Send>,
     RecvDrv: Variant<T, Of = T::Recv>,
     SrqProv: Variant<T, Of = T::SrqState>,
 {
-    let srq = match a.srq {
+    let srq = match &a.srq {
         Some(s) => Some(s.state::<T>().ok_or_else(|| {
             Error::check("ibv_create_qp", Errno::EINVAL).with_message("the SRQ has no receive queue of this provider")
         })?),
         None => None,
     };
-    let (pending, udata, cap) = ctx.qp_prepare(a, srq)?;
+    let (pending, udata, cap) = ctx.qp_prepare(&a, srq)?;
     let args = cmd::CreateQp {
         qp_type: a.qp_type.to_kernel(),
         pd: a.pd_handle,
         send_cq: a.send_cq.handle(),
         recv_cq: a.recv_cq.handle(),
-        srq: a.srq.map(|s| s.handle()),
+        srq: a.srq.as_ref().map(|s| s.handle()),
         cap,
         sq_sig_all: a.sq_sig_all,
         user_handle: a.user_handle,
     };
-    let kernel = |created: &cmd::QpCreated, cap, prov| KernelQp {
+    let kernel = |created: &cmd::QpCreated, cap, prov, (send_cq, recv_cq, _srq)| KernelQp {
         fd: fd.clone(),
         handle: created.handle,
         qpn: created.qpn,
         cap,
         prov,
-        send_cq: a.send_cq.clone(),
-        recv_cq: a.recv_cq.clone(),
-        _srq: a.srq.cloned(),
+        send_cq,
+        recv_cq,
+        _srq,
         live: AtomicBool::new(true),
     };
     let ((created, _), (state, sq, rq, cap)) = create_then_finish(
@@ -153,11 +147,14 @@ where
             let created = unsafe { cmd::create_qp(fd, &args, udata.as_bytes(), resp.as_mut_bytes()) }?;
             Ok((created, resp))
         },
-        |pending, (created, resp)| ctx.qp_finish(fd, pending, resp, created, a),
-        |(created, _)| kernel(created, created.cap, QpProv::KernelOnly).destroy(),
+        |pending, (created, resp)| ctx.qp_finish(fd, pending, resp, created, &a),
+        |(created, _)| {
+            let holds = (a.send_cq.clone(), a.recv_cq.clone(), a.srq.clone());
+            kernel(created, created.cap, QpProv::KernelOnly, holds).destroy()
+        },
     )?;
     debug!(handle = created.handle, qp_num = created.qpn, "QP created");
-    let k = kernel(&created, cap, Variant::<T>::wrap(state));
+    let k = kernel(&created, cap, Variant::<T>::wrap(state), (a.send_cq, a.recv_cq, a.srq));
     Ok((k, SendDriver(Variant::<T>::wrap(sq)), rq.map(|r| RecvDriver(Variant::<T>::wrap(r)))))
 }
 

@@ -180,7 +180,7 @@ unsafe impl QpOps for Context {
     type QpResp = rxe_create_qp_resp;
 
     /// The kernel gets the capacities asked for and answers with its own.
-    fn qp_prepare(&self, a: &QpCreate<'_>, _srq: Option<&()>) -> Result<(Transport, [u8; 0], ib_uverbs_qp_cap)> {
+    fn qp_prepare(&self, a: &QpCreate, _srq: Option<&()>) -> Result<(Transport, [u8; 0], ib_uverbs_qp_cap)> {
         let transport = match a.qp_type {
             QpType::Rc => Transport::Rc,
             QpType::Uc => Transport::Uc,
@@ -199,7 +199,7 @@ unsafe impl QpOps for Context {
         transport: Transport,
         resp: &rxe_create_qp_resp,
         created: &QpCreated,
-        a: &QpCreate<'_>,
+        a: &QpCreate,
     ) -> std::result::Result<((), SendRing<UverbsDoorbell>, Option<RecvRing>, ib_uverbs_qp_cap), (Error, Transport)>
     {
         let info = QpInfo {

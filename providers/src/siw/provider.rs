@@ -184,7 +184,7 @@ unsafe impl QpOps for Context {
     type QpResp = siw_uresp_create_qp;
 
     /// RC only (iWARP has no UC or UD), with capacities an entry holds.
-    fn qp_prepare(&self, a: &QpCreate<'_>, _srq: Option<&()>) -> Result<((), [u8; 0], ib_uverbs_qp_cap)> {
+    fn qp_prepare(&self, a: &QpCreate, _srq: Option<&()>) -> Result<((), [u8; 0], ib_uverbs_qp_cap)> {
         const VERB: &str = "ibv_create_qp";
         if a.qp_type != QpType::Rc {
             return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message(format!(
@@ -216,7 +216,7 @@ unsafe impl QpOps for Context {
         (): (),
         resp: &siw_uresp_create_qp,
         created: &QpCreated,
-        a: &QpCreate<'_>,
+        a: &QpCreate,
     ) -> std::result::Result<(Arc<QpRings>, SendQueue<UverbsDoorbell>, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, ())>
     {
         const VERB: &str = "ibv_create_qp";
