@@ -103,6 +103,7 @@ impl ProviderContext {
 
 /// [`ProviderContext::create_qp`] of provider `T`.
 #[allow(clippy::type_complexity)]
+#[inline]
 fn create_qp<T: QpOps>(ctx: &T, fd: &Arc<UverbsFd>, a: QpCreate) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)>
 where
     QpProv: Variant<T, Of = T::QpState>,

@@ -58,6 +58,7 @@ unsafe impl CqOps for Context {
     }
 
     /// Maps the ring the kernel made; the arm command is built once.
+    #[inline]
     fn cq_finish(
         &self,
         fd: &Arc<UverbsFd>,
@@ -143,6 +144,7 @@ unsafe impl SrqOps for Context {
     }
 
     /// Maps the ring the kernel made; the SRQ has what the kernel granted.
+    #[inline]
     fn srq_finish(
         &self,
         fd: &Arc<UverbsFd>,
