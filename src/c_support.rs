@@ -71,6 +71,7 @@ pub fn iwarp_leave_sends_to_the_kernel(qp: &QpControl) {
 /// (`uverbs_free_qp` refuses a user's destroy then, as rdma-core 44's
 /// `ibv_destroy_qp` answers; rverbs' own destroy detaches first).
 #[doc(alias = "ibv_destroy_qp")]
+#[inline]
 pub fn destroy_qp_now(qp: &QpControl) -> Result<u32> {
     qp.0.kernel.destroy_now()
 }
