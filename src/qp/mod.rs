@@ -43,23 +43,15 @@ pub(crate) struct QpShared {
     /// refuses to destroy a QP still in one (EBUSY), so destroy leaves them
     /// first. Control path only.
     mcast: Mutex<Vec<(Gid, u16)>>,
-    /// [`destroy`](Self::destroy) succeeded: the `Drop` after an explicit
-    /// destroy has nothing left to do.
-    destroyed: bool,
 }
 
 impl QpShared {
+    /// Leaves the QP's multicast groups, then destroys the kernel QP. Its
+    /// registry entry goes with the `Drop`, however the kernel QP went
+    /// (here, or through `c_support::destroy_qp_now`).
     fn destroy(&mut self) -> Result<()> {
-        if self.destroyed {
-            return Ok(());
-        }
         self.leave_mcast_groups()?;
-        self.kernel.destroy()?;
-        if self.registered {
-            self.pd.context().unregister(self.user_handle);
-        }
-        self.destroyed = true;
-        Ok(())
+        self.kernel.destroy()
     }
 
     /// Detaches the QP from every group it is still in
@@ -81,20 +73,20 @@ impl QpShared {
 
 impl Drop for QpShared {
     /// Inlined into the drop glue: after an explicit destroy (the usual
-    /// way) it is one load and a branch, no call.
+    /// way) it is one load and a branch, and the registry entry's removal.
     #[inline]
     fn drop(&mut self) {
-        // A kernel QP already gone (the C library destroys it through
-        // `c_support::destroy_qp_now`, refused while in a multicast group)
-        // leaves only the registry entry, which the C library's QPs have not.
-        if !self.destroyed && (self.registered || self.kernel.is_live()) {
+        if self.kernel.is_live() {
             self.destroy_on_drop();
+        }
+        if self.registered {
+            self.pd.context().unregister(self.user_handle);
         }
     }
 }
 
 impl QpShared {
-    /// [`Drop`]'s destroy of a QP not destroyed yet: the last handle went.
+    /// [`Drop`]'s destroy of a kernel QP still live: the last handle went.
     #[inline(never)]
     fn destroy_on_drop(&mut self) {
         if let Err(e) = self.destroy() {
@@ -208,7 +200,6 @@ impl ProtectionDomain {
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
             mcast: Mutex::new(Vec::new()),
-            destroyed: false,
         }));
         Ok(QueuePair {
             sq: SendQueue::new(sq, control.clone()),
@@ -551,7 +542,8 @@ impl QueuePair {
         let QueuePair { sq, rq, mut control } = self;
         drop((sq, rq));
         // In place: moving the shared QP out of its allocation is a copy of
-        // it; its `Drop` then finds the destroy done.
+        // it; its `Drop` then finds the kernel QP gone and only forgets the
+        // registry entry.
         match Arc::get_mut(&mut control.0) {
             Some(s) => s.destroy(),
             None => Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message(
