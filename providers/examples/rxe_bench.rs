@@ -46,7 +46,7 @@ struct NoopDoorbell;
 
 impl Doorbell for NoopDoorbell {
     #[inline(always)]
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         Ok(())
     }
 }

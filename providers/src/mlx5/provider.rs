@@ -270,7 +270,9 @@ unsafe impl QpOps for Context {
     /// Boxed, as the CQ's driver: 240 bytes that the provider enums would
     /// otherwise carry for every provider's QP.
     type Send = Box<SendQueue<UarMmio>>;
-    type Recv = RecvQueue;
+    /// Boxed too: its 64 bytes would make every provider's `QueuePair` over
+    /// 128 bytes, moved with a `memcpy` call (rxe's and siw's are 32).
+    type Recv = Box<RecvQueue>;
     type QpState = Mlx5QpState;
     type QpPending = PendingQp;
     type QpUdata = mlx5_ib_create_qp;
@@ -309,13 +311,13 @@ unsafe impl QpOps for Context {
         resp: &mlx5_ib_create_qp_resp,
         created: &QpCreated,
         _a: &QpCreate,
-    ) -> std::result::Result<(Mlx5QpState, Self::Send, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, PendingQp)> {
+    ) -> std::result::Result<(Mlx5QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, PendingQp)> {
         let cap = cap_of(pending.caps());
         match Context::qp_finish(self, pending, resp.as_bytes(), created.qpn) {
             Ok(q) => {
                 let state = Mlx5QpState { ctx: self.clone(), qp: q.shared().clone() };
                 let Qp { sq, rq, .. } = q;
-                Ok((state, Box::new(sq), rq, cap))
+                Ok((state, Box::new(sq), rq.map(Box::new), cap))
             }
             Err(FinishError { error, pending }) => Err((error, *pending)),
         }
@@ -394,7 +396,7 @@ impl SendPost for Box<SendQueue<UarMmio>> {
 /// Kept out of line (a call of its own: a few instructions more per mlx5
 /// post): inlined next to rxe's one-SGE path, its loop made every post of
 /// either provider save six registers first.
-impl RecvPost for RecvQueue {
+impl RecvPost for Box<RecvQueue> {
     #[inline(never)]
     fn post(&mut self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         RecvQueue::post(self, wrs)

@@ -31,7 +31,7 @@ impl<D: Doorbell> SendBench<D> {
     /// power of two >= 2, `log2` from 8 to 15).
     pub fn new(slots: u32, log2: u32, lim: SendLimits, doorbell: D) -> Self {
         SendBench {
-            ring: SendRing::new(Queue::new_heap(slots, log2), lim, doorbell),
+            ring: SendRing::new(Queue::new_heap(slots, log2), lim, doorbell, 0),
             kernel: MockKernel::new(lim.transport),
         }
     }

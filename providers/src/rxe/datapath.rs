@@ -19,8 +19,8 @@ use crate::Errno;
 /// of `POST_SEND` with no work requests ([`crate::sys::UverbsFd::ring_send_doorbell`]);
 /// tests and benchmarks count instead. Static dispatch: posting is generic over it.
 pub trait Doorbell {
-    /// Rings once.
-    fn ring(&self) -> Result<(), Errno>;
+    /// Rings once for the QP with kernel handle `qp_handle`.
+    fn ring(&self, qp_handle: u32) -> Result<(), Errno>;
 }
 
 /// The send half of an rxe QP.
@@ -29,6 +29,8 @@ pub struct SendRing<D> {
     q: Queue,
     lim: SendLimits,
     doorbell: D,
+    /// The kernel handle the doorbell names.
+    qp_handle: u32,
     /// The context's userspace address vectors (UD AHs without a kernel
     /// number); `None` refuses such AHs.
     avs: Option<Arc<AvTable>>,
@@ -43,12 +45,12 @@ impl<D: Doorbell> SendRing<D> {
     /// # Panics
     /// If a slot is smaller than the 208-byte WQE header (`qp_finish`
     /// refuses such a kernel answer with `EPROTO` before it gets here).
-    pub(crate) fn new(q: Queue, mut lim: SendLimits, doorbell: D) -> Self {
+    pub(crate) fn new(q: Queue, mut lim: SendLimits, doorbell: D, qp_handle: u32) -> Self {
         assert!(q.elem_size() >= wqe::SEND_DATA, "send slots of {} bytes cannot hold a WQE", q.elem_size());
         let room = q.elem_size().saturating_sub(wqe::SEND_DATA);
         lim.max_sge = lim.max_sge.min((room / 16) as u32);
         lim.max_inline = lim.max_inline.min(room as u32);
-        SendRing { q, lim, doorbell, avs: None }
+        SendRing { q, lim, doorbell, qp_handle, avs: None }
     }
 
     /// Lets UD requests name the address vectors of `avs` (AH numbers with
@@ -168,7 +170,7 @@ impl<D: Doorbell> SendRing<D> {
     fn ring_for(&mut self, prod: u32, posted: usize) -> Result<(), PostError> {
         // Release: the WQEs above are written before the kernel sees the index.
         self.q.publish_producer(prod);
-        match self.doorbell.ring() {
+        match self.doorbell.ring(self.qp_handle) {
             Ok(()) => Ok(()),
             // `index` keeps its meaning: requests before it are in the
             // ring (the kernel looks at them on the next doorbell).

@@ -57,7 +57,7 @@ pub(crate) use provider::Context;
 pub(crate) use queue::Queue;
 pub use wqe::{SendLimits, Transport};
 
-use crate::sys::{SendDoorbellFrame, UverbsFd};
+use crate::sys::UverbsFd;
 use crate::{Errno, Error, Result};
 
 fn parse<T: FromBytes>(verb: &'static str, b: &[u8]) -> Result<T> {
@@ -142,17 +142,17 @@ pub(crate) fn cq_finish(fd: &UverbsFd, drv_out: &[u8]) -> Result<CqRing> {
 }
 
 /// The doorbell of one rxe QP: `POST_SEND` with no work requests on the
-/// uverbs fd, its frame built once ([`SendDoorbellFrame`]).
+/// uverbs fd, for the handle its send ring passes
+/// ([`SendDoorbellFrame`](crate::sys::SendDoorbellFrame)).
 #[derive(Debug)]
 pub struct UverbsDoorbell {
     fd: Arc<UverbsFd>,
-    frame: SendDoorbellFrame,
 }
 
 impl Doorbell for UverbsDoorbell {
     #[inline]
-    fn ring(&self) -> Result<(), Errno> {
-        self.fd.ring_send_doorbell(&self.frame)
+    fn ring(&self, qp_handle: u32) -> Result<(), Errno> {
+        self.fd.ring_send_doorbell(qp_handle)
     }
 }
 
@@ -194,8 +194,8 @@ pub(crate) fn qp_finish(fd: &Arc<UverbsFd>, drv_out: &[u8], info: &QpInfo, avs: 
         let q = map(VERB, fd, &resp.rq_mi, "receive queue")?;
         Some(RecvRing::new(check_slots(VERB, q, wqe::RECV_DATA, "receive queue")?, info.max_recv_sge))
     };
-    let doorbell = UverbsDoorbell { fd: fd.clone(), frame: SendDoorbellFrame::new(info.handle) };
-    Ok(Qp { sq: SendRing::new(sq, info.send, doorbell).with_av_table(avs.clone()), rq })
+    let doorbell = UverbsDoorbell { fd: fd.clone() };
+    Ok(Qp { sq: SendRing::new(sq, info.send, doorbell, info.handle).with_av_table(avs.clone()), rq })
 }
 
 /// Maps the receive ring described by the create-SRQ driver response.

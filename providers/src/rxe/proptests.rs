@@ -70,7 +70,7 @@ fn known_flags() -> WcFlags {
 struct CountingDoorbell(Cell<u32>);
 
 impl Doorbell for CountingDoorbell {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         self.0.set(self.0.get() + 1);
         Ok(())
     }
@@ -190,7 +190,7 @@ proptest! {
         one in any::<bool>(),
     ) {
         let lim = SendLimits { transport: Transport::Rc, max_sge: 4, max_inline: 64 };
-        let mut s = SendRing::new(Queue::new_heap(1 << log2_slots, 9), lim, CountingDoorbell::default());
+        let mut s = SendRing::new(Queue::new_heap(1 << log2_slots, 9), lim, CountingDoorbell::default(), 0);
         set_indices(s.queue(), producer, consumer);
         let mask = s.queue().index_mask();
         let free = (mask - (producer.wrapping_sub(consumer) & mask)) as usize;

@@ -513,7 +513,7 @@ struct CountingDoorbell {
 }
 
 impl Doorbell for CountingDoorbell {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         self.rings.set(self.rings.get() + 1);
         self.fail.get().map_or(Ok(()), Err)
     }
@@ -521,7 +521,7 @@ impl Doorbell for CountingDoorbell {
 
 /// An SQ of `slots` 512-byte slots (rxe's size for 4 SGEs / 64 inline bytes).
 fn sq(slots: u32, lim: SendLimits) -> SendRing<CountingDoorbell> {
-    SendRing::new(Queue::new_heap(slots, 9), lim, CountingDoorbell::default())
+    SendRing::new(Queue::new_heap(slots, 9), lim, CountingDoorbell::default(), 0)
 }
 /// An RQ/SRQ of `slots` 128-byte slots taking 4 SGEs.
 fn rq(slots: u32) -> RecvRing {
@@ -942,7 +942,7 @@ fn recv_too_many_sges() {
 fn limits_clamped_to_slot() {
     // 256-byte send slots hold (256 - 208) / 16 = 3 SGEs or 48 inline bytes.
     let big = SendLimits { transport: Transport::Rc, max_sge: 16, max_inline: 256 };
-    let mut s = SendRing::new(Queue::new_heap(4, 8), big, CountingDoorbell::default());
+    let mut s = SendRing::new(Queue::new_heap(4, 8), big, CountingDoorbell::default(), 0);
     let four = [SGE_A; 4];
     assert_eq!(
         post(&mut s, &[wr_op(SendOp::Send, &four)]).unwrap_err().kind,
@@ -1531,7 +1531,7 @@ fn kernel_slots_smaller_than_the_headers_are_refused() {
 #[test]
 #[should_panic(expected = "cannot hold a WQE")]
 fn send_ring_over_small_slots_panics() {
-    let _ = SendRing::new(Queue::new_heap(4, 7), RC, CountingDoorbell::default());
+    let _ = SendRing::new(Queue::new_heap(4, 7), RC, CountingDoorbell::default(), 0);
 }
 
 #[test]

@@ -118,7 +118,7 @@ fn av_table_numbers_die_with_their_handle() {
 struct Rings(Cell<u32>);
 
 impl Doorbell for Rings {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         self.0.set(self.0.get() + 1);
         Ok(())
     }
@@ -142,7 +142,7 @@ fn ud_post_copies_the_vector_and_leaves_ah_num_zero() {
     let t = AvTable::new(AV_NUM_FLAG);
     let av = build_av(&AvAttr { port_num: 1, dgid: v4_mapped([10, 0, 2, 16]), hop_limit: 64, ..Default::default() });
     let h = t.insert(av).unwrap();
-    let mut s = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default()).with_av_table(t.clone());
+    let mut s = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default(), 0).with_av_table(t.clone());
     // SAFETY: not INLINE: nothing is read from the SGEs.
     unsafe { s.post(&[ud_send(1, h.num()), ud_send(2, 5)]) }.unwrap();
     assert_eq!(s.doorbell().0.get(), 1, "one doorbell for the list");
@@ -162,14 +162,14 @@ fn ud_post_refuses_a_dead_or_foreign_vector() {
     let h = t.insert(build_av(&AvAttr::default())).unwrap();
     let dead = h.num();
     drop(h);
-    let mut s = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default()).with_av_table(t.clone());
+    let mut s = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default(), 0).with_av_table(t.clone());
     // SAFETY: not INLINE.
     let e = unsafe { s.post(&[ud_send(1, 9), ud_send(2, dead), ud_send(3, 9)]) }.unwrap_err();
     assert_eq!((e.index, e.kind), (1, PostErrorKind::BadDestination));
     assert_eq!(s.queue().producer_own(), 1, "the one before it is posted, none after");
     // A ring without a table (another context's AH, or none) refuses them too.
     let live = t.insert(build_av(&AvAttr::default())).unwrap();
-    let mut bare = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default());
+    let mut bare = SendRing::new(Queue::new_heap(8, 9), UD, Rings::default(), 0);
     // SAFETY: not INLINE.
     let e = unsafe { bare.post(&[ud_send(1, live.num())]) }.unwrap_err();
     assert_eq!((e.index, e.kind), (0, PostErrorKind::BadDestination));

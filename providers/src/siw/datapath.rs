@@ -24,8 +24,8 @@ use crate::Errno;
 /// `POST_SEND` with no work requests (the kernel then runs the SQ in the
 /// caller's context); tests count instead. Static dispatch.
 pub trait Doorbell {
-    /// Rings once.
-    fn ring(&self) -> Result<(), Errno>;
+    /// Rings once for the QP with kernel handle `qp_handle`.
+    fn ring(&self, qp_handle: u32) -> Result<(), Errno>;
 }
 
 /// The send half of a siw QP.
@@ -36,6 +36,8 @@ pub struct SendQueue<D> {
     put: u32,
     lim: SendLimits,
     doorbell: D,
+    /// The kernel handle the doorbell names.
+    qp_handle: u32,
     /// The last doorbell failed (say `ENOTCONN` before the connection was
     /// up): the entries it was for may still be posted, so the next post
     /// rings whatever the ring shows.
@@ -45,8 +47,8 @@ pub struct SendQueue<D> {
 impl<D: Doorbell> SendQueue<D> {
     /// A send queue over `ring` with the QP's limits, clamped to what an
     /// entry holds.
-    pub(crate) fn new(ring: Ring<SQE_LEN>, lim: SendLimits, doorbell: D) -> Self {
-        SendQueue { ring, put: 0, lim: lim.clamped(), doorbell, owe_ring: false }
+    pub(crate) fn new(ring: Ring<SQE_LEN>, lim: SendLimits, doorbell: D, qp_handle: u32) -> Self {
+        SendQueue { ring, put: 0, lim: lim.clamped(), doorbell, qp_handle, owe_ring: false }
     }
 
     /// The ring (crate-internal: the kernel owns some of its entries).
@@ -140,7 +142,7 @@ impl<D: Doorbell> SendQueue<D> {
         let prev_taken =
             unsafe { wqe::wqe_flags(self.ring.slot(start.wrapping_sub(1))) }.load(Ordering::Relaxed) & wqe::VALID == 0;
         if self.owe_ring || prev_taken || posted >= self.ring.slots() {
-            if let Err(e) = self.doorbell.ring() {
+            if let Err(e) = self.doorbell.ring(self.qp_handle) {
                 self.owe_ring = true;
                 return Err(doorbell_failed(posted as usize, e));
             }

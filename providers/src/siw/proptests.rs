@@ -25,7 +25,7 @@ use crate::Errno;
 struct CountingDoorbell(Cell<u32>);
 
 impl Doorbell for CountingDoorbell {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         self.0.set(self.0.get() + 1);
         Ok(())
     }
@@ -165,7 +165,7 @@ proptest! {
             wqe_flags(&ring, i).store(flags[i as usize], Ordering::Release);
         }
         let lim = SendLimits { max_sge: lim.0, max_inline: 80, sig_all: lim.1 };
-        let mut q = SendQueue::new(ring, lim, CountingDoorbell::default()).starting_at(start);
+        let mut q = SendQueue::new(ring, lim, CountingDoorbell::default(), 0).starting_at(start);
         let sgl = [Sge::new(0x1000, 64, 7)];
         let wrs: Vec<_> = (0..batch as u64).map(|i| SendWr::send(i, &sgl)).collect();
         let free = (0..slots).take_while(|&k| at(start.wrapping_add(k)) & 1 == 0).count();

@@ -25,7 +25,7 @@ use crate::provider::{
     AhCreate, AhOps, CqOps, CqPoll, CqRef, ProviderOps, QpCreate, QpOps, RecvPost, SendPost, SrqOps,
 };
 use crate::qp_state::{QpState, QpType};
-use crate::sys::{SendDoorbellFrame, UverbsFd};
+use crate::sys::UverbsFd;
 use crate::wr::{PostError, RecvWr, SendWr, Wc};
 use crate::{Errno, Error, Result};
 
@@ -157,19 +157,19 @@ fn check_sge(verb: &'static str, what: &str, n: u32) -> Result<()> {
 }
 
 /// The doorbell of one siw QP: `POST_SEND` with no work requests on the
-/// uverbs fd, its frame built once ([`SendDoorbellFrame`]). The kernel
+/// uverbs fd, for the handle its send queue passes
+/// ([`SendDoorbellFrame`](crate::sys::SendDoorbellFrame)). The kernel
 /// sends what the SQ holds inside the call; `ENOTCONN` before the QP is
 /// connected (RTS).
 #[derive(Debug)]
 pub struct UverbsDoorbell {
     fd: Arc<UverbsFd>,
-    frame: SendDoorbellFrame,
 }
 
 impl Doorbell for UverbsDoorbell {
     #[inline]
-    fn ring(&self) -> std::result::Result<(), Errno> {
-        self.fd.ring_send_doorbell(&self.frame)
+    fn ring(&self, qp_handle: u32) -> std::result::Result<(), Errno> {
+        self.fd.ring_send_doorbell(qp_handle)
     }
 }
 
@@ -233,8 +233,8 @@ unsafe impl QpOps for Context {
             max_inline: created.cap.max_inline_data,
             sig_all: a.sq_sig_all,
         };
-        let doorbell = UverbsDoorbell { fd: fd.clone(), frame: SendDoorbellFrame::new(created.handle) };
-        Ok((rings, SendQueue::new(sq, lim, doorbell), rq, created.cap))
+        let doorbell = UverbsDoorbell { fd: fd.clone() };
+        Ok((rings, SendQueue::new(sq, lim, doorbell, created.handle), rq, created.cap))
     }
 
     /// A user move to RTS fails on siw (`EINVAL`) unless the QP is there

@@ -27,7 +27,7 @@ struct TestDoorbell {
 }
 
 impl Doorbell for TestDoorbell {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         self.rings.set(self.rings.get() + 1);
         self.fail.get().map_or(Ok(()), Err)
     }
@@ -36,7 +36,7 @@ impl Doorbell for TestDoorbell {
 const LIM: SendLimits = SendLimits { max_sge: 6, max_inline: 80, sig_all: false };
 
 fn sq(slots: u32) -> SendQueue<TestDoorbell> {
-    SendQueue::new(Ring::new_heap(slots, 0), LIM, TestDoorbell::default())
+    SendQueue::new(Ring::new_heap(slots, 0), LIM, TestDoorbell::default(), 0)
 }
 
 fn rq(slots: u32) -> RecvQueue {
@@ -79,7 +79,7 @@ const REMOTE: RemoteAddr = RemoteAddr { addr: 0x0000_5555_aaaa_0010, rkey: 0x876
 
 /// Posts `wrs` into an empty 4-entry SQ and returns entry 0's bytes.
 fn encode(wrs: &[SendWr<'_>], lim: SendLimits) -> Vec<u8> {
-    let mut q = SendQueue::new(Ring::new_heap(4, 0), lim, TestDoorbell::default());
+    let mut q = SendQueue::new(Ring::new_heap(4, 0), lim, TestDoorbell::default(), 0);
     // SAFETY: INLINE requests in these tests point at live local arrays.
     unsafe { q.post(wrs) }.expect("valid request");
     entry(q.ring(), 0)
@@ -173,7 +173,7 @@ fn golden_inline() {
 /// length 0, over whatever the entry held; an empty inline SEND has no SGE.
 #[test]
 fn golden_empty_requests() {
-    let mut q = SendQueue::new(Ring::new_heap(2, 0), LIM, TestDoorbell::default());
+    let mut q = SendQueue::new(Ring::new_heap(2, 0), LIM, TestDoorbell::default(), 0);
     // SAFETY: the ring is the test's; no one else touches entry 0 now.
     unsafe { q.ring().slot(0).add(24).write_bytes(0xee, 16) };
     // SAFETY: not INLINE; the inline request has no bytes to read.
@@ -253,9 +253,9 @@ fn refused_requests() {
 
 #[test]
 fn limits_are_clamped_and_checked() {
-    let q = SendQueue::new(Ring::new_heap(2, 0), SendLimits { max_sge: 30, max_inline: 1000, sig_all: false }, ());
+    let q = SendQueue::new(Ring::new_heap(2, 0), SendLimits { max_sge: 30, max_inline: 1000, sig_all: false }, (), 0);
     assert_eq!(q.limits(), LIM);
-    let mut q = SendQueue::new(Ring::new_heap(2, 0), SendLimits { max_sge: 2, max_inline: 10, ..LIM }, ());
+    let mut q = SendQueue::new(Ring::new_heap(2, 0), SendLimits { max_sge: 2, max_inline: 10, ..LIM }, (), 0);
     let three = [SGE_A; 3];
     // SAFETY: not INLINE.
     let e = unsafe { q.post(&[SendWr::send(1, &three)]) }.unwrap_err();
@@ -277,7 +277,7 @@ fn limits_are_clamped_and_checked() {
 }
 
 impl Doorbell for () {
-    fn ring(&self) -> Result<(), Errno> {
+    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
         Ok(())
     }
 }
@@ -604,7 +604,7 @@ fn mock_refuses_receive_flags_other_than_valid() {
 #[test]
 fn concurrent_kernel() {
     const N: u64 = if cfg!(miri) { 40 } else { 5000 };
-    let mut q = SendQueue::new(Ring::new_heap(4, 0), LIM, ());
+    let mut q = SendQueue::new(Ring::new_heap(4, 0), LIM, (), 0);
     let mut c = cq(4);
     // The kernel thread's views of the rings.
     let (sq_ring, cq_ring) = (q.ring().share(), c.ring().share());
@@ -785,7 +785,7 @@ fn a_batch_being_written_defers_the_flush_and_destroy_ends_it() {
 #[test]
 fn concurrent_posts_are_flushed_once_in_order() {
     const N: u64 = if cfg!(miri) { 30 } else { 5000 };
-    let (mut s, r, mut c) = (SendQueue::new(Ring::new_heap(4, 0), LIM, ()), rq(4), cq(4));
+    let (mut s, r, mut c) = (SendQueue::new(Ring::new_heap(4, 0), LIM, (), 0), rq(4), cq(4));
     let rings = Arc::new(QpRings::new(7, s.ring(), Some(r.ring())));
     // The QP goes to ERR with two requests in, the producer going on.
     let sgl = [SGE_A];

@@ -403,20 +403,21 @@ impl UverbsFd {
     }
 
     /// rxe's send doorbell: a legacy `write()` of `IB_USER_VERBS_CMD_POST_SEND`
-    /// with `wr_count = 0` for the QP `frame` was built for, which makes the
-    /// kernel run the QP's requester over the WQEs already in the shared
-    /// send queue (`uverbs-abi.md` §8, providers.md §A.4). Data path: no
-    /// allocation, one syscall of a frame built once per QP
+    /// with `wr_count = 0` for the QP with kernel handle `qp_handle`, which
+    /// makes the kernel run the QP's requester over the WQEs already in the
+    /// shared send queue (`uverbs-abi.md` §8, providers.md §A.4). Data path:
+    /// no allocation, one syscall of a frame built on the stack
     /// ([`SendDoorbellFrame`]); `wqe_size` is 128, what rdma-core sends
     /// (`sizeof(struct ibv_send_wr)`; the kernel needs at least 56).
     /// The `write()` is the raw syscall (`sys/raw.rs`), not libc's wrapper.
     #[inline]
-    pub fn ring_send_doorbell(&self, frame: &SendDoorbellFrame) -> Result<(), Errno> {
+    pub fn ring_send_doorbell(&self, qp_handle: u32) -> Result<(), Errno> {
+        let frame = SendDoorbellFrame::new(qp_handle);
         let bytes = frame.bytes();
         // With `wr_count` 0 the kernel reads only the frame and writes the
         // 4-byte response it names.
         // SAFETY: `bytes` is 32 readable bytes; its one address is the
-        // frame's response word, writable and alive as long as `frame`.
+        // frame's response word, a static the kernel may write.
         let n = unsafe { raw::write(self.fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
         if n == bytes.len() as isize {
             return Ok(());
