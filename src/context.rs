@@ -4,7 +4,7 @@
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use rverbs_providers::cmd::device as cmd;
 use rverbs_providers::driver::{format_fw_ver, Provider};
@@ -46,6 +46,11 @@ struct Inner {
     fast_ports: [OnceLock<PortStatic>; FAST_PORTS],
     /// ... any other by port number.
     ports: Mutex<Vec<(u8, PortStatic)>>,
+    /// The multicast groups the QPs of this context are attached to
+    /// ([`McastEntry`]), in the order they joined: kept here, not in each
+    /// QP, so that a QP (most never join one) stays small enough to move
+    /// inline.
+    mcast: Mutex<Vec<McastEntry>>,
     /// The provider's half of the context; `None` for a driver rverbs can
     /// open and query but has no queues for. Before `fd`: its mappings go
     /// first (it holds its own `Arc` of the fd, so the fd closes after both).
@@ -59,6 +64,9 @@ struct Inner {
 /// How many ports [`Context::port_static`] keeps without a lock (1..=this);
 /// any others are kept under one.
 const FAST_PORTS: usize = 4;
+
+/// A QP (by kernel handle) in a multicast group (GID, LID).
+pub(crate) type McastEntry = (u32, Gid, u16);
 
 /// What never changes about a port ([`Context::port_static`]).
 #[derive(Clone, Copy, Debug)]
@@ -148,6 +156,7 @@ impl Context {
                 attr: OnceLock::new(),
                 fast_ports: Default::default(),
                 ports: Mutex::new(Vec::new()),
+                mcast: Mutex::new(Vec::new()),
                 provider,
                 async_fd,
                 fd,
@@ -268,6 +277,11 @@ impl Context {
     /// The number of the QP registered under `user_handle`, if it still exists.
     pub(crate) fn lookup_qp(&self, user_handle: u64) -> Option<u32> {
         self.registry().get(user_handle)
+    }
+
+    /// The multicast groups of this context's QPs, locked.
+    pub(crate) fn mcast(&self) -> MutexGuard<'_, Vec<McastEntry>> {
+        self.inner.mcast.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The registry, locked. A spin lock: each step under it is a few

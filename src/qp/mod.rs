@@ -7,8 +7,8 @@ mod attr;
 mod connect;
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use rverbs_providers::cmd::qp as cmd;
 use rverbs_providers::provider::{KernelQp, ModifyError, QpCreate};
@@ -39,10 +39,10 @@ pub(crate) struct QpShared {
     pub(crate) state: AtomicU8,
     /// Port set at RESET→INIT (0 before).
     port: AtomicU8,
-    /// The multicast groups (GID, LID) the QP is attached to: the kernel
-    /// refuses to destroy a QP still in one (EBUSY), so destroy leaves them
-    /// first. Control path only.
-    mcast: Mutex<Vec<(Gid, u16)>>,
+    /// The QP joined a multicast group (the context keeps which ones,
+    /// [`Context::mcast`]): the kernel refuses to destroy a QP still in one
+    /// (EBUSY), so destroy leaves them first. Control path only.
+    in_mcast: AtomicBool,
 }
 
 impl QpShared {
@@ -50,23 +50,30 @@ impl QpShared {
     /// registry entry goes with the `Drop`, however the kernel QP went
     /// (here, or through `c_support::destroy_qp_now`).
     fn destroy(&mut self) -> Result<()> {
-        self.leave_mcast_groups()?;
+        if *self.in_mcast.get_mut() {
+            self.leave_mcast_groups()?;
+        }
         self.kernel.destroy()
     }
 
     /// Detaches the QP from every group it is still in
     /// (`IB_USER_VERBS_CMD_DETACH_MCAST` each), as a destroy needs; not in
     /// a forked child, whose QP objects are the parent's.
+    #[cold]
+    #[inline(never)]
     fn leave_mcast_groups(&mut self) -> Result<()> {
-        let fd = self.pd.context().fd();
-        let groups = self.mcast.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let (ctx, handle) = (self.pd.context(), self.kernel.handle());
+        let fd = ctx.fd();
+        let mut groups = ctx.mcast();
         if fd.in_forked_child() {
-            groups.clear();
+            groups.retain(|g| g.0 != handle);
         }
-        while let Some(&(gid, lid)) = groups.last() {
-            cmd::detach_mcast(fd, self.kernel.handle(), gid.0, lid)?;
-            groups.pop();
+        while let Some(i) = groups.iter().rposition(|g| g.0 == handle) {
+            let (_, gid, lid) = groups[i];
+            cmd::detach_mcast(fd, handle, gid.0, lid)?;
+            groups.remove(i);
         }
+        *self.in_mcast.get_mut() = false;
         Ok(())
     }
 }
@@ -199,7 +206,7 @@ impl ProtectionDomain {
             registered: REGISTERED,
             state: AtomicU8::new(QpState::Reset as u8),
             port: AtomicU8::new(0),
-            mcast: Mutex::new(Vec::new()),
+            in_mcast: AtomicBool::new(false),
         }));
         Ok(QueuePair {
             sq: SendQueue::new(sq, control.clone()),
@@ -472,12 +479,15 @@ impl QpControl {
     #[doc(alias = "ibv_attach_mcast")]
     pub fn attach_mcast(&self, gid: &Gid, mlid: u16) -> Result<()> {
         debug!(qpn = self.qp_num(), %gid, mlid, "ibv_attach_mcast");
-        let mut groups = self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner);
-        cmd::attach_mcast(self.context().fd(), self.handle(), gid.0, mlid)
-            .map_err(|e| self.mcast_error(e, gid, mlid))?;
-        if !groups.contains(&(*gid, mlid)) {
-            groups.push((*gid, mlid));
+        let ctx = self.context();
+        let mut groups = ctx.mcast();
+        cmd::attach_mcast(ctx.fd(), self.handle(), gid.0, mlid).map_err(|e| self.mcast_error(e, gid, mlid))?;
+        let entry = (self.handle(), *gid, mlid);
+        if !groups.contains(&entry) {
+            groups.push(entry);
         }
+        // Under the context's lock, as every change of the groups.
+        self.0.in_mcast.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -490,10 +500,10 @@ impl QpControl {
     #[doc(alias = "ibv_detach_mcast")]
     pub fn detach_mcast(&self, gid: &Gid, mlid: u16) -> Result<()> {
         debug!(qpn = self.qp_num(), %gid, mlid, "ibv_detach_mcast");
-        let mut groups = self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner);
-        cmd::detach_mcast(self.context().fd(), self.handle(), gid.0, mlid)
-            .map_err(|e| self.mcast_error(e, gid, mlid))?;
-        groups.retain(|g| *g != (*gid, mlid));
+        let ctx = self.context();
+        let mut groups = ctx.mcast();
+        cmd::detach_mcast(ctx.fd(), self.handle(), gid.0, mlid).map_err(|e| self.mcast_error(e, gid, mlid))?;
+        groups.retain(|g| *g != (self.handle(), *gid, mlid));
         Ok(())
     }
 
@@ -502,7 +512,8 @@ impl QpControl {
     /// the QP from them first: the kernel would refuse to destroy it
     /// otherwise (EBUSY, which `ibv_destroy_qp` returns in rdma-core).
     pub fn mcast_groups(&self) -> Vec<(Gid, u16)> {
-        self.0.mcast.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        let handle = self.handle();
+        self.context().mcast().iter().filter(|g| g.0 == handle).map(|&(_, gid, lid)| (gid, lid)).collect()
     }
 
     fn mcast_error(&self, e: Error, gid: &Gid, mlid: u16) -> Error {
@@ -563,5 +574,7 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn a_qp_moves_inline() {
         assert!(size_of::<super::QueuePair>() <= 128, "{} bytes", size_of::<super::QueuePair>());
+        // Moved into its `Arc` once per create.
+        assert!(size_of::<super::QpShared>() <= 128, "{} bytes", size_of::<super::QpShared>());
     }
 }

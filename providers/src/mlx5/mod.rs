@@ -99,7 +99,7 @@
 //! before the QP leaves RESET: [`Context::clean_pending`]).
 //!
 //! Destroy (memory must outlive the kernel object, providers.md §B.9):
-//! kernel destroy first; then `Context::qp_shared_destroyed` for a QP (a
+//! kernel destroy first; then `QpShared::leave_registry` for a QP (a
 //! QP just dropped stays registered, i.e. leaked, never freed under the
 //! HCA) and `Context::request_clean` for each of its CQs (the CQ runs the
 //! clean, [`Cq::apply_cleans`], at its next poll, before reading any entry,
@@ -435,16 +435,10 @@ impl Context {
         Ah::new(self.ah_table(), av)
     }
 
-    /// After the kernel destroyed the QP, forgets it (its send and receive
-    /// halves live in separate objects, so there is no whole [`Qp`] to
-    /// hand back). Its memory
-    /// goes when the last half, CQ cache and clean request holding
-    /// `qp` goes. Returns false if `qp` was not the registered QP.
-    ///
-    /// Crate-internal in spirit: called before the kernel destroy, it lets
-    /// the QP's memory go while the HCA may still use it.
+    /// [`QpShared::leave_registry`] (tests).
+    #[cfg(test)]
     pub(crate) fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
-        self.registry().remove_qp_if(qp)
+        qp.leave_registry()
     }
 
     /// CQ `cqn` is to drop `qp`'s completions (the [`Cq::clean_qp`] owed

@@ -259,7 +259,8 @@ impl RecvPost for Srq {
 /// destroy, so the send and receive halves may be dropped at any time.
 #[derive(Debug)]
 pub struct Mlx5QpState {
-    ctx: Context,
+    /// Reaches the context's registry itself (one pointer here, so every
+    /// provider's kernel QP stays small).
     qp: Arc<QpShared>,
 }
 
@@ -315,7 +316,7 @@ unsafe impl QpOps for Context {
         let cap = cap_of(pending.caps());
         match Context::qp_finish(self, pending, resp.as_bytes(), created.qpn) {
             Ok(q) => {
-                let state = Mlx5QpState { ctx: self.clone(), qp: q.shared().clone() };
+                let state = Mlx5QpState { qp: q.shared().clone() };
                 let Qp { sq, rq, .. } = q;
                 Ok((state, Box::new(sq), rq.map(Box::new), cap))
             }
@@ -326,7 +327,10 @@ unsafe impl QpOps for Context {
     /// RESET → INIT is refused with `EBUSY` until the CQs have run the
     /// clean owed from the last move to RESET.
     fn qp_before_modify(s: &Mlx5QpState, from: QpState, to: Option<QpState>) -> Result<()> {
-        if from == QpState::Reset && to == Some(QpState::Init) && s.ctx.clean_pending(&s.qp) {
+        if from == QpState::Reset
+            && to == Some(QpState::Init)
+            && s.qp.registry().is_some_and(|r| r.clean_pending(&s.qp))
+        {
             return Err(Error::check("ibv_modify_qp", Errno::EBUSY).with_message(
                 "on mlx5 the completions this QP left before its move to RESET are removed when its CQs are next \
                  polled, and that has not happened yet: poll its CQs once (an empty slice is enough), then retry",
@@ -347,7 +351,7 @@ unsafe impl QpOps for Context {
 
     /// It leaves the registry; its memory goes with the last reference.
     fn qp_destroyed(s: &Mlx5QpState) {
-        s.ctx.qp_shared_destroyed(&s.qp);
+        s.qp.leave_registry();
     }
 
     /// The memory is leaked, never freed under the HCA: it stays registered,

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rverbs_uapi::ib_verbs_values::{IB_QPS_ERR, IB_QPS_INIT, IB_QPS_RESET, IB_QPS_RTS};
 use rverbs_uapi::mlx5_abi::{mlx5_ib_create_qp, mlx5_ib_create_qp_resp, MLX5_QP_FLAG_UAR_PAGE_INDEX};
@@ -20,7 +20,7 @@ use crate::mlx5::recv::RecvQueue;
 use crate::mlx5::seg::{DS, WQEBB};
 use crate::mlx5::send::SendQueue;
 use crate::mlx5::srq::SrqShared;
-use crate::mlx5::table::{IdLease, NO_UIDX};
+use crate::mlx5::table::{IdLease, Registry, NO_UIDX};
 use crate::mlx5::uar::{RegInfo, UarReg};
 use crate::mlx5::{parse, Context, DeviceInfo};
 use crate::{Errno, Error, Result};
@@ -311,9 +311,28 @@ pub struct QpShared {
     sizes: QpSizes,
     reg: Option<UarReg>,
     _uidx: Option<IdLease>,
+    /// The context's registry it is entered in (weak: the registry holds
+    /// the QP), for the QP's own removal and clean checks.
+    registry: Weak<Registry>,
 }
 
 impl QpShared {
+    /// The registry it was entered in, unless its context is gone.
+    pub(crate) fn registry(&self) -> Option<Arc<Registry>> {
+        self.registry.upgrade()
+    }
+
+    /// After the kernel destroyed the QP, the context forgets it (its send
+    /// and receive halves live in separate objects, so there is no whole
+    /// [`Qp`] to hand back). Its memory goes when the last half, CQ cache
+    /// and clean request holding it goes. False if it was not the
+    /// registered QP (or the context is gone).
+    ///
+    /// Crate-internal in spirit: called before the kernel destroy, it lets
+    /// the QP's memory go while the HCA may still use it.
+    pub(crate) fn leave_registry(self: &Arc<Self>) -> bool {
+        self.registry().is_some_and(|r| r.remove_qp_if(self))
+    }
     /// The resource number CQEs name this QP by (user index, or QPN with
     /// CQE version 0).
     pub fn rsn(&self) -> u32 {
@@ -584,6 +603,7 @@ impl Context {
             sizes,
             reg: Some(reg),
             _uidx: uidx,
+            registry: Arc::downgrade(self.registry()),
         });
         if let Err(error) = self.registry().insert_qp(rsn, shared.clone()) {
             // Hand the allocations back: nothing else holds `shared` yet.
