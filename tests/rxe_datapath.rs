@@ -105,7 +105,8 @@ fn ud_send_with_grh() {
 /// loopback brings the datagram back to rxe0. Then the commands' answers:
 /// a second attach is no error, a detach of what is not attached, a
 /// unicast GID and an RC QP are EINVAL with a message that says which;
-/// a QP still in two groups is destroyed (rverbs leaves them first).
+/// a QP still in two groups is destroyed (rverbs leaves them first),
+/// while a second QP in one of them stays in it.
 #[test]
 fn ud_multicast_group() {
     use std::net::{Ipv4Addr, UdpSocket};
@@ -173,7 +174,14 @@ fn ud_multicast_group() {
     b.attach_mcast(&group, 0).unwrap();
     b.attach_mcast(&rverbs::Gid(Ipv4Addr::new(239, 7, 7, 8).to_ipv6_mapped().octets()), 0).unwrap();
     assert_eq!(b.mcast_groups().len(), 2, "{:?}", b.mcast_groups());
+    // Another QP in one of them: the context keeps every QP's groups, and
+    // each QP lists, leaves and is destroyed with its own.
+    a.attach_mcast(&group, 0).unwrap();
+    assert_eq!(a.mcast_groups(), [(group, 0)]);
+    assert_eq!(b.mcast_groups().len(), 2, "{:?}", b.mcast_groups());
     b.destroy().expect("destroy a QP attached to two groups");
+    assert_eq!(a.mcast_groups(), [(group, 0)], "the other QP's destroy left this one's group alone");
+    a.destroy().expect("destroy a QP still in a group another QP left");
     drop(member);
 }
 
