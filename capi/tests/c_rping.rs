@@ -42,9 +42,9 @@ fn rping(port: u16, count: u32, size: u32, server_lib: bool, client_lib: bool) {
     let srv = strs(&["-s", "-a", ip, "-p", &p, "-S", &s, "-v"]);
     let cli = strs(&["-c", "-a", ip, "-p", &p, "-C", &c, "-S", &s, "-V", "-v"]);
     let pick = |ours: bool| ours.then_some(lib.as_path());
-    let mut sp = Proc::spawn(&tool, &srv, pick(server_lib));
+    let mut sp = Proc::spawn_line_buffered(&tool, &srv, pick(server_lib));
     wait_cm_listening(port, &mut sp);
-    let c_out = Proc::spawn(&tool, &cli, pick(client_lib)).finish(DEADLINE);
+    let c_out = Proc::spawn_line_buffered(&tool, &cli, pick(client_lib)).finish(DEADLINE);
     let s_out = sp.finish(if c_out.code == Some(0) { DEADLINE } else { Duration::from_secs(5) });
     let both = format!("{}\n{}", s_out.describe(), c_out.describe());
     for r in [&s_out, &c_out] {
@@ -101,9 +101,9 @@ fn ucmatose(port: u16, server_lib: bool, client_lib: bool) {
     let p = port.to_string();
     let args = |role: &str| strings(&[role, &ip, "-p", &p, "-c", "4", "-C", "10", "-S", "100"]);
     let pick = |ours: bool| ours.then_some(lib.as_path());
-    let mut sp = Proc::spawn(&tool, &args("-b"), pick(server_lib));
+    let mut sp = Proc::spawn_line_buffered(&tool, &args("-b"), pick(server_lib));
     wait_cm_listening(port, &mut sp);
-    let c = Proc::spawn(&tool, &args("-s"), pick(client_lib)).finish(DEADLINE);
+    let c = Proc::spawn_line_buffered(&tool, &args("-s"), pick(client_lib)).finish(DEADLINE);
     let s = sp.finish(if c.code == Some(0) { DEADLINE } else { Duration::from_secs(5) });
     let both = format!("{}\n{}", s.describe(), c.describe());
     for r in [&s, &c] {

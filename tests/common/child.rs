@@ -72,13 +72,28 @@ impl Proc {
     /// it becomes the child's `LD_LIBRARY_PATH`); with `None` the child gets
     /// no `LD_LIBRARY_PATH` at all.
     pub fn spawn(prog: impl AsRef<OsStr>, args: &[String], lib: Option<&Path>) -> Proc {
-        let prog = prog.as_ref();
+        Proc::spawn_with(prog.as_ref(), args, lib, false)
+    }
+
+    /// [`spawn`](Self::spawn) with the child's stdout line-buffered, as
+    /// `stdbuf -oL` does (coreutils' `libstdbuf` preloaded, where the guest
+    /// has it): a C tool killed at a deadline then leaves every line it
+    /// printed, which shows how far it got, instead of a lost block buffer.
+    pub fn spawn_line_buffered(prog: impl AsRef<OsStr>, args: &[String], lib: Option<&Path>) -> Proc {
+        Proc::spawn_with(prog.as_ref(), args, lib, true)
+    }
+
+    fn spawn_with(prog: &OsStr, args: &[String], lib: Option<&Path>, line_buffered: bool) -> Proc {
         let mut what = format!("{} {}", prog.to_string_lossy(), args.join(" "));
         let mut cmd = Command::new(prog);
         cmd.env_remove("LD_LIBRARY_PATH");
         if let Some(l) = lib {
             cmd.env("LD_LIBRARY_PATH", l);
             what = format!("[LD_LIBRARY_PATH={}] {what}", l.display());
+        }
+        let stdbuf = Path::new("/usr/libexec/coreutils/libstdbuf.so");
+        if line_buffered && stdbuf.exists() {
+            cmd.env("LD_PRELOAD", stdbuf).env("_STDBUF_O", "L");
         }
         cmd.args(args);
         Proc::start(what, &mut cmd)
