@@ -435,12 +435,6 @@ impl Context {
         Ah::new(self.ah_table(), av)
     }
 
-    /// [`QpShared::leave_registry`] (tests).
-    #[cfg(test)]
-    pub(crate) fn qp_shared_destroyed(&self, qp: &Arc<QpShared>) -> bool {
-        qp.leave_registry()
-    }
-
     /// CQ `cqn` is to drop `qp`'s completions (the [`Cq::clean_qp`] owed
     /// after a destroy or a move to RESET) the next time it is polled,
     /// before it looks at any entry: for callers that cannot reach the

@@ -728,7 +728,7 @@ fn destroy_cleans_the_cq_and_unregisters() {
     t.cq_b.clean_qp(&shared);
     assert_eq!(t.cq_b.cons_index(), 3);
     let b = std::mem::replace(&mut t.b, t.hca.new_qp(&t.ctx, &args(QpType::Rc, rc_caps()), t.cq_b.cqn(), t.cq_b.cqn()));
-    assert!(t.ctx.qp_shared_destroyed(b.shared()));
+    assert!(b.shared().leave_registry());
     drop(b);
     drop(shared);
     assert_eq!(t.ctx.registry().qp_count(), 2, "old B gone, new B registered");
@@ -756,7 +756,7 @@ fn cqe_v0_qpn_reused_while_a_clean_is_owed_is_ebusy() {
     t.hca.destroy_qp(old);
     let shared = t.b.shared().clone();
     t.ctx.request_clean(t.cq_b.cqn(), &shared);
-    assert!(t.ctx.qp_shared_destroyed(&shared));
+    assert!(shared.leave_registry());
     t.hca.reuse_qpns();
     let a = args(QpType::Rc, rc_caps());
     let (p, u) = t.ctx.qp_prepare(&a).unwrap();
@@ -800,8 +800,8 @@ fn deferred_clean_runs_at_the_next_poll_and_holds_the_user_index() {
     let uidx = shared.uidx();
     t.ctx.request_clean(t.cq_b.cqn(), &shared);
     t.ctx.request_clean(t.cq_b.cqn(), &shared); // not repeated
-    assert!(t.ctx.qp_shared_destroyed(&shared));
-    assert!(!t.ctx.qp_shared_destroyed(&shared), "already gone");
+    assert!(shared.leave_registry());
+    assert!(!shared.leave_registry(), "already gone");
     let b = std::mem::replace(&mut t.b, t.hca.new_qp(&t.ctx, &args(QpType::Rc, rc_caps()), t.cq_b.cqn(), t.cq_b.cqn()));
     drop(b);
     drop(shared);
@@ -1170,7 +1170,7 @@ impl Shared {
         if r % 50 == 25 {
             let e = self.hca.new_qp(&self.ctx, &args(QpType::Rc, rc_caps()), self.y.cqn(), self.y.cqn());
             self.hca.destroy_qp(e.qpn());
-            assert!(self.ctx.qp_shared_destroyed(e.shared()));
+            assert!(e.shared().leave_registry());
         }
         self.hca.run();
         let mut buf = [Wc::default(); 8];
@@ -1365,7 +1365,7 @@ fn many_qps_on_one_cq_alternate_and_survive_a_replaced_qp() {
         hca.destroy_qp(old.qpn());
         let shared = old.shared().clone();
         cq.clean_qp(&shared);
-        assert!(ctx.qp_shared_destroyed(&shared), "unregistered: the generation moves");
+        assert!(shared.leave_registry(), "unregistered: the generation moves");
         drop(old);
         drop(shared);
         hca.reuse_qpns();

@@ -505,23 +505,29 @@ fn cqe_decode_error_status_and_unknown_opcode() {
 // ---------------------------------------------------------------------------
 // Rings against the mock kernel.
 
-/// A doorbell that counts, and fails on demand.
+/// A doorbell that counts, remembers the QP handle it was rung for, and
+/// fails on demand.
 #[derive(Debug, Default)]
 struct CountingDoorbell {
     rings: Cell<u32>,
+    qp_handle: Cell<Option<u32>>,
     fail: Cell<Option<Errno>>,
 }
 
 impl Doorbell for CountingDoorbell {
-    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
+    fn ring(&self, qp_handle: u32) -> Result<(), Errno> {
         self.rings.set(self.rings.get() + 1);
+        self.qp_handle.set(Some(qp_handle));
         self.fail.get().map_or(Ok(()), Err)
     }
 }
 
+/// The kernel handle of the QP whose send ring [`sq`] makes.
+const SQ_HANDLE: u32 = 7;
+
 /// An SQ of `slots` 512-byte slots (rxe's size for 4 SGEs / 64 inline bytes).
 fn sq(slots: u32, lim: SendLimits) -> SendRing<CountingDoorbell> {
-    SendRing::new(Queue::new_heap(slots, 9), lim, CountingDoorbell::default(), 0)
+    SendRing::new(Queue::new_heap(slots, 9), lim, CountingDoorbell::default(), SQ_HANDLE)
 }
 /// An RQ/SRQ of `slots` 128-byte slots taking 4 SGEs.
 fn rq(slots: u32) -> RecvRing {
@@ -1014,6 +1020,15 @@ fn partial_post() {
     assert_eq!(s.queue().producer_own(), 1);
     assert_eq!(slot(s.queue(), 1), vec![0x5a; 512], "neither the 2nd nor the 3rd is written");
     assert_eq!(ids(&k.consume_send(s.queue(), usize::MAX)), vec![1]);
+}
+
+/// The doorbell names the QP the ring was made for (the frame is built at
+/// each ring from the handle the ring keeps).
+#[test]
+fn doorbell_names_the_rings_qp() {
+    let mut s = sq(4, RC);
+    assert_eq!(post(&mut s, &[send(1)]), Ok(()));
+    assert_eq!((rings(&s), s.doorbell().qp_handle.get()), (1, Some(SQ_HANDLE)));
 }
 
 #[test]

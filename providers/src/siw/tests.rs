@@ -19,24 +19,30 @@ use crate::Errno;
 // ---------------------------------------------------------------------------
 // Fixtures.
 
-/// A doorbell that counts its rings, and fails while `fail` is set.
+/// A doorbell that counts its rings, remembers the QP handle it was rung
+/// for, and fails while `fail` is set.
 #[derive(Debug, Default)]
 struct TestDoorbell {
     rings: Cell<u32>,
+    qp_handle: Cell<Option<u32>>,
     fail: Cell<Option<Errno>>,
 }
 
 impl Doorbell for TestDoorbell {
-    fn ring(&self, _qp_handle: u32) -> Result<(), Errno> {
+    fn ring(&self, qp_handle: u32) -> Result<(), Errno> {
         self.rings.set(self.rings.get() + 1);
+        self.qp_handle.set(Some(qp_handle));
         self.fail.get().map_or(Ok(()), Err)
     }
 }
 
+/// The kernel handle of the QP whose send queue [`sq`] makes.
+const SQ_HANDLE: u32 = 7;
+
 const LIM: SendLimits = SendLimits { max_sge: 6, max_inline: 80, sig_all: false };
 
 fn sq(slots: u32) -> SendQueue<TestDoorbell> {
-    SendQueue::new(Ring::new_heap(slots, 0), LIM, TestDoorbell::default(), 0)
+    SendQueue::new(Ring::new_heap(slots, 0), LIM, TestDoorbell::default(), SQ_HANDLE)
 }
 
 fn rq(slots: u32) -> RecvQueue {
@@ -442,6 +448,7 @@ fn doorbell_rings_only_when_the_kernel_may_be_idle() {
     // SAFETY: not INLINE.
     unsafe { q.post(&one(0)) }.unwrap();
     assert_eq!(rings(&q), 1, "the entry before the first is not VALID: ring");
+    assert_eq!(q.doorbell().qp_handle.get(), Some(SQ_HANDLE), "for the queue's QP");
     // SAFETY: not INLINE.
     unsafe { q.post(&one(1)) }.unwrap();
     assert_eq!(rings(&q), 1, "the previous entry is still VALID: the kernel will get to this one");
