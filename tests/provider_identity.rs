@@ -56,7 +56,7 @@ fn a_cq_driver_works_only_with_its_own_kernel_cq() {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let q = QpCreate {
+    let q: QpCreate = QpCreate {
         qp_type: QpType::Rc,
         pd_handle: pd_b,
         send_cq: k1.clone(),

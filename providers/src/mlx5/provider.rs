@@ -281,9 +281,9 @@ unsafe impl QpOps for Context {
 
     /// The queues sized and allocated first; the core command then carries
     /// the capacities they have.
-    fn qp_prepare(
+    fn qp_prepare<C: ?Sized, S: ?Sized>(
         &self,
-        a: &QpCreate,
+        a: &QpCreate<C, S>,
         srq: Option<&Mlx5SrqState>,
     ) -> Result<(PendingQp, mlx5_ib_create_qp, ib_uverbs_qp_cap)> {
         let qp_type = match a.qp_type {
@@ -305,13 +305,13 @@ unsafe impl QpOps for Context {
 
     /// The QP has the provider's capacities, not the kernel's echo of the
     /// request.
-    fn qp_finish(
+    fn qp_finish<C: ?Sized, S: ?Sized>(
         &self,
         _fd: &Arc<UverbsFd>,
         pending: PendingQp,
         resp: &mlx5_ib_create_qp_resp,
         created: &QpCreated,
-        _a: &QpCreate,
+        _a: &QpCreate<C, S>,
     ) -> std::result::Result<(Mlx5QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, PendingQp)> {
         let cap = cap_of(pending.caps());
         match Context::qp_finish(self, pending, resp.as_bytes(), created.qpn) {

@@ -293,9 +293,9 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
     /// Checks (the QP type) and allocates before the kernel command: the
     /// pending memory, the driver data, and the capacities the core
     /// command asks for. `srq`: the SRQ's state, if the QP receives from one.
-    fn qp_prepare(
+    fn qp_prepare<C: ?Sized, S: ?Sized>(
         &self,
-        a: &QpCreate,
+        a: &QpCreate<C, S>,
         srq: Option<&Self::SrqState>,
     ) -> Result<(Self::QpPending, Self::QpUdata, ib_uverbs_qp_cap)>;
 
@@ -303,13 +303,13 @@ pub(crate) unsafe trait QpOps: CqOps + SrqOps {
     /// `resp`: the state, the halves' drivers, and the capacities the
     /// queues really have. On failure the pending memory comes back.
     #[allow(clippy::type_complexity)]
-    fn qp_finish(
+    fn qp_finish<C: ?Sized, S: ?Sized>(
         &self,
         fd: &Arc<UverbsFd>,
         pending: Self::QpPending,
         resp: &Self::QpResp,
         created: &QpCreated,
-        a: &QpCreate,
+        a: &QpCreate<C, S>,
     ) -> std::result::Result<(Self::QpState, Self::Send, Option<Self::Recv>, ib_uverbs_qp_cap), (Error, Self::QpPending)>;
 
     /// The kernel flushes receives posted to a QP already in ERR only when

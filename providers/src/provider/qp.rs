@@ -12,8 +12,8 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use super::ops::create_then_finish;
 use super::{
-    CqProv, Drv, KernelCq, KernelSrq, Kind, ProviderContext, QpOps, QpProv, RecvDrv, RecvPost, SendDrv, SendPost,
-    SrqProv, Variant, VariantMut,
+    CqProv, CqUser, Drv, KernelCq, KernelSrq, Kind, ProviderContext, QpOps, QpProv, RecvDrv, RecvPost, SendDrv,
+    SendPost, SrqProv, SrqUser, Variant, VariantMut,
 };
 use crate::cmd::qp as cmd;
 use crate::qp_state::{QpState, QpType};
@@ -25,24 +25,39 @@ use crate::{Errno, Error, Result};
 /// the objects already resolved to their kernel halves). The CQs and SRQ
 /// are handles of the caller's, which the kernel QP keeps (moved in, not
 /// cloned again).
-#[derive(Clone, Debug)]
-pub struct QpCreate {
+#[derive(Debug)]
+pub struct QpCreate<C: ?Sized = CqUser, S: ?Sized = SrqUser> {
     /// The transport.
     pub qp_type: QpType,
     /// The PD's kernel handle.
     pub pd_handle: u32,
     /// CQ for send completions.
-    pub send_cq: KernelCq,
+    pub send_cq: KernelCq<C>,
     /// CQ for receive completions (may be the same).
-    pub recv_cq: KernelCq,
+    pub recv_cq: KernelCq<C>,
     /// The SRQ it receives from, if any.
-    pub srq: Option<KernelSrq>,
+    pub srq: Option<KernelSrq<S>>,
     /// Requested capacities (checked against the device by the caller).
     pub cap: ib_uverbs_qp_cap,
     /// Every send work request completes with a CQE.
     pub sq_sig_all: bool,
     /// The value async events carry for this QP.
     pub user_handle: u64,
+}
+
+impl<C: ?Sized, S: ?Sized> Clone for QpCreate<C, S> {
+    fn clone(&self) -> Self {
+        QpCreate {
+            qp_type: self.qp_type,
+            pd_handle: self.pd_handle,
+            send_cq: self.send_cq.clone(),
+            recv_cq: self.recv_cq.clone(),
+            srq: self.srq.clone(),
+            cap: self.cap,
+            sq_sig_all: self.sq_sig_all,
+            user_handle: self.user_handle,
+        }
+    }
 }
 
 /// The send half's provider driver. `&mut` to post: no lock.
@@ -59,15 +74,15 @@ pub struct RecvDriver(RecvDrv);
 /// halves may be dropped at any time. Holds its CQs and SRQ, which must
 /// outlive it.
 #[derive(Debug)]
-pub struct KernelQp {
+pub struct KernelQp<C: ?Sized = CqUser, S: ?Sized = SrqUser> {
     fd: Arc<UverbsFd>,
     handle: u32,
     qpn: u32,
     cap: ib_uverbs_qp_cap,
     prov: QpProv,
-    send_cq: KernelCq,
-    recv_cq: KernelCq,
-    _srq: Option<KernelSrq>,
+    send_cq: KernelCq<C>,
+    recv_cq: KernelCq<C>,
+    _srq: Option<KernelSrq<S>>,
     /// The kernel QP exists (cleared by a destroy that succeeded; a failed
     /// one sets it again, so the QP stays usable and the destroy can be
     /// retried, as with rdma-core).
@@ -90,21 +105,29 @@ impl ProviderContext {
     /// info out), then its halves. If anything fails after the kernel
     /// create, the kernel QP is destroyed before the memory it uses is freed.
     #[doc(alias = "ibv_create_qp")]
-    pub fn create_qp(&self, fd: &Arc<UverbsFd>, a: QpCreate) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)> {
+    pub fn create_qp<C: ?Sized, S: ?Sized>(
+        &self,
+        fd: &Arc<UverbsFd>,
+        a: QpCreate<C, S>,
+    ) -> Result<(KernelQp<C, S>, SendDriver, Option<RecvDriver>)> {
         // The CQs and SRQ are objects of this fd: a QP holds them, and
         // mlx5's cleans reach them, as objects of its own context.
         if !(a.send_cq.is_on(fd) && a.recv_cq.is_on(fd) && a.srq.as_ref().map_or(true, |s| s.is_on(fd))) {
             return Err(Error::check("ibv_create_qp", Errno::EINVAL)
                 .with_message("a CQ or the SRQ belongs to another device context than the QP"));
         }
-        each!(&self.kind, Kind, T, ctx => create_qp::<T>(ctx, fd, a))
+        each!(&self.kind, Kind, T, ctx => create_qp::<T, C, S>(ctx, fd, a))
     }
 }
 
 /// [`ProviderContext::create_qp`] of provider `T`.
 #[allow(clippy::type_complexity)]
 #[inline]
-fn create_qp<T: QpOps>(ctx: &T, fd: &Arc<UverbsFd>, a: QpCreate) -> Result<(KernelQp, SendDriver, Option<RecvDriver>)>
+fn create_qp<T: QpOps, C: ?Sized, S: ?Sized>(
+    ctx: &T,
+    fd: &Arc<UverbsFd>,
+    a: QpCreate<C, S>,
+) -> Result<(KernelQp<C, S>, SendDriver, Option<RecvDriver>)>
 where
     QpProv: Variant<T, Of = T::QpState>,
     SendDrv: Variant<T, Of = T::Send>,
@@ -159,7 +182,7 @@ where
     Ok((k, SendDriver(Variant::<T>::wrap(sq)), rq.map(|r| RecvDriver(Variant::<T>::wrap(r)))))
 }
 
-impl KernelQp {
+impl<C: ?Sized, S: ?Sized> KernelQp<C, S> {
     /// The kernel handle.
     pub fn handle(&self) -> u32 {
         self.handle
@@ -310,7 +333,7 @@ impl KernelQp {
     }
 }
 
-impl Drop for KernelQp {
+impl<C: ?Sized, S: ?Sized> Drop for KernelQp<C, S> {
     /// Inlined into the drop glue: after an explicit destroy (the usual
     /// way) it is one load and a branch, no call.
     #[inline]
@@ -322,7 +345,7 @@ impl Drop for KernelQp {
     }
 }
 
-impl KernelQp {
+impl<C: ?Sized, S: ?Sized> KernelQp<C, S> {
     /// [`Drop`]'s destroy of a QP still live.
     #[cold]
     #[inline(never)]

@@ -182,7 +182,11 @@ unsafe impl QpOps for Context {
     type QpResp = rxe_create_qp_resp;
 
     /// The kernel gets the capacities asked for and answers with its own.
-    fn qp_prepare(&self, a: &QpCreate, _srq: Option<&()>) -> Result<(Transport, [u8; 0], ib_uverbs_qp_cap)> {
+    fn qp_prepare<C: ?Sized, S: ?Sized>(
+        &self,
+        a: &QpCreate<C, S>,
+        _srq: Option<&()>,
+    ) -> Result<(Transport, [u8; 0], ib_uverbs_qp_cap)> {
         let transport = match a.qp_type {
             QpType::Rc => Transport::Rc,
             QpType::Uc => Transport::Uc,
@@ -195,13 +199,13 @@ unsafe impl QpOps for Context {
     /// Maps the rings the kernel made; UD sends may name the context's
     /// address vectors. The QP has the capacities the kernel granted.
     #[inline]
-    fn qp_finish(
+    fn qp_finish<C: ?Sized, S: ?Sized>(
         &self,
         fd: &Arc<UverbsFd>,
         transport: Transport,
         resp: &rxe_create_qp_resp,
         created: &QpCreated,
-        a: &QpCreate,
+        a: &QpCreate<C, S>,
     ) -> std::result::Result<((), SendRing<UverbsDoorbell>, Option<RecvRing>, ib_uverbs_qp_cap), (Error, Transport)>
     {
         let info = QpInfo {

@@ -184,7 +184,11 @@ unsafe impl QpOps for Context {
     type QpResp = siw_uresp_create_qp;
 
     /// RC only (iWARP has no UC or UD), with capacities an entry holds.
-    fn qp_prepare(&self, a: &QpCreate, _srq: Option<&()>) -> Result<((), [u8; 0], ib_uverbs_qp_cap)> {
+    fn qp_prepare<C: ?Sized, S: ?Sized>(
+        &self,
+        a: &QpCreate<C, S>,
+        _srq: Option<&()>,
+    ) -> Result<((), [u8; 0], ib_uverbs_qp_cap)> {
         const VERB: &str = "ibv_create_qp";
         if a.qp_type != QpType::Rc {
             return Err(Error::check(VERB, Errno::EOPNOTSUPP).with_message(format!(
@@ -210,13 +214,13 @@ unsafe impl QpOps for Context {
 
     /// Maps the send ring and, unless the QP receives from an SRQ, the
     /// receive ring the kernel made.
-    fn qp_finish(
+    fn qp_finish<C: ?Sized, S: ?Sized>(
         &self,
         fd: &Arc<UverbsFd>,
         (): (),
         resp: &siw_uresp_create_qp,
         created: &QpCreated,
-        a: &QpCreate,
+        a: &QpCreate<C, S>,
     ) -> std::result::Result<(Arc<QpRings>, SendQueue<UverbsDoorbell>, Option<RecvQueue>, ib_uverbs_qp_cap), (Error, ())>
     {
         const VERB: &str = "ibv_create_qp";
