@@ -9,6 +9,7 @@ pub mod cm;
 pub mod cmd;
 pub mod driver;
 pub mod error;
+pub mod pool;
 pub mod provider;
 pub mod qp_state;
 pub mod rxe;

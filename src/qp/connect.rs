@@ -232,7 +232,7 @@ impl QpControl {
     #[doc(alias = "ibv_modify_qp")]
     pub fn connect_pair(&self, peer: &QpControl, opts: &ConnectOptions) -> Result<(Endpoint, Endpoint)> {
         let ours = self.local_endpoint(Endpoint::random_psn(), opts)?;
-        if std::sync::Arc::ptr_eq(&self.0, &peer.0) {
+        if rverbs_providers::pool::PoolArc::ptr_eq(&self.0, &peer.0) {
             self.connect(&ours, &ours, opts)?;
             return Ok((ours, ours));
         }

@@ -8,9 +8,9 @@ mod connect;
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
 
 use rverbs_providers::cmd::qp as cmd;
+use rverbs_providers::pool::{ArcSlot, Pool, PoolArc};
 use rverbs_providers::provider::{KernelQp, ModifyError, QpCreate};
 use rverbs_providers::qp_state::check_transition;
 use rverbs_providers::{Errno, Error, Result};
@@ -28,11 +28,17 @@ use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transpo
 /// The kernel QP and what keeps it alive: the PD; the CQs and SRQ (with
 /// their rverbs parts) are held by the kernel QP, which they outlive.
 ///
-/// At most 104 bytes (`a_qp_moves_inline`): with its `Arc`'s two counts,
-/// 120, which glibc's `malloc` serves from a fastbin (chunks up to 128
-/// bytes), whose `free` does not coalesce: about 57 instructions less a
-/// QP than a 160-byte chunk (issue 35). So the kernel QP holds its CQs and
-/// SRQ typed (thin pointers), not erased.
+/// In a slot of [`QP_SLOTS`], not a `malloc` block: glibc's `malloc` of a
+/// fresh block and `free` once its per-thread cache of the size is full
+/// were about 240 instructions a QP in a program that creates a hundred
+/// and then destroys them (issue 35). At most 104 bytes
+/// (`a_qp_moves_inline`): moved inline, not by a `memcpy` call; so the
+/// kernel QP holds its CQs and SRQ typed (thin pointers), not erased.
+/// The memory of every [`QpShared`] of the process; it keeps its peak
+/// count of QPs' worth (16 KiB chunks of 136), as the C library's pools
+/// do.
+static QP_SLOTS: Pool<ArcSlot<QpShared>> = Pool::new();
+
 #[derive(Debug)]
 pub(crate) struct QpShared {
     pd: ProtectionDomain,
@@ -117,7 +123,7 @@ impl QpShared {
 /// after it was split. The kernel QP goes with the last of the pair, its
 /// halves and these handles.
 #[derive(Clone, Debug)]
-pub struct QpControl(pub(crate) Arc<QpShared>);
+pub struct QpControl(pub(crate) PoolArc<QpShared>);
 
 /// A queue pair: the send and receive halves plus the [`QpControl`] it
 /// derefs to (modify, query, connect helpers).
@@ -206,16 +212,19 @@ impl ProtectionDomain {
         if REGISTERED {
             ctx.set_qp_num(user_handle, kernel.qpn());
         }
-        let control = QpControl(Arc::new(QpShared {
-            pd: self.clone(),
-            kernel,
-            qp_type: init.qp_type,
-            user_handle,
-            registered: REGISTERED,
-            state: AtomicU8::new(QpState::Reset as u8),
-            port: AtomicU8::new(0),
-            in_mcast: AtomicBool::new(false),
-        }));
+        let control = QpControl(PoolArc::new(
+            &QP_SLOTS,
+            QpShared {
+                pd: self.clone(),
+                kernel,
+                qp_type: init.qp_type,
+                user_handle,
+                registered: REGISTERED,
+                state: AtomicU8::new(QpState::Reset as u8),
+                port: AtomicU8::new(0),
+                in_mcast: AtomicBool::new(false),
+            },
+        ));
         Ok(QueuePair {
             sq: SendQueue::new(sq, control.clone()),
             rq: rq.map(|ring| RecvQueue::new(ring, control.clone())),
@@ -316,7 +325,7 @@ impl QpControl {
     }
     /// Both handles control the same QP.
     pub fn same_qp(&self, other: &QpControl) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        PoolArc::ptr_eq(&self.0, &other.0)
     }
 
     /// Whether it receives from an SRQ.
@@ -563,7 +572,7 @@ impl QueuePair {
         // In place: moving the shared QP out of its allocation is a copy of
         // it; its `Drop` then finds the kernel QP gone and only forgets the
         // registry entry.
-        match Arc::get_mut(&mut control.0) {
+        match PoolArc::get_mut(&mut control.0) {
             Some(s) => s.destroy(),
             None => Err(Error::check("ibv_destroy_qp", Errno::EBUSY).with_message(
                 "other handles of this QP (QpControl clones) still hold it; it goes with the last of them",
@@ -582,8 +591,7 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn a_qp_moves_inline() {
         assert!(size_of::<super::QueuePair>() <= 128, "{} bytes", size_of::<super::QueuePair>());
-        // Moved into its `Arc` once per create; with the `Arc`'s counts,
-        // a glibc fastbin chunk (`QpShared`'s doc).
+        // Moved into its slot once per create.
         assert!(size_of::<super::QpShared>() <= 104, "{} bytes", size_of::<super::QpShared>());
     }
 }

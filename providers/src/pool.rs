@@ -1,15 +1,17 @@
-//! The memory of the C objects (`ibv_pd`, `ibv_mr`, `ibv_cq`, `ibv_qp`,
-//! `ibv_srq`, `ibv_ah` and what this library keeps with each): one pool
-//! per kind, its slots carved out of chunks of about [`CHUNK_BYTES`], a
-//! destroyed object's slot going back to its kind's free list for the next
-//! create of that kind.
+//! Object memory in pools: one [`Pool`] per kind of object, its slots
+//! carved out of chunks of about [`CHUNK_BYTES`], a destroyed object's
+//! slot going back to its kind's free list for the next create of that
+//! kind. The C library keeps its objects (`ibv_pd`, `ibv_qp`, ... and what
+//! it keeps with each) in pools; rverbs its shared QPs, through a
+//! [`PoolArc`], a reference-counted handle as `Arc` is.
 //!
 //! Why not a `Box` each: glibc's `malloc` of a fresh block of these sizes
 //! takes about 180 instructions, and its `free` 110 to 170 once its
 //! per-thread cache of the size is full, so a program that creates a
 //! hundred objects and then destroys them pays both on nearly every one:
 //! the scale bench (issue 35) counted them as most of what the C library
-//! adds to rverbs' own cost per object. A slot here costs the spin lock, a
+//! added to rverbs' own cost per object, and as a QP's largest single
+//! cost in both libraries. A slot here costs the spin lock, a
 //! pop or a bump, and the release.
 //!
 //! A kind's pool keeps the memory of its destroyed objects for later ones,
@@ -17,8 +19,12 @@
 //! count of live objects, rounded up to a chunk.
 
 use core::alloc::Layout;
+use core::fmt;
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
+use core::ops::Deref;
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use crate::spin::SpinLock;
 
@@ -42,9 +48,15 @@ struct State {
 unsafe impl Send for State {}
 
 /// The slots of the objects of type `T`. See the module.
-pub(crate) struct Pool<T> {
+pub struct Pool<T> {
     state: SpinLock<State>,
     kind: PhantomData<fn() -> T>,
+}
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<T> Pool<T> {
@@ -53,7 +65,7 @@ impl<T> Pool<T> {
     /// A free slot holds a [`Free`] where the `T` was.
     const FITS: () = assert!(size_of::<T>() >= size_of::<Free>() && align_of::<T>() >= align_of::<Free>());
 
-    pub(crate) const fn new() -> Self {
+    pub const fn new() -> Self {
         Pool {
             state: SpinLock::new(State { free: core::ptr::null_mut(), next: core::ptr::null_mut(), left: 0 }),
             kind: PhantomData,
@@ -63,7 +75,7 @@ impl<T> Pool<T> {
     /// Moves `value` into a slot of its own; [`free`](Self::free) takes it
     /// back. Aborts, as `Box::new` does, when no memory is left.
     #[inline]
-    pub(crate) fn alloc(&self, value: T) -> *mut T {
+    pub fn alloc(&self, value: T) -> *mut T {
         let () = Self::FITS;
         let slot = self.slot();
         // SAFETY: `slot` is valid for a write of a `T`, aligned for it, and
@@ -77,7 +89,7 @@ impl<T> Pool<T> {
     /// [`free`](Self::free) drops it. For a large `T` built from its parts,
     /// which [`alloc`](Self::alloc) would copy from its argument (a
     /// `memcpy` past 128 bytes). Aborts when no memory is left.
-    pub(crate) fn alloc_uninit(&self) -> *mut T {
+    pub fn alloc_uninit(&self) -> *mut T {
         let () = Self::FITS;
         self.slot()
     }
@@ -117,7 +129,7 @@ impl<T> Pool<T> {
     /// # Safety
     /// `p` came from this pool's [`alloc`](Self::alloc), has not been
     /// freed, and nothing uses it afterwards (as `Box::from_raw` + drop).
-    pub(crate) unsafe fn free(&self, p: *mut T) {
+    pub unsafe fn free(&self, p: *mut T) {
         // SAFETY: by the contract, a live `T` that no one uses after this.
         unsafe { p.drop_in_place() };
         // SAFETY: by the contract; the value is dropped.
@@ -131,13 +143,128 @@ impl<T> Pool<T> {
     /// # Safety
     /// `p` came from this pool, holds no value that needs dropping, is not
     /// in the pool already, and nothing uses it afterwards.
-    pub(crate) unsafe fn free_uninit(&self, p: *mut T) {
+    pub unsafe fn free_uninit(&self, p: *mut T) {
         let f = p.cast::<Free>();
         let mut s = self.state.lock();
         // SAFETY: the slot is this pool's, no longer holds a value, and is
         // large and aligned enough for a `Free` (`FITS`).
         unsafe { f.write(Free { next: s.free }) };
         s.free = f;
+    }
+}
+
+/// What a [`PoolArc`]'s slot holds: the count of its handles, the pool it
+/// goes back to, the value.
+pub struct ArcSlot<T: 'static> {
+    count: AtomicUsize,
+    pool: &'static Pool<ArcSlot<T>>,
+    value: T,
+}
+
+/// A reference-counted handle to a `T` in a slot of a pool of the caller's
+/// (a `static`), as `Arc` is to a `T` in a `malloc` block: cloned, the
+/// count goes up; the last handle dropped drops the value and gives the
+/// slot back. No weak handles. For objects that a program creates and
+/// destroys by the hundred (rverbs' shared QP), where `malloc` and `free`
+/// were about 240 instructions of each.
+pub struct PoolArc<T: 'static> {
+    slot: NonNull<ArcSlot<T>>,
+}
+
+// SAFETY: as `Arc<T>`: a handle gives `&T` to any thread holding one, and
+// the last one drops the `T` on whichever thread drops it.
+unsafe impl<T: Send + Sync> Send for PoolArc<T> {}
+// SAFETY: as `Arc<T>`.
+unsafe impl<T: Send + Sync> Sync for PoolArc<T> {}
+
+/// Handles past this many abort, as `Arc`'s do: the count cannot wrap.
+const MAX_COUNT: usize = isize::MAX as usize;
+
+impl<T: 'static> PoolArc<T> {
+    /// Moves `value` into a slot of `pool`; the one handle.
+    #[inline]
+    pub fn new(pool: &'static Pool<ArcSlot<T>>, value: T) -> Self {
+        let slot = pool.alloc(ArcSlot { count: AtomicUsize::new(1), pool, value });
+        // SAFETY: `alloc` never returns null (it aborts when out of memory).
+        PoolArc { slot: unsafe { NonNull::new_unchecked(slot) } }
+    }
+
+    fn inner(&self) -> &ArcSlot<T> {
+        // SAFETY: the slot holds a live `ArcSlot` while any handle exists
+        // (this one counts), and is only read through shared references
+        // but by `get_mut`, which needs the only handle.
+        unsafe { self.slot.as_ref() }
+    }
+
+    /// The value, mutably, if this is its only handle (`Arc::get_mut`).
+    #[inline]
+    pub fn get_mut(this: &mut Self) -> Option<&mut T> {
+        // Acquire: the other handles' last uses, before their drops'
+        // release decrements, happen before this access.
+        if this.inner().count.load(Ordering::Acquire) == 1 {
+            // SAFETY: no other handle exists and `this` is borrowed
+            // mutably, so no other reference to the value can exist or be
+            // made while this one lives.
+            Some(unsafe { &mut (*this.slot.as_ptr()).value })
+        } else {
+            None
+        }
+    }
+
+    /// Both handles name the same value (`Arc::ptr_eq`).
+    #[inline]
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        a.slot == b.slot
+    }
+
+    /// The last handle is gone: the value is dropped, its slot freed.
+    #[cold]
+    #[inline(never)]
+    fn drop_slow(&mut self) {
+        let pool = self.inner().pool;
+        // SAFETY: the slot came from `pool` (`new`), holds a live value,
+        // and no handle is left to reach it.
+        unsafe { pool.free(self.slot.as_ptr()) };
+    }
+}
+
+impl<T: 'static> Clone for PoolArc<T> {
+    #[inline]
+    fn clone(&self) -> Self {
+        // Relaxed: a new handle is made from one that keeps the value
+        // alive, as `Arc::clone`.
+        if self.inner().count.fetch_add(1, Ordering::Relaxed) > MAX_COUNT {
+            std::process::abort();
+        }
+        PoolArc { slot: self.slot }
+    }
+}
+
+impl<T: 'static> Drop for PoolArc<T> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: this handle's uses happen before the last handle's drop
+        // of the value; that drop's acquire fence pairs with it (`Arc`).
+        if self.inner().count.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        self.drop_slow();
+    }
+}
+
+impl<T: 'static> Deref for PoolArc<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.inner().value
+    }
+}
+
+impl<T: fmt::Debug + 'static> fmt::Debug for PoolArc<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -243,5 +370,59 @@ mod tests {
             }
         });
         assert_eq!(drops.load(Ordering::Relaxed), 4 * 200 * 16);
+    }
+
+    /// The pool of the `PoolArc` tests' values.
+    static ARC_SLOTS: Pool<super::ArcSlot<(u64, std::sync::Arc<AtomicUsize>)>> = Pool::new();
+
+    #[test]
+    fn a_pool_arc_drops_its_value_once_with_the_last_handle() {
+        use super::PoolArc;
+        let drops = std::sync::Arc::new(AtomicUsize::new(0));
+        let a = PoolArc::new(&ARC_SLOTS, (5, drops.clone()));
+        let b = a.clone();
+        assert!(PoolArc::ptr_eq(&a, &b));
+        assert_eq!(b.0, 5);
+        drop(a);
+        assert_eq!(std::sync::Arc::strong_count(&drops), 2, "a handle is left: the value lives");
+        drop(b);
+        assert_eq!(std::sync::Arc::strong_count(&drops), 1, "the last handle dropped the value");
+        let c = PoolArc::new(&ARC_SLOTS, (6, drops.clone()));
+        let d = PoolArc::new(&ARC_SLOTS, (7, drops.clone()));
+        assert!(!PoolArc::ptr_eq(&c, &d));
+        assert_eq!((c.0, d.0), (6, 7));
+    }
+
+    #[test]
+    fn a_pool_arc_is_mutable_only_through_its_only_handle() {
+        use super::PoolArc;
+        let drops = std::sync::Arc::new(AtomicUsize::new(0));
+        let mut a = PoolArc::new(&ARC_SLOTS, (1, drops));
+        let b = a.clone();
+        assert!(PoolArc::get_mut(&mut a).is_none(), "another handle exists");
+        drop(b);
+        PoolArc::get_mut(&mut a).expect("the only handle").0 = 2;
+        assert_eq!(a.0, 2);
+    }
+
+    #[test]
+    fn pool_arcs_cloned_and_dropped_across_threads_drop_each_value_once() {
+        use super::PoolArc;
+        let live = std::sync::Arc::new(AtomicUsize::new(0));
+        for round in 0..50u64 {
+            let a = PoolArc::new(&ARC_SLOTS, (round, live.clone()));
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    let mine = a.clone();
+                    s.spawn(move || {
+                        let more: Vec<_> = (0..8).map(|_| mine.clone()).collect();
+                        assert!(more.iter().all(|h| h.0 == round));
+                    });
+                }
+            });
+            assert_eq!(std::sync::Arc::strong_count(&live), 2, "only `a` holds its value");
+            drop(a);
+            assert_eq!(std::sync::Arc::strong_count(&live), 1);
+        }
     }
 }
