@@ -1,5 +1,5 @@
 //! Object memory in pools: one [`Pool`] per kind of object, its slots
-//! carved out of chunks of about [`CHUNK_BYTES`], a destroyed object's
+//! carved out of chunks of about 16 KiB, a destroyed object's
 //! slot going back to its kind's free list for the next create of that
 //! kind. The C library keeps its objects (`ibv_pd`, `ibv_qp`, ... and what
 //! it keeps with each) in pools; rverbs its shared QPs, through a
@@ -17,6 +17,13 @@
 //! A kind's pool keeps the memory of its destroyed objects for later ones,
 //! as malloc keeps freed memory in its arenas: it holds at most its peak
 //! count of live objects, rounded up to a chunk.
+//!
+//! A pool's lock is a spin lock held for a few instructions. A child that
+//! `fork()` made while another thread of the parent held it would find it
+//! held for ever, as with any lock but glibc's own `malloc` locks (which
+//! glibc resets in the child): the child of a multithreaded process should
+//! keep to async-signal-safe calls until it `exec`s, as POSIX asks, and
+//! creating or destroying a QP is not one.
 
 use core::alloc::Layout;
 use core::fmt;

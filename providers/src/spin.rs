@@ -6,7 +6,8 @@
 //! Its users: the C library's queues (rdma-core's providers take
 //! `pthread_spin_lock` around every post and poll of librxe and libmlx5,
 //! and the C API lets two threads post to one QP or poll one CQ at once),
-//! its slot pools and channel reference counts, and rverbs' registry of QP
+//! its channel reference counts, the object pools (`pool.rs`: the C
+//! library's objects, rverbs' shared QPs), and rverbs' registry of QP
 //! handles (three lock round trips per QP create and destroy). Uncontended,
 //! the usual case, taking it is one atomic swap (or one `lock bts`) and
 //! releasing it one store. Nothing is poisoned: a holder that panics
