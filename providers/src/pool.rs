@@ -1,7 +1,7 @@
 //! Object memory in pools: one [`Pool`] per kind of object, its slots
-//! carved out of chunks of about 16 KiB, a destroyed object's
-//! slot going back to its kind's free list for the next create of that
-//! kind. The C library keeps its objects (`ibv_pd`, `ibv_qp`, ... and what
+//! carved out of chunks of about 16 KiB (or a size the pool is made
+//! with), a destroyed object's slot going back to its kind's free list for
+//! the next create of that kind. The C library keeps its objects (`ibv_pd`, `ibv_qp`, ... and what
 //! it keeps with each) in pools; rverbs its shared QPs, through a
 //! [`PoolArc`], a reference-counted handle as `Arc` is.
 //!
@@ -57,6 +57,8 @@ unsafe impl Send for State {}
 /// The slots of the objects of type `T`. See the module.
 pub struct Pool<T> {
     state: SpinLock<State>,
+    /// Slots per chunk.
+    slots: usize,
     kind: PhantomData<fn() -> T>,
 }
 
@@ -67,14 +69,22 @@ impl<T> Default for Pool<T> {
 }
 
 impl<T> Pool<T> {
-    /// Slots per chunk.
-    const SLOTS: usize = if size_of::<T>() >= CHUNK_BYTES { 1 } else { CHUNK_BYTES / size_of::<T>() };
     /// A free slot holds a [`Free`] where the `T` was.
     const FITS: () = assert!(size_of::<T>() >= size_of::<Free>() && align_of::<T>() >= align_of::<Free>());
 
+    /// A pool of chunks of about 16 KiB.
     pub const fn new() -> Self {
+        Self::with_chunk_bytes(CHUNK_BYTES)
+    }
+
+    /// A pool of chunks of about `bytes` (at least one slot): smaller for
+    /// small objects that a program may have a few of, so that its heap
+    /// grows about as it would with a block each.
+    pub const fn with_chunk_bytes(bytes: usize) -> Self {
+        let slots = if size_of::<T>() >= bytes { 1 } else { bytes / size_of::<T>() };
         Pool {
             state: SpinLock::new(State { free: core::ptr::null_mut(), next: core::ptr::null_mut(), left: 0 }),
+            slots,
             kind: PhantomData,
         }
     }
@@ -111,7 +121,7 @@ impl<T> Pool<T> {
             return f.cast();
         }
         if s.left == 0 {
-            let Ok(layout) = Layout::from_size_align(size_of::<T>() * Self::SLOTS, align_of::<T>()) else {
+            let Ok(layout) = Layout::from_size_align(size_of::<T>() * self.slots, align_of::<T>()) else {
                 std::alloc::handle_alloc_error(Layout::new::<T>())
             };
             // SAFETY: the layout's size is at least `size_of::<Free>()`,
@@ -121,7 +131,7 @@ impl<T> Pool<T> {
                 std::alloc::handle_alloc_error(layout)
             }
             s.next = chunk;
-            s.left = Self::SLOTS;
+            s.left = self.slots;
         }
         let p = s.next;
         // SAFETY: `left` slots of `size_of::<T>()` bytes remain from `next`
@@ -332,7 +342,7 @@ mod tests {
         let drops = AtomicUsize::new(0);
         let pool = Pool::new();
         // Several chunks' worth (a `Counted` is 56 bytes: 292 per chunk).
-        let n = 3 * Pool::<Counted>::SLOTS + 7;
+        let n = 3 * pool.slots + 7;
         let slots: Vec<_> = (0..n as u64).map(|i| pool.alloc(Counted(i, [i; 5], &drops))).collect();
         let mut sorted: Vec<usize> = slots.iter().map(|p| p.addr()).collect();
         sorted.sort_unstable();

@@ -35,9 +35,10 @@ use crate::{Context, Gid, ProtectionDomain, QpAttrMask, QpState, QpType, Transpo
 /// (`a_qp_moves_inline`): moved inline, not by a `memcpy` call; so the
 /// kernel QP holds its CQs and SRQ typed (thin pointers), not erased.
 /// The memory of every [`QpShared`] of the process; it keeps its peak
-/// count of QPs' worth (16 KiB chunks of 136), as the C library's pools
-/// do.
-static QP_SLOTS: Pool<ArcSlot<QpShared>> = Pool::new();
+/// count of QPs' worth, as the C library's pools do. A page a chunk (34
+/// QPs): the heap grows about as it did with a block a QP, and a program
+/// with a few QPs keeps a page, not 16 KiB.
+static QP_SLOTS: Pool<ArcSlot<QpShared>> = Pool::with_chunk_bytes(4096);
 
 #[derive(Debug)]
 pub(crate) struct QpShared {
