@@ -106,11 +106,13 @@ impl<T> Pool<T> {
     /// [`free`](Self::free) drops it. For a large `T` built from its parts,
     /// which [`alloc`](Self::alloc) would copy from its argument (a
     /// `memcpy` past 128 bytes). Aborts when no memory is left.
+    #[inline]
     pub fn alloc_uninit(&self) -> *mut T {
         let () = Self::FITS;
         self.slot()
     }
 
+    #[inline]
     fn slot(&self) -> *mut T {
         let mut s = self.state.lock();
         if !s.free.is_null() {
@@ -121,17 +123,7 @@ impl<T> Pool<T> {
             return f.cast();
         }
         if s.left == 0 {
-            let Ok(layout) = Layout::from_size_align(size_of::<T>() * self.slots, align_of::<T>()) else {
-                std::alloc::handle_alloc_error(Layout::new::<T>())
-            };
-            // SAFETY: the layout's size is at least `size_of::<Free>()`,
-            // not zero (`FITS`).
-            let chunk = unsafe { std::alloc::alloc(layout) };
-            if chunk.is_null() {
-                std::alloc::handle_alloc_error(layout)
-            }
-            s.next = chunk;
-            s.left = self.slots;
+            self.new_chunk(&mut s);
         }
         let p = s.next;
         // SAFETY: `left` slots of `size_of::<T>()` bytes remain from `next`
@@ -141,11 +133,30 @@ impl<T> Pool<T> {
         p.cast()
     }
 
+    /// A fresh chunk, its slots all left to carve. Out of line: once per
+    /// chunk, and kept out of the creates that inline [`slot`](Self::slot).
+    #[cold]
+    #[inline(never)]
+    fn new_chunk(&self, s: &mut State) {
+        let Ok(layout) = Layout::from_size_align(size_of::<T>() * self.slots, align_of::<T>()) else {
+            std::alloc::handle_alloc_error(Layout::new::<T>())
+        };
+        // SAFETY: the layout's size is at least `size_of::<Free>()`, not
+        // zero (`FITS`).
+        let chunk = unsafe { std::alloc::alloc(layout) };
+        if chunk.is_null() {
+            std::alloc::handle_alloc_error(layout)
+        }
+        s.next = chunk;
+        s.left = self.slots;
+    }
+
     /// Drops the object at `p` and gives its slot back to the pool.
     ///
     /// # Safety
     /// `p` came from this pool's [`alloc`](Self::alloc), has not been
     /// freed, and nothing uses it afterwards (as `Box::from_raw` + drop).
+    #[inline]
     pub unsafe fn free(&self, p: *mut T) {
         // SAFETY: by the contract, a live `T` that no one uses after this.
         unsafe { p.drop_in_place() };
@@ -160,6 +171,7 @@ impl<T> Pool<T> {
     /// # Safety
     /// `p` came from this pool, holds no value that needs dropping, is not
     /// in the pool already, and nothing uses it afterwards.
+    #[inline]
     pub unsafe fn free_uninit(&self, p: *mut T) {
         let f = p.cast::<Free>();
         let mut s = self.state.lock();
