@@ -149,8 +149,10 @@ impl Drv {
 ///
 /// `U` is the creator's part kept with it ([`create_cq`]'s `user`): a
 /// CQ's owner keeps it typed (`KernelCq<ItsType>`: its fields at fixed
-/// offsets, for `req_notify`'s fast path), a QP the erased default
-/// ([`CqUser`]), whose fields sit after a tail the vtable sizes.
+/// offsets, for `req_notify`'s fast path), and so does a QP of the same
+/// creator ([`KernelQp`](super::KernelQp)`<ItsType, _>`: a thin pointer);
+/// the erased default ([`CqUser`]) serves code that holds CQs of any
+/// creator.
 ///
 /// [`create_cq`]: ProviderContext::create_cq
 #[derive(Debug)]
@@ -341,12 +343,6 @@ impl<U: Any + Send + Sync> KernelCq<U> {
     #[inline]
     pub fn user_value(&self) -> &U {
         &self.0.user
-    }
-
-    /// The same kernel CQ with its user part's type erased (as QPs hold
-    /// it): one more holder.
-    pub fn erased(&self) -> KernelCq {
-        self.clone().erase()
     }
 
     /// This holder, its user part's type erased.

@@ -72,7 +72,8 @@ pub struct RecvDriver(RecvDrv);
 /// mlx5's shared QP state, which owns the queue memory and is registered in
 /// the context until the kernel QP is destroyed, so the send and receive
 /// halves may be dropped at any time. Holds its CQs and SRQ, which must
-/// outlive it.
+/// outlive it: `C` and `S` are their creator's parts (rverbs' own types,
+/// thin pointers; the erased defaults for CQs and SRQs of any creator).
 #[derive(Debug)]
 pub struct KernelQp<C: ?Sized = CqUser, S: ?Sized = SrqUser> {
     fd: Arc<UverbsFd>,

@@ -52,8 +52,9 @@ impl SrqDrv {
 /// entry is removed only after the kernel destroy.
 ///
 /// `U` is the creator's part kept with it ([`create_srq`]'s `user`): the
-/// SRQ's owner keeps it typed (`KernelSrq<ItsType>`), a QP attached to it
-/// the erased default ([`SrqUser`]).
+/// SRQ's owner keeps it typed (`KernelSrq<ItsType>`), and so does a QP
+/// of the same creator attached to it (a thin pointer); the erased
+/// default ([`SrqUser`]) serves code that holds SRQs of any creator.
 ///
 /// [`create_srq`]: ProviderContext::create_srq
 #[derive(Debug)]
@@ -222,12 +223,6 @@ impl<U: Any + Send + Sync> KernelSrq<U> {
     #[inline]
     pub fn user_value(&self) -> &U {
         &self.0.user
-    }
-
-    /// The same kernel SRQ with its user part's type erased (as QPs hold
-    /// it): one more holder.
-    pub fn erased(&self) -> KernelSrq {
-        KernelSrq(self.0.clone())
     }
 }
 
