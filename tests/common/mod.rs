@@ -195,15 +195,14 @@ pub fn connect_pair(
 /// kernel's iw_cm moves both QPs to RTS). Returns the two ids.
 pub fn cm_connect_pair(dev: &rverbs::Device, a: &rverbs::QueuePair, b: &rverbs::QueuePair) -> Vec<rverbs::cm::CmId> {
     use rverbs::cm::{self, ConnParam, EventKind};
-    use std::sync::atomic::{AtomicU16, Ordering};
     use std::time::Duration;
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    // A port per pair, spread by pid so the binaries of one boot do not
-    // reuse each other's ports: 41000-48999.
-    let port = 41000 + (std::process::id() % 100) as u16 * 80 + NEXT.fetch_add(1, Ordering::Relaxed) % 80;
-    let addr = std::net::SocketAddr::from((device_ipv4(dev), port));
+    // Port 0: the kernel picks a free one, so pairs alive at once (a test
+    // may hold 64, beside its binary's other tests) never collide.
+    let any = std::net::SocketAddr::from((device_ipv4(dev), 0));
+    let listener = cm::Listener::bind(any).unwrap_or_else(|e| panic!("rdma_listen on {any}: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|| panic!("no address for the listener on {any}"));
+    assert_ne!(addr.port(), 0, "rdma_bind_addr on port 0 chose no port");
     let timeout = Duration::from_secs(30);
-    let listener = cm::Listener::bind(addr).unwrap_or_else(|e| panic!("rdma_listen on {addr}: {e}"));
     let active = cm::resolve(addr, timeout).unwrap_or_else(|e| panic!("rdma_resolve_addr/route {addr}: {e}"));
     active.attach_qp(a).expect("rdma_create_qp (active)");
     active.connect(&ConnParam::default()).expect("rdma_connect");
