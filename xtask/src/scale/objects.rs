@@ -48,10 +48,13 @@ fn callgrind_tag(imp: &str) -> String {
 
 /// Appends the section's part of the guest script.
 pub fn script(s: &mut String, _port: &mut u32) {
-    // `RVERBS_SCALE_OBJECTS=callgrind`: the callgrind runs alone
-    // (development: a profile in minutes instead of the whole section).
-    if std::env::var("RVERBS_SCALE_OBJECTS").as_deref() == Ok("callgrind") {
-        return callgrind_script(s);
+    // `RVERBS_SCALE_OBJECTS=callgrind` or `strace`: those runs alone
+    // (development: a profile or syscall counts in minutes instead of the
+    // whole section).
+    match std::env::var("RVERBS_SCALE_OBJECTS").as_deref() {
+        Ok("callgrind") => return callgrind_script(s),
+        Ok("strace") => return strace_script(s),
+        _ => {}
     }
     s.push_str("step scale-objects-time\n");
     // The timed runs: every kind at every N, the three implementations in
@@ -67,6 +70,12 @@ pub fn script(s: &mut String, _port: &mut u32) {
             turn += 1;
         }
     }
+    strace_script(s);
+    callgrind_script(s);
+}
+
+/// The strace runs' part of the guest script.
+fn strace_script(s: &mut String) {
     s.push_str("step scale-objects-strace\n");
     for kind in KINDS {
         for imp in IMPLS {
@@ -77,7 +86,6 @@ pub fn script(s: &mut String, _port: &mut u32) {
             }
         }
     }
-    callgrind_script(s);
 }
 
 /// The callgrind runs' part of the guest script.
