@@ -9,7 +9,6 @@
 //! no copy. Receives are posted one at a
 //! time (rxe rings no doorbell for them).
 
-use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use std::sync::atomic::Ordering;
 
@@ -26,22 +25,20 @@ use crate::pool::Pool;
 use crate::qp_ex::WrBatch;
 use crate::spin::SpinLock;
 
-/// A QP: the C `ibv_qp_ex` (whose first 160 bytes are the `ibv_qp`), then
-/// rverbs' QP (posting needs it exclusively: one lock, uncontended when one
-/// thread posts) and, for an extended QP, the `ibv_wr_*` batch
-/// (`crate::qp_ex`).
+/// A QP's Rust part: rverbs' QP (posting needs it exclusively: one lock,
+/// uncontended when one thread posts) and, for an extended QP, the
+/// `ibv_wr_*` batch (`crate::qp_ex`). Its C struct follows it in its
+/// [`Slot`].
 #[repr(C)]
 pub(crate) struct Qp {
-    /// C reads and writes it (`state`, `qp_context`, `events_completed`,
-    /// `wr_id`, `wr_flags`) through the pointer it holds, also while other
-    /// threads hold a `&Qp`: reached only through raw pointers.
-    pub c: UnsafeCell<ibv_qp_ex>,
     pub inner: SpinLock<rverbs::QueuePair>,
     /// The control side of `inner`, for the verbs that issue a command
     /// (modify, query, multicast) without taking the post lock across
     /// their syscall.
     pub control: rverbs::QpControl,
     pub sq_sig_all: bool,
+    /// `qp->qp_type`, kept here: C may write its own copy.
+    qp_type: u32,
     /// The `ibv_wr_*` batch of a QP that `ibv_create_qp_ex` created (what
     /// `ibv_qp_to_qp_ex` answers); `None` for `ibv_create_qp`'s, which
     /// then carry no empty batch to build and drop.
@@ -51,23 +48,47 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    /// `qp->qp_type`.
+    /// `qp->qp_type` as created.
     #[inline]
     pub(crate) fn qp_type(&self) -> u32 {
-        // SAFETY: set at creation, never written after: no write races
-        // this read (C may write other fields of the struct meanwhile).
-        unsafe { (*self.c.get()).qp_base.qp_type }
+        self.qp_type
     }
 }
 
-/// The QPs' memory.
-static QPS: Pool<Qp> = Pool::new();
+/// A QP's memory: its [`Qp`], then the C struct that C holds a pointer
+/// to, an `ibv_qp` (`ibv_create_qp`) or an `ibv_qp_ex` (`ibv_create_qp_ex`,
+/// whose first 160 bytes are the `ibv_qp`): a plain QP carries no 192
+/// bytes of `ibv_wr_*` ops it never uses. C reads and writes the struct
+/// (`state`, `qp_context`, `events_completed`, `wr_id`, `wr_flags`)
+/// through its pointer while other threads hold a `&Qp`: the two never
+/// overlap, and the C struct is reached only through raw pointers.
+#[repr(C)]
+pub(crate) struct Slot<C> {
+    qp: Qp,
+    c: C,
+}
+
+/// Where the C struct sits in either slot: the same place, so a C pointer
+/// finds its `Qp` without knowing which.
+const C_OFFSET: usize = core::mem::offset_of!(Slot<ibv_qp>, c);
+const _: () = assert!(C_OFFSET == core::mem::offset_of!(Slot<ibv_qp_ex>, c));
+
+/// The plain QPs' memory.
+static QPS: Pool<Slot<ibv_qp>> = Pool::new();
+/// The extended QPs' memory.
+static QPS_EX: Pool<Slot<ibv_qp_ex>> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a QP `ibv_create_qp` returned and not yet destroyed.
+#[inline]
 pub(crate) unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
-    // SAFETY: by the contract, the `ibv_qp` is the first field of a live `Qp`.
-    unsafe { p.cast::<Qp>().as_ref() }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: by the contract, `p` is the `c` of a live `Slot`, derived
+    // from the slot's pointer (`create`): its `Qp` is `C_OFFSET` bytes
+    // before, in the same allocation.
+    Some(unsafe { &*p.byte_sub(C_OFFSET).cast::<Qp>() })
 }
 
 /// Most SGEs one request may carry here (rxe allows 32).
@@ -137,11 +158,19 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         return core::ptr::null_mut();
     }
     let srq_guard = srq.map(|s| s.inner.lock());
-    // The slot first: its address is the QP's `user_handle`, which its
-    // async events carry, as in rdma-core. Built there field by field: a
-    // `Qp` is about 700 bytes, and each move of one (or of the rverbs QP,
-    // 192) is a `memcpy`.
-    let q = QPS.alloc_uninit();
+    // The slot first: its C struct's address is the QP's `user_handle`,
+    // which its async events carry, as in rdma-core. Built there field by
+    // field: a slot is 350 to 540 bytes, and each move of one is a `memcpy`.
+    // SAFETY: a fresh slot of either pool, not yet written.
+    let (q, cp) = unsafe {
+        if send_ops.is_some() {
+            let s = QPS_EX.alloc_uninit();
+            (&raw mut (*s).qp, (&raw mut (*s).c).cast::<ibv_qp>())
+        } else {
+            let s = QPS.alloc_uninit();
+            (&raw mut (*s).qp, &raw mut (*s).c)
+        }
+    };
     let created = {
         let attr = |send: &rverbs::CompletionQueue, recv: &rverbs::CompletionQueue| {
             let mut a = rverbs::QpInitAttr::new(ty, send);
@@ -149,7 +178,7 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
             a.srq = srq_guard.as_deref();
             a.cap = cap_from_c(&init.cap);
             a.sq_sig_all = init.sq_sig_all != 0;
-            rverbs::c_support::create_qp_with_handle(&pd.inner, &a, q as u64)
+            rverbs::c_support::create_qp_with_handle(&pd.inner, &a, cp as u64)
         };
         if core::ptr::eq(scq, rcq) {
             let s = scq.inner.lock();
@@ -168,8 +197,8 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
     let inner = match &created {
         Ok(i) => i,
         Err(e) => {
-            // SAFETY: `q` is the slot taken above, never written.
-            unsafe { QPS.free_uninit(q) };
+            // SAFETY: `cp` is the slot taken above, never written.
+            unsafe { free_slot(cp, send_ops.is_some(), false) };
             set_errno(errno::of(e));
             return core::ptr::null_mut();
         }
@@ -200,31 +229,59 @@ pub(crate) unsafe fn create(p: *mut ibv_pd, init: *mut ibv_qp_init_attr, send_op
         cond: PthreadCond([0; 48]),
         events_completed: 0,
     };
-    // SAFETY: `q` is a fresh slot for a `Qp`: each field is written once,
-    // in place, all of them (`all_fields_written`) before the `Qp` is
-    // used or handed out; `c`, once written, is borrowed alone. The
+    // SAFETY: `q` and `cp` are the fresh slot's two parts, `cp` an
+    // `ibv_qp_ex` when `send_ops` is set: each field is written once, in
+    // place, all of them (`all_fields_written`) before the QP is used or
+    // handed out; the C struct, once written, is borrowed alone. The
     // rverbs QP is read out of `created`, which is forgotten: it moves, it
     // is not copied.
     unsafe {
-        (&raw mut (*q).c).write(UnsafeCell::new(crate::qp_ex::no_ops(c)));
         if let Some(ops) = send_ops {
-            crate::qp_ex::set_send_ops((*q).c.get_mut(), ops);
+            let x = cp.cast::<ibv_qp_ex>();
+            x.write(crate::qp_ex::no_ops(c));
+            crate::qp_ex::set_send_ops(&mut *x, ops);
+        } else {
+            cp.write(c);
         }
         (&raw mut (*q).inner).write(SpinLock::new(core::ptr::read(inner)));
         core::mem::forget(created);
         (&raw mut (*q).control).write(control);
         (&raw mut (*q).sq_sig_all).write(init.sq_sig_all != 0);
+        (&raw mut (*q).qp_type).write(init.qp_type);
         (&raw mut (*q).batch).write(send_ops.map(|_| crate::qp_ex::batch_for(&cap)));
         (&raw mut (*q).acks).write(Acks::default());
     }
-    q.cast()
+    cp
 }
 
 /// The fields `create` writes into a QP's slot: a field added to [`Qp`]
 /// fails to compile here until `create` writes it too.
 #[allow(dead_code)]
 fn all_fields_written(q: Qp) {
-    let Qp { c: _, inner: _, control: _, sq_sig_all: _, batch: _, acks: _ } = q;
+    let Qp { inner: _, control: _, sq_sig_all: _, qp_type: _, batch: _, acks: _ } = q;
+}
+
+/// Gives the slot whose C struct is `cp` back to its pool (`ex`: the
+/// extended QPs'), dropping its `Qp` when `written`.
+///
+/// # Safety
+/// `cp` is the C struct of a slot `create` took from that pool, not used
+/// after; `written`: its `Qp` was written whole.
+unsafe fn free_slot(cp: *mut ibv_qp, ex: bool, written: bool) {
+    // SAFETY: the caller's contract; `s` is the slot's start, derived from
+    // the slot's own pointer.
+    unsafe {
+        let s = cp.byte_sub(C_OFFSET);
+        if written {
+            // The C struct has no drop.
+            core::ptr::drop_in_place(s.cast::<Qp>());
+        }
+        if ex {
+            QPS_EX.free_uninit(s.cast());
+        } else {
+            QPS.free_uninit(s.cast());
+        }
+    }
 }
 
 /// `int ibv_destroy_qp(struct ibv_qp *)`: 0 or an errno. Returns once
@@ -240,8 +297,9 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
         Err(e) => return errno::of(&e),
     };
     q.acks.wait_for(reported, 0);
-    // SAFETY: fields written at creation only, read through the cell.
-    let c = unsafe { &(*q.c.get()).qp_base };
+    let ex = q.batch.is_some();
+    // SAFETY: fields written at creation only, read through C's pointer.
+    let c = unsafe { &*p };
     // SAFETY: a QP's PD, CQs and SRQ outlive it (their destroys answer
     // EBUSY before).
     unsafe {
@@ -258,9 +316,10 @@ unsafe extern "C" fn destroy_qp(p: *mut ibv_qp) -> c_int {
             s.users.fetch_sub(1, Ordering::AcqRel);
         }
     }
-    // SAFETY: made by `create` (from `QPS`); the kernel QP is gone and no
-    // event names it any more: the caller gives it up here.
-    unsafe { QPS.free(p.cast::<Qp>()) };
+    // SAFETY: made by `create` (from `QPS_EX` when it has a batch, else
+    // `QPS`); the kernel QP is gone and no event names it any more: the
+    // caller gives it up here.
+    unsafe { free_slot(p, ex, true) };
     0
 }
 symver!(destroy_qp, ibv_destroy_qp, "IBVERBS_1.1");
@@ -802,3 +861,20 @@ pub(crate) unsafe fn post_recv_list(
 
 #[cfg(test)]
 mod proptests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain QP's slot carries no `ibv_wr_*` ops: it is the extended
+    /// one's less the 192 bytes after `ibv_qp`, and its heap cost stays
+    /// under rdma-core's `struct rxe_qp` (about 480 bytes) with rverbs'
+    /// shared QP (120) added.
+    #[test]
+    fn a_plain_qp_slot_has_no_wr_ops() {
+        let (plain, ex) = (size_of::<Slot<ibv_qp>>(), size_of::<Slot<ibv_qp_ex>>());
+        assert_eq!(ex - plain, size_of::<ibv_qp_ex>() - size_of::<ibv_qp>());
+        assert!(plain + 120 <= 480, "plain slot {plain} bytes");
+        assert_eq!(C_OFFSET, size_of::<Qp>());
+    }
+}

@@ -269,8 +269,9 @@ symver!(qp_to_qp_ex, ibv_qp_to_qp_ex, "IBVERBS_1.6");
 /// # Safety
 /// `p` is a live QP of ours.
 unsafe fn batch<'a>(p: *mut ibv_qp_ex) -> (&'a Qp, crate::spin::SpinGuard<'a, WrBatch>) {
-    // SAFETY: the caller's contract: the `ibv_qp_ex` is the first field of a live `Qp`.
-    let q = unsafe { &*p.cast::<Qp>() };
+    // SAFETY: the caller's contract: a live QP, whose `ibv_qp` is the
+    // `ibv_qp_ex`'s first field.
+    let q = unsafe { crate::qp::qp(p.cast()).unwrap_unchecked() };
     (q, q.batch.as_deref().unwrap_or(&NO_BATCH).lock())
 }
 
