@@ -180,6 +180,7 @@ impl<U: ?Sized> SrqCore<U> {
     /// The kernel destroy, once (0 when it was already done), and mlx5's
     /// SRQ number out of the registry right after it; on failure the SRQ
     /// is as it was.
+    #[inline]
     fn destroy_now(&self) -> Result<u32> {
         if !self.live.swap(false, Ordering::AcqRel) {
             return Ok(0);
@@ -314,6 +315,7 @@ impl<U: ?Sized> KernelSrq<U> {
     /// # Errors
     /// The kernel's errno (`EBUSY` while QPs are attached).
     #[doc(alias = "ibv_destroy_srq")]
+    #[inline]
     pub fn destroy_now(&self) -> Result<u32> {
         if self.0.fd.in_forked_child() {
             return Ok(0);
