@@ -5,17 +5,20 @@
 //!
 //! A C program may poll one CQ from several threads, so each CQ's rverbs
 //! half sits behind a mutex (uncontended: one atomic pair per poll call).
-//! Every CQ is an `ibv_cq_ex` (its extended polling ops: `crate::cq_ex`).
+//! A CQ from `ibv_create_cq_ex` is an `ibv_cq_ex` (its extended polling
+//! ops: `crate::cq_ex`); one from `ibv_create_cq` is an `ibv_cq` only (C
+//! has no way from an `ibv_cq` to an `ibv_cq_ex`).
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc, PthreadCond, PthreadMutex};
 use crate::acks::Acks;
 use crate::context::ctx;
+use crate::cq_ex::Span;
 use crate::errno::{self, set_errno, EINVAL};
 use crate::export::symver;
 use crate::pool::Pool;
@@ -30,37 +33,68 @@ struct Channel {
     inner: rverbs::CompletionChannel,
 }
 
-/// A CQ: the C `ibv_cq_ex` (whose first 128 bytes are the `ibv_cq`), then
-/// rverbs' CQ, the number of QPs using it, and the state of an
-/// `ibv_start_poll` … `ibv_end_poll` span.
+/// A CQ's Rust part: rverbs' CQ and the number of QPs using it. Its C
+/// struct follows it in its [`CqSlot`].
 #[repr(C)]
 pub(crate) struct Cq {
-    /// C reads `status`/`wr_id` and the event counters, and may write
-    /// `cq_context`, through the pointer it holds, while other threads hold
-    /// a `&Cq`: reached only through raw pointers.
-    pub c: UnsafeCell<ibv_cq_ex>,
     pub inner: SpinLock<rverbs::CompletionQueue>,
     pub users: AtomicU32,
-    /// The thread holding the polling span, from a successful `start_poll`
-    /// to its `end_poll` (rdma-core's providers hold the CQ lock over the
-    /// same span), as `crate::cq_ex::me()`; 0 when none does.
-    pub polling: AtomicUsize,
-    /// The current completion of the span: written by `start_poll` and
-    /// `next_poll`, read by the `ibv_wc_read_*` ops, only by the thread
-    /// holding `polling`.
-    pub cur: UnsafeCell<ibv_wc>,
+    /// From `ibv_create_cq_ex`: its slot is a `CqSlot<ibv_cq_ex, Span>`.
+    ex: bool,
     /// Its completion and async events acknowledged (`crate::acks`).
     pub acks: Acks,
 }
 
-/// The CQs' memory.
-static CQS: Pool<Cq> = Pool::new();
+/// A CQ's memory: its [`Cq`], then the C struct that C holds a pointer
+/// to, an `ibv_cq` (`ibv_create_cq`) or an `ibv_cq_ex` (`ibv_create_cq_ex`,
+/// whose first 128 bytes are the `ibv_cq`) followed by its polling
+/// [`Span`]: a plain CQ carries no 160 bytes of `ibv_cq_ex` ops and no span
+/// it never uses. C reads `status`/`wr_id` and the event counters, and may
+/// write `cq_context`, through its pointer while other threads hold a
+/// `&Cq`: the two never overlap, and the C struct is reached only through
+/// raw pointers.
+#[repr(C)]
+pub(crate) struct CqSlot<C, S> {
+    cq: Cq,
+    c: C,
+    span: S,
+}
+
+/// Where the C struct sits in either slot: the same place, so a C pointer
+/// finds its `Cq` without knowing which.
+const C_OFFSET: usize = core::mem::offset_of!(CqSlot<ibv_cq, ()>, c);
+const _: () = assert!(C_OFFSET == core::mem::offset_of!(CqSlot<ibv_cq_ex, Span>, c));
+/// How far after an extended CQ's `ibv_cq_ex` its span sits.
+const SPAN_AFTER_C: usize = core::mem::offset_of!(CqSlot<ibv_cq_ex, Span>, span) - C_OFFSET;
+
+/// The plain CQs' memory.
+static CQS: Pool<CqSlot<ibv_cq, ()>> = Pool::new();
+/// The extended CQs' memory.
+static CQS_EX: Pool<CqSlot<ibv_cq_ex, Span>> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a CQ `ibv_create_cq` returned and not yet destroyed.
+#[inline]
 pub(crate) unsafe fn cq<'a>(p: *const ibv_cq) -> Option<&'a Cq> {
-    // SAFETY: by the contract, the `ibv_cq` is the first field of a live `Cq`.
-    unsafe { p.cast::<Cq>().as_ref() }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: by the contract, `p` is the `c` of a live `CqSlot`, derived
+    // from the slot's pointer (`create`): its `Cq` is `C_OFFSET` bytes
+    // before, in the same allocation.
+    Some(unsafe { &*p.byte_sub(C_OFFSET).cast::<Cq>() })
+}
+
+/// The polling span of an extended CQ.
+///
+/// # Safety
+/// `p` is a live CQ of ours from `ibv_create_cq_ex`.
+#[inline]
+pub(crate) unsafe fn span<'a>(p: *const ibv_cq_ex) -> &'a Span {
+    // SAFETY: by the contract, `p` is the `c` of a live
+    // `CqSlot<ibv_cq_ex, Span>`, derived from the slot's pointer: its span
+    // is `SPAN_AFTER_C` bytes after, in the same allocation.
+    unsafe { &*p.byte_add(SPAN_AFTER_C).cast::<Span>() }
 }
 
 /// # Safety
@@ -117,7 +151,7 @@ unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     // SAFETY: the C contract, passed on.
-    unsafe { create(context, cqe, cq_context, chan, comp_vector) }
+    unsafe { create(context, cqe, cq_context, chan, comp_vector, false) }
 }
 symver!(create_cq, ibv_create_cq, "IBVERBS_1.1");
 
@@ -132,6 +166,7 @@ pub(crate) unsafe fn create(
     cq_context: *mut c_void,
     chan: *mut ibv_comp_channel,
     comp_vector: c_int,
+    ex: bool,
 ) -> *mut ibv_cq {
     // SAFETY: the C contract: `context` is one we opened, `chan` NULL or a live channel.
     let (Some(c), ch) = (unsafe { ctx(context) }, unsafe { channel(chan) }) else {
@@ -143,17 +178,26 @@ pub(crate) unsafe fn create(
         return core::ptr::null_mut();
     }
     let attr = rverbs::CqInitAttr { cqe: cqe as u32, channel: ch.map(|ch| &ch.inner), comp_vector: comp_vector as u32 };
-    // The slot first: its address is the CQ's `user_handle`, which its
-    // events carry (`get_cq_event`, `get_async_event`), as in rdma-core.
-    // Built there field by field: a `Cq` is about 560 bytes, and each move
-    // of one (or of the rverbs CQ, 128) is a `memcpy`.
-    let p = CQS.alloc_uninit();
+    // The slot first: its C struct's address is the CQ's `user_handle`,
+    // which its events carry (`get_cq_event`, `get_async_event`), as in
+    // rdma-core. Built there field by field: a slot is 300 to 520 bytes,
+    // and each move of one (or of the rverbs CQ, 128) is a `memcpy`.
+    // SAFETY: a fresh slot of either pool, not yet written.
+    let (q, p) = unsafe {
+        if ex {
+            let s = CQS_EX.alloc_uninit();
+            (&raw mut (*s).cq, (&raw mut (*s).c).cast::<ibv_cq>())
+        } else {
+            let s = CQS.alloc_uninit();
+            (&raw mut (*s).cq, &raw mut (*s).c)
+        }
+    };
     let created = rverbs::c_support::create_cq_with_handle(&c.inner, &attr, p as u64);
     let inner = match &created {
         Ok(q) => q,
         Err(e) => {
             // SAFETY: `p` is the slot taken above, never written.
-            unsafe { CQS.free_uninit(p) };
+            unsafe { free_slot(p, ex, false) };
             set_errno(errno::of(e));
             return core::ptr::null_mut();
         }
@@ -169,18 +213,24 @@ pub(crate) unsafe fn create(
         comp_events_completed: 0,
         async_events_completed: 0,
     };
-    // SAFETY: `p` is a fresh slot for a `Cq`: each field is written once,
-    // in place, all of them (`all_fields_written`) before the `Cq` is used
-    // or handed out. The rverbs CQ is read out of `created`, which is
+    // SAFETY: `q` and `p` are the fresh slot's parts, `p` an `ibv_cq_ex`
+    // followed by a `Span` when `ex`: each field is written once, in
+    // place, all of them (`all_fields_written`) before the CQ is used or
+    // handed out. The rverbs CQ is read out of `created`, which is
     // forgotten: it moves, it is not copied.
     unsafe {
-        (&raw mut (*p).c).write(UnsafeCell::new(crate::cq_ex::without_ops(cc)));
-        (&raw mut (*p).inner).write(SpinLock::new(core::ptr::read(inner)));
+        if ex {
+            let x = p.cast::<ibv_cq_ex>();
+            x.write(crate::cq_ex::without_ops(cc));
+            x.byte_add(SPAN_AFTER_C).cast::<Span>().write(Span::new());
+        } else {
+            p.write(cc);
+        }
+        (&raw mut (*q).inner).write(SpinLock::new(core::ptr::read(inner)));
         core::mem::forget(created);
-        (&raw mut (*p).users).write(AtomicU32::new(0));
-        (&raw mut (*p).polling).write(AtomicUsize::new(0));
-        (&raw mut (*p).cur).write(UnsafeCell::new(crate::cq_ex::NO_WC));
-        (&raw mut (*p).acks).write(Acks::default());
+        (&raw mut (*q).users).write(AtomicU32::new(0));
+        (&raw mut (*q).ex).write(ex);
+        (&raw mut (*q).acks).write(Acks::default());
     }
     if !chan.is_null() {
         let _refcnts = c.refcnts.lock();
@@ -188,14 +238,36 @@ pub(crate) unsafe fn create(
         // library writes `refcnt`, under the context's `refcnts` lock.
         unsafe { (*chan).refcnt += 1 };
     }
-    p.cast()
+    p
 }
 
 /// The fields `create` writes into a CQ's slot: a field added to [`Cq`]
 /// fails to compile here until `create` writes it too.
 #[allow(dead_code)]
 fn all_fields_written(q: Cq) {
-    let Cq { c: _, inner: _, users: _, polling: _, cur: _, acks: _ } = q;
+    let Cq { inner: _, users: _, ex: _, acks: _ } = q;
+}
+
+/// Gives the slot whose C struct is `p` back to its pool (`ex`: the
+/// extended CQs'), dropping its `Cq` when `written`.
+///
+/// # Safety
+/// `p` is the C struct of a slot `create` took from that pool, not used
+/// after; `written`: its `Cq` was written whole.
+unsafe fn free_slot(p: *mut ibv_cq, ex: bool, written: bool) {
+    // SAFETY: the caller's contract; `s` is the slot's start, derived from
+    // the slot's own pointer. The C struct and the span need no drop.
+    unsafe {
+        let s = p.byte_sub(C_OFFSET);
+        if written {
+            core::ptr::drop_in_place(s.cast::<Cq>());
+        }
+        if ex {
+            CQS_EX.free_uninit(s.cast());
+        } else {
+            CQS.free_uninit(s.cast());
+        }
+    }
 }
 
 /// `ibv_cq_ex *` and `ibv_cq *` of a CQ are the same pointer.
@@ -216,8 +288,9 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
         Err(e) => return errno::of(&e),
     };
     q.acks.wait_for(reported.async_, reported.comp);
+    let ex = q.ex;
     // SAFETY: `context` and `channel` are written at creation only.
-    let (context, chan) = unsafe { ((*q.c.get()).cq.context, (*q.c.get()).cq.channel) };
+    let (context, chan) = unsafe { ((*p).context, (*p).channel) };
     if !chan.is_null() {
         // SAFETY: the CQ's context outlives it (the C contract of close).
         if let Some(c) = unsafe { ctx(context) } {
@@ -227,9 +300,10 @@ unsafe extern "C" fn destroy_cq(p: *mut ibv_cq) -> c_int {
             unsafe { (*chan).refcnt -= 1 };
         }
     }
-    // SAFETY: made by `create` (from `CQS`); the kernel CQ is gone and no
-    // event names it any more: the caller gives it up here.
-    unsafe { CQS.free(p.cast::<Cq>()) };
+    // SAFETY: made by `create` (from `CQS_EX` when `ex`, else `CQS`); the
+    // kernel CQ is gone and no event names it any more: the caller gives
+    // it up here.
+    unsafe { free_slot(p, ex, true) };
     0
 }
 symver!(destroy_cq, ibv_destroy_cq, "IBVERBS_1.1");
@@ -468,5 +542,20 @@ pub(crate) unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, solicited_only: c_
     match g.req_notify(solicited_only != 0) {
         Ok(()) => 0,
         Err(e) => errno::of(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain CQ's slot carries no `ibv_cq_ex` ops and no polling span:
+    /// the extended one is larger by exactly those.
+    #[test]
+    fn a_plain_cq_slot_has_no_ex_ops_or_span() {
+        let (plain, ex) = (size_of::<CqSlot<ibv_cq, ()>>(), size_of::<CqSlot<ibv_cq_ex, Span>>());
+        assert_eq!(ex - plain, size_of::<ibv_cq_ex>() - size_of::<ibv_cq>() + size_of::<Span>());
+        assert!(plain <= 300, "plain slot {plain} bytes");
+        assert_eq!(C_OFFSET, size_of::<Cq>());
     }
 }

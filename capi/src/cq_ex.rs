@@ -2,7 +2,7 @@
 //! `ibv_cq_ex` ops the `verbs.h` inlines call: `ibv_start_poll`,
 //! `ibv_next_poll`, `ibv_end_poll` and the `ibv_wc_read_*` readers.
 //!
-//! Every CQ of this library is an `ibv_cq_ex` with these ops set (rdma-core's
+//! Every CQ `ibv_create_cq_ex` makes has these ops set (rdma-core's
 //! rxe sets the readers only for the `wc_flags` asked for; a caller reading
 //! a field it did not ask for gets its value here instead of a NULL call).
 //! `start_poll` takes the CQ's `polling` flag and `end_poll` (or an empty
@@ -10,8 +10,9 @@
 //! span; each poll locks the rverbs CQ once, as `ibv_poll_cq` does. No
 //! syscall, no allocation.
 
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq_attr, ibv_wc, Slot};
 use crate::cq::Cq;
@@ -126,7 +127,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         return core::ptr::null_mut();
     };
     // SAFETY: the C contract of `ibv_create_cq_ex` is that of `ibv_create_cq`.
-    let p: *mut ibv_cq_ex = unsafe { crate::cq::create(context, cqe, a.cq_context, a.channel, vector) }.cast();
+    let p: *mut ibv_cq_ex = unsafe { crate::cq::create(context, cqe, a.cq_context, a.channel, vector, true) }.cast();
     if !p.is_null() {
         // SAFETY: a CQ `create` just made; the caller has not seen it yet.
         unsafe { set_ops(p) };
@@ -134,11 +135,31 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     p
 }
 
+/// The state of an `ibv_start_poll` … `ibv_end_poll` span, after an
+/// extended CQ's `ibv_cq_ex` in its slot (`crate::cq::CqSlot`).
+pub(crate) struct Span {
+    /// The thread holding the polling span, from a successful `start_poll`
+    /// to its `end_poll` (rdma-core's providers hold the CQ lock over the
+    /// same span), as [`me`]; 0 when none does.
+    polling: AtomicUsize,
+    /// The current completion of the span: written by `start_poll` and
+    /// `next_poll`, read by the `ibv_wc_read_*` ops, only by the thread
+    /// holding `polling`.
+    cur: UnsafeCell<ibv_wc>,
+}
+
+impl Span {
+    /// No span open, no completion current.
+    pub(crate) const fn new() -> Span {
+        Span { polling: AtomicUsize::new(0), cur: UnsafeCell::new(NO_WC) }
+    }
+}
+
 /// # Safety
-/// `p` is a live CQ of this library.
-unsafe fn cq_of<'a>(p: *mut ibv_cq_ex) -> &'a Cq {
-    // SAFETY: by the contract, the `ibv_cq_ex` is the first field of a live `Cq`.
-    unsafe { &*p.cast::<Cq>() }
+/// `p` is a live CQ of this library from `ibv_create_cq_ex`.
+unsafe fn cq_of<'a>(p: *mut ibv_cq_ex) -> (&'a Cq, &'a Span) {
+    // SAFETY: by the contract; its `ibv_cq` is the `ibv_cq_ex`'s first field.
+    unsafe { (crate::cq::cq(p.cast()).unwrap_unchecked(), crate::cq::span(p)) }
 }
 
 /// Polls one completion into the span's current one; ENOENT when empty.
@@ -147,7 +168,7 @@ unsafe fn cq_of<'a>(p: *mut ibv_cq_ex) -> &'a Cq {
 /// `p` is a live CQ whose `polling` flag the caller holds.
 unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
     // SAFETY: the caller's contract.
-    let q = unsafe { cq_of(p) };
+    let (q, span) = unsafe { cq_of(p) };
     let w = q.inner.lock().poll_one();
     let Some(w) = w else {
         set_errno(nix::libc::ENOENT);
@@ -158,7 +179,7 @@ unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
     // `status` and `wr_id` are the C fields `ibv_start_poll`'s caller reads
     // after this call returns.
     unsafe {
-        q.cur.get().write(w);
+        span.cur.get().write(w);
         (*p).status = w.status;
         (*p).wr_id = w.wr_id;
     }
@@ -186,9 +207,9 @@ unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) 
         return EINVAL;
     }
     // SAFETY: the C contract: a live CQ of ours.
-    let q = unsafe { cq_of(p) };
+    let span = unsafe { crate::cq::span(p) };
     let me = me();
-    while let Err(owner) = q.polling.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+    while let Err(owner) = span.polling.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
         if owner == me {
             break;
         }
@@ -197,7 +218,7 @@ unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) 
     // SAFETY: this thread holds `polling` now.
     let r = unsafe { advance(p) };
     if r != 0 {
-        q.polling.store(0, Ordering::Release);
+        span.polling.store(0, Ordering::Release);
     }
     r
 }
@@ -211,7 +232,7 @@ unsafe extern "C" fn start_poll(p: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) 
 /// `p` is a live CQ of ours.
 unsafe fn owns_span(p: *mut ibv_cq_ex) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { cq_of(p) }.polling.load(Ordering::Relaxed) == me()
+    unsafe { crate::cq::span(p) }.polling.load(Ordering::Relaxed) == me()
 }
 
 /// `int next_poll(struct ibv_cq_ex *)`: 0 with the next completion
@@ -231,8 +252,8 @@ unsafe extern "C" fn next_poll(p: *mut ibv_cq_ex) -> c_int {
 /// nothing when it holds none.
 unsafe extern "C" fn end_poll(p: *mut ibv_cq_ex) {
     // SAFETY: the C contract: a live CQ of ours.
-    let q = unsafe { cq_of(p) };
-    let _ = q.polling.compare_exchange(me(), 0, Ordering::Release, Ordering::Relaxed);
+    let span = unsafe { crate::cq::span(p) };
+    let _ = span.polling.compare_exchange(me(), 0, Ordering::Release, Ordering::Relaxed);
 }
 
 /// The span's current completion; all zero for a thread that holds no
@@ -246,7 +267,7 @@ unsafe fn cur(p: *mut ibv_cq_ex) -> ibv_wc {
         return NO_WC;
     }
     // SAFETY: only the span's owner, this thread, touches `cur` now.
-    unsafe { cq_of(p).cur.get().read() }
+    unsafe { crate::cq::span(p).cur.get().read() }
 }
 
 macro_rules! reader {

@@ -28,7 +28,7 @@ use crate::spin::SpinLock;
 /// A QP's Rust part: rverbs' QP (posting needs it exclusively: one lock,
 /// uncontended when one thread posts) and, for an extended QP, the
 /// `ibv_wr_*` batch (`crate::qp_ex`). Its C struct follows it in its
-/// [`Slot`].
+/// [`QpSlot`].
 #[repr(C)]
 pub(crate) struct Qp {
     pub inner: SpinLock<rverbs::QueuePair>,
@@ -63,20 +63,20 @@ impl Qp {
 /// through its pointer while other threads hold a `&Qp`: the two never
 /// overlap, and the C struct is reached only through raw pointers.
 #[repr(C)]
-pub(crate) struct Slot<C> {
+pub(crate) struct QpSlot<C> {
     qp: Qp,
     c: C,
 }
 
 /// Where the C struct sits in either slot: the same place, so a C pointer
 /// finds its `Qp` without knowing which.
-const C_OFFSET: usize = core::mem::offset_of!(Slot<ibv_qp>, c);
-const _: () = assert!(C_OFFSET == core::mem::offset_of!(Slot<ibv_qp_ex>, c));
+const C_OFFSET: usize = core::mem::offset_of!(QpSlot<ibv_qp>, c);
+const _: () = assert!(C_OFFSET == core::mem::offset_of!(QpSlot<ibv_qp_ex>, c));
 
 /// The plain QPs' memory.
-static QPS: Pool<Slot<ibv_qp>> = Pool::new();
+static QPS: Pool<QpSlot<ibv_qp>> = Pool::new();
 /// The extended QPs' memory.
-static QPS_EX: Pool<Slot<ibv_qp_ex>> = Pool::new();
+static QPS_EX: Pool<QpSlot<ibv_qp_ex>> = Pool::new();
 
 /// # Safety
 /// `p` is NULL or a QP `ibv_create_qp` returned and not yet destroyed.
@@ -85,7 +85,7 @@ pub(crate) unsafe fn qp<'a>(p: *const ibv_qp) -> Option<&'a Qp> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: by the contract, `p` is the `c` of a live `Slot`, derived
+    // SAFETY: by the contract, `p` is the `c` of a live `QpSlot`, derived
     // from the slot's pointer (`create`): its `Qp` is `C_OFFSET` bytes
     // before, in the same allocation.
     Some(unsafe { &*p.byte_sub(C_OFFSET).cast::<Qp>() })
@@ -872,7 +872,7 @@ mod tests {
     /// shared QP (120) added.
     #[test]
     fn a_plain_qp_slot_has_no_wr_ops() {
-        let (plain, ex) = (size_of::<Slot<ibv_qp>>(), size_of::<Slot<ibv_qp_ex>>());
+        let (plain, ex) = (size_of::<QpSlot<ibv_qp>>(), size_of::<QpSlot<ibv_qp_ex>>());
         assert_eq!(ex - plain, size_of::<ibv_qp_ex>() - size_of::<ibv_qp>());
         assert!(plain + 120 <= 480, "plain slot {plain} bytes");
         assert_eq!(C_OFFSET, size_of::<Qp>());
