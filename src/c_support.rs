@@ -16,7 +16,7 @@ use rverbs_uapi::ib_user_verbs::ib_uverbs_async_event_desc;
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    AddressHandle, AsyncEvent, CompletionQueue, Context, CqInitAttr, Errno, Error, MemoryRegion, MemoryWindow,
+    AccessFlags, AddressHandle, AsyncEvent, CompletionQueue, Context, CqInitAttr, Errno, Error, MemoryWindow,
     ProtectionDomain, QpControl, QpInitAttr, QueuePair, Result, SharedReceiveQueue, SrqAttr, SrqControl, Wc,
 };
 
@@ -157,15 +157,31 @@ pub fn dealloc_pd_now(pd: &mut ProtectionDomain) -> Result<()> {
     }
 }
 
-/// Deregisters the kernel MR now (`IB_USER_VERBS_CMD_DEREG_MR`); the Rust
-/// object is then dropped. On error nothing changed.
+pub use rverbs_providers::cmd::mr::MrKeys;
+
+// Registering without a `MemoryRegion` is `ProtectionDomain::reg_mr_keys`
+// (unsafe, so in `mr.rs`, hidden from the docs).
+
+/// Deregisters the MR `handle` of `pd` (`IB_USER_VERBS_CMD_DEREG_MR`). On
+/// error nothing changed.
 ///
 /// # Errors
 /// The kernel's errno.
 #[doc(alias = "ibv_dereg_mr")]
 #[inline]
-pub fn dereg_mr_now(mr: &mut MemoryRegion) -> Result<()> {
-    mr.destroy()
+pub fn dereg_mr_handle(pd: &ProtectionDomain, handle: u32) -> Result<()> {
+    pd.dereg_handle(handle)
+}
+
+/// Changes the access of the MR `handle` of `pd` as
+/// [`MemoryRegion::rereg_access`](crate::MemoryRegion::rereg_access) does: its new keys. On error nothing
+/// changed.
+///
+/// # Errors
+/// As [`MemoryRegion::rereg_access`](crate::MemoryRegion::rereg_access).
+#[doc(alias = "ibv_rereg_mr")]
+pub fn rereg_mr_access(pd: &ProtectionDomain, handle: u32, access: AccessFlags) -> Result<MrKeys> {
+    pd.rereg_access_keys(handle, access)
 }
 
 /// Deallocates the kernel MW now (`UVERBS_METHOD_MW_DESTROY`); the Rust

@@ -239,6 +239,38 @@ impl ProtectionDomain {
         unsafe { self.register(ptr, len, access, None) }
     }
 
+    /// [`reg_mr`](Self::reg_mr)'s checks and kernel command, returning the
+    /// kernel's handle and keys only: for the C library (`c_support`),
+    /// whose caller owns the memory and whose `ibv_mr` holds the rest;
+    /// `c_support::dereg_mr_handle` deregisters it. Not for Rust programs.
+    ///
+    /// # Safety
+    /// As [`reg_mr`](Self::reg_mr), until the deregistration succeeds.
+    ///
+    /// # Errors
+    /// As [`reg_mr`](Self::reg_mr).
+    #[doc(hidden)]
+    #[doc(alias = "ibv_reg_mr")]
+    pub unsafe fn reg_mr_keys(&self, addr: *mut u8, len: usize, access: AccessFlags) -> Result<cmd::MrKeys> {
+        const VERB: &str = "ibv_reg_mr";
+        if len == 0 {
+            return Err(Error::os(VERB, Errno::EINVAL).with_message("a memory region cannot have length 0"));
+        }
+        check_access(VERB, access)?;
+        let ptr = NonNull::new(addr)
+            .ok_or_else(|| Error::os(VERB, Errno::EFAULT).with_message("cannot register the null address"))?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.register_keys(ptr, len, access) }
+    }
+
+    /// Deregisters the MR `handle` of this PD (`IB_USER_VERBS_CMD_DEREG_MR`):
+    /// [`reg_mr_keys`](Self::reg_mr_keys)' counterpart. On error the MR is as it was.
+    pub(crate) fn dereg_handle(&self, handle: u32) -> Result<()> {
+        cmd::dereg_mr(self.context().fd(), handle)?;
+        debug!(handle, "MR deregistered");
+        Ok(())
+    }
+
     /// # Safety
     /// `ptr..ptr+len` stays valid for the region's life (owned or by contract).
     unsafe fn register(
@@ -248,16 +280,8 @@ impl ProtectionDomain {
         access: AccessFlags,
         owned: Option<MmapRaw>,
     ) -> Result<MemoryRegion> {
-        const VERB: &str = "ibv_reg_mr";
-        let _span = verb_span!("ibv_reg_mr", len, access = access.bits());
-        let addr = ptr.as_ptr() as u64;
-        let udata = self.context().provider().map_or(0, |p| p.reg_mr_udata_len());
-        // SAFETY: the range stays valid for the region's life (this
-        // function's contract), and the region never makes references to it.
-        let keys =
-            unsafe { cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits(), udata) }
-                .map_err(|e| reg_error(VERB, e, addr, len))?;
-        debug!(handle = keys.handle, lkey = keys.lkey, rkey = keys.rkey, "MR registered");
+        // SAFETY: forwarded from this function's contract.
+        let keys = unsafe { self.register_keys(ptr, len, access) }?;
         Ok(MemoryRegion {
             pd: self.clone(),
             handle: keys.handle,
@@ -272,6 +296,37 @@ impl ProtectionDomain {
             live: true,
             owned,
         })
+    }
+
+    /// The kernel's registration (`IB_USER_VERBS_CMD_REG_MR`).
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` stays valid while the kernel MR exists.
+    #[inline(always)]
+    unsafe fn register_keys(&self, ptr: NonNull<u8>, len: usize, access: AccessFlags) -> Result<cmd::MrKeys> {
+        const VERB: &str = "ibv_reg_mr";
+        let _span = verb_span!("ibv_reg_mr", len, access = access.bits());
+        let addr = ptr.as_ptr() as u64;
+        let udata = self.context().provider().map_or(0, |p| p.reg_mr_udata_len());
+        // SAFETY: the range stays valid while the kernel MR exists (this
+        // function's contract), and nothing here makes references to it.
+        let keys =
+            unsafe { cmd::reg_mr(self.context().fd(), self.handle(), addr, len as u64, addr, access.bits(), udata) }
+                .map_err(|e| reg_error(VERB, e, addr, len))?;
+        debug!(handle = keys.handle, lkey = keys.lkey, rkey = keys.rkey, "MR registered");
+        Ok(keys)
+    }
+
+    /// Changes the access flags of the MR `handle` of this PD in place
+    /// (`IB_USER_VERBS_CMD_REREG_MR`, `IBV_REREG_MR_CHANGE_ACCESS`): its new
+    /// keys.
+    pub(crate) fn rereg_access_keys(&self, handle: u32, access: AccessFlags) -> Result<cmd::MrKeys> {
+        const VERB: &str = "ibv_rereg_mr";
+        check_access(VERB, access)?;
+        // SAFETY: an access change only (`IBV_REREG_MR_CHANGE_ACCESS`): the
+        // range stays the region's, whose memory is valid for its life.
+        unsafe { cmd::rereg_mr(self.context().fd(), handle, 4, 0, 0, 0, 0, access.bits()) }
+            .map_err(|e| Error::os(VERB, e))
     }
 }
 
@@ -385,12 +440,7 @@ impl MemoryRegion {
     /// `IBV_REREG_MR_CHANGE_ACCESS`, `ibv_rereg_mr`). Keys may change.
     #[doc(alias = "ibv_rereg_mr")]
     pub fn rereg_access(&mut self, access: AccessFlags) -> Result<()> {
-        const VERB: &str = "ibv_rereg_mr";
-        check_access(VERB, access)?;
-        // SAFETY: an access change only (`IBV_REREG_MR_CHANGE_ACCESS`): the
-        // range stays the region's, whose memory is valid for its life.
-        let keys = unsafe { cmd::rereg_mr(self.pd.context().fd(), self.handle, 4, 0, 0, 0, 0, access.bits()) }
-            .map_err(|e| Error::os(VERB, e))?;
+        let keys = self.pd.rereg_access_keys(self.handle, access)?;
         self.lkey = keys.lkey;
         self.rkey = keys.rkey;
         self.access = access;

@@ -73,11 +73,14 @@ unsafe extern "C" fn dealloc_pd(p: *mut ibv_pd) -> c_int {
 }
 symver!(dealloc_pd, ibv_dealloc_pd, "IBVERBS_1.1");
 
-/// An MR: the C `ibv_mr`, then rverbs' region.
+/// An MR: the C `ibv_mr` alone, which holds the kernel's handle and keys
+/// and the PD whose rverbs half deregisters it. (An rverbs
+/// `MemoryRegion`, 88 bytes more, would add a view of memory the C caller
+/// owns, a second count on the PD and a copy of the keys: 136 heap bytes
+/// an MR to rdma-core's 64.)
 #[repr(C)]
 struct Mr {
     c: ibv_mr,
-    inner: rverbs::MemoryRegion,
 }
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`: access bits a device may ignore.
@@ -100,42 +103,17 @@ fn reg(p: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_in
     // SAFETY: the C caller's contract for `ibv_reg_mr`: `addr..addr+length`
     // is its memory, mapped until `ibv_dereg_mr`, which the device may read
     // and write as the access flags allow.
-    let created = unsafe { pd.inner.reg_mr(addr.cast(), length, flags) };
-    let inner = match &created {
-        Ok(m) => m,
+    let keys = match unsafe { pd.inner.reg_mr_keys(addr.cast(), length, flags) } {
+        Ok(k) => k,
         Err(e) => {
-            set_errno(errno::of(e));
+            set_errno(errno::of(&e));
             return core::ptr::null_mut();
         }
     };
     pd.users.fetch_add(1, Ordering::AcqRel);
-    let c = ibv_mr {
-        context: pd.c.context,
-        pd: p,
-        addr,
-        length,
-        handle: inner.handle(),
-        lkey: inner.lkey(),
-        rkey: inner.rkey(),
-    };
-    let m = MRS.alloc_uninit();
-    // SAFETY: `m` is a fresh slot for an `Mr`: both fields are written in
-    // place (no `memcpy` of the whole) before it is handed out. The rverbs
-    // MR is read out of `created`, which is forgotten: it moves, it is not
-    // copied.
-    unsafe {
-        (&raw mut (*m).c).write(c);
-        (&raw mut (*m).inner).write(core::ptr::read(inner));
-        core::mem::forget(created);
-    }
-    m.cast()
-}
-
-/// The fields `reg` writes into an MR's slot: a field added to [`Mr`]
-/// fails to compile here until `reg` writes it too.
-#[allow(dead_code)]
-fn all_fields_written(m: Mr) {
-    let Mr { c: _, inner: _ } = m;
+    let c =
+        ibv_mr { context: pd.c.context, pd: p, addr, length, handle: keys.handle, lkey: keys.lkey, rkey: keys.rkey };
+    MRS.alloc(Mr { c }).cast()
 }
 
 /// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
@@ -224,10 +202,12 @@ unsafe extern "C" fn rereg_mr(
     // caller does not use it concurrently with its rereg (rdma-core's
     // contract too).
     let mr = unsafe { &mut *m.cast::<Mr>() };
-    match mr.inner.rereg_access(a) {
-        Ok(()) => {
-            mr.c.lkey = mr.inner.lkey();
-            mr.c.rkey = mr.inner.rkey();
+    // SAFETY: an MR's PD outlives it (dealloc answers EBUSY while it exists).
+    let Some(pd) = (unsafe { pd(mr.c.pd) }) else { return refused(EINVAL) };
+    match rverbs::c_support::rereg_mr_access(&pd.inner, mr.c.handle, a) {
+        Ok(keys) => {
+            mr.c.lkey = keys.lkey;
+            mr.c.rkey = keys.rkey;
             0
         }
         Err(e) => refused(errno::of(&e)),
@@ -242,14 +222,13 @@ unsafe extern "C" fn dereg_mr(m: *mut ibv_mr) -> c_int {
     }
     // SAFETY: `m` was made by `reg` (from `MRS`); the caller gives it up to this call
     // (the C contract), so nothing else reaches it meanwhile.
-    let mr = unsafe { &mut *m.cast::<Mr>() };
-    if let Err(e) = rverbs::c_support::dereg_mr_now(&mut mr.inner) {
+    let mr = unsafe { &*m.cast::<Mr>() };
+    // SAFETY: the MR's PD outlives it (dealloc answers EBUSY while it exists).
+    let Some(pd) = (unsafe { pd(mr.c.pd) }) else { return EINVAL };
+    if let Err(e) = rverbs::c_support::dereg_mr_handle(&pd.inner, mr.c.handle) {
         return errno::of(&e); // the MR stays usable, as with rdma-core
     }
-    // SAFETY: the MR's PD outlives it (dealloc answers EBUSY while it exists).
-    if let Some(pd) = unsafe { pd(mr.c.pd) } {
-        pd.users.fetch_sub(1, Ordering::AcqRel);
-    }
+    pd.users.fetch_sub(1, Ordering::AcqRel);
     // SAFETY: as above; the kernel MR is gone.
     unsafe { MRS.free(m.cast::<Mr>()) };
     0
