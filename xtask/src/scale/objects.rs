@@ -5,7 +5,10 @@
 //! Per object, per implementation:
 //! * wall time of the create loop and of the destroy loop, and the
 //!   resident memory the create loop added (the programs' own lines, one
-//!   process per kind and N, so that no run inherits another's heap);
+//!   process per kind and N, so that no run inherits another's heap), each
+//!   process having created and destroyed one object of the kind before
+//!   (the programs' `warm_up`: the figures are of warm objects, not of a
+//!   process's first);
 //! * syscalls: `strace -f -c` of the whole program at N and at N = 0 (the
 //!   same set-up, no objects), `(calls(N) − calls(0)) / N`;
 //! * userspace instructions: callgrind counting only inside the two loops
