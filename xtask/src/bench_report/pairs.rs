@@ -47,7 +47,7 @@ impl Pairs {
 
 /// One-sided sign test: the chance of at least `wins` heads in `n` fair
 /// coin tosses, P(X ≥ wins) for X ~ Binomial(n, 1/2).
-fn sign_test(wins: usize, n: usize) -> f64 {
+pub(crate) fn sign_test(wins: usize, n: usize) -> f64 {
     if wins == 0 {
         return 1.0;
     }
@@ -65,7 +65,7 @@ fn sign_test(wins: usize, n: usize) -> f64 {
     tail.min(1.0)
 }
 
-fn p_text(p: f64) -> String {
+pub(crate) fn p_text(p: f64) -> String {
     if p < 0.001 {
         "< 0.001".into()
     } else {

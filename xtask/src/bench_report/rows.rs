@@ -91,6 +91,30 @@ impl Report<'_> {
                 ratio: true,
             });
         }
+        // A poll call's cost follows how many completions it returns, and
+        // the calls per completion follow the events (one poll per event on
+        // both sides): the schedule decides both. Both clients reap the same
+        // two completions an iteration, a send's and a receive's.
+        let poll = VERBS.iter().find(|v| v.name == "poll_cq");
+        let completions = 2.0 * f64::from(CG_ITERS[1]);
+        let all_calls = |c: Option<super::per_call::PerCall>| c.map(|c| c.per_call * c.calls as f64 / completions);
+        rows.push(Row {
+            what: "instructions per completion: poll_cq, all its calls over the 2 completions an iteration".into(),
+            cells: profiles
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        all_calls(
+                            r.as_ref().zip(poll).and_then(|(p, verb)| rdma_core_call(p, verb, u64::from(CG_ITERS[1]))),
+                        ),
+                        all_calls(v.as_ref().zip(poll).and_then(|(p, verb)| rverbs_call(p, verb))),
+                    )
+                })
+                .collect(),
+            digits: 1,
+            goal: Goal::None,
+            ratio: true,
+        });
         rows.push(Row {
             what: "completion events per iteration (n = 1000 profile; each costs a read, an arm and a poll)".into(),
             cells: profiles
