@@ -247,7 +247,9 @@ pub fn table(runs: &[KernelRun]) -> String {
                     }
                 })
             };
-            let sys = per(&|r, i| syscalls(r, kind, i, n), &|v| format!("{v:.2}"));
+            // Exact: as many places as N has digits after the first (two at least).
+            let places = (n.max(1).ilog10() as usize).max(2);
+            let sys = per(&|r, i| syscalls(r, kind, i, n), &|v| format!("{v:.places$}"));
             let ins = per(&|r, i| instructions(r, kind, i, n), &thousands);
             let rss = per(&|r, i| figure(&samples[at(r)], kind, i, n, value("rss_b")), &thousands);
             t.push_str(&format!("| {kind} | {} | {sys} | {ins} | {rss} |", thousands(n as f64)));
