@@ -56,6 +56,18 @@ bitflags! {
     }
 }
 
+/// `ibv_reg_mr`'s checks of a caller's range: a length, an address, the
+/// access flags.
+#[inline]
+fn check_reg(addr: *mut u8, len: usize, access: AccessFlags) -> Result<NonNull<u8>> {
+    const VERB: &str = "ibv_reg_mr";
+    if len == 0 {
+        return Err(Error::os(VERB, Errno::EINVAL).with_message("a memory region cannot have length 0"));
+    }
+    check_access(VERB, access)?;
+    NonNull::new(addr).ok_or_else(|| Error::os(VERB, Errno::EFAULT).with_message("cannot register the null address"))
+}
+
 /// Checks what the kernel would refuse with a bare `EINVAL` (the test
 /// inline, its error out of line).
 #[inline]
@@ -228,13 +240,7 @@ impl ProtectionDomain {
     /// exactly one of them (the two would access it with different sizes).
     #[doc(alias = "ibv_reg_mr")]
     pub unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
-        const VERB: &str = "ibv_reg_mr";
-        if len == 0 {
-            return Err(Error::os(VERB, Errno::EINVAL).with_message("a memory region cannot have length 0"));
-        }
-        check_access(VERB, access)?;
-        let ptr = NonNull::new(addr)
-            .ok_or_else(|| Error::os(VERB, Errno::EFAULT).with_message("cannot register the null address"))?;
+        let ptr = check_reg(addr, len, access)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { self.register(ptr, len, access, None) }
     }
@@ -252,13 +258,7 @@ impl ProtectionDomain {
     #[doc(hidden)]
     #[doc(alias = "ibv_reg_mr")]
     pub unsafe fn reg_mr_keys(&self, addr: *mut u8, len: usize, access: AccessFlags) -> Result<cmd::MrKeys> {
-        const VERB: &str = "ibv_reg_mr";
-        if len == 0 {
-            return Err(Error::os(VERB, Errno::EINVAL).with_message("a memory region cannot have length 0"));
-        }
-        check_access(VERB, access)?;
-        let ptr = NonNull::new(addr)
-            .ok_or_else(|| Error::os(VERB, Errno::EFAULT).with_message("cannot register the null address"))?;
+        let ptr = check_reg(addr, len, access)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { self.register_keys(ptr, len, access) }
     }
