@@ -23,7 +23,7 @@ pub use doc::{write_into_doc, write_siw_into_doc};
 pub(crate) use kernel_run::median;
 pub use kernel_run::KernelRun;
 pub use mock::MockCounts;
-pub(crate) use pairs::{p_text, sign_test};
+pub(crate) use pairs::{p_text, Pairs};
 pub use report::Report;
 
 /// `s` as owned lines, as a guest's file arrives (for the tests).

@@ -8,19 +8,19 @@ use super::report::{fmt, size_text, Report};
 
 /// Runs compared pairwise: (rdma-core, rverbs) figures of the same run.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Pairs {
+pub(crate) struct Pairs {
     /// Pairs compared.
-    n: usize,
+    pub n: usize,
     /// Pairs in which rverbs was ahead (lower, or higher for a bandwidth).
-    wins: usize,
+    pub wins: usize,
     /// Pairs with equal figures (left out of the sign test).
-    ties: usize,
+    pub ties: usize,
     /// Geometric mean of rverbs / rdma-core over the pairs.
-    geo_mean: Option<f64>,
+    pub geo_mean: Option<f64>,
 }
 
 impl Pairs {
-    fn of(pairs: &[(f64, f64)], lower_is_better: bool) -> Pairs {
+    pub(crate) fn of(pairs: &[(f64, f64)], lower_is_better: bool) -> Pairs {
         let ok: Vec<(f64, f64)> = pairs.iter().copied().filter(|(a, b)| *a > 0.0 && *b > 0.0).collect();
         let ahead = |(a, b): &(f64, f64)| if lower_is_better { b < a } else { b > a };
         let n = ok.len();
@@ -33,13 +33,18 @@ impl Pairs {
         }
     }
 
+    /// The one-sided sign test's p of the wins (ties left out).
+    pub(crate) fn p(&self) -> f64 {
+        sign_test(self.wins, self.n - self.ties)
+    }
+
     fn wins_text(&self, with_p: bool) -> String {
         if self.n == 0 {
             return "-".into();
         }
         let mut t = format!("{} of {}", self.wins, self.n);
         if with_p {
-            t.push_str(&format!(" (p = {})", p_text(sign_test(self.wins, self.n - self.ties))));
+            t.push_str(&format!(" (p = {})", p_text(self.p())));
         }
         t
     }
@@ -47,7 +52,7 @@ impl Pairs {
 
 /// One-sided sign test: the chance of at least `wins` heads in `n` fair
 /// coin tosses, P(X ≥ wins) for X ~ Binomial(n, 1/2).
-pub(crate) fn sign_test(wins: usize, n: usize) -> f64 {
+fn sign_test(wins: usize, n: usize) -> f64 {
     if wins == 0 {
         return 1.0;
     }

@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 
 use super::{across, command, header, ratio, thousands, triple, Sample, IMPLS};
-use crate::bench_report::{median, p_text, sign_test, KernelRun};
+use crate::bench_report::{median, p_text, KernelRun, Pairs};
 use crate::project::Workspace;
 use crate::util::Result;
 
@@ -194,18 +194,14 @@ fn pooled(samples: &[Sample], imp: &str) -> String {
         .iter()
         .flat_map(|k| NS.iter().map(move |n| (*k, *n)))
         .filter_map(|(k, n)| Some((wall(samples, k, "rdma-core", n)?, wall(samples, k, imp, n)?)))
-        .filter(|(a, b)| *a > 0.0 && *b > 0.0)
         .collect();
-    if pairs.is_empty() {
-        return "-".into();
-    }
-    let wins = pairs.iter().filter(|(a, b)| b < a).count();
-    let ties = pairs.iter().filter(|(a, b)| a == b).count();
-    let geo = (pairs.iter().map(|(a, b)| (b / a).ln()).sum::<f64>() / pairs.len() as f64).exp();
+    let p = Pairs::of(&pairs, true);
+    let Some(geo) = p.geo_mean else { return "-".into() };
     format!(
-        "ahead in {wins} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
-        pairs.len(),
-        p_text(sign_test(wins, pairs.len() - ties))
+        "ahead in {} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
+        p.wins,
+        p.n,
+        p_text(p.p())
     )
 }
 
