@@ -10,9 +10,9 @@
 //!
 //! Cases: `post` (one `SendRing::post` of one 1-SGE SEND per call),
 //! `poll16` and `poll1` (`CqRing::poll` with room for 16 or 1 CQEs, each
-//! with immediate data: the decode's longest path), `poll1plain` and
-//! `poll2plain` (room for 1 or 2, receives without immediate data: the
-//! usual CQE, copied as it is). The
+//! with immediate data: the decode's longest path), `poll16plain`,
+//! `poll1plain` and `poll2plain` (room for 16, 1 or 2, receives without
+//! immediate data: the usual CQE, copied as it is). The
 //! rings and the mock kernel come as the fixtures of
 //! `rverbs_providers::rxe::bench`, which own both sides.
 //!
@@ -129,16 +129,18 @@ fn run(case: &str, n: u64) -> Option<Duration> {
         "post" => run_post(n),
         "poll16" => run_poll(n, 16),
         "poll1" => run_poll(n, 1),
+        "poll16plain" => run_poll_of(n, 16, false),
         "poll1plain" => run_poll_of(n, 1, false),
         "poll2plain" => run_poll_of(n, 2, false),
         _ => return None,
     })
 }
 
-const CASES: [(&str, &str, &str, u32); 5] = [
+const CASES: [(&str, &str, &str, u32); 6] = [
     ("post", "post, one 1-SGE SEND", "ns/post", 50),
     ("poll16", "poll, batches of 16", "ns/CQE ", 20),
     ("poll1", "poll, batches of 1", "ns/CQE ", 20),
+    ("poll16plain", "poll, batches of 16, no immediate", "ns/CQE ", 20),
     ("poll1plain", "poll, batches of 1, no immediate", "ns/CQE ", 20),
     ("poll2plain", "poll, batches of 2, no immediate", "ns/CQE ", 20),
 ];
@@ -148,7 +150,7 @@ fn main() {
     if args.first().map(String::as_str) == Some("count") {
         let n: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
         if run(args.get(1).map_or("", String::as_str), n).is_none() {
-            eprintln!("usage: rxe_bench count post|poll16|poll1|poll1plain|poll2plain N");
+            eprintln!("usage: rxe_bench count post|poll16|poll16plain|poll1|poll1plain|poll2plain N");
             std::process::exit(2);
         }
         return;

@@ -953,6 +953,7 @@ fn mock_counts(ws: &Workspace) -> Result<MockCounts> {
     for (bench, case, toggle) in [
         ("rxe_bench", "post", "rxe_bench::loop_*"),
         ("rxe_bench", "poll16", "rxe_bench::loop_*"),
+        ("rxe_bench", "poll16plain", "rxe_bench::loop_*"),
         ("rxe_bench", "poll1", "rxe_bench::loop_*"),
         ("mlx5_bench", "post", "*bench_post*"),
         ("mlx5_bench", "poll16", "*bench_poll*"),

@@ -444,8 +444,7 @@ impl CqRing {
         for w in out {
             // SAFETY: published (contract), a whole 8-aligned slot of at
             // least CQE_LEN bytes (asserted in `new`).
-            let raw = unsafe { wqe::read_cqe(slot) };
-            w.write(if HOST_IMM { wqe::decode_cqe(raw) } else { wqe::decode_cqe_flags(raw) });
+            unsafe { copy_cqe::<HOST_IMM>(slot, w) };
             // The next slot, or (after the last) one past the ring's end:
             // never read.
             slot = slot.wrapping_add(self.step);

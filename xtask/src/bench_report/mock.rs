@@ -27,6 +27,7 @@ pub(super) fn mock_table(m: &MockCounts) -> String {
         let what = match case.as_str() {
             "post" => "post of one WR",
             "poll16" => "poll, batches of 16, per CQE",
+            "poll16plain" => "poll, batches of 16, per CQE without immediate data",
             "poll_one" => "poll_one call that returns one CQE",
             _ => "poll call that returns one CQE",
         };
