@@ -216,6 +216,16 @@ pub fn poll_uninit_net_imm<'a>(cq: &mut CompletionQueue, out: &'a mut [std::mem:
     cq.driver.poll_uninit_net_imm(out)
 }
 
+/// [`poll_uninit_net_imm`] when the provider takes it in line with no call
+/// (rxe, none, one or two completions ready): `Some` with how many were
+/// written into the first entries of `out`; `None`, with nothing consumed,
+/// when [`poll_uninit_net_imm`] must be called (out of line).
+#[doc(alias = "ibv_poll_cq")]
+#[inline(always)]
+pub fn poll_few_uninit_net_imm(cq: &mut CompletionQueue, out: &mut [std::mem::MaybeUninit<Wc>]) -> Option<usize> {
+    cq.driver.poll_few_uninit_net_imm(out)
+}
+
 /// [`poll_uninit_net_imm`] of one entry, without a slice: the next
 /// completion written into `w`, or `None` with `w` untouched. For C
 /// callers that poll one at a time (perftest's latency tests): on rxe it

@@ -411,85 +411,65 @@ pub(crate) fn wc_to_c(w: &rverbs::Wc) -> ibv_wc {
 /// negative `num` or a NULL array. An empty CQ answers 0 whatever `num`
 /// and `wc` are (nothing is written), as rdma-core's providers do.
 ///
-/// Shaped for a busy-polling caller, whose polls are nearly all empty: the
-/// empty one is the NULL test, the lock (`lock bts`), the provider's
-/// emptiness test ([`rverbs::CompletionQueue::is_empty`]: a jump on the
-/// provider, then on rxe its producer index against ours) and the release,
-/// with no call and no frame (19 instructions on rxe, from 32). A poll that
-/// finds something goes on, as a tail call, to [`poll_one_locked`] or
-/// [`poll_locked`], which test the arguments and copy.
+/// On rxe one straight line with no call and no frame, both for the empty
+/// poll of a busy-polling caller (the NULL tests, the lock (`lock bts`),
+/// the provider's producer index against ours, the release) and for a
+/// poll that finds one or two completions (the same, then the copies into
+/// the caller's array and the consumer's store). Three or more, other
+/// providers, a held lock and bad arguments go on, as tail calls, to
+/// functions out of line.
 pub(crate) unsafe extern "C" fn poll_cq(p: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: the C contract: a live CQ of ours.
     let Some(q) = (unsafe { cq(p) }) else { return -EINVAL };
-    let Some(g) = q.inner.try_lock_bts() else {
-        // SAFETY: forwarded (`wc` is tested there).
+    let Some(mut g) = q.inner.try_lock_bts() else {
+        // SAFETY: forwarded (`num` and `wc` are tested there).
         return unsafe { poll_contended(q, num, wc) };
     };
-    if g.is_empty() {
-        return 0;
+    if num < 1 || wc.is_null() {
+        return bad_poll(g, num);
     }
-    if num == 1 {
-        // SAFETY: forwarded (`wc` is tested there).
-        return unsafe { poll_one_locked(g, wc) };
+    // SAFETY: as in `poll_locked`.
+    let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<rverbs::Wc>>(), num as usize) };
+    match rverbs::c_support::poll_few_uninit_net_imm(&mut g, out) {
+        Some(n) => n as c_int,
+        // SAFETY: forwarded.
+        None => unsafe { poll_locked(g, num, wc) },
     }
-    // SAFETY: forwarded (`num` and `wc` are tested there).
-    unsafe { poll_locked(g, num, wc) }
 }
 
 /// [`poll_cq`] when another thread holds the CQ: waits for it, then polls.
 ///
 /// # Safety
 /// `wc` is NULL or holds `num` entries.
+#[cold]
 #[inline(never)]
 unsafe extern "C" fn poll_contended(q: &Cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     let g = q.inner.lock();
-    if num == 1 {
-        // SAFETY: forwarded.
-        return unsafe { poll_one_locked(g, wc) };
+    if num < 1 || wc.is_null() {
+        return bad_poll(g, num);
     }
     // SAFETY: forwarded.
     unsafe { poll_locked(g, num, wc) }
 }
 
-/// [`poll_cq`] of one entry (perftest's latency tests) that may find a
-/// completion: it is written into `wc`; returns 1, or 0 if there was none
-/// after all, or `-EINVAL` for a NULL `wc`. Takes the held lock and
-/// releases it on return. rxe's ring copy is inlined here (one frame).
-///
-/// rverbs' `Wc` has `ibv_wc`'s layout (asserted below; its `port_num` lies
-/// in `ibv_wc`'s tail padding), and the `*_net_imm` polls leave `imm_data`
-/// in network order as `ibv_wc` holds it, so the provider decodes straight
-/// into the caller's array: no local copy, no zeroing, no swap.
-///
-/// # Safety
-/// `wc` is NULL or holds one entry.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn poll_one_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, wc: *mut ibv_wc) -> c_int {
-    if wc.is_null() {
-        drop(cq);
-        return -EINVAL;
-    }
-    // SAFETY: the caller's array holds one `ibv_wc`, seen as an
-    // uninitialised `Wc` of the same layout; no other reference to it
-    // exists while the C caller waits for this call.
-    let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
-    c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut cq, w).is_some())
-}
-
-/// [`poll_cq`] of `num` entries that may find completions: up to `num` of
-/// them written into `wc`; returns how many, or for `num < 1` or a NULL
-/// `wc` [`bad_poll`]'s answer. Takes the held lock and releases it on
-/// return. As [`poll_one_locked`], straight into the caller's array.
+/// [`poll_cq`] of `num` entries (at least 1, into a non-NULL `wc`) that
+/// [`poll_few_uninit_net_imm`](rverbs::c_support::poll_few_uninit_net_imm)
+/// did not take: up to `num` completions written into `wc`; returns how
+/// many. Takes the held lock and releases it on return. Tests for an empty
+/// CQ first: another provider's emptiness test (mlx5: the next entry's
+/// owner bit) costs less than its poll, and a busy-polling caller's polls
+/// are nearly all empty. The provider
+/// decodes straight into the caller's array: rverbs' `Wc` has `ibv_wc`'s
+/// layout (asserted below; its `port_num` lies in `ibv_wc`'s tail
+/// padding), and the `*_net_imm` polls leave `imm_data` in network order
+/// as `ibv_wc` holds it, so there is no local copy, no zeroing, no swap.
 ///
 /// # Safety
-/// `wc` is NULL or holds `num` entries.
-#[cold]
+/// `num >= 1`, and `wc` holds `num` entries.
 #[inline(never)]
 unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: c_int, wc: *mut ibv_wc) -> c_int {
-    if num < 1 || wc.is_null() {
-        drop(cq);
-        return bad_poll(num);
+    if cq.is_empty() {
+        return 0;
     }
     // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
     // contract), as many `Wc`s of the same size and alignment; seen as
@@ -499,12 +479,12 @@ unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>,
     rverbs::c_support::poll_uninit_net_imm(&mut cq, out).len() as c_int
 }
 
-/// [`poll_locked`]'s answer to `num < 1` or a NULL array: 0 for `num ==
-/// 0`, else `-EINVAL`.
+/// [`poll_cq`]'s answer to `num < 1` or a NULL array: 0 for an empty CQ
+/// or for `num == 0`, else `-EINVAL`. Releases the lock.
 #[cold]
 #[inline(never)]
-fn bad_poll(num: c_int) -> c_int {
-    if num == 0 {
+extern "C" fn bad_poll(cq: SpinGuard<'_, rverbs::CompletionQueue>, num: c_int) -> c_int {
+    if cq.is_empty() || num == 0 {
         0
     } else {
         -EINVAL

@@ -551,6 +551,20 @@ impl CqDriver {
         unsafe { &mut *(done as *mut [MaybeUninit<Wc>] as *mut [Wc]) }
     }
 
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) taken in line
+    /// where that costs no call (rxe, when none, one or two completions are
+    /// ready): `Some` with how many were written; `None`, with nothing
+    /// consumed, for every other case (three or more ready, another
+    /// provider, a dead CQ), which `poll_uninit_net_imm` then takes. For
+    /// the C library's `ibv_poll_cq`, whose usual poll is then a leaf.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_few_uninit_net_imm(&mut self, out: &mut [MaybeUninit<Wc>]) -> Option<usize> {
+        let n = inline_first!(&mut self.0, d => d.poll_few_uninit_net_imm(out), None)?;
+        // At most `out.len()` (see `poll_uninit_net_imm`).
+        Some(n.min(out.len()))
+    }
+
     /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) of one entry,
     /// without the slice: `Some` with the completion written into `w`, or
     /// `None` (`w` untouched) when there is none. rxe's ring copy is

@@ -162,6 +162,16 @@ pub(crate) trait CqPoll: Debug + Send + Sized {
         n
     }
 
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) when the
+    /// provider can take the whole poll in line (rxe: none, one or two
+    /// ready): `Some` with how many were written; `None` (nothing consumed)
+    /// when the caller must call `poll_uninit_net_imm`. Only an
+    /// [`INLINE`](Self::INLINE) provider's is called.
+    #[inline(always)]
+    fn poll_few_uninit_net_imm(&mut self, _out: &mut [MaybeUninit<Wc>]) -> Option<usize> {
+        None
+    }
+
     /// One entry of [`poll_uninit_net_imm`](Self::poll_uninit_net_imm):
     /// `Some` with the completion written into `w`, or `None` (`w` untouched).
     #[cold]

@@ -460,37 +460,78 @@ impl CqRing {
     /// out of line, as a tail call.
     #[inline(always)]
     fn poll_into<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
+        let (cons, ready) = self.ready();
+        if ready == 0 {
+            return 0;
+        }
+        let n = ready.min(out.len());
+        // Not one or two (`out` is empty, or three or more are ready):
+        // one range test.
+        if n.wrapping_sub(1) > 1 {
+            // SAFETY: published (`ready`); `n <= out.len()`.
+            return unsafe { self.take_many::<HOST_IMM>(out, n, cons) };
+        }
+        // SAFETY: published (`ready`); `n` is 1 or 2, at most `out.len()`.
+        unsafe { self.take_few::<HOST_IMM>(out, n, cons) };
+        n
+    }
+
+    /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) when it finds
+    /// none, one or two completions: `Some` with how many (copied and
+    /// consumed). `None` when `out` is empty or three or more are ready,
+    /// with nothing consumed: the caller polls again, out of line. Inlined
+    /// whole, with no call: the C library's `ibv_poll_cq` is then a leaf,
+    /// with no frame, and its loop for three or more a tail call.
+    #[inline(always)]
+    pub fn poll_few_uninit_net_imm(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> Option<usize> {
+        let (cons, ready) = self.ready();
+        if ready == 0 {
+            return Some(0);
+        }
+        let n = ready.min(out.len());
+        if n.wrapping_sub(1) > 1 {
+            return None;
+        }
+        // SAFETY: published (`ready`); `n` is 1 or 2, at most `out.len()`.
+        unsafe { self.take_few::<false>(out, n, cons) };
+        Some(n)
+    }
+
+    /// Our consumer index and how many CQEs the kernel has published from
+    /// it on.
+    #[inline(always)]
+    fn ready(&self) -> (u32, usize) {
         // Relaxed: the CQ consumer is ours. Loaded before the producer, so
         // that nothing of `self` is loaded twice around the Acquire.
         let cons = self.q.consumer_own();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
         // In `usize`: no zero extension of the count before the `min`.
-        let ready = (prod as usize).wrapping_sub(cons as usize) & self.q.index_mask() as usize;
-        if ready == 0 {
-            return 0;
-        }
-        let n = ready.min(out.len());
-        // The `n` slots from `cons` on lie between our consumer and the
-        // producer we loaded with Acquire: the kernel finished writing them.
-        // Not one or two (`out` is empty, or three or more are ready):
-        // one range test.
-        if n.wrapping_sub(1) > 1 {
-            // SAFETY: published; `n <= out.len()`.
-            return unsafe { self.take_many::<HOST_IMM>(out, n, cons) };
-        }
+        (cons, (prod as usize).wrapping_sub(cons as usize) & self.q.index_mask() as usize)
+    }
+
+    /// Takes the one or two CQEs from slot `cons` on into `out`, in a
+    /// straight line (a CQE that needs no decoding, the usual one, is
+    /// three 16-byte copies and one test of its flags) that saves no
+    /// register and sets up no loop, and consumes them.
+    ///
+    /// # Safety
+    /// The kernel has published `n` slots from `cons` on (between our
+    /// consumer and a producer loaded with Acquire); `n` is 1 or 2, at most
+    /// `out.len()`.
+    #[inline(always)]
+    unsafe fn take_few<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>], n: usize, cons: u32) {
         if let [first, rest @ ..] = &mut out[..n] {
-            // SAFETY: published.
+            // SAFETY: published (contract).
             unsafe { copy_cqe::<HOST_IMM>(self.slot(cons), first) };
             if let [second] = rest {
-                // SAFETY: published.
+                // SAFETY: published (contract).
                 unsafe { copy_cqe::<HOST_IMM>(self.slot(cons.wrapping_add(1)), second) };
             }
         }
         // Release: our copies are done before the kernel may reuse the slots
         // (`publish_consumer` masks the index).
         self.q.publish_consumer(cons.wrapping_add(n as u32));
-        n
     }
 }
 

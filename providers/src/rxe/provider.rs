@@ -106,6 +106,11 @@ impl CqPoll for RxeCq {
     }
 
     #[inline(always)]
+    fn poll_few_uninit_net_imm(&mut self, out: &mut [MaybeUninit<Wc>]) -> Option<usize> {
+        self.ring.poll_few_uninit_net_imm(out)
+    }
+
+    #[inline(always)]
     fn is_empty(&self) -> bool {
         self.ring.is_empty()
     }
