@@ -100,6 +100,9 @@ fn reap_pattern(imp: &str) -> &'static str {
 
 /// Appends the section's part of the guest script.
 pub fn script(s: &mut String, port: &mut u32) {
+    if std::env::var("RVERBS_SCALE_QUEUES").as_deref() == Ok("profiles") {
+        return profiles_script(s);
+    }
     s.push_str("step scale-queues\n");
     let mut turn = 0;
     for mode in MODES {
@@ -153,6 +156,29 @@ pub fn script(s: &mut String, port: &mut u32) {
                  --log-file=$D/{tag}.vg ib_write_bw {args} 127.0.0.1\"\n",
                 tag = wbw_cg_tag(lib, q)
             ));
+        }
+    }
+}
+
+/// Development: the counted runs of `poll` alone, their profiles kept
+/// per instruction (`sq-cg-IMPL-poll-N-ROUNDS.out`), for callgrind_annotate.
+fn profiles_script(s: &mut String) {
+    s.push_str("step scale-queues-profiles\n");
+    for n in NS {
+        for imp in IMPLS {
+            for r in counted_rounds(n) {
+                let tag = cg_tag(imp, "poll", n, r);
+                let vg = format!(
+                    "valgrind --tool=callgrind --callgrind-out-file=$D/{tag}.out --dump-instr=yes --dump-line=yes \
+                     --collect-atstart=no '--toggle-collect={}'",
+                    reap_pattern(imp)
+                );
+                s.push_str(&format!(
+                    "for t in 1 2 3; do timeout 900 {} >$D/{tag} 2>&1; grep -q ' empty=0 ' $D/{tag} && break; \
+                     done\n",
+                    command(imp, &vg, "poll", n, r)
+                ));
+            }
         }
     }
 }
