@@ -832,6 +832,52 @@ fn poll_one_uninit_net_imm_matches_a_one_entry_poll() {
     }
 }
 
+/// `poll_few_uninit_net_imm` takes what `poll_uninit_net_imm` takes when
+/// none, one or two completions are ready (the same entries, the same
+/// consumer index, a slice of one taking one of two), and answers `None`
+/// with nothing consumed when three or more are, after which
+/// `poll_uninit_net_imm` takes them all; across the ring's end.
+#[test]
+fn poll_few_uninit_net_imm_takes_up_to_two_and_leaves_more_to_the_loop() {
+    let (mut a, mut b) = (cq(8), cq(8));
+    let mut k = MockKernel::new(Transport::Rc);
+    let mut next = 0u64;
+    for round in 0..20u64 {
+        let batch = round % 5;
+        let len = if round % 4 == 3 { 1 } else { 4 };
+        for i in next..next + batch {
+            let cqe = recv_cqe(i, 1, 10 + i as u32, (i % 2 == 0).then_some(0x0102_0304 + i as u32));
+            assert!(k.produce_cqe(a.queue(), &cqe));
+            assert!(k.produce_cqe(b.queue(), &cqe));
+        }
+        let fresh = || core::mem::MaybeUninit::new(Wc { wr_id: 0xdead, ..Wc::default() });
+        let (mut want, mut got) = ([fresh(); 4], [fresh(); 4]);
+        let n = a.poll_uninit_net_imm(&mut want[..len]);
+        let cons = b.queue().consumer_own();
+        let m = match b.poll_few_uninit_net_imm(&mut got[..len]) {
+            Some(m) => m,
+            None => {
+                assert!(batch >= 3 && len > 2, "round {round}: None only for three or more");
+                assert_eq!(b.queue().consumer_own(), cons, "round {round}: None consumes nothing");
+                // SAFETY: every entry of `got` is initialised (above).
+                assert_eq!(unsafe { got[0].assume_init() }.wr_id, 0xdead, "round {round}: nothing written");
+                b.poll_uninit_net_imm(&mut got[..len])
+            }
+        };
+        assert_eq!((m, n), (n, (batch as usize).min(len)), "round {round}");
+        for i in 0..4 {
+            // SAFETY: every entry of both arrays is initialised.
+            let (g, w) = unsafe { (got[i].assume_init(), want[i].assume_init()) };
+            assert_eq!(g, w, "round {round}, entry {i}");
+        }
+        assert_eq!(b.queue().consumer_own(), a.queue().consumer_own(), "round {round}");
+        // Whatever a slice of one left behind.
+        while a.poll_uninit_net_imm(&mut want) > 0 {}
+        while b.poll_uninit_net_imm(&mut got) > 0 {}
+        next += batch;
+    }
+}
+
 #[test]
 fn one_slot_always_empty() {
     let mut s = sq(8, RC);
