@@ -400,10 +400,9 @@ impl CqRing {
     }
 
     /// [`poll_into`](Self::poll_into) of `n` CQEs from slot `cons` on, when
-    /// `n` is not one or two, out of line: decodes them into `out`,
-    /// publishes the consumer, returns `n`. Each CQE is decoded whatever
-    /// its flags (a table lookup and a conditional swap, no branch): the
-    /// cheaper loop when many come at once.
+    /// `n` is not one or two, out of line: copies them into `out` (each as
+    /// [`copy_cqe`] does: as it is, decoded only where its flags need it),
+    /// publishes the consumer, returns `n`.
     ///
     /// # Safety
     /// The kernel has published `n` slots from `cons` on, `n <= out.len()`.
@@ -460,20 +459,12 @@ impl CqRing {
     /// out of line, as a tail call.
     #[inline(always)]
     fn poll_into<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> usize {
-        let (cons, ready) = self.ready();
-        if ready == 0 {
-            return 0;
+        match self.take_few::<HOST_IMM>(out) {
+            Few::Taken(n) => n,
+            // SAFETY: `Few::More`'s `n` slots from `cons` on are published,
+            // and `n <= out.len()`.
+            Few::More { n, cons } => unsafe { self.take_many::<HOST_IMM>(out, n, cons) },
         }
-        let n = ready.min(out.len());
-        // Not one or two (`out` is empty, or three or more are ready):
-        // one range test.
-        if n.wrapping_sub(1) > 1 {
-            // SAFETY: published (`ready`); `n <= out.len()`.
-            return unsafe { self.take_many::<HOST_IMM>(out, n, cons) };
-        }
-        // SAFETY: published (`ready`); `n` is 1 or 2, at most `out.len()`.
-        unsafe { self.take_few::<HOST_IMM>(out, n, cons) };
-        n
     }
 
     /// [`poll_uninit_net_imm`](Self::poll_uninit_net_imm) when it finds
@@ -484,55 +475,58 @@ impl CqRing {
     /// with no frame, and its loop for three or more a tail call.
     #[inline(always)]
     pub fn poll_few_uninit_net_imm(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> Option<usize> {
-        let (cons, ready) = self.ready();
-        if ready == 0 {
-            return Some(0);
+        match self.take_few::<false>(out) {
+            Few::Taken(n) => Some(n),
+            Few::More { .. } => None,
         }
-        let n = ready.min(out.len());
-        if n.wrapping_sub(1) > 1 {
-            return None;
-        }
-        // SAFETY: published (`ready`); `n` is 1 or 2, at most `out.len()`.
-        unsafe { self.take_few::<false>(out, n, cons) };
-        Some(n)
     }
 
-    /// Our consumer index and how many CQEs the kernel has published from
-    /// it on.
+    /// The polls' common start: how many CQEs the kernel has published
+    /// from our consumer on; when that is none, or one or two that fit in
+    /// `out`, takes them in a straight line (a CQE that needs no decoding,
+    /// the usual one, is three 16-byte copies and one test of its flags)
+    /// that saves no register and sets up no loop, and consumes them.
     #[inline(always)]
-    fn ready(&self) -> (u32, usize) {
+    fn take_few<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>]) -> Few {
         // Relaxed: the CQ consumer is ours. Loaded before the producer, so
         // that nothing of `self` is loaded twice around the Acquire.
         let cons = self.q.consumer_own();
         // Acquire: the CQEs up to the kernel's producer are written before we read them.
         let prod = self.q.producer_acquire();
         // In `usize`: no zero extension of the count before the `min`.
-        (cons, (prod as usize).wrapping_sub(cons as usize) & self.q.index_mask() as usize)
-    }
-
-    /// Takes the one or two CQEs from slot `cons` on into `out`, in a
-    /// straight line (a CQE that needs no decoding, the usual one, is
-    /// three 16-byte copies and one test of its flags) that saves no
-    /// register and sets up no loop, and consumes them.
-    ///
-    /// # Safety
-    /// The kernel has published `n` slots from `cons` on (between our
-    /// consumer and a producer loaded with Acquire); `n` is 1 or 2, at most
-    /// `out.len()`.
-    #[inline(always)]
-    unsafe fn take_few<const HOST_IMM: bool>(&mut self, out: &mut [core::mem::MaybeUninit<Wc>], n: usize, cons: u32) {
+        let ready = (prod as usize).wrapping_sub(cons as usize) & self.q.index_mask() as usize;
+        if ready == 0 {
+            return Few::Taken(0);
+        }
+        let n = ready.min(out.len());
+        // The `n` slots from `cons` on lie between our consumer and the
+        // producer we loaded with Acquire: the kernel finished writing them.
+        // Not one or two (`out` is empty, or three or more are ready):
+        // one range test.
+        if n.wrapping_sub(1) > 1 {
+            return Few::More { n, cons };
+        }
         if let [first, rest @ ..] = &mut out[..n] {
-            // SAFETY: published (contract).
+            // SAFETY: published (above).
             unsafe { copy_cqe::<HOST_IMM>(self.slot(cons), first) };
             if let [second] = rest {
-                // SAFETY: published (contract).
+                // SAFETY: published (above).
                 unsafe { copy_cqe::<HOST_IMM>(self.slot(cons.wrapping_add(1)), second) };
             }
         }
         // Release: our copies are done before the kernel may reuse the slots
         // (`publish_consumer` masks the index).
         self.q.publish_consumer(cons.wrapping_add(n as u32));
+        Few::Taken(n)
     }
+}
+
+/// What [`CqRing::take_few`] did: took `n` CQEs (none, one or two), or
+/// took none and left `n` (zero, when `out` is empty, or three or more)
+/// from slot `cons` on, published, `n <= out.len()`, to the loop.
+enum Few {
+    Taken(usize),
+    More { n: usize, cons: u32 },
 }
 
 /// Copies the CQE at `slot` into `w` as it is, then decodes it there if its
