@@ -471,6 +471,16 @@ unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>,
     if cq.is_empty() {
         return 0;
     }
+    if num == 1 {
+        // One entry (perftest's latency tests) on a provider that is not
+        // inlined (`poll_cq` takes every one-entry poll of rxe in line):
+        // its one-entry path, with no slice to test (mlx5's `poll_one`).
+        // SAFETY: the caller's array holds one `ibv_wc`, seen as an
+        // uninitialised `Wc` of the same layout; no other reference to it
+        // exists while the C caller waits for this call.
+        let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
+        return c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut cq, w).is_some());
+    }
     // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
     // contract), as many `Wc`s of the same size and alignment; seen as
     // `MaybeUninit`, nothing is assumed of what they hold, and no other
