@@ -1,5 +1,6 @@
 //! Memory regions and addresses against the real kernel (VM tier):
-//! deregistration under an RDMA READ in flight, transfers through caller
+//! deregistration under an RDMA READ in flight, a READ into a deregistered
+//! region, transfers through caller
 //! memory (`reg_mr` over a `Vec` and an anonymous mapping), one region
 //! shared between threads, and a UD send naming a destroyed AH. What rxe
 //! does where the verbs leave it open is pinned per kernel (6.1, 6.12).
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use common::{assert_no_more, loopback, pattern, poll_n, Loopback};
 use rverbs::{
-    AccessFlags, AhAttr, ConnectOptions, GlobalRoute, QpAttrMask, QpCap, QpState, QpType, RecvWr, SendFlags, SendOp,
-    SendWr, Sge, UdDest, WcOpcode, WcStatus,
+    AccessFlags, AhAttr, AsyncEventType, ConnectOptions, GlobalRoute, QpAttrMask, QpCap, QpState, QpType, RecvWr,
+    SendFlags, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
 };
 
 const ALL: AccessFlags = AccessFlags::LOCAL_WRITE
@@ -101,6 +102,75 @@ fn dereg_while_a_large_read_is_in_flight() {
     drop(a);
     drop((src, small));
     assert_eq!(common::resources_of("mr").len(), mrs_before, "an MR leaked");
+}
+
+/// A READ whose sink key is already gone when its response arrives (the
+/// Sge names a deregistered region: the kernel checks keys, so this is
+/// safe), with two READs behind it.
+#[test]
+fn read_into_a_deregistered_region() {
+    let Some(Loopback { ctx, pd, mut cq_a, cq_b: _cq_b, mut a, b: _b, cm_ids }) = loopback(QpType::Rc, cap(8), 16)
+    else {
+        return;
+    };
+    let src = pd.alloc_mr(1 << 20, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).unwrap();
+    let gone = pd.alloc_mr(1 << 20, AccessFlags::LOCAL_WRITE).unwrap();
+    let small = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let stale = [Sge::new(gone.addr(), 1 << 20, gone.lkey())];
+    gone.dereg().unwrap();
+    let tail = [small.sge(0, 4096).unwrap()];
+    a.post_send(&[
+        wr(1, SendOp::RdmaRead(src.remote(0).unwrap()), &stale),
+        wr(2, SendOp::RdmaRead(src.remote(0).unwrap()), &tail),
+        wr(3, SendOp::RdmaRead(src.remote(4096).unwrap()), &tail),
+    ])
+    .unwrap();
+    let status = |wcs: &[rverbs::Wc]| wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>();
+    if !common::is_iwarp(ctx.device()) {
+        // rxe (6.1 and 6.12): LOC_PROT_ERR at the response, the two behind
+        // it flushed, the QP in ERR, no async event.
+        let wcs = poll_n(&mut cq_a, 3);
+        assert_eq!(
+            status(&wcs),
+            [(1, WcStatus::LOC_PROT_ERR), (2, WcStatus::WR_FLUSH_ERR), (3, WcStatus::WR_FLUSH_ERR)],
+            "{wcs:?}"
+        );
+        assert_no_more(&mut cq_a);
+        assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, QpState::Err);
+        assert_eq!(ctx.get_async_event_timeout(200).unwrap(), None);
+        return;
+    }
+    // siw (6.1 and 6.12): LOC_PROT_ERR, a QP access error event, the
+    // connection ends (DISCONNECTED at both ends) and the QP is in ERROR.
+    // The READs siw had already sent behind the failed one are never
+    // completed: it clears the failed READ's ORQ entry without moving past
+    // it, and its flush stops there. Those not yet sent are flushed. How
+    // many were sent is timing: of wrs 2 and 3, a prefix is lost, the rest
+    // flushed (in 12 runs on 6.1 and 6.12, wr 2 lost and wr 3 flushed 11
+    // times, both lost once). docs/SIW.md.
+    let mut wcs = poll_n(&mut cq_a, 1);
+    let ev = ctx.get_async_event_timeout(30_000).unwrap().expect("an async event");
+    assert_eq!(ev.event_type, AsyncEventType::QpAccessErr, "{ev:?}");
+    let timeout = std::time::Duration::from_secs(30);
+    for id in &cm_ids {
+        let ev = id.channel().get_event_timeout(timeout).unwrap().expect("DISCONNECTED within 30 s");
+        assert_eq!(ev.kind(), rverbs::cm::EventKind::Disconnected, "{ev:?}");
+    }
+    // The flush ran before the CM's DISCONNECTED; a second for its CQEs.
+    let mut buf = [rverbs::Wc::default(); 4];
+    for _ in 0..100 {
+        let n = cq_a.poll(&mut buf);
+        wcs.extend_from_slice(&buf[..n]);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let got = status(&wcs);
+    let (err, flushed) = got.split_at(1);
+    assert_eq!(err, [(1, WcStatus::LOC_PROT_ERR)], "{wcs:?}");
+    let first_flushed = flushed.first().map_or(4, |f| f.0);
+    let want: Vec<_> = (first_flushed..=3).map(|id| (id, WcStatus::WR_FLUSH_ERR)).collect();
+    assert!(first_flushed >= 2 && flushed == want, "{wcs:?}");
+    assert_no_more(&mut cq_a);
+    assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, common::reported_state(ctx.device(), QpState::Err));
 }
 
 /// Waits until the region's first bytes read `want` (a transfer into it has
