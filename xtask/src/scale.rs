@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 pub use sample::Sample;
 
-use crate::bench_report::KernelRun;
+use crate::bench_report::{p_text, KernelRun, Pairs};
 use crate::project::{self, Workspace};
 use crate::util::{self, note, Result};
 
@@ -151,6 +151,38 @@ pub fn ratio(x: Option<f64>, base: Option<f64>) -> String {
         (Some(x), Some(b)) if b > 0.0 => format!("{:.2}", x / b),
         _ => "—".into(),
     }
+}
+
+/// Below a section's table: for each kernel and each of rverbs' two
+/// libraries, the section's cells against rdma-core's (`pairs`: the
+/// (rdma-core, library) figures of every cell both have), pooled as cells
+/// ahead, the geometric mean of the ratios and the sign test.
+pub fn pooled(
+    title: &str,
+    runs: &[KernelRun],
+    samples: &[Vec<Sample>],
+    pairs: impl Fn(&[Sample], &str) -> Vec<(f64, f64)>,
+) -> String {
+    let mut t = format!("\n{title}\n\n");
+    for (run, s) in runs.iter().zip(samples) {
+        if s.is_empty() {
+            continue;
+        }
+        for (imp, name) in [("rverbs", "rverbs"), ("rverbs-capi", "C library")] {
+            let p = Pairs::of(&pairs(s, imp), true);
+            let text = match p.geo_mean {
+                Some(geo) => format!(
+                    "ahead in {} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
+                    p.wins,
+                    p.n,
+                    p_text(p.p())
+                ),
+                None => "-".into(),
+            };
+            t.push_str(&format!("- {} {name}: {text}\n", run.series));
+        }
+    }
+    t
 }
 
 /// A table's header and alignment rows: the leading columns `lead`

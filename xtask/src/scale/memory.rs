@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
-use super::{command, header, ratio, Sample, IMPLS};
-use crate::bench_report::{median, p_text, KernelRun, Pairs};
+use super::{command, header, pooled, ratio, Sample, IMPLS};
+use crate::bench_report::{median, KernelRun};
 use crate::project::Workspace;
 use crate::util::Result;
 
@@ -115,15 +115,12 @@ pub fn table(runs: &[KernelRun]) -> String {
             t.push('\n');
         }
     }
-    t.push_str("\nMemory, every verb and size pooled (each library's cell against rdma-core's):\n\n");
-    for (run, s) in runs.iter().zip(&samples) {
-        if s.is_empty() {
-            continue;
-        }
-        for (imp, name) in [("rverbs", "rverbs"), ("rverbs-capi", "C library")] {
-            t.push_str(&format!("- {} {name}: {}\n", run.series, pooled(s, imp)));
-        }
-    }
+    t.push_str(&pooled(
+        "Memory, every verb and size pooled (each library's cell against rdma-core's):",
+        runs,
+        &samples,
+        cell_pairs,
+    ));
     t
 }
 
@@ -134,8 +131,9 @@ fn cell(samples: &[Sample], what: &str, imp: &str, key: &str) -> Option<f64> {
     median(&v)
 }
 
-/// Every cell rdma-core and `imp` both have, as a sign test.
-fn pooled(samples: &[Sample], imp: &str) -> String {
+/// Every cell rdma-core and `imp` both have, (rdma-core, `imp`), for
+/// [`pooled`].
+fn cell_pairs(samples: &[Sample], imp: &str) -> Vec<(f64, f64)> {
     let mut pairs = Vec::new();
     for key in ["reg_ns", "rereg_ns", "dereg_ns"] {
         for (size, _, _, huge) in SIZES {
@@ -145,14 +143,7 @@ fn pooled(samples: &[Sample], imp: &str) -> String {
             }
         }
     }
-    let p = Pairs::of(&pairs, true);
-    let Some(geo) = p.geo_mean else { return "-".into() };
-    format!(
-        "ahead in {} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
-        p.wins,
-        p.n,
-        p_text(p.p())
-    )
+    pairs
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 
 use std::path::PathBuf;
 
-use super::{across, command, header, ratio, thousands, triple, Sample, IMPLS};
-use crate::bench_report::{median, p_text, KernelRun, Pairs};
+use super::{across, command, header, pooled, ratio, thousands, triple, Sample, IMPLS};
+use crate::bench_report::{median, KernelRun};
 use crate::project::Workspace;
 use crate::util::Result;
 
@@ -187,22 +187,13 @@ fn time_runs(samples: &[Sample]) -> usize {
         .unwrap_or(0)
 }
 
-/// The wall times of one library against rdma-core's, every cell pooled:
-/// `ahead in a of b cells, geometric mean g (sign test p = …)`.
-fn pooled(samples: &[Sample], imp: &str) -> String {
-    let pairs: Vec<(f64, f64)> = KINDS
+/// The wall times of every cell, (rdma-core, `imp`), for [`pooled`].
+fn wall_pairs(samples: &[Sample], imp: &str) -> Vec<(f64, f64)> {
+    KINDS
         .iter()
         .flat_map(|k| NS.iter().map(move |n| (*k, *n)))
         .filter_map(|(k, n)| Some((wall(samples, k, "rdma-core", n)?, wall(samples, k, imp, n)?)))
-        .collect();
-    let p = Pairs::of(&pairs, true);
-    let Some(geo) = p.geo_mean else { return "-".into() };
-    format!(
-        "ahead in {} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
-        p.wins,
-        p.n,
-        p_text(p.p())
-    )
+        .collect()
 }
 
 /// The section's table (empty: no figures).
@@ -263,15 +254,12 @@ pub fn table(runs: &[KernelRun]) -> String {
     }
     // A cell's ratio under TCG scatters around the truth even as a median;
     // all cells together say whether a library is ahead.
-    t.push_str("\nWall time, every kind and N pooled (rverbs' median against rdma-core's, cell by cell):\n\n");
-    for (run, s) in runs.iter().zip(&samples) {
-        if s.is_empty() {
-            continue;
-        }
-        for (imp, name) in [("rverbs", "rverbs"), ("rverbs-capi", "C library")] {
-            t.push_str(&format!("- {} {name}: {}\n", run.series, pooled(s, imp)));
-        }
-    }
+    t.push_str(&pooled(
+        "Wall time, every kind and N pooled (rverbs' median against rdma-core's, cell by cell):",
+        runs,
+        &samples,
+        wall_pairs,
+    ));
     t
 }
 
@@ -391,6 +379,10 @@ mod tests {
         assert_eq!(wall(&samples, "pd", "rverbs", 100), Some(3000.0));
         assert_eq!(time_runs(&samples), 1);
         assert_eq!(time_runs(&samples[..3]), 3);
-        assert!(pooled(&samples, "rverbs").starts_with("ahead in 1 of 1 cells, geometric mean of the ratios 0.75"));
+        assert_eq!(wall_pairs(&samples, "rverbs"), [(4000.0, 3000.0)]);
+        let run = KernelRun { series: "6.1".into(), ..Default::default() };
+        let t = pooled("Pooled:", &[run], &[samples.to_vec()], wall_pairs);
+        assert!(t.contains("- 6.1 rverbs: ahead in 1 of 1 cells, geometric mean of the ratios 0.75"), "{t}");
+        assert!(t.contains("- 6.1 C library: -\n"), "{t}");
     }
 }
