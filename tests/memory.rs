@@ -156,7 +156,8 @@ fn read_into_a_deregistered_region() {
         let ev = id.channel().get_event_timeout(timeout).unwrap().expect("DISCONNECTED within 30 s");
         assert_eq!(ev.kind(), rverbs::cm::EventKind::Disconnected, "{ev:?}");
     }
-    // The flush ran before the CM's DISCONNECTED; a second for its CQEs.
+    // siw flushes in the same kernel work that reports the close, right
+    // after it: a second for its CQEs.
     let mut buf = [rverbs::Wc::default(); 4];
     for _ in 0..100 {
         let n = cq_a.poll(&mut buf);
