@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use super::{command, header, pooled, ratio, Sample, IMPLS};
-use crate::bench_report::{median, KernelRun};
+use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
 
@@ -126,9 +126,7 @@ pub fn table(runs: &[KernelRun]) -> String {
 
 /// A cell: the median over the processes of `key` for `imp` at `what`.
 fn cell(samples: &[Sample], what: &str, imp: &str, key: &str) -> Option<f64> {
-    let v: Vec<f64> =
-        samples.iter().filter(|x| x.what == what && x.imp == imp).filter_map(|x| x.values.get(key).copied()).collect();
-    median(&v)
+    Sample::median_of(samples, |x| x.what == what && x.imp == imp, |x| x.values.get(key).copied())
 }
 
 /// Every cell rdma-core and `imp` both have, (rdma-core, `imp`), for

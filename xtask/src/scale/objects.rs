@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 
 use super::{across, command, header, pooled, ratio, thousands, triple, Sample, IMPLS};
-use crate::bench_report::{median, KernelRun};
+use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
 
@@ -160,8 +160,7 @@ fn instructions(run: &KernelRun, kind: &str, imp: &str, n: u64) -> Option<f64> {
 
 /// The median over the runs of a figure of the programs' lines.
 fn figure(samples: &[Sample], kind: &str, imp: &str, n: u64, f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
-    let v: Vec<f64> = samples.iter().filter(|s| s.what == kind && s.imp == imp && s.n == n).filter_map(f).collect();
-    median(&v)
+    Sample::median_of(samples, |s| s.what == kind && s.imp == imp && s.n == n, f)
 }
 
 /// One value of a line.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::bench_report::KernelRun;
+use crate::bench_report::{median, KernelRun};
 
 /// A parsed result line.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +55,17 @@ impl Sample {
             .flat_map(|(_, lines)| lines.iter().filter_map(|l| Sample::parse(l)))
             .filter(|s| s.section == section)
             .collect()
+    }
+
+    /// The median of `value` over the samples `keep` selects (a cell's
+    /// runs): `None` when none has the value.
+    pub fn median_of(
+        samples: &[Sample],
+        keep: impl Fn(&Sample) -> bool,
+        value: impl Fn(&Sample) -> Option<f64>,
+    ) -> Option<f64> {
+        let v: Vec<f64> = samples.iter().filter(|s| keep(s)).filter_map(value).collect();
+        median(&v)
     }
 }
 
