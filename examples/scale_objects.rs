@@ -5,16 +5,19 @@
 //! the two print comparable lines.
 //!
 //! ```text
-//! scale_objects objects KIND N    # KIND: pd mr cq qp-rc qp-ud srq ah, or all
+//! scale_objects objects KIND N [ROUNDS]  # KIND: pd mr cq qp-rc qp-ud srq ah, or all
 //! scale_objects memory SIZE REPS [huge]   # SIZE: 4k 1m 64m 1g
 //! ```
 //!
 //! `objects` sets up what KIND needs (device, PD, one CQ for the QPs, one
 //! page for the MRs, the port's GID 1 for the AHs), then creates N objects
 //! in [`scale_create`] and destroys them in [`scale_destroy`], and prints
-//! `SCALE objects KIND rverbs N create_ns=… destroy_ns=… rss_b=… first_ns=…`:
+//! `SCALE objects KIND rverbs N create_ns=… destroy_ns=… rss_b=… first_ns=… rounds=…`:
 //! wall time per object of each loop and the resident memory the create
-//! loop added, per object (`/proc/self/statm`). Before the loops, [`warm_up`]
+//! loop added, per object (`/proc/self/statm`). With ROUNDS (default 1)
+//! the two loops run that many times: the times are the medians over the
+//! rounds, the memory the first round's (the bench gives N = 1 more
+//! rounds, where one round is one object). Before the loops, [`warm_up`]
 //! creates and destroys one object of KIND, untimed by the loops and
 //! uncounted by callgrind; `first_ns` is its time. N = 0 does the set-up
 //! and the warm-up alone, the baseline the bench subtracts from a whole
@@ -47,14 +50,18 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = match a.as_slice() {
-        ["objects", kind, n] => {
-            n.parse().map_err(|_| format!("N {n:?} is not a count").into()).and_then(|n| each(kind, n))
-        }
+        ["objects", kind, n, rest @ ..] if rest.len() <= 1 => count("N", n).and_then(|n| {
+            let rounds = rest.first().map_or(Ok(1), |r| count("ROUNDS", r))?;
+            if rounds == 0 {
+                return Err("ROUNDS must be at least 1".into());
+            }
+            each(kind, n, rounds)
+        }),
         ["memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
             .parse()
             .map_err(|_| format!("REPS {reps:?} is not a count").into())
             .and_then(|r| memory(size, r, !rest.is_empty())),
-        _ => Err("usage: scale_objects objects KIND N | memory SIZE REPS [huge]".into()),
+        _ => Err("usage: scale_objects objects KIND N [ROUNDS] | memory SIZE REPS [huge]".into()),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,16 +72,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// `s` as a count, or an error naming `what`.
+fn count(what: &str, s: &str) -> Result<usize> {
+    s.parse().map_err(|_| format!("{what} {s:?} is not a count").into())
+}
+
 /// The kinds, in the order `all` does them.
 const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
 
 /// `objects` of one kind, or of every kind in turn (`all`: one process
 /// for callgrind, which dumps each count after `scale_counted`).
-fn each(kind: &str, n: usize) -> Result {
+fn each(kind: &str, n: usize, rounds: usize) -> Result {
     if kind != "all" {
-        return objects(kind, n);
+        return objects(kind, n, rounds);
     }
-    KINDS.iter().try_for_each(|k| objects(k, n))
+    KINDS.iter().try_for_each(|k| objects(k, n, rounds))
 }
 
 /// What the objects of a kind need, made before the timed loops.
@@ -107,7 +119,9 @@ fn make<T>(kind: &str, n: usize, mut make: impl FnMut() -> rverbs::Result<T>) ->
     Ok(v)
 }
 
-fn objects(kind: &str, n: usize) -> Result {
+/// Sets up, warms up, then `rounds` times creates and destroys `n`
+/// objects of `kind`, and prints the line.
+fn objects(kind: &str, n: usize, rounds: usize) -> Result {
     if !KINDS.contains(&kind) {
         return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)").into());
     }
@@ -129,24 +143,28 @@ fn objects(kind: &str, n: usize) -> Result {
     let page = buf[off..].as_mut_ptr();
     let setup = Setup { ctx, pd, cq, page, ah };
     let first = warm_up(&setup, kind)?;
-    let rss0 = rss_bytes()?;
-    let t0 = Instant::now();
-    let objs = scale_create(&setup, kind, n)?;
-    let create = t0.elapsed();
-    let rss1 = rss_bytes()?;
-    let t1 = Instant::now();
-    scale_destroy(objs)?;
-    let destroy = t1.elapsed();
-    scale_counted();
+    let (mut create, mut destroy, mut rss) = (Vec::new(), Vec::new(), None);
+    for _ in 0..rounds {
+        let rss0 = rss_bytes()?;
+        let t0 = Instant::now();
+        let objs = scale_create(&setup, kind, n)?;
+        create.push(t0.elapsed().as_nanos());
+        let rss1 = rss_bytes()?;
+        let t1 = Instant::now();
+        scale_destroy(objs)?;
+        destroy.push(t1.elapsed().as_nanos());
+        scale_counted();
+        rss.get_or_insert(rss1 as f64 - rss0 as f64);
+    }
     drop(setup);
     drop(buf);
     if n > 0 {
-        let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
+        let per = |v: &mut [u128]| median(v) as f64 / n as f64;
         println!(
-            "SCALE objects {kind} {IMPL} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1} first_ns={}",
-            per(create),
-            per(destroy),
-            (rss1 as f64 - rss0 as f64) / n as f64,
+            "SCALE objects {kind} {IMPL} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1} first_ns={} rounds={rounds}",
+            per(&mut create),
+            per(&mut destroy),
+            rss.unwrap_or(0.0) / n as f64,
             first.as_nanos()
         );
     }

@@ -6,12 +6,12 @@
 //! names the implementation in the output lines.
 //!
 //! ```text
-//! scale_c IMPL objects KIND N          # KIND: pd mr cq qp-rc qp-ud srq ah, or all
+//! scale_c IMPL objects KIND N [ROUNDS] # KIND: pd mr cq qp-rc qp-ud srq ah, or all
 //! scale_c IMPL memory SIZE REPS [huge] # SIZE: 4k 1m 64m 1g
 //! ```
 //!
 //! Lines and set-up as `scale_objects`' (see there): `objects` prints
-//! `SCALE objects KIND IMPL N create_ns=… destroy_ns=… rss_b=… first_ns=…`, `memory`
+//! `SCALE objects KIND IMPL N create_ns=… destroy_ns=… rss_b=… first_ns=… rounds=…`, `memory`
 //! `SCALE memory SIZE IMPL REPS reg_ns=… rereg_ns=… dereg_ns=…`. The
 //! structures and the `dlopen` are `examples/c_verbs`'.
 
@@ -89,14 +89,18 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = match a.as_slice() {
-        [imp, "objects", kind, n] => {
-            n.parse().map_err(|_| format!("N {n:?} is not a count")).and_then(|n| each(imp, kind, n))
-        }
+        [imp, "objects", kind, n, rest @ ..] if rest.len() <= 1 => count("N", n).and_then(|n| {
+            let rounds = rest.first().map_or(Ok(1), |r| count("ROUNDS", r))?;
+            if rounds == 0 {
+                return Err("ROUNDS must be at least 1".into());
+            }
+            each(imp, kind, n, rounds)
+        }),
         [imp, "memory", size, reps, rest @ ..] if rest.is_empty() || rest == ["huge"] => reps
             .parse()
             .map_err(|_| format!("REPS {reps:?} is not a count"))
             .and_then(|r| memory(imp, size, r, !rest.is_empty())),
-        _ => Err("usage: scale_c IMPL objects KIND N | scale_c IMPL memory SIZE REPS [huge]".into()),
+        _ => Err("usage: scale_c IMPL objects KIND N [ROUNDS] | scale_c IMPL memory SIZE REPS [huge]".into()),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -107,16 +111,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// `s` as a count, or an error naming `what`.
+fn count(what: &str, s: &str) -> Result<usize> {
+    s.parse().map_err(|_| format!("{what} {s:?} is not a count"))
+}
+
 /// The kinds, in the order `all` does them.
 const KINDS: [&str; 7] = ["pd", "mr", "cq", "qp-rc", "qp-ud", "srq", "ah"];
 
 /// `objects` of one kind, or of every kind in turn (`all`: one process
 /// for callgrind, which dumps each count after `scale_counted`).
-fn each(imp: &str, kind: &str, n: usize) -> Result {
+fn each(imp: &str, kind: &str, n: usize, rounds: usize) -> Result {
     if kind != "all" {
-        return objects(imp, kind, n);
+        return objects(imp, kind, n, rounds);
     }
-    KINDS.iter().try_for_each(|k| objects(imp, k, n))
+    KINDS.iter().try_for_each(|k| objects(imp, k, n, rounds))
 }
 
 /// What the objects of a kind need, made before the timed loops.
@@ -129,7 +138,9 @@ struct Setup<'a> {
     ah: AhAttr,
 }
 
-fn objects(imp: &str, kind: &str, n: usize) -> Result {
+/// Sets up, warms up, then `rounds` times creates and destroys `n`
+/// objects of `kind`, and prints the line (as `scale_objects` does).
+fn objects(imp: &str, kind: &str, n: usize, rounds: usize) -> Result {
     if !KINDS.contains(&kind) {
         return Err(format!("unknown kind {kind:?} (pd mr cq qp-rc qp-ud srq ah)"));
     }
@@ -157,15 +168,19 @@ fn objects(imp: &str, kind: &str, n: usize) -> Result {
     let page = buf[off..].as_mut_ptr().cast();
     let s = Setup { lib: &lib, ctx, pd, cq, page, ah };
     let first = warm_up(&s, kind)?;
-    let rss0 = rss_bytes()?;
-    let t0 = Instant::now();
-    let objs = scale_create(&s, kind, n)?;
-    let create = t0.elapsed();
-    let rss1 = rss_bytes()?;
-    let t1 = Instant::now();
-    scale_destroy(&s, kind, objs)?;
-    let destroy = t1.elapsed();
-    scale_counted();
+    let (mut create, mut destroy, mut rss) = (Vec::new(), Vec::new(), None);
+    for _ in 0..rounds {
+        let rss0 = rss_bytes()?;
+        let t0 = Instant::now();
+        let objs = scale_create(&s, kind, n)?;
+        create.push(t0.elapsed().as_nanos());
+        let rss1 = rss_bytes()?;
+        let t1 = Instant::now();
+        scale_destroy(&s, kind, objs)?;
+        destroy.push(t1.elapsed().as_nanos());
+        scale_counted();
+        rss.get_or_insert(rss1 as f64 - rss0 as f64);
+    }
     // SAFETY: every object made of them is destroyed.
     unsafe {
         if !cq.is_null() {
@@ -176,12 +191,12 @@ fn objects(imp: &str, kind: &str, n: usize) -> Result {
     }
     drop(buf);
     if n > 0 {
-        let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
+        let per = |v: &mut [u128]| median(v) as f64 / n as f64;
         println!(
-            "SCALE objects {kind} {imp} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1} first_ns={}",
-            per(create),
-            per(destroy),
-            (rss1 as f64 - rss0 as f64) / n as f64,
+            "SCALE objects {kind} {imp} {n} create_ns={:.0} destroy_ns={:.0} rss_b={:.1} first_ns={} rounds={rounds}",
+            per(&mut create),
+            per(&mut destroy),
+            rss.unwrap_or(0.0) / n as f64,
             first.as_nanos()
         );
     }
