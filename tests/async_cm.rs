@@ -25,7 +25,9 @@ mod on_tokio {
     use std::net::SocketAddr;
     use std::time::Duration;
 
-    use rverbs::asynch::{AsyncCmChannel, AsyncCmId, AsyncConnection, AsyncCq, AsyncListener, TokioReadiness};
+    use rverbs::asynch::{
+        AsyncCmChannel, AsyncCmId, AsyncConnectRequest, AsyncConnection, AsyncCq, AsyncListener, TokioReadiness,
+    };
     use rverbs::cm::{CmId, ConnParam, PortSpace};
     use rverbs::{
         AccessFlags, CqInitAttr, Errno, MemoryRegion, QpInitAttr, QpType, QueuePair, RecvWr, SendWr, WcStatus,
@@ -98,21 +100,24 @@ mod on_tokio {
         assert!(matches!(wc.status, WcStatus::SUCCESS | WcStatus::WR_FLUSH_ERR), "{wc:?}");
     }
 
-    /// A server task per request: accept, wait for the client's message,
-    /// send it back, wait for the client's disconnect.
+    /// The server's end of one connection: accept, wait for the client's
+    /// message, send it back, wait for the client's disconnect.
+    async fn echo(req: AsyncConnectRequest) {
+        let (qp, mut s) = side(req.id());
+        let mut conn = req.accept(qp, &ConnParam::default()).await.unwrap();
+        let wc = next_ok(&mut s).await;
+        assert_eq!(wc.wr_id, 1);
+        send(&mut conn, &s, 0, wc.byte_len);
+        echo_sent(&mut s).await;
+        conn.disconnected().await.unwrap();
+    }
+
+    /// A server task per request ([`echo`]).
     async fn serve(mut listener: AsyncListener, clients: usize) {
         let mut tasks = Vec::new();
         for _ in 0..clients {
             let req = listener.accept().await.unwrap();
-            tasks.push(tokio::spawn(async move {
-                let (qp, mut s) = side(req.id());
-                let mut conn = req.accept(qp, &ConnParam::default()).await.unwrap();
-                let wc = next_ok(&mut s).await;
-                assert_eq!(wc.wr_id, 1);
-                send(&mut conn, &s, 0, wc.byte_len);
-                echo_sent(&mut s).await;
-                conn.disconnected().await.unwrap();
-            }));
+            tasks.push(tokio::spawn(echo(req)));
         }
         for t in tasks {
             t.await.unwrap();
@@ -196,14 +201,7 @@ mod on_tokio {
                             // By the client's number: kernel ids are reused once a
                             // finished connection's id is destroyed.
                             assert!(seen.insert(req.private_data()[0]), "a request handed out twice");
-                            served.push(tokio::spawn(async move {
-                                let (qp, mut s) = side(req.id());
-                                let mut conn = req.accept(qp, &ConnParam::default()).await.unwrap();
-                                let wc = next_ok(&mut s).await;
-                                send(&mut conn, &s, 0, wc.byte_len);
-                                echo_sent(&mut s).await;
-                                conn.disconnected().await.unwrap();
-                            }));
+                            served.push(tokio::spawn(echo(req)));
                         }
                         _ = tokio::time::sleep(nap) => dropped += 1,
                     }

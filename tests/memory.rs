@@ -59,12 +59,7 @@ fn dereg_while_a_large_read_is_in_flight() {
     let big = [dst.sge(0, LEN as u32).unwrap()];
     let tail = [small.sge(0, 4096).unwrap()];
     // One 64 MiB READ into `dst`, then two small ones behind it.
-    a.post_send(&[
-        wr(1, SendOp::RdmaRead(src.remote(0).unwrap()), &big),
-        wr(2, SendOp::RdmaRead(src.remote(0).unwrap()), &tail),
-        wr(3, SendOp::RdmaRead(src.remote(4096).unwrap()), &tail),
-    ])
-    .unwrap();
+    post_three_reads(&mut a, &src, &big, &tail);
     let iwarp = common::is_iwarp(ctx.device());
     if iwarp {
         // siw resolves a READ's sink key once, at the response's first
@@ -119,12 +114,7 @@ fn read_into_a_deregistered_region() {
     let stale = [Sge::new(gone.addr(), 1 << 20, gone.lkey())];
     gone.dereg().unwrap();
     let tail = [small.sge(0, 4096).unwrap()];
-    a.post_send(&[
-        wr(1, SendOp::RdmaRead(src.remote(0).unwrap()), &stale),
-        wr(2, SendOp::RdmaRead(src.remote(0).unwrap()), &tail),
-        wr(3, SendOp::RdmaRead(src.remote(4096).unwrap()), &tail),
-    ])
-    .unwrap();
+    post_three_reads(&mut a, &src, &stale, &tail);
     let status = |wcs: &[rverbs::Wc]| wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>();
     if !common::is_iwarp(ctx.device()) {
         // rxe (6.1 and 6.12): LOC_PROT_ERR at the response, the two behind
@@ -172,6 +162,13 @@ fn read_into_a_deregistered_region() {
     assert!(first_flushed >= 2 && flushed == want, "{wcs:?}");
     assert_no_more(&mut cq_a);
     assert_eq!(a.query(QpAttrMask::STATE).unwrap().qp_state, common::reported_state(ctx.device(), QpState::Err));
+}
+
+/// Posts three RDMA READs from `src` in one call: wr 1 into `first`, then
+/// wrs 2 and 3 (from offsets 0 and 4096) into `tail`.
+fn post_three_reads(qp: &mut rverbs::QueuePair, src: &rverbs::MemoryRegion, first: &[Sge], tail: &[Sge]) {
+    let read = |offset| SendOp::RdmaRead(src.remote(offset).unwrap());
+    qp.post_send(&[wr(1, read(0), first), wr(2, read(0), tail), wr(3, read(4096), tail)]).unwrap();
 }
 
 /// Waits until the region's first bytes read `want` (a transfer into it has
