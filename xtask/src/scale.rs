@@ -153,6 +153,66 @@ pub fn ratio(x: Option<f64>, base: Option<f64>) -> String {
     }
 }
 
+/// rverbs' two libraries: (implementation, name in the text).
+const LIBRARIES: [(&str, &str); 2] = [("rverbs", "rverbs"), ("rverbs-capi", "C library")];
+
+/// A section's cells, each its name and its rounds: (rdma-core, library)
+/// figures paired round by round ([`round_pairs`]).
+pub type Rounds = Vec<(String, Vec<(f64, f64)>)>;
+
+/// `value` of the r-th sample `base` keeps paired with that of the r-th
+/// `lib` keeps: a cell's rounds, as the script runs them (a round runs
+/// every implementation once, back to back, and a file's lines come in
+/// the script's order).
+pub fn round_pairs(
+    samples: &[Sample],
+    base: impl Fn(&Sample) -> bool,
+    lib: impl Fn(&Sample) -> bool,
+    value: impl Fn(&Sample) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    let of = |keep: &dyn Fn(&Sample) -> bool| samples.iter().filter(|s| keep(s)).map(&value).collect::<Vec<_>>();
+    of(&base).into_iter().zip(of(&lib)).filter_map(|(a, b)| Some((a?, b?))).collect()
+}
+
+/// Below the pooled lines: for each kernel and library, the cells where
+/// the library was slower than rdma-core in every one of the cell's
+/// rounds, and how many cells would be so by chance were the costs equal
+/// (a round a coin toss: 2^-k for a cell of k rounds, summed). A cell
+/// whose ratio reads above 1 but that is not listed lost some round.
+pub fn behind_every_round(
+    runs: &[KernelRun],
+    samples: &[Vec<Sample>],
+    rounds: impl Fn(&[Sample], &str) -> Rounds,
+) -> String {
+    let mut t = String::from(
+        "\nCells where a library was slower than rdma-core in every round (a round runs the three \
+         implementations back to back; with equal costs a cell of k rounds is so with chance 2^-k):\n\n",
+    );
+    for (run, s) in runs.iter().zip(samples) {
+        if s.is_empty() {
+            continue;
+        }
+        for (imp, name) in LIBRARIES {
+            let cells: Rounds = rounds(s, imp).into_iter().filter(|(_, r)| r.len() >= 2).collect();
+            if cells.is_empty() {
+                t.push_str(&format!("- {} {name}: -\n", run.series));
+                continue;
+            }
+            let chance = cells.iter().fold(0.0, |sum, (_, r)| sum + 0.5f64.powi(r.len() as i32));
+            let behind: Vec<&str> =
+                cells.iter().filter(|(_, r)| r.iter().all(|(a, b)| b > a)).map(|(c, _)| c.as_str()).collect();
+            let list = if behind.is_empty() { "none".to_owned() } else { behind.join(", ") };
+            t.push_str(&format!(
+                "- {} {name}: {} of {} cells ({list}; by chance about {chance:.1})\n",
+                run.series,
+                behind.len(),
+                cells.len()
+            ));
+        }
+    }
+    t
+}
+
 /// Below a section's table: for each kernel and each of rverbs' two
 /// libraries, the section's cells against rdma-core's (`pairs`: the
 /// (rdma-core, library) figures of every cell both have), pooled as cells
@@ -168,7 +228,7 @@ pub fn pooled(
         if s.is_empty() {
             continue;
         }
-        for (imp, name) in [("rverbs", "rverbs"), ("rverbs-capi", "C library")] {
+        for (imp, name) in LIBRARIES {
             let p = Pairs::of(&pairs(s, imp), true);
             let text = match p.geo_mean {
                 Some(geo) => format!(

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use super::{command, header, pooled, ratio, Sample, IMPLS};
+use super::{behind_every_round, command, header, pooled, ratio, round_pairs, Rounds, Sample, IMPLS};
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
@@ -121,7 +121,27 @@ pub fn table(runs: &[KernelRun]) -> String {
         &samples,
         cell_pairs,
     ));
+    t.push_str(&behind_every_round(runs, &samples, cell_rounds));
     t
+}
+
+/// Every cell's processes, (rdma-core, `imp`) round by round, for
+/// [`behind_every_round`].
+fn cell_rounds(samples: &[Sample], imp: &str) -> Rounds {
+    let mut cells = Vec::new();
+    for (verb, key) in [("reg_mr", "reg_ns"), ("rereg_mr", "rereg_ns"), ("dereg_mr", "dereg_ns")] {
+        for (size, _, _, huge) in SIZES {
+            let w = what(size, huge);
+            let pairs = round_pairs(
+                samples,
+                |x| x.what == w && x.imp == "rdma-core",
+                |x| x.what == w && x.imp == imp,
+                |x| x.values.get(key).copied(),
+            );
+            cells.push((format!("{verb} {w}"), pairs));
+        }
+    }
+    cells
 }
 
 /// A cell: the median over the processes of `key` for `imp` at `what`.
@@ -184,6 +204,8 @@ mod tests {
         // reg and dereg both lower than rdma-core's; rereg has no pair.
         assert!(t.contains("- 6.12 rverbs: ahead in 2 of 2 cells, geometric mean of the ratios 0.63"), "{t}");
         assert!(t.contains("- 6.12 C library: -\n"), "{t}");
+        // One rdma-core process: no cell has two rounds.
+        assert!(t.contains("- 6.12 rverbs: -\n"), "{t}");
         assert_eq!(table(&[KernelRun::default()]), "");
     }
 }

@@ -17,7 +17,9 @@
 
 use std::path::PathBuf;
 
-use super::{across, command, header, pooled, ratio, thousands, triple, Sample, IMPLS};
+use super::{
+    across, behind_every_round, command, header, pooled, ratio, round_pairs, thousands, triple, Rounds, Sample, IMPLS,
+};
 use crate::bench_report::KernelRun;
 use crate::project::Workspace;
 use crate::util::Result;
@@ -274,7 +276,23 @@ pub fn table(runs: &[KernelRun]) -> String {
         &samples,
         wall_pairs,
     ));
+    t.push_str(&behind_every_round(runs, &samples, wall_rounds));
     t
+}
+
+/// Every cell's wall times, (rdma-core, `imp`) round by round, for
+/// [`behind_every_round`].
+fn wall_rounds(samples: &[Sample], imp: &str) -> Rounds {
+    let total = |s: &Sample| Some(value("create_ns")(s)? + value("destroy_ns")(s)?);
+    KINDS
+        .iter()
+        .flat_map(|k| NS.iter().map(move |n| (*k, *n)))
+        .map(|(k, n)| {
+            let base = |s: &Sample| s.what == k && s.n == n && s.imp == "rdma-core";
+            let lib = |s: &Sample| s.what == k && s.n == n && s.imp == imp;
+            (format!("{k} {}", thousands(n as f64)), round_pairs(samples, base, lib, total))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -400,5 +418,31 @@ mod tests {
         let t = pooled("Pooled:", &[run], &[samples.to_vec()], wall_pairs);
         assert!(t.contains("- 6.1 rverbs: ahead in 1 of 1 cells, geometric mean of the ratios 0.75"), "{t}");
         assert!(t.contains("- 6.1 C library: -\n"), "{t}");
+    }
+
+    #[test]
+    fn a_cell_behind_in_every_round_is_named() {
+        let line = |imp: &str, n: u64, ns: u64| {
+            Sample::parse(&format!("SCALE objects pd {imp} {n} create_ns={ns} destroy_ns=100")).unwrap()
+        };
+        // N = 1: rverbs behind in both rounds; N = 100: behind in one of
+        // two (its median is behind too, but it is not named).
+        let samples = [
+            line("rdma-core", 1, 1000),
+            line("rverbs", 1, 1100),
+            line("rdma-core", 100, 1000),
+            line("rverbs", 100, 900),
+            line("rdma-core", 1, 1000),
+            line("rverbs", 1, 1001),
+            line("rdma-core", 100, 1000),
+            line("rverbs", 100, 1500),
+        ];
+        let rounds = wall_rounds(&samples, "rverbs");
+        assert_eq!(rounds[0], ("pd 1".to_owned(), vec![(1100.0, 1200.0), (1100.0, 1101.0)]));
+        assert_eq!(rounds[1].1, [(1100.0, 1000.0), (1100.0, 1600.0)]);
+        let run = KernelRun { series: "6.12".into(), ..Default::default() };
+        let t = behind_every_round(&[run], &[samples.to_vec()], wall_rounds);
+        assert!(t.contains("- 6.12 rverbs: 1 of 2 cells (pd 1; by chance about 0.5)\n"), "{t}");
+        assert!(t.contains("- 6.12 C library: -\n"), "{t}");
     }
 }
