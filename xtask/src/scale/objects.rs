@@ -3,7 +3,8 @@
 //! rverbs' Rust API and rverbs' C library, in the same guest.
 //!
 //! Per object, per implementation:
-//! * wall time of the create loop and of the destroy loop, and the
+//! * wall time of the create loop and of the destroy loop (at N = 1 the
+//!   medians of [`SINGLE_ROUNDS`] rounds in one process), and the
 //!   resident memory the create loop added (the programs' own lines, one
 //!   process per kind and N, so that no run inherits another's heap), each
 //!   process having created and destroyed one object of the kind before
