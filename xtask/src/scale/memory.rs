@@ -23,6 +23,9 @@ pub const SIZES: [(&str, u64, u32, bool); 5] = [
     ("64m", 64 << 20, 5, true),
 ];
 
+/// The verbs timed: (name in the table, key of the programs' lines).
+const VERBS: [(&str, &str); 3] = [("reg_mr", "reg_ns"), ("rereg_mr", "rereg_ns"), ("dereg_mr", "dereg_ns")];
+
 /// Processes per cell. One process a cell put whole columns at 1.5 to
 /// 1.95 times rdma-core's in one run and at 0.5 in another with the same
 /// code (issue 35): a process's buffer lands on different pages each
@@ -85,7 +88,7 @@ pub fn table(runs: &[KernelRun]) -> String {
          kernel 6.1).\n\n",
     );
     t.push_str(&header("| verb | size |", "| --- | --: |", runs, &["", "ratio"]));
-    for (verb, key) in [("reg_mr", "reg_ns"), ("rereg_mr", "rereg_ns"), ("dereg_mr", "dereg_ns")] {
+    for (verb, key) in VERBS {
         for (size, bytes, _, huge) in SIZES {
             let w = what(size, huge);
             let label = format!(
@@ -129,7 +132,7 @@ pub fn table(runs: &[KernelRun]) -> String {
 /// [`behind_every_round`].
 fn cell_rounds(samples: &[Sample], imp: &str) -> Rounds {
     let mut cells = Vec::new();
-    for (verb, key) in [("reg_mr", "reg_ns"), ("rereg_mr", "rereg_ns"), ("dereg_mr", "dereg_ns")] {
+    for (verb, key) in VERBS {
         for (size, _, _, huge) in SIZES {
             let w = what(size, huge);
             let pairs = round_pairs(
@@ -153,7 +156,7 @@ fn cell(samples: &[Sample], what: &str, imp: &str, key: &str) -> Option<f64> {
 /// [`pooled`].
 fn cell_pairs(samples: &[Sample], imp: &str) -> Vec<(f64, f64)> {
     let mut pairs = Vec::new();
-    for key in ["reg_ns", "rereg_ns", "dereg_ns"] {
+    for (_, key) in VERBS {
         for (size, _, _, huge) in SIZES {
             let w = what(size, huge);
             if let (Some(a), Some(b)) = (cell(samples, &w, "rdma-core", key), cell(samples, &w, imp, key)) {
