@@ -150,6 +150,25 @@ fn wait_takes_completions_that_came_before_it_armed() {
     assert_eq!(wc[0].wr_id, 7);
 }
 
+/// A test that waits in vain prints the rings it shares with the kernel
+/// ([`common::stall::report`], which `poll_n` adds to its panic): on rxe
+/// and siw a posted receive is there with its wr_id; on mlx5 the rings are
+/// the library's memory and only the doorbell pages are listed.
+#[test]
+fn a_stall_report_shows_the_rings_shared_with_the_kernel() {
+    let Some(Pair { pd, mut b, _cm, .. }) = pair(8) else { return };
+    const WR_ID: u64 = 0x5eed_c0de_0bad_f00d;
+    let mr = pd.alloc_mr(4096, AccessFlags::LOCAL_WRITE).unwrap();
+    b.post_recv(&[RecvWr::new(WR_ID, &[mr.sge(0, 64).unwrap()])]).unwrap();
+    let report = common::stall::report();
+    let listed = report.lines().filter(|l| l.starts_with("-- ") && l.contains(" key ")).count();
+    assert!(listed > 0, "{report}");
+    if pd.context().device().driver() != rverbs::DriverId::MLX5 {
+        let wr_id: Vec<String> = WR_ID.to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert!(report.contains(&wr_id.join(" ")), "the receive's wr_id in a ring: {report}");
+    }
+}
+
 #[test]
 fn wait_without_a_channel_is_a_clear_error() {
     let Some(Pair { mut cq_a, _cm, .. }) = pair(4) else { return };

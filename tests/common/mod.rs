@@ -5,6 +5,7 @@
 use std::process::{Command, Output};
 
 pub mod child;
+pub mod stall;
 
 /// True when the harness promised a device (`RVERBS_REQUIRE_DEVICE=1`):
 /// then a test that would skip must fail instead.
@@ -219,7 +220,8 @@ pub fn cm_connect_pair(dev: &rverbs::Device, a: &rverbs::QueuePair, b: &rverbs::
 }
 
 /// Polls `cq` until `n` completions arrived (yielding while empty), or
-/// panics after a generous bound so a lost completion fails instead of hanging.
+/// panics after a generous bound so a lost completion fails instead of hanging,
+/// with a [`stall::report`] of the rings in the message.
 pub fn poll_n(cq: &mut rverbs::CompletionQueue, n: usize) -> Vec<rverbs::Wc> {
     let mut out = Vec::with_capacity(n);
     let mut buf = [rverbs::Wc::default(); 32];
@@ -231,8 +233,9 @@ pub fn poll_n(cq: &mut rverbs::CompletionQueue, n: usize) -> Vec<rverbs::Wc> {
         if got == 0 {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(120),
-                "only {} of {n} completions after 120 s: {out:?}",
-                out.len()
+                "only {} of {n} completions after 120 s: {out:?}\n{}",
+                out.len(),
+                stall::report()
             );
             std::thread::yield_now();
         }
