@@ -164,8 +164,8 @@ fn a_stall_report_shows_the_rings_shared_with_the_kernel() {
     let listed = report.lines().filter(|l| l.starts_with("-- ") && l.contains(" key ")).count();
     assert!(listed > 0, "{report}");
     if pd.context().device().driver() != rverbs::DriverId::MLX5 {
-        let wr_id: Vec<String> = WR_ID.to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert!(report.contains(&wr_id.join(" ")), "the receive's wr_id in a ring: {report}");
+        let wr_id = common::stall::hex(&WR_ID.to_le_bytes());
+        assert!(report.contains(&wr_id), "the receive's wr_id in a ring: {report}");
     }
 }
 

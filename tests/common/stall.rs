@@ -64,9 +64,13 @@ fn mapping(r: &mut String, line: &str, mem: Option<&mut File>) {
     }
     let lines = buf.chunks(16).enumerate().filter(|(_, c)| c.iter().any(|&b| b != 0));
     for (i, chunk) in lines.take(LINES_PER_MAPPING) {
-        let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-        let _ = writeln!(r, "   {:06x} {}", i * 16, hex.join(" "));
+        let _ = writeln!(r, "   {:06x} {}", i * 16, hex(chunk));
     }
+}
+
+/// `bytes` as the report writes them: two hex digits each, spaced.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }
 
 /// A thread's name and kernel stack.
