@@ -671,15 +671,19 @@ impl<M: Mmio> Cq<M> {
         // buffer, or the sentinel after it); volatile because the HCA
         // writes it.
         let op_own = unsafe { p.add(OP_OWN).read_volatile() };
-        // Opcode REQ (0) and the owner bit of this pass (`sw_owned`) in one
-        // masked compare, against the gate (the owner bit, or CLOSED).
+        // Opcode REQ (0), no format or solicited bit, and the owner bit of
+        // this pass (`sw_owned`) in one compare of the whole byte, against
+        // the gate (the owner bit, or CLOSED). Format bits come only with
+        // scatter-to-CQE or compression, which this provider never asks
+        // for; an entry with any of bits 1..=3 set is declined here and
+        // `poll_more` decodes it (to the same `Wc`: `decode` ignores them).
         let owner = if GATED {
             // SAFETY: `db_ci` is `self.db_ci` (see `gate_word`).
             unsafe { gate_at(db_ci) }.load(Ordering::Relaxed)
         } else {
             self.cur_owner
         };
-        if u32::from(op_own & 0xf1) != owner {
+        if u32::from(op_own) != owner {
             return false;
         }
         // The rest of the entry is read after its owner byte.
@@ -971,8 +975,9 @@ impl<M: Mmio> Cq<M> {
             // SAFETY: the owner byte of an entry of our buffer; volatile
             // because the HCA writes it.
             let op_own = unsafe { p.add(OP_OWN).read_volatile() };
-            // Opcode REQ (0) and the owner bit of this pass (`sw_owned`).
-            if u32::from(op_own & 0xf1) != owner {
+            // Opcode REQ (0), no format or solicited bit, and the owner bit
+            // of this pass (`sw_owned`): the whole byte, as in `poll_single`.
+            if u32::from(op_own) != owner {
                 break;
             }
             // The rest of the entry is read after its owner byte.

@@ -243,7 +243,7 @@ pub(crate) const GATE_WORD: usize = 2;
 /// 8..12, which the HCA never reads), holding the owner bit the entry at
 /// the consumer index has when it is software's (0 or 1: open), or
 /// [`Gate::CLOSED`]. The CQ's one-entry fast path compares the owner byte
-/// with it (`op_own & 0xf1 == gate`), so a closed gate sends it to the path
+/// with it (`op_own == gate`), so a closed gate sends it to the path
 /// that checks the registry's generation: every generation bump closes
 /// every gate of the context ([`Registry`](crate::mlx5::table::Registry)),
 /// and only the CQ's poller opens its own, after checking the generation.
@@ -267,7 +267,7 @@ unsafe impl Send for Gate {}
 unsafe impl Sync for Gate {}
 
 impl Gate {
-    /// No owner byte equals it once masked with 0xf1.
+    /// No owner byte equals it.
     pub(crate) const CLOSED: u32 = 0x100;
 
     #[inline(always)]
