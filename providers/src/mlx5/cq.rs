@@ -92,12 +92,37 @@ struct Cache {
     srq: Option<Arc<SrqShared>>,
     /// The QPs looked up before, by resource number (user indices are
     /// dense from 0), made when the CQ first switches from one QP to
-    /// another, grown as larger numbers come, dropped with the rest of the
-    /// cache. With many QPs on one CQ consecutive CQEs name different QPs,
-    /// and the registry's lookup (a lock and a hash) on every switch was
-    /// 124 of the 332 instructions a CQE cost at 16 or 256 QPs
+    /// another (the QP cached until then goes in too), grown as larger
+    /// numbers come, dropped with the rest of the cache. With many QPs on
+    /// one CQ consecutive CQEs name different QPs; the registry's lookup
+    /// (a lock and a hash) is then made once a QP, not once a switch
     /// (`examples/mlx5_scale.rs`).
     recent: Option<Vec<Option<Arc<QpShared>>>>,
+    /// The fast paths' view ([`cur_fields`]) of each QP of `recent`, at
+    /// the same index (an unused one: `FastQp::NONE`, whose key no CQE
+    /// has), so that a run of CQEs switches QPs in place
+    /// ([`poll_req`](Cq::poll_req) with `SWITCH`). Its pointers are into
+    /// the `Arc`s of `recent`, which it never outlives.
+    fast: Vec<FastQp>,
+}
+
+/// One QP as the fast paths see it ([`cur_fields`]).
+#[derive(Clone, Copy, Debug)]
+struct FastQp {
+    key: u32,
+    slot_mask: u32,
+    slots: *const SqSlot,
+    qpn_word: u64,
+}
+
+impl FastQp {
+    /// No QP: no CQE's key ([`rsn_key`], below `1 << 24`) equals it.
+    const NONE: FastQp = FastQp { key: u32::MAX, slot_mask: 0, slots: ptr::null(), qpn_word: 0 };
+
+    fn of(q: &QpShared) -> FastQp {
+        let (key, qpn_word, slots, slot_mask) = cur_fields(q);
+        FastQp { key, slot_mask, slots, qpn_word }
+    }
 }
 
 /// Resource numbers from here on (version-0 QPNs can be anything) are not
@@ -137,7 +162,8 @@ pub struct Cq<M: Mmio = UarMmio> {
     /// The cached QP's resource number as [`rsn_key`] makes it from a CQE
     /// (`u32::MAX`, which no key equals, when nothing is cached), its number
     /// as `Wc` bytes 24..32 (`imm_data` 0, `qp_num`), its send slots (a
-    /// pointer into `cache.qp`; the retire counter lies [`TAIL_OFFSET`]
+    /// pointer into `cache.qp` or an entry of `cache.recent`, see
+    /// [`switch_qp`](Self::switch_qp); the retire counter lies [`TAIL_OFFSET`]
     /// bytes before them, see [`tail_of`]) and their mask as a byte offset
     /// (`sq.mask << 4`, see [`slot_offset`]).
     cur_rsn_key: u32,
@@ -155,7 +181,7 @@ pub struct Cq<M: Mmio = UarMmio> {
 }
 
 // SAFETY: `base`, `end` and `cur_cqe` point into `buf`, `db_ci` into `db`, `cur_slots`
-// into the `Arc` in `cache`, all owned by this value; the buffer
+// and those of `cache.fast` into the `Arc`s in `cache`, all owned by this value; the buffer
 // is only read through volatile owner-byte loads and raw copies, and
 // written (clean) through `&mut self`; the doorbell record and the
 // `QpShared` words are accessed atomically (`QpShared` is `Sync`).
@@ -163,12 +189,38 @@ unsafe impl<M: Mmio + Send> Send for Cq<M> {}
 // SAFETY: the public `&self` methods only read plain fields of this value
 // (numbers, the buffer's and doorbell record's addresses) or, `is_empty`,
 // one owner byte (volatile). The private `&self` helpers that dereference
-// the raw pointers (`entry`, `op_own`, `poll_req`, `poll_run`: CQE reads,
-// slot loads, the retire-counter store; `set_gate`, `gate_word`: atomic
-// accesses to the gate) are only called from `&mut self` methods (`poll`,
-// `poll_one`, `clean_qp`) or while the value is built, so two threads never
-// run them on one CQ at once.
+// the raw pointers (`entry`, `op_own`: CQE reads; `set_gate`, `gate_word`:
+// atomic accesses to the gate) are only called from `&mut self` methods
+// (`poll`, `poll_one`, `clean_qp`) or while the value is built, so two
+// threads never run them on one CQ at once; the slot loads and
+// retire-counter stores (`poll_req`, `poll_single`) take `&mut self`.
 unsafe impl<M: Mmio + Sync> Sync for Cq<M> {}
+
+/// Retires the send requests of a QP up to the one the requester CQE at
+/// `p` completed: its slot's `end` into the retire counter. The slot is
+/// read again for it (not carried through the decode loops, which then
+/// keep one register more for themselves).
+///
+/// # Safety
+/// `p` is an entry the caller decoded (its body may be read) for the QP
+/// whose send slots are `slots` (mask `slot_mask`), held alive by the CQ.
+#[inline(always)]
+unsafe fn retire(p: *const u8, slots: *const SqSlot, slot_mask: u32) {
+    // SAFETY: the caller's contract; the offset is a slot's, masked to the
+    // array's length.
+    let end = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) }.end.load(Ordering::Relaxed);
+    // Release: the slots' wr_ids were read before the poster reuses them.
+    // SAFETY: `slots` is a QP's slot array (the caller's contract).
+    unsafe { tail_of(slots) }.store(end, Ordering::Release);
+}
+
+/// The fast paths' view of `q` (`Cq`'s `cur_*` fields): its resource
+/// number as [`rsn_key`] makes it from a CQE, its number as `Wc` bytes
+/// 24..32, its send slots and their mask as a byte offset.
+#[inline(always)]
+fn cur_fields(q: &QpShared) -> (u32, u64, *const SqSlot, u32) {
+    (rsn_key(q.rsn().to_be()), pair(0, q.qpn()), q.sq.slots_ptr(), q.sq.mask << 4)
+}
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,
 /// `& 0x00ff_ffff`) from the 32-bit word read as it lies in memory, without
@@ -626,7 +678,7 @@ impl<M: Mmio> Cq<M> {
         let run = out.len().min((self.mask - idx) as usize + 1);
         // SAFETY: `cur_cqe` is entry `idx` (not `end`: wrapped by the
         // caller), `run <= out.len()` and `idx + run <= ncqe`.
-        let (k, end) = unsafe { self.poll_req::<RSN_OFF>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
+        let (k, end) = unsafe { self.poll_req::<RSN_OFF, false>(self.cur_cqe, self.cur_owner, out.as_mut_ptr(), run) };
         let next = ci.wrapping_add(k as u32);
         if k == out.len() || (k != run && !sw_owned(self.op_own(next), next, self.ncqe)) {
             if k != 0 {
@@ -704,11 +756,12 @@ impl<M: Mmio> Cq<M> {
         if key != self.cur_rsn_key {
             return false;
         }
-        // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
-        // `forget`), so the matched key means it is set.
+        // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp`,
+        // `switch_qp`, `poll_req`, `forget`), so the matched key means it is set.
         // SAFETY: the CQE read is as above. `cur_slots` points into the
-        // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset is
-        // a slot's, masked to the array's length.
+        // `QpShared` of `cache.qp` or of an entry of `cache.recent`, `Arc`s
+        // this value holds; the offset is a slot's, masked to the array's
+        // length.
         let slots = self.cur_slots;
         // SAFETY: as above.
         let slot = unsafe { &*slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
@@ -719,7 +772,7 @@ impl<M: Mmio> Cq<M> {
         // once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
         // Release: the slot's wr_id was read before the poster reuses it.
-        // SAFETY: `slots` is the slot array of `cache.qp` (see above).
+        // SAFETY: `slots` is the slot array of the cached QP (see above).
         unsafe { tail_of(slots) }.store(slot.end.load(Ordering::Relaxed), Ordering::Release);
         let k = &tables.fast[op];
         // SAFETY: as for `wr_id`; the CQE read is as above.
@@ -834,6 +887,25 @@ impl<M: Mmio> Cq<M> {
     fn poll_more(&mut self, out: &mut [Wc], mut n: usize) -> usize {
         let mut ci = self.ci.wrapping_add(n as u32);
         loop {
+            // A requester CQE of another QP (or of the cached one, after the
+            // ring wrapped) starts a run of its own once its QP is cached:
+            // a CQ under many QPs switches here, not in `decode`.
+            let k = if self.cache_entry_qp(ci) {
+                let idx = ci & self.mask;
+                let run = (out.len() - n).min((self.mask - idx) as usize + 1);
+                // SAFETY: `n + run <= out.len()` and `idx + run <= ncqe`.
+                unsafe { self.poll_run(self.entry(ci), (ci >> self.log_ncqe) & 1, out[n..].as_mut_ptr(), run) }
+            } else {
+                0
+            };
+            if k != 0 {
+                ci = ci.wrapping_add(k as u32);
+                n += k;
+                if n == out.len() {
+                    break;
+                }
+                continue;
+            }
             // Anything else, one entry at a time.
             match self.poll_other(ci, &mut out[n]) {
                 Other::NotOurs => break,
@@ -935,13 +1007,13 @@ impl<M: Mmio> Cq<M> {
     /// # Safety
     /// As for `poll_req`.
     #[inline(always)]
-    unsafe fn poll_run(&self, at: *mut u8, owner: u32, out: *mut Wc, run: usize) -> usize {
+    unsafe fn poll_run(&mut self, at: *mut u8, owner: u32, out: *mut Wc, run: usize) -> usize {
         // SAFETY: forwarded.
         unsafe {
             if self.cqe_v1 {
-                self.poll_req::<32>(at, owner, out, run).0
+                self.poll_req::<32, true>(at, owner, out, run).0
             } else {
-                self.poll_req::<56>(at, owner, out, run).0
+                self.poll_req::<56, true>(at, owner, out, run).0
             }
         }
     }
@@ -953,21 +1025,25 @@ impl<M: Mmio> Cq<M> {
     /// many, and the entry after them (at most one past the ring's end),
     /// which is left for the general path. `RSN_OFF`:
     /// where a requester CQE names its QP, `srqn_uidx` (32, CQE version 1)
-    /// or `sop_drop_qpn` (56, version 0).
+    /// or `sop_drop_qpn` (56, version 0). With `SWITCH`, an entry of
+    /// another QP of [`Cache::fast`] does not end the run: the QP so far
+    /// is retired, the run goes on with the other, which is cached at the
+    /// end (a CQ under many QPs, whose consecutive CQEs name different
+    /// QPs, takes them all here).
     ///
     /// # Safety
     /// `at` is entry `idx` of the buffer with `idx + run <= ncqe`; `out` is
     /// valid for `run` writes of `Wc`.
     #[inline(always)]
-    unsafe fn poll_req<const RSN_OFF: usize>(
-        &self,
+    unsafe fn poll_req<const RSN_OFF: usize, const SWITCH: bool>(
+        &mut self,
         at: *mut u8,
         owner: u32,
         out: *mut Wc,
         run: usize,
     ) -> (usize, *mut u8) {
-        let (rsn_key_cur, qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
-        let (slots, slot_mask) = (self.cur_slots, self.cur_slot_mask);
+        let (mut rsn_key_cur, mut qpn_word) = (self.cur_rsn_key, self.cur_qpn_word);
+        let (mut slots, mut slot_mask) = (self.cur_slots, self.cur_slot_mask);
         // Entries `at..at + run` are inside the buffer.
         let (mut p, mut w) = (at, out);
         let mut n = 0;
@@ -988,16 +1064,30 @@ impl<M: Mmio> Cq<M> {
             // SAFETY: see above; 4-aligned (entries are 64-aligned).
             let rsn = unsafe { p.add(RSN_OFF).cast::<u32>().read() };
             if rsn_key(rsn) != rsn_key_cur {
-                break;
+                if !SWITCH {
+                    break;
+                }
+                let Some(&f) = self.cache.fast.get((u32::from_be(rsn) & 0x00ff_ffff) as usize) else { break };
+                if f.key != rsn_key(rsn) {
+                    break;
+                }
+                if n != 0 {
+                    // SAFETY: `p - 1` is the last entry decoded, of the QP
+                    // so far (`slots`), as below.
+                    unsafe { retire(p.sub(CQE_SIZE), slots, slot_mask) };
+                }
+                (rsn_key_cur, qpn_word, slots, slot_mask) = (f.key, f.qpn_word, f.slots, f.slot_mask);
             }
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
             let k = &REQ.fast[usize::from(unsafe { p.add(56).read() })];
-            // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp` /
-            // `forget`), so the matched key means it is set.
+            // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp`,
+            // `switch_qp`, here, `forget`), and an entry of `fast` has both,
+            // so the matched key means `slots` is set.
             // SAFETY: the CQE read is as above. `slots` points into the
-            // `QpShared` of `cache.qp`, an `Arc` this value holds; the offset
-            // is a slot's, masked to the array's length.
+            // `QpShared` of `cache.qp` or of an entry of `cache.recent`,
+            // `Arc`s this value holds; the offset is a slot's, masked to the
+            // array's length.
             let slot = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
             // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
@@ -1019,17 +1109,45 @@ impl<M: Mmio> Cq<M> {
             n += 1;
         }
         if n != 0 {
-            // The last entry's slot again, for its `end` (not carried through
-            // the loop, which then keeps one register more for itself).
-            // SAFETY: `p - 1` is the run's last entry, decoded above (its
-            // body may be read, as there); the slot as above.
-            let end = unsafe { &*slots.byte_add(slot_offset(p.sub(CQE_SIZE), slot_mask)) }.end.load(Ordering::Relaxed);
-            // Release: the slots' wr_ids were read before the poster reuses
-            // them. One store for the run: the last retirement covers the others.
-            // SAFETY: `slots` is the slot array of `cache.qp` (see above).
-            unsafe { tail_of(slots) }.store(end, Ordering::Release);
+            // One store for the run (of each QP): the last retirement covers
+            // the others.
+            // SAFETY: `p - 1` is the run's last entry, decoded above with
+            // `slots`.
+            unsafe { retire(p.sub(CQE_SIZE), slots, slot_mask) };
+        }
+        if SWITCH {
+            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
+                (rsn_key_cur, qpn_word, slots, slot_mask);
         }
         (n, p)
+    }
+
+    /// True when the entry at `ci` is one [`poll_req`](Self::poll_req)
+    /// takes: a software-owned requester CQE (the whole owner byte, as
+    /// there) of a QP this CQ knows, which is made the cached QP
+    /// ([`qp`](Self::qp)) if it was not. False for anything else, left to
+    /// [`poll_other`](Self::poll_other) (which skips a CQE of an unknown QP).
+    #[inline(always)]
+    fn cache_entry_qp(&mut self, ci: u32) -> bool {
+        let p = self.entry(ci);
+        // SAFETY: the owner byte of an entry of our buffer; volatile because
+        // the HCA writes it.
+        let op_own = unsafe { p.add(OP_OWN).read_volatile() };
+        if u32::from(op_own) != (ci >> self.log_ncqe) & 1 {
+            return false;
+        }
+        // The rest of the entry is read after its owner byte.
+        barrier::from_device();
+        let off = if self.cqe_v1 { 32 } else { 56 };
+        // SAFETY: a field of an entry the HCA handed to software (owner
+        // checked, barrier passed), read as plain bytes; 4-aligned.
+        let raw = unsafe { p.add(off).cast::<u32>().read() };
+        if rsn_key(raw) == self.cur_rsn_key {
+            return true;
+        }
+        // `srqn_uidx` (version 1) or `sop_drop_qpn` (version 0): the low
+        // 24 bits name the QP, as `decode` reads them.
+        self.switch_qp(u32::from_be(raw) & 0x00ff_ffff)
     }
 
     /// The entry at `ci` when it is not for the fast path: not ours yet, or
@@ -1100,13 +1218,29 @@ impl<M: Mmio> Cq<M> {
         let hit = matches!(&self.cache.qp, Some(q) if q.rsn() == rsn);
         if !hit {
             let q = self.lookup_qp(rsn)?;
-            self.cur_rsn_key = rsn_key(rsn.to_be());
-            self.cur_qpn_word = pair(0, q.qpn());
-            self.cur_slots = q.sq.slots_ptr();
-            self.cur_slot_mask = q.sq.mask << 4;
+            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) = cur_fields(&q);
             self.cache.qp = Some(q);
         }
         self.cache.qp.as_deref()
+    }
+
+    /// Makes `rsn`'s QP the one the fast paths take (the `cur_*` fields),
+    /// or returns false when this CQ knows no such QP. A QP of
+    /// [`Cache::fast`] is switched to in place, as `poll_req` does: no
+    /// reference count moves, `cache.qp` stays as it was. So the `cur_*`
+    /// fields name `cache.qp` or an entry of `recent`, both held until
+    /// [`forget`](Self::forget) (entries are never replaced: each sits at
+    /// its own resource number), which resets them.
+    #[inline(always)]
+    fn switch_qp(&mut self, rsn: u32) -> bool {
+        if let Some(&f) = self.cache.fast.get(rsn as usize) {
+            if f.key == rsn_key(rsn.to_be()) {
+                (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
+                    (f.key, f.qpn_word, f.slots, f.slot_mask);
+                return true;
+            }
+        }
+        self.qp(rsn).is_some()
     }
 
     /// `rsn`'s QP from [`Cache::recent`], else from the registry (then
@@ -1119,14 +1253,31 @@ impl<M: Mmio> Cq<M> {
             }
         }
         let q = self.registry.qp(rsn)?;
-        if self.cache.qp.is_some() && i < RECENT_MAX {
-            let t = self.cache.recent.get_or_insert_with(Vec::new);
-            if t.len() <= i {
-                t.resize((i + 1).next_power_of_two(), None);
+        if let Some(first) = self.cache.qp.clone() {
+            if self.cache.recent.is_none() {
+                // The table is made on the first switch: the QP cached
+                // until now goes in too.
+                self.cache.recent = Some(Vec::new());
+                self.keep(first);
             }
-            t[i] = Some(Arc::clone(&q));
+            self.keep(Arc::clone(&q));
         }
         Some(q)
+    }
+
+    /// Puts `q` into [`Cache::recent`] and [`Cache::fast`] at its resource
+    /// number (unless that is `RECENT_MAX` or more).
+    #[cold]
+    fn keep(&mut self, q: Arc<QpShared>) {
+        let i = q.rsn() as usize;
+        let (Some(t), true) = (self.cache.recent.as_mut(), i < RECENT_MAX) else { return };
+        if t.len() <= i {
+            let len = (i + 1).next_power_of_two();
+            t.resize(len, None);
+            self.cache.fast.resize(len, FastQp::NONE);
+        }
+        self.cache.fast[i] = FastQp::of(&q);
+        t[i] = Some(q);
     }
 
     #[inline(always)]

@@ -1380,3 +1380,76 @@ fn many_qps_on_one_cq_alternate_and_survive_a_replaced_qp() {
         hca.assert_clean();
     }
 }
+
+/// Many QPs on one CQ in runs the fast path takes whole, switching QPs in
+/// place ([`Cq`]'s table of recent QPs): each round posts one to three
+/// WRITEs on each of 7 QPs (signaled or not), and the CQ is polled in
+/// batches of 16, 1, 3 and 5 and with `poll_one`. Every signaled request
+/// completes once, in its QP's order, and each switch retires the QP it
+/// leaves: 150 rounds through send queues of 8 would run out of room
+/// otherwise (`post` fails with `QueueFull`). CQE version 0 and 1.
+#[test]
+fn runs_switch_qps_in_place_and_retire_each() {
+    for cqe_version in [1, 0] {
+        let hca = Hca::new(ModelCfg { cqe_version, ..Default::default() });
+        let ctx = hca.context();
+        let (mut cq, other) = (hca.new_cq(&ctx, 63), hca.new_cq(&ctx, 63));
+        let mut qps: Vec<_> = (0..7)
+            .map(|_| {
+                let a = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), cq.cqn(), cq.cqn());
+                let b = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), other.cqn(), other.cqn());
+                hca.connect(&a, &b);
+                (a, b)
+            })
+            .collect();
+        let src = Region::new(&hca, 64, access::ALL);
+        let dst = Region::new(&hca, 64, access::ALL);
+        let sge = [src.sge(0, 8)];
+        let op = SendOp::RdmaWrite(RemoteAddr { addr: dst.addr(0), rkey: dst.rkey });
+        let (mut next, mut want) = (vec![0u64; qps.len()], vec![Vec::new(); qps.len()]);
+        let mut got: Vec<Vec<u64>> = vec![Vec::new(); qps.len()];
+        let mut polls = 0usize;
+        for r in 0..150usize {
+            for (i, (a, _)) in qps.iter_mut().enumerate() {
+                let count = 1 + (r * 7 + i * 3) % 3;
+                for j in 0..count {
+                    let signaled = j + 1 == count || (r + i + j) % 2 == 0;
+                    let wr_id = (i as u64) << 32 | next[i];
+                    next[i] += 1;
+                    let flags = if signaled { SendFlags::SIGNALED } else { SendFlags::empty() };
+                    post_send(a, &[SendWr { wr_id, op, flags, sgl: &sge, ud: None }])
+                        .unwrap_or_else(|e| panic!("round {r}, QP {i}: {e:?}"));
+                    if signaled {
+                        want[i].push(wr_id);
+                    }
+                }
+            }
+            hca.run();
+            let total: usize = want.iter().map(Vec::len).sum();
+            while got.iter().map(Vec::len).sum::<usize>() < total {
+                let mut buf = [Wc::default(); 16];
+                let k = match polls % 5 {
+                    0 => cq.poll(&mut buf),
+                    1 => cq.poll(&mut buf[..1]),
+                    2 => cq.poll(&mut buf[..3]),
+                    3 => cq.poll(&mut buf[..5]),
+                    _ => usize::from(cq.poll_one(&mut buf[0])),
+                };
+                polls += 1;
+                assert!(k != 0, "round {r}: the CQ ran dry");
+                for w in &buf[..k] {
+                    let i = (w.wr_id >> 32) as usize;
+                    assert_eq!(
+                        (w.status, w.opcode, w.qp_num),
+                        (WcStatus::SUCCESS, WcOpcode::RDMA_WRITE, qps[i].0.qpn())
+                    );
+                    got[i].push(w.wr_id);
+                }
+            }
+            assert!(cq.is_empty(), "round {r}: a completion too many");
+        }
+        assert_eq!(got, want);
+        assert!(cq.skipped() == 0);
+        hca.assert_clean();
+    }
+}
