@@ -11,7 +11,9 @@
 //! `write()` commands and static bfregs; each of them with
 //! `MLX5_SHUT_UP_BF=1` (`-nobf`); and `write-cqe0`, a kernel that grants
 //! CQE version 0); each failure prints its name or seed and a hex diff. The last
-//! line is `mlx5-diff: N passed, M failed`. The program re-executes itself
+//! line is `mlx5-diff: N passed, M failed`. `--many-qp SIDE,QPS,N` runs
+//! the scale bench's many-QP poll instead, one library at a time
+//! ([`many_qp`]). The program re-executes itself
 //! under the fake kernel's preload library (next to this executable) with a
 //! fresh sysfs tree; rdma-core's libraries come from Debian's `libibverbs1`
 //! and `ibverbs-providers`.
@@ -19,6 +21,7 @@
 mod check;
 mod hca_side;
 mod ibv;
+mod many_qp;
 mod scenario;
 mod sides;
 
@@ -47,6 +50,12 @@ struct Args {
     verbose: bool,
     /// The fake kernels to run on (`rverbs_mlx5_fake::ioctl::ENV_MODE`).
     kernels: Vec<String>,
+    /// `--many-qp SIDE,QPS,N`: the scale bench's many-QP poll instead of
+    /// the cases (on the `ioctl` kernel unless `--kernel` names others).
+    many_qp: Option<many_qp::ManyQp>,
+    /// `--lib PATH`: the `libibverbs.so.1` the `c` side of `--many-qp`
+    /// loads (rverbs' C library), instead of the loader's.
+    lib: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -56,7 +65,10 @@ fn parse_args() -> Result<Args, String> {
         only: None,
         verbose: false,
         kernels: KERNELS.iter().map(|k| k.0.into()).collect(),
+        many_qp: None,
+        lib: None,
     };
+    let mut kernels_named = false;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -65,7 +77,10 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = val("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--only" => a.only = Some(val("--only")?),
             "-v" | "--verbose" => a.verbose = true,
+            "--lib" => a.lib = Some(val("--lib")?),
+            "--many-qp" => a.many_qp = Some(many_qp::ManyQp::parse(&val("--many-qp")?)?),
             "--kernel" => {
+                kernels_named = true;
                 a.kernels = val("--kernel")?.split(',').map(str::to_owned).collect();
                 if let Some(k) = a.kernels.iter().find(|k| !KERNELS.iter().any(|(n, ..)| n == k)) {
                     let names: Vec<&str> = KERNELS.iter().map(|k| k.0).collect();
@@ -74,11 +89,16 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err(
-                    "usage: mlx5-diff [--cases N] [--seed S] [--only NAME|seed:S] [--kernel ioctl,write] [-v]".into()
+                    "usage: mlx5-diff [--cases N] [--seed S] [--only NAME|seed:S] [--kernel ioctl,write] [-v]\n       \
+                     mlx5-diff --many-qp c|r,QPS,N [--lib libibverbs.so.1] [--kernel K]"
+                        .into(),
                 );
             }
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    if a.many_qp.is_some() && !kernels_named {
+        a.kernels = vec!["ioctl".into()];
     }
     Ok(a)
 }
@@ -167,6 +187,9 @@ fn counts(text: &str) -> Option<(u64, u64)> {
 }
 
 fn run(args: &Args, sysfs: &std::path::Path) -> Result<bool, String> {
+    if let Some(m) = args.many_qp {
+        return many_qp::run(m, args.lib.as_deref(), sysfs);
+    }
     let ibv = Ibverbs::load()?;
     let fake = check::FakeLog::find()?;
     let mut shared = sides::Shared::new();

@@ -14,7 +14,7 @@ use crate::ibv::{self, Ibverbs};
 use crate::scenario::{Kind, Op, Rwr, Setup, Wr};
 
 /// Access of the shared region: local write, remote write/read/atomic.
-const ACCESS: u32 = 0xf;
+pub const ACCESS: u32 = 0xf;
 /// The peer the QP is connected to (RC/UC) or sends to (UD).
 pub const REMOTE_QPN: u32 = 0x0fe1;
 pub const QKEY: u32 = 0x1111_1111;
@@ -58,7 +58,7 @@ impl Shared {
     pub fn len(&self) -> usize {
         self.map.len()
     }
-    fn ptr(&mut self) -> *mut u8 {
+    pub fn ptr(&mut self) -> *mut u8 {
         self.map.as_mut_ptr()
     }
 }
@@ -208,28 +208,7 @@ impl<'a> CLib<'a> {
             if c.qp.is_null() {
                 return Err(errno_of("ibv_create_qp"));
             }
-            for (state, mask) in transitions(setup.kind) {
-                let mut a: ibv::ibv_qp_attr = std::mem::zeroed();
-                a.qp_state = u32::from(state);
-                a.port_num = 1;
-                a.qkey = QKEY;
-                a.qp_access_flags = 0xe;
-                a.path_mtu = 3;
-                a.dest_qp_num = REMOTE_QPN;
-                a.rq_psn = 0x100;
-                a.sq_psn = 0x200;
-                a.max_dest_rd_atomic = 4;
-                a.max_rd_atomic = 4;
-                a.min_rnr_timer = 12;
-                a.timeout = 14;
-                a.retry_cnt = 7;
-                a.rnr_retry = 7;
-                a.ah_attr = c_ah_attr(setup.sgid_index);
-                let rc = (ibv.ibv_modify_qp)(c.qp, &mut a, mask as i32);
-                if rc != 0 {
-                    return Err(format!("ibv_modify_qp to state {state}: {rc}"));
-                }
-            }
+            c_to_rts(ibv, c.qp, setup)?;
             if setup.kind == Kind::Ud {
                 let mut a = c_ah_attr(setup.sgid_index);
                 c.ah = (ibv.ibv_create_ah)(c.pd, &mut a);
@@ -240,6 +219,39 @@ impl<'a> CLib<'a> {
         }
         Ok(c)
     }
+}
+
+/// `qp` through INIT and RTR to RTS with `setup`'s attributes (the same
+/// on both sides).
+///
+/// # Safety
+/// `qp` is a live QP of `ibv`.
+pub unsafe fn c_to_rts(ibv: &Ibverbs, qp: *mut ibv::ibv_qp, setup: &Setup) -> Result<(), String> {
+    for (state, mask) in transitions(setup.kind) {
+        // SAFETY: plain C data; all zeroes is valid.
+        let mut a: ibv::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = u32::from(state);
+        a.port_num = 1;
+        a.qkey = QKEY;
+        a.qp_access_flags = 0xe;
+        a.path_mtu = 3;
+        a.dest_qp_num = REMOTE_QPN;
+        a.rq_psn = 0x100;
+        a.sq_psn = 0x200;
+        a.max_dest_rd_atomic = 4;
+        a.max_rd_atomic = 4;
+        a.min_rnr_timer = 12;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.ah_attr = c_ah_attr(setup.sgid_index);
+        // SAFETY: the caller's live QP; the attributes live across the call.
+        let rc = unsafe { (ibv.ibv_modify_qp)(qp, &mut a, mask as i32) };
+        if rc != 0 {
+            return Err(format!("ibv_modify_qp to state {state}: {rc}"));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for CLib<'_> {
@@ -496,27 +508,7 @@ impl RLib {
             max_inline_data: setup.inline,
         };
         let qp = pd.create_qp(&init).map_err(e("create_qp"))?;
-        for (state, mask) in transitions(setup.kind) {
-            let a = QpAttr {
-                qp_state: [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts][state as usize],
-                port_num: 1,
-                qkey: QKEY,
-                qp_access_flags: AccessFlags::from_bits_retain(0xe),
-                path_mtu: Mtu::Mtu1024,
-                dest_qp_num: REMOTE_QPN,
-                rq_psn: 0x100,
-                sq_psn: 0x200,
-                max_dest_rd_atomic: 4,
-                max_rd_atomic: 4,
-                min_rnr_timer: 12,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                ah_attr: r_ah_attr(setup.sgid_index),
-                ..Default::default()
-            };
-            qp.modify(&a, QpAttrMask::from_bits_retain(mask)).map_err(e("modify_qp"))?;
-        }
+        r_to_rts(&qp, setup)?;
         let ah = if setup.kind == Kind::Ud {
             Some(pd.create_ah(&r_ah_attr(setup.sgid_index)).map_err(e("create_ah"))?)
         } else {
@@ -524,6 +516,32 @@ impl RLib {
         };
         Ok(RLib { ah, qp, srq, cq, mr, _pd: pd, ctx, kind: setup.kind })
     }
+}
+
+/// As [`c_to_rts`], through rverbs.
+pub fn r_to_rts(qp: &QueuePair, setup: &Setup) -> Result<(), String> {
+    for (state, mask) in transitions(setup.kind) {
+        let a = QpAttr {
+            qp_state: [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts][state as usize],
+            port_num: 1,
+            qkey: QKEY,
+            qp_access_flags: AccessFlags::from_bits_retain(0xe),
+            path_mtu: Mtu::Mtu1024,
+            dest_qp_num: REMOTE_QPN,
+            rq_psn: 0x100,
+            sq_psn: 0x200,
+            max_dest_rd_atomic: 4,
+            max_rd_atomic: 4,
+            min_rnr_timer: 12,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            ah_attr: r_ah_attr(setup.sgid_index),
+            ..Default::default()
+        };
+        qp.modify(&a, QpAttrMask::from_bits_retain(mask)).map_err(|err| format!("modify_qp: {err}"))?;
+    }
+    Ok(())
 }
 
 fn r_op(w: &Wr) -> SendOp {

@@ -975,6 +975,7 @@ fn mock_counts(ws: &Workspace) -> Result<MockCounts> {
         let per = (ir[1] - ir[0]) as f64 / N as f64;
         out.counts.push((bench.trim_end_matches("_bench").to_owned(), case.to_owned(), per));
     }
+    out.many_qp = crate::mlx5_diff::many_qp_counts(ws)?;
     Ok(out)
 }
 

@@ -164,6 +164,23 @@ pub fn tier(ws: &Workspace, cases: u64) -> Result<(Counts, Vec<String>)> {
         }
         None => problems.push("mlx5-diff printed no 'N passed, M failed' line".into()),
     }
+    // The bench's many-QP poll as a check: each library takes every
+    // completion of 1, 16 and 256 QPs on one CQ, in order, with CQE
+    // versions 1 and 0 (resource numbers: user indices, QPNs).
+    for qps in MANY_QP_COUNTS {
+        for side in ["c", "r"] {
+            let mut cmd = Command::new(bin.join("mlx5-diff"));
+            cmd.args(["--many-qp", &format!("{side},{qps},8192"), "--kernel", "ioctl,write-cqe0"]);
+            let (ok, out) = output(&mut cmd)?;
+            match counts_of(&out) {
+                Some(c) if ok || c.failed != 0 => counts += c,
+                _ => problems.push(format!("{}: no verdict\n{out}", crate::util::describe(&cmd))),
+            }
+            if !ok {
+                print!("{out}");
+            }
+        }
+    }
     Ok((counts, problems))
 }
 
@@ -186,4 +203,68 @@ pub fn run(args: &[String]) -> Result<i32> {
     }
     println!("mlx5 differential tier: {} passed, {} failed", c.passed, c.failed);
     Ok(if problems.is_empty() && c.failed == 0 { 0 } else { 1 })
+}
+
+/// The QP counts of the many-QP poll (`mlx5-diff --many-qp`).
+pub const MANY_QP_COUNTS: [u32; 3] = [1, 16, 256];
+
+/// The scale bench's many-QP poll on the fake ConnectX, side by side:
+/// for each of [`MANY_QP_COUNTS`], the instructions a CQE costs (batches of
+/// 16, (Ir(2N) − Ir(N)) / N under callgrind, N = 40,960) in rdma-core 44's
+/// libmlx5, in rverbs' Rust API and in rverbs' C library, each driven by
+/// `mlx5-diff --many-qp` in release builds.
+pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(u32, [f64; 3])>> {
+    ensure_packages()?;
+    let preload: &[&str] = &["build", "--release", "--quiet", "-p", "rverbs-fake-uverbs", "--lib"];
+    let bin: &[&str] = &["build", "--release", "--quiet", "-p", "rverbs-mlx5-diff", "--bin", "mlx5-diff"];
+    for args in [preload, bin] {
+        let mut cmd = cargo();
+        cmd.current_dir(&ws.root).args(args);
+        note(crate::util::describe(&cmd));
+        crate::util::run(&mut cmd)?;
+    }
+    let capi = crate::project::build_capi_release(ws)?;
+    let exe = ws.target_dir.join("release/mlx5-diff");
+    let logs = ws.target_dir.join("many-qp-logs");
+    const N: u64 = 40_960;
+    let mut out = Vec::new();
+    for qps in MANY_QP_COUNTS {
+        let mut per = [0f64; 3];
+        for (slot, (side, lib)) in per.iter_mut().zip([("c", None), ("r", None), ("c", Some(&capi))]) {
+            let mut ir = [0u64; 2];
+            for (v, n) in ir.iter_mut().zip([N, 2 * N]) {
+                // The child under the fake kernel is the one measured; its
+                // log goes to a file (the parent keeps its stderr).
+                let _ = std::fs::remove_dir_all(&logs);
+                std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+                let mut cmd = Command::new("valgrind");
+                cmd.args(["--tool=callgrind", "--trace-children=yes", "--callgrind-out-file=/dev/null"])
+                    .arg(format!("--log-file={}/vg.%p", logs.display()))
+                    .args(["--collect-atstart=no", &format!("--toggle-collect=*bench_poll_{side}*")])
+                    .arg(&exe)
+                    .args(["--many-qp", &format!("{side},{qps},{n}")]);
+                if let Some(lib) = lib {
+                    cmd.arg("--lib").arg(lib);
+                }
+                let o = cmd.output().map_err(|e| format!("running valgrind on mlx5-diff: {e}"))?;
+                let text = String::from_utf8_lossy(&o.stdout);
+                if !o.status.success() || !text.contains(": 1 passed, 0 failed") {
+                    return Err(format!("mlx5-diff --many-qp {side},{qps},{n} failed ({}):\n{text}", o.status));
+                }
+                let mut best = 0;
+                for e in std::fs::read_dir(&logs).map_err(|e| format!("{}: {e}", logs.display()))? {
+                    let path = e.map_err(|e| e.to_string())?.path();
+                    let log = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    best = best.max(crate::bench::collected(&log).unwrap_or(0));
+                }
+                if best == 0 {
+                    return Err(format!("mlx5-diff --many-qp {side},{qps},{n}: callgrind counted nothing"));
+                }
+                *v = best;
+            }
+            *slot = (ir[1] - ir[0]) as f64 / N as f64;
+        }
+        out.push((qps, per));
+    }
+    Ok(out)
 }

@@ -5,6 +5,9 @@
 #[derive(Debug, Default)]
 pub struct MockCounts {
     pub counts: Vec<(String, String, f64)>,
+    /// The many-QP poll on the fake ConnectX: (QPs, instructions per CQE
+    /// in rdma-core's libmlx5, rverbs' Rust API, rverbs' C library).
+    pub many_qp: Vec<(u32, [f64; 3])>,
 }
 
 /// The targets of the mock benches (docs/PERFORMANCE.md, docs/MLX5.md).
@@ -34,6 +37,25 @@ pub(super) fn mock_table(m: &MockCounts) -> String {
         let goal = mock_goal(p, case);
         let met = if *v <= goal + 1e-9 { "yes" } else { "**no**" };
         s.push_str(&format!("| {p} | {what} | {v:.1} | ≤ {goal} | {met} |\n"));
+    }
+    if !m.many_qp.is_empty() {
+        s.push_str(&many_qp_table(&m.many_qp));
+    }
+    s
+}
+
+/// The many-QP poll on the fake ConnectX, rdma-core / rverbs / C library.
+fn many_qp_table(rows: &[(u32, [f64; 3])]) -> String {
+    let mut s = String::from(
+        "\nmlx5, one CQ under Q RC QPs on the fake ConnectX (`mlx5-diff --many-qp`: rdma-core 44's libibverbs + \
+         libmlx5 and rverbs on one fake kernel, mlx5-diff's fake HCA writing the CQEs): each fill posts one signaled WRITE \
+         on every QP 16 times and completes them in that order, so consecutive CQEs name different QPs; polled in \
+         batches of 16. Instructions per CQE inside the poll call ((Ir(2N) − Ir(N)) / N, N = 40,960), rdma-core / \
+         rverbs' Rust API / rverbs' C library (×: over rdma-core's):\n\n| Q | instructions per CQE | × |\n| --: | \
+         --: | --: |\n",
+    );
+    for (q, [c, r, l]) in rows {
+        s.push_str(&format!("| {q} | {c:.1} / {r:.1} / {l:.1} | {:.2} / {:.2} |\n", r / c, l / c));
     }
     s
 }
