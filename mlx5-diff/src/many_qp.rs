@@ -12,7 +12,7 @@
 
 use std::hint::black_box;
 
-use rverbs::{AccessFlags, CompletionQueue, QpCap, QpInitAttr, QpType, QueuePair, SendFlags, SendOp, SendWr, Sge, Wc};
+use rverbs::{CompletionQueue, QpCap, QpInitAttr, QpType, QueuePair, SendFlags, SendOp, SendWr, Sge, Wc};
 use rverbs_mlx5_fake::hca;
 use rverbs_mlx5_fake::record;
 
@@ -20,7 +20,7 @@ use crate::check::FakeLog;
 use crate::hca_side::{self, HcaSide};
 use crate::ibv::{self, Ibverbs};
 use crate::scenario::{Completion, Kind, Setup};
-use crate::sides::{self, Shared};
+use crate::sides::{self, CBase, RBase, Shared};
 
 /// Requests per QP in one fill (its send queue's depth).
 pub const ROUNDS: u32 = 16;
@@ -91,68 +91,43 @@ fn setup(qps: u32) -> Setup {
 }
 
 struct C<'a> {
-    ibv: &'a Ibverbs,
-    ctx: *mut ibv::ibv_context,
-    pd: *mut ibv::ibv_pd,
-    mr: *mut ibv::ibv_mr,
-    cq: *mut ibv::ibv_cq,
+    // Field order is drop order: the QPs before `b` (see `Drop`).
     qps: Vec<*mut ibv::ibv_qp>,
     wc: Vec<ibv::ibv_wc>,
+    b: CBase<'a>,
 }
 
 impl<'a> C<'a> {
     fn open(ibv: &'a Ibverbs, qps: u32, shared: &mut Shared) -> Result<C<'a>, String> {
         let s = setup(qps);
-        let ctx = ibv.open_device_by_name(rverbs_mlx5_fake::IBDEV)?;
-        let mut c = C {
-            ibv,
-            ctx,
-            pd: std::ptr::null_mut(),
-            mr: std::ptr::null_mut(),
-            cq: std::ptr::null_mut(),
-            qps: Vec::new(),
-            // SAFETY: plain C data; all zeroes is valid.
-            wc: (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect(),
-        };
-        let fail = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // SAFETY: every call gets live objects of this library, made above
-        // in order; failures return NULL, checked.
-        unsafe {
-            c.pd = (ibv.ibv_alloc_pd)(ctx);
-            if c.pd.is_null() {
-                return Err(fail("ibv_alloc_pd"));
+        let b = CBase::open(ibv, s.cqe, shared)?;
+        // SAFETY: plain C data; all zeroes is valid.
+        let wc = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut c = C { qps: Vec::new(), wc, b };
+        for _ in 0..qps {
+            let mut init = ibv::ibv_qp_init_attr {
+                qp_context: std::ptr::null_mut(),
+                send_cq: c.b.cq,
+                recv_cq: c.b.cq,
+                srq: std::ptr::null_mut(),
+                cap: ibv::ibv_qp_cap {
+                    max_send_wr: s.send_wr,
+                    max_recv_wr: s.recv_wr,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                qp_type: 2,
+                sq_sig_all: 0,
+            };
+            // SAFETY: a live PD and CQ of this library; NULL on failure, checked.
+            let qp = unsafe { (ibv.ibv_create_qp)(c.b.pd, &mut init) };
+            if qp.is_null() {
+                return Err(format!("ibv_create_qp: {}", std::io::Error::last_os_error()));
             }
-            c.mr = (ibv.ibv_reg_mr)(c.pd, shared.ptr().cast(), shared.len(), sides::ACCESS as i32);
-            if c.mr.is_null() {
-                return Err(fail("ibv_reg_mr"));
-            }
-            c.cq = (ibv.ibv_create_cq)(ctx, s.cqe as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-            if c.cq.is_null() {
-                return Err(fail("ibv_create_cq"));
-            }
-            for _ in 0..qps {
-                let mut init = ibv::ibv_qp_init_attr {
-                    qp_context: std::ptr::null_mut(),
-                    send_cq: c.cq,
-                    recv_cq: c.cq,
-                    srq: std::ptr::null_mut(),
-                    cap: ibv::ibv_qp_cap {
-                        max_send_wr: s.send_wr,
-                        max_recv_wr: s.recv_wr,
-                        max_send_sge: 1,
-                        max_recv_sge: 1,
-                        max_inline_data: 0,
-                    },
-                    qp_type: 2,
-                    sq_sig_all: 0,
-                };
-                let qp = (ibv.ibv_create_qp)(c.pd, &mut init);
-                if qp.is_null() {
-                    return Err(fail("ibv_create_qp"));
-                }
-                c.qps.push(qp);
-                sides::c_to_rts(ibv, qp, &s)?;
-            }
+            c.qps.push(qp);
+            // SAFETY: the QP just made.
+            unsafe { sides::c_to_rts(ibv, qp, &s)? };
         }
         Ok(c)
     }
@@ -160,22 +135,10 @@ impl<'a> C<'a> {
 
 impl Drop for C<'_> {
     fn drop(&mut self) {
-        // SAFETY: each object is this library's, destroyed once, children
-        // before parents.
-        unsafe {
-            for &qp in &self.qps {
-                (self.ibv.ibv_destroy_qp)(qp);
-            }
-            if !self.cq.is_null() {
-                (self.ibv.ibv_destroy_cq)(self.cq);
-            }
-            if !self.mr.is_null() {
-                (self.ibv.ibv_dereg_mr)(self.mr);
-            }
-            if !self.pd.is_null() {
-                (self.ibv.ibv_dealloc_pd)(self.pd);
-            }
-            (self.ibv.ibv_close_device)(self.ctx);
+        for &qp in &self.qps {
+            // SAFETY: each QP is this library's, destroyed once, before
+            // `b` (its CQ and PD) drops.
+            unsafe { (self.b.ibv.ibv_destroy_qp)(qp) };
         }
     }
 }
@@ -183,7 +146,7 @@ impl Drop for C<'_> {
 impl Queues for C<'_> {
     fn cmd_fd(&self) -> i32 {
         // SAFETY: `ctx` is live while self is.
-        unsafe { (*self.ctx).cmd_fd }
+        unsafe { (*self.b.ctx).cmd_fd }
     }
 
     fn qpns(&self) -> Vec<u32> {
@@ -193,7 +156,7 @@ impl Queues for C<'_> {
 
     fn post_write(&mut self, i: usize, wr_id: u64, shared: &Shared) -> Result<(), String> {
         // SAFETY: `mr` is live.
-        let lkey = unsafe { (*self.mr).lkey };
+        let lkey = unsafe { (*self.b.mr).lkey };
         let mut sge = ibv::ibv_sge { addr: shared.addr(), length: 8, lkey };
         // SAFETY: plain C data; all zeroes is valid.
         let mut wr: ibv::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -207,43 +170,30 @@ impl Queues for C<'_> {
         wr.wr[1] = u64::from(lkey);
         // SAFETY: a live QP; the request and its SGE live across the call
         // and name the registered shared buffer.
-        unsafe { self.ibv.post_send(self.qps[i], &mut wr) }.map_err(|(rc, _)| format!("ibv_post_send: {rc}"))
+        unsafe { self.b.ibv.post_send(self.qps[i], &mut wr) }.map_err(|(rc, _)| format!("ibv_post_send: {rc}"))
     }
 
     fn poll(&mut self, got: &mut Vec<(u64, u32)>) {
-        let n = bench_poll_c(self.ibv, black_box(self.cq), &mut self.wc);
+        let n = bench_poll_c(self.b.ibv, black_box(self.b.cq), &mut self.wc);
         got.extend(self.wc[..n.max(0) as usize].iter().map(|w| (w.wr_id, w.status)));
     }
 }
 
 struct R {
-    cq: CompletionQueue,
+    // Field order is drop order: children first.
     qps: Vec<QueuePair>,
     lkey: u32,
     wc: [Wc; BATCH],
-    _mr: rverbs::MemoryRegion,
-    _pd: rverbs::ProtectionDomain,
-    ctx: rverbs::Context,
+    b: RBase,
 }
 
 impl R {
     fn open(qps: u32, sysfs: &std::path::Path, shared: &mut Shared) -> Result<R, String> {
-        fn e(what: &'static str) -> impl Fn(rverbs::Error) -> String {
-            move |err| format!("{what}: {err}")
-        }
         let s = setup(qps);
-        let devs = rverbs::Sysfs::at(sysfs, "/dev/infiniband").devices().map_err(e("devices"))?;
-        let dev = devs.into_iter().find(|d| d.name() == rverbs_mlx5_fake::IBDEV).ok_or("rverbs finds no mlx5_9")?;
-        let ctx = dev.open().map_err(e("open"))?;
-        let pd = ctx.alloc_pd().map_err(e("alloc_pd"))?;
-        // SAFETY: the shared buffer outlives these objects (main keeps it for
-        // the whole run) and nothing else frees it.
-        let mr = unsafe { pd.reg_mr(shared.ptr(), shared.len(), AccessFlags::from_bits_retain(sides::ACCESS)) }
-            .map_err(e("reg_mr"))?;
-        let cq = ctx.create_cq(s.cqe).map_err(e("create_cq"))?;
+        let b = RBase::open(s.cqe, sysfs, shared)?;
         let mut list = Vec::new();
         for _ in 0..qps {
-            let mut init = QpInitAttr::new(QpType::Rc, &cq);
+            let mut init = QpInitAttr::new(QpType::Rc, &b.cq);
             init.cap = QpCap {
                 max_send_wr: s.send_wr,
                 max_recv_wr: s.recv_wr,
@@ -251,18 +201,18 @@ impl R {
                 max_recv_sge: 1,
                 max_inline_data: 0,
             };
-            let qp = pd.create_qp(&init).map_err(e("create_qp"))?;
+            let qp = b.pd.create_qp(&init).map_err(sides::r_err("create_qp"))?;
             sides::r_to_rts(&qp, &s)?;
             list.push(qp);
         }
-        Ok(R { lkey: mr.lkey(), cq, qps: list, wc: [Wc::default(); BATCH], _mr: mr, _pd: pd, ctx })
+        Ok(R { lkey: b.mr.lkey(), qps: list, wc: [Wc::default(); BATCH], b })
     }
 }
 
 impl Queues for R {
     fn cmd_fd(&self) -> i32 {
         use std::os::fd::AsRawFd;
-        self.ctx.cmd_fd().as_raw_fd()
+        self.b.ctx.cmd_fd().as_raw_fd()
     }
 
     fn qpns(&self) -> Vec<u32> {
@@ -277,7 +227,7 @@ impl Queues for R {
     }
 
     fn poll(&mut self, got: &mut Vec<(u64, u32)>) {
-        let n = bench_poll_r(black_box(&mut self.cq), &mut self.wc);
+        let n = bench_poll_r(black_box(&mut self.b.cq), &mut self.wc);
         got.extend(self.wc[..n].iter().map(|w| (w.wr_id, w.status.0)));
     }
 }

@@ -122,11 +122,7 @@ fn transitions(kind: Kind) -> [(u8, u32); 3] {
 
 /// rdma-core's libibverbs + libmlx5, through `dlopen`.
 pub struct CLib<'a> {
-    ibv: &'a Ibverbs,
-    ctx: *mut ibv::ibv_context,
-    pd: *mut ibv::ibv_pd,
-    mr: *mut ibv::ibv_mr,
-    cq: *mut ibv::ibv_cq,
+    b: CBase<'a>,
     srq: *mut ibv::ibv_srq,
     qp: *mut ibv::ibv_qp,
     ah: *mut ibv::ibv_ah,
@@ -152,47 +148,27 @@ fn errno_of(what: &str) -> String {
 impl<'a> CLib<'a> {
     /// Opens the fake device and builds `setup`'s objects on `shared`.
     pub fn open(ibv: &'a Ibverbs, setup: &Setup, shared: &mut Shared) -> Result<CLib<'a>, String> {
-        let ctx = ibv.open_device_by_name(rverbs_mlx5_fake::IBDEV)?;
-        let mut c = CLib {
-            ibv,
-            ctx,
-            pd: std::ptr::null_mut(),
-            mr: std::ptr::null_mut(),
-            cq: std::ptr::null_mut(),
-            srq: std::ptr::null_mut(),
-            qp: std::ptr::null_mut(),
-            ah: std::ptr::null_mut(),
-            kind: setup.kind,
-        };
+        let b = CBase::open(ibv, setup.cqe, shared)?;
+        let mut c =
+            CLib { b, srq: std::ptr::null_mut(), qp: std::ptr::null_mut(), ah: std::ptr::null_mut(), kind: setup.kind };
+        let (pd, cq) = (c.b.pd, c.b.cq);
         // SAFETY: every call gets live objects of this library, made above
         // in order; failures return NULL or an error, checked.
         unsafe {
-            c.pd = (ibv.ibv_alloc_pd)(ctx);
-            if c.pd.is_null() {
-                return Err(errno_of("ibv_alloc_pd"));
-            }
-            c.mr = (ibv.ibv_reg_mr)(c.pd, shared.ptr().cast(), shared.len(), ACCESS as i32);
-            if c.mr.is_null() {
-                return Err(errno_of("ibv_reg_mr"));
-            }
-            c.cq = (ibv.ibv_create_cq)(ctx, setup.cqe as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-            if c.cq.is_null() {
-                return Err(errno_of("ibv_create_cq"));
-            }
             if let Some((max_wr, max_sge)) = setup.srq {
                 let mut a = ibv::ibv_srq_init_attr {
                     srq_context: std::ptr::null_mut(),
                     attr: ibv::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
                 };
-                c.srq = (ibv.ibv_create_srq)(c.pd, &mut a);
+                c.srq = (ibv.ibv_create_srq)(pd, &mut a);
                 if c.srq.is_null() {
                     return Err(errno_of("ibv_create_srq"));
                 }
             }
             let mut init = ibv::ibv_qp_init_attr {
                 qp_context: std::ptr::null_mut(),
-                send_cq: c.cq,
-                recv_cq: c.cq,
+                send_cq: cq,
+                recv_cq: cq,
                 srq: c.srq.cast(),
                 cap: ibv::ibv_qp_cap {
                     max_send_wr: setup.send_wr,
@@ -204,14 +180,14 @@ impl<'a> CLib<'a> {
                 qp_type: qpt(setup.kind),
                 sq_sig_all: setup.sig_all.into(),
             };
-            c.qp = (ibv.ibv_create_qp)(c.pd, &mut init);
+            c.qp = (ibv.ibv_create_qp)(pd, &mut init);
             if c.qp.is_null() {
                 return Err(errno_of("ibv_create_qp"));
             }
             c_to_rts(ibv, c.qp, setup)?;
             if setup.kind == Kind::Ud {
                 let mut a = c_ah_attr(setup.sgid_index);
-                c.ah = (ibv.ibv_create_ah)(c.pd, &mut a);
+                c.ah = (ibv.ibv_create_ah)(pd, &mut a);
                 if c.ah.is_null() {
                     return Err(errno_of("ibv_create_ah"));
                 }
@@ -260,14 +236,59 @@ impl Drop for CLib<'_> {
         // before parents.
         unsafe {
             if !self.ah.is_null() {
-                (self.ibv.ibv_destroy_ah)(self.ah);
+                (self.b.ibv.ibv_destroy_ah)(self.ah);
             }
             if !self.qp.is_null() {
-                (self.ibv.ibv_destroy_qp)(self.qp);
+                (self.b.ibv.ibv_destroy_qp)(self.qp);
             }
             if !self.srq.is_null() {
-                (self.ibv.ibv_destroy_srq)(self.srq);
+                (self.b.ibv.ibv_destroy_srq)(self.srq);
             }
+        }
+        // `b` drops next: its CQ, MR, PD and context.
+    }
+}
+
+/// rdma-core's objects every set-up here starts with: the fake device's
+/// context, a PD, an MR on the shared buffer and one CQ of `cqe` entries.
+pub struct CBase<'a> {
+    pub ibv: &'a Ibverbs,
+    pub ctx: *mut ibv::ibv_context,
+    pub pd: *mut ibv::ibv_pd,
+    pub mr: *mut ibv::ibv_mr,
+    pub cq: *mut ibv::ibv_cq,
+}
+
+impl<'a> CBase<'a> {
+    pub fn open(ibv: &'a Ibverbs, cqe: u32, shared: &mut Shared) -> Result<CBase<'a>, String> {
+        let ctx = ibv.open_device_by_name(rverbs_mlx5_fake::IBDEV)?;
+        let mut b = CBase { ibv, ctx, pd: std::ptr::null_mut(), mr: std::ptr::null_mut(), cq: std::ptr::null_mut() };
+        // SAFETY: every call gets live objects of this library, made above
+        // in order; failures return NULL, checked (what was made is
+        // destroyed by `drop`).
+        unsafe {
+            b.pd = (ibv.ibv_alloc_pd)(ctx);
+            if b.pd.is_null() {
+                return Err(errno_of("ibv_alloc_pd"));
+            }
+            b.mr = (ibv.ibv_reg_mr)(b.pd, shared.ptr().cast(), shared.len(), ACCESS as i32);
+            if b.mr.is_null() {
+                return Err(errno_of("ibv_reg_mr"));
+            }
+            b.cq = (ibv.ibv_create_cq)(ctx, cqe as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+            if b.cq.is_null() {
+                return Err(errno_of("ibv_create_cq"));
+            }
+        }
+        Ok(b)
+    }
+}
+
+impl Drop for CBase<'_> {
+    fn drop(&mut self) {
+        // SAFETY: each object is this library's, destroyed once, children
+        // before parents (their users dropped theirs first).
+        unsafe {
             if !self.cq.is_null() {
                 (self.ibv.ibv_destroy_cq)(self.cq);
             }
@@ -300,7 +321,7 @@ impl CLib<'_> {
     /// Each request's SGE list (offsets into `shared`) with the region's key.
     fn sges<'w>(&self, lists: impl Iterator<Item = &'w [(u32, u32)]>, shared: &Shared) -> Vec<Vec<ibv::ibv_sge>> {
         // SAFETY: `mr` is live while self is.
-        let lkey = unsafe { (*self.mr).lkey };
+        let lkey = unsafe { (*self.b.mr).lkey };
         lists
             .map(|l| {
                 l.iter()
@@ -314,7 +335,7 @@ impl CLib<'_> {
 impl Lib for CLib<'_> {
     fn cmd_fd(&self) -> i32 {
         // SAFETY: `ctx` is live while self is.
-        unsafe { (*self.ctx).cmd_fd }
+        unsafe { (*self.b.ctx).cmd_fd }
     }
 
     fn post_send(&mut self, wrs: &[Wr], shared: &Shared) -> Result<(), (i32, usize)> {
@@ -358,7 +379,7 @@ impl Lib for CLib<'_> {
         }
         // SAFETY: a live QP; the list and its SGEs live across the call;
         // SGEs point into the registered shared buffer.
-        match unsafe { self.ibv.post_send(self.qp, list.as_mut_ptr()) } {
+        match unsafe { self.b.ibv.post_send(self.qp, list.as_mut_ptr()) } {
             Ok(()) => Ok(()),
             Err((rc, bad)) => {
                 let idx = list.iter().position(|w| std::ptr::eq(w, bad)).unwrap_or(usize::MAX);
@@ -386,9 +407,9 @@ impl Lib for CLib<'_> {
         // SAFETY: a live QP or SRQ; the list lives across the call.
         let r = unsafe {
             if srq {
-                self.ibv.post_srq_recv(self.srq, list.as_mut_ptr())
+                self.b.ibv.post_srq_recv(self.srq, list.as_mut_ptr())
             } else {
-                self.ibv.post_recv(self.qp, list.as_mut_ptr())
+                self.b.ibv.post_recv(self.qp, list.as_mut_ptr())
             }
         };
         r.map_err(|(rc, bad)| (rc, list.iter().position(|w| std::ptr::eq(w, bad)).unwrap_or(usize::MAX)))
@@ -398,7 +419,7 @@ impl Lib for CLib<'_> {
         // SAFETY: plain C data; all zeroes is valid.
         let mut wc: Vec<ibv::ibv_wc> = (0..max).map(|_| unsafe { std::mem::zeroed() }).collect();
         // SAFETY: a live CQ.
-        let n = unsafe { self.ibv.poll_cq(self.cq, &mut wc) };
+        let n = unsafe { self.b.ibv.poll_cq(self.b.cq, &mut wc) };
         wc.truncate(n.max(0) as usize);
         wc.iter()
             .map(|w| {
@@ -425,7 +446,7 @@ impl Lib for CLib<'_> {
 
     fn arm(&mut self, solicited: bool) -> Result<(), i32> {
         // SAFETY: a live CQ.
-        match unsafe { self.ibv.req_notify_cq(self.cq, solicited) } {
+        match unsafe { self.b.ibv.req_notify_cq(self.b.cq, solicited) } {
             0 => Ok(()),
             rc => Err(rc),
         }
@@ -451,11 +472,37 @@ pub struct RLib {
     ah: Option<rverbs::AddressHandle>,
     qp: QueuePair,
     srq: Option<SharedReceiveQueue>,
-    cq: CompletionQueue,
-    mr: rverbs::MemoryRegion,
-    _pd: rverbs::ProtectionDomain,
-    ctx: rverbs::Context,
+    b: RBase,
     kind: Kind,
+}
+
+/// [`CBase`] through rverbs.
+pub struct RBase {
+    // Field order is drop order: children first.
+    pub cq: CompletionQueue,
+    pub mr: rverbs::MemoryRegion,
+    pub pd: rverbs::ProtectionDomain,
+    pub ctx: rverbs::Context,
+}
+
+impl RBase {
+    pub fn open(cqe: u32, sysfs: &std::path::Path, shared: &mut Shared) -> Result<RBase, String> {
+        let devs = rverbs::Sysfs::at(sysfs, "/dev/infiniband").devices().map_err(r_err("devices"))?;
+        let dev = devs.into_iter().find(|d| d.name() == rverbs_mlx5_fake::IBDEV).ok_or("rverbs finds no mlx5_9")?;
+        let ctx = dev.open().map_err(r_err("open"))?;
+        let pd = ctx.alloc_pd().map_err(r_err("alloc_pd"))?;
+        // SAFETY: the shared buffer outlives every scenario's objects (main
+        // keeps it for the whole run) and nothing else frees it.
+        let mr = unsafe { pd.reg_mr(shared.ptr(), shared.len(), AccessFlags::from_bits_retain(ACCESS)) }
+            .map_err(r_err("reg_mr"))?;
+        let cq = ctx.create_cq(cqe).map_err(r_err("create_cq"))?;
+        Ok(RBase { cq, mr, pd, ctx })
+    }
+}
+
+/// An rverbs error as `what: error`.
+pub fn r_err(what: &'static str) -> impl Fn(rverbs::Error) -> String {
+    move |err| format!("{what}: {err}")
 }
 
 fn r_ah_attr(sgid_index: u8) -> AhAttr {
@@ -474,18 +521,9 @@ fn r_ah_attr(sgid_index: u8) -> AhAttr {
 
 impl RLib {
     pub fn open(setup: &Setup, sysfs: &std::path::Path, shared: &mut Shared) -> Result<RLib, String> {
-        fn e(what: &'static str) -> impl Fn(rverbs::Error) -> String {
-            move |err| format!("{what}: {err}")
-        }
-        let devs = rverbs::Sysfs::at(sysfs, "/dev/infiniband").devices().map_err(e("devices"))?;
-        let dev = devs.into_iter().find(|d| d.name() == rverbs_mlx5_fake::IBDEV).ok_or("rverbs finds no mlx5_9")?;
-        let ctx = dev.open().map_err(e("open"))?;
-        let pd = ctx.alloc_pd().map_err(e("alloc_pd"))?;
-        // SAFETY: the shared buffer outlives every scenario's objects (main
-        // keeps it for the whole run) and nothing else frees it.
-        let mr = unsafe { pd.reg_mr(shared.ptr(), shared.len(), AccessFlags::from_bits_retain(ACCESS)) }
-            .map_err(e("reg_mr"))?;
-        let cq = ctx.create_cq(setup.cqe).map_err(e("create_cq"))?;
+        let e = r_err;
+        let b = RBase::open(setup.cqe, sysfs, shared)?;
+        let (pd, cq) = (&b.pd, &b.cq);
         let srq = match setup.srq {
             Some((max_wr, max_sge)) => {
                 Some(pd.create_srq(&SrqAttr { max_wr, max_sge, srq_limit: 0 }).map_err(e("create_srq"))?)
@@ -497,7 +535,7 @@ impl RLib {
             Kind::Uc => QpType::Uc,
             Kind::Ud => QpType::Ud,
         };
-        let mut init = QpInitAttr::new(qp_type, &cq);
+        let mut init = QpInitAttr::new(qp_type, cq);
         init.srq = srq.as_ref();
         init.sq_sig_all = setup.sig_all;
         init.cap = QpCap {
@@ -514,7 +552,7 @@ impl RLib {
         } else {
             None
         };
-        Ok(RLib { ah, qp, srq, cq, mr, _pd: pd, ctx, kind: setup.kind })
+        Ok(RLib { ah, qp, srq, b, kind: setup.kind })
     }
 }
 
@@ -574,11 +612,11 @@ fn flags(w: &Wr) -> SendFlags {
 
 impl Lib for RLib {
     fn cmd_fd(&self) -> i32 {
-        self.ctx.cmd_fd().as_raw_fd()
+        self.b.ctx.cmd_fd().as_raw_fd()
     }
 
     fn post_send(&mut self, wrs: &[Wr], shared: &Shared) -> Result<(), (i32, usize)> {
-        let sges = r_sges(self.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
+        let sges = r_sges(self.b.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
         let ud = self.ah.as_ref().map(|ah| ah.ud_dest(REMOTE_QPN, QKEY));
         let list: Vec<SendWr<'_>> = wrs
             .iter()
@@ -597,7 +635,7 @@ impl Lib for RLib {
     }
 
     fn post_recv(&mut self, wrs: &[Rwr], shared: &Shared, srq: bool) -> Result<(), (i32, usize)> {
-        let sges = r_sges(self.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
+        let sges = r_sges(self.b.mr.lkey(), wrs.iter().map(|w| &w.sges[..]), shared);
         let list: Vec<RecvWr<'_>> = wrs.iter().zip(&sges).map(|(w, s)| RecvWr { wr_id: w.wr_id, sgl: s }).collect();
         let r = match (srq, self.srq.as_mut()) {
             (true, Some(s)) => s.post_recv(&list),
@@ -608,7 +646,7 @@ impl Lib for RLib {
 
     fn poll(&mut self, max: usize) -> Vec<WcView> {
         let mut out = vec![rverbs::Wc::default(); max];
-        let n = self.cq.poll(&mut out);
+        let n = self.b.cq.poll(&mut out);
         out.truncate(n);
         out.iter()
             .map(|w| WcView {
@@ -630,7 +668,7 @@ impl Lib for RLib {
     }
 
     fn arm(&mut self, solicited: bool) -> Result<(), i32> {
-        self.cq.req_notify(solicited).map_err(|e| e.errno().map_or(-1, |e| e as i32))
+        self.b.cq.req_notify(solicited).map_err(|e| e.errno().map_or(-1, |e| e as i32))
     }
 }
 

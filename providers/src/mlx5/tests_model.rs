@@ -1318,6 +1318,14 @@ fn poll_one_runs_a_requested_clean_first() {
     }
 }
 
+/// An RC QP on CQ `cqn` connected to one on CQ `peer_cqn`.
+fn rc_pair(hca: &Hca, ctx: &Context, cqn: u32, peer_cqn: u32) -> (Qp<HcaMmio>, Qp<HcaMmio>) {
+    let a = hca.new_qp(ctx, &args(QpType::Rc, rc_caps()), cqn, cqn);
+    let b = hca.new_qp(ctx, &args(QpType::Rc, rc_caps()), peer_cqn, peer_cqn);
+    hca.connect(&a, &b);
+    (a, b)
+}
+
 /// Many QPs on one CQ, their completions alternating (so the CQ finds
 /// each CQE's QP through its table of recent QPs, not the one-entry
 /// cache): every completion names its own QP and wr_id, before and after
@@ -1332,12 +1340,7 @@ fn many_qps_on_one_cq_alternate_and_survive_a_replaced_qp() {
         let ctx = hca.context();
         let (mut cq, other) = (hca.new_cq(&ctx, 64), hca.new_cq(&ctx, 64));
         let (cqn, other_cqn) = (cq.cqn(), other.cqn());
-        let new_pair = || {
-            let a = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), cqn, cqn);
-            let b = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), other_cqn, other_cqn);
-            hca.connect(&a, &b);
-            (a, b)
-        };
+        let new_pair = || rc_pair(&hca, &ctx, cqn, other_cqn);
         let mut qps: Vec<_> = (0..5).map(|_| new_pair()).collect();
         let src = Region::new(&hca, 64, access::ALL);
         let dst = Region::new(&hca, 64, access::ALL);
@@ -1394,14 +1397,7 @@ fn runs_switch_qps_in_place_and_retire_each() {
         let hca = Hca::new(ModelCfg { cqe_version, ..Default::default() });
         let ctx = hca.context();
         let (mut cq, other) = (hca.new_cq(&ctx, 63), hca.new_cq(&ctx, 63));
-        let mut qps: Vec<_> = (0..7)
-            .map(|_| {
-                let a = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), cq.cqn(), cq.cqn());
-                let b = hca.new_qp(&ctx, &args(QpType::Rc, rc_caps()), other.cqn(), other.cqn());
-                hca.connect(&a, &b);
-                (a, b)
-            })
-            .collect();
+        let mut qps: Vec<_> = (0..7).map(|_| rc_pair(&hca, &ctx, cq.cqn(), other.cqn())).collect();
         let src = Region::new(&hca, 64, access::ALL);
         let dst = Region::new(&hca, 64, access::ALL);
         let sge = [src.sge(0, 8)];
