@@ -860,8 +860,11 @@ impl<M: Mmio> Cq<M> {
 
     /// A software-owned entry at `ci` the fast path declined: wraps the
     /// cursor at the sentinel, opens the gate, tries the fast path again
-    /// (now for every send opcode: RDMA READ); if it declines again, takes
-    /// the entry through [`poll_more`](Self::poll_more).
+    /// (now for every send opcode: RDMA READ), and once more after
+    /// switching to the entry's QP when it names another
+    /// ([`cache_entry_qp`](Self::cache_entry_qp): a CQ under many QPs);
+    /// if it declines still, takes the entry through
+    /// [`poll_more`](Self::poll_more).
     #[inline(never)]
     fn single_taken<T: Got>(&mut self, w: &mut Wc) -> T {
         if self.cur_cqe == self.end {
@@ -871,12 +874,14 @@ impl<M: Mmio> Cq<M> {
             // Version 0: the gate stays closed; the generation was checked
             // by the caller.
             self.poll_single::<56, false, true>(w)
+                || (self.cache_entry_qp(self.ci) && self.poll_single::<56, false, true>(w))
         } else {
             if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
                 self.set_gate(self.cur_owner);
             }
             // Also RDMA READ, which the inlined fast path declines.
             self.poll_single::<32, true, true>(w)
+                || (self.cache_entry_qp(self.ci) && self.poll_single::<32, true, true>(w))
         };
         T::got(got || self.poll_more(core::slice::from_mut(w), 0) == 1)
     }
