@@ -11,7 +11,7 @@
 //! `write()` commands and static bfregs; each of them with
 //! `MLX5_SHUT_UP_BF=1` (`-nobf`); and `write-cqe0`, a kernel that grants
 //! CQE version 0); each failure prints its name or seed and a hex diff. The last
-//! line is `mlx5-diff: N passed, M failed`. `--many-qp SIDE,QPS,N` runs
+//! line is `mlx5-diff: N passed, M failed`. `--many-qp SIDE,QPS,N[,BATCH]` runs
 //! the scale bench's many-QP poll instead, one library at a time
 //! ([`many_qp`]). The program re-executes itself
 //! under the fake kernel's preload library (next to this executable) with a
@@ -90,7 +90,7 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err(
                     "usage: mlx5-diff [--cases N] [--seed S] [--only NAME|seed:S] [--kernel ioctl,write] [-v]\n       \
-                     mlx5-diff --many-qp c|r,QPS,N [--lib libibverbs.so.1] [--kernel K]"
+                     mlx5-diff --many-qp c|r,QPS,N[,BATCH] [--lib libibverbs.so.1] [--kernel K]"
                         .into(),
                 );
             }

@@ -4,7 +4,7 @@
 //! signaled RDMA WRITE on every QP, [`ROUNDS`] times, and the fake HCA
 //! completes them in that order, so that consecutive CQEs name different
 //! QPs (with more than one) and every CQE's QP is looked up. N CQEs are
-//! polled in batches of [`BATCH`] through `bench_poll_c` or `bench_poll_r`
+//! polled in batches of [`BATCH`] (or `BATCH` of the arguments) through `bench_poll_c` or `bench_poll_r`
 //! (never inlined): `valgrind --tool=callgrind --trace-children=yes
 //! --collect-atstart=no --toggle-collect='*bench_poll_c*'` counts exactly
 //! the library's poll. Every completion is checked (status, wr_id in
@@ -36,18 +36,20 @@ pub enum Side {
     R,
 }
 
-/// `--many-qp SIDE,QPS,N`.
+/// `--many-qp SIDE,QPS,N[,BATCH]`.
 #[derive(Clone, Copy, Debug)]
 pub struct ManyQp {
     pub side: Side,
     pub qps: u32,
     pub n: u64,
+    /// Completions a poll call asks for (1..=[`BATCH`], default `BATCH`).
+    pub batch: usize,
 }
 
 impl ManyQp {
-    /// Parses `c,16,100000`.
+    /// Parses `c,16,100000` or `c,16,100000,1`.
     pub fn parse(s: &str) -> Result<ManyQp, String> {
-        let bad = || format!("--many-qp {s:?}: want SIDE,QPS,N (SIDE c or r, QPS 1..=256)");
+        let bad = || format!("--many-qp {s:?}: want SIDE,QPS,N[,BATCH] (SIDE c or r, QPS 1..=256, BATCH 1..=16)");
         let mut it = s.split(',');
         let side = match it.next() {
             Some("c") => Side::C,
@@ -56,10 +58,14 @@ impl ManyQp {
         };
         let qps: u32 = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
         let n: u64 = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        if it.next().is_some() || !(1..=256).contains(&qps) || n == 0 {
+        let batch = match it.next() {
+            Some(v) => v.parse().map_err(|_| bad())?,
+            None => BATCH,
+        };
+        if it.next().is_some() || !(1..=256).contains(&qps) || n == 0 || !(1..=BATCH).contains(&batch) {
             return Err(bad());
         }
-        Ok(ManyQp { side, qps, n })
+        Ok(ManyQp { side, qps, n, batch })
     }
 }
 
@@ -82,8 +88,9 @@ trait Queues {
     /// The QPs' numbers, in creation order.
     fn qpns(&self) -> Vec<u32>;
     fn post_write(&mut self, i: usize, wr_id: u64, shared: &Shared) -> Result<(), String>;
-    /// Polls one batch; returns each completion's (wr_id, status).
-    fn poll(&mut self, got: &mut Vec<(u64, u32)>);
+    /// Polls once for up to `batch` completions; returns each one's
+    /// (wr_id, status).
+    fn poll(&mut self, batch: usize, got: &mut Vec<(u64, u32)>);
 }
 
 fn setup(qps: u32) -> Setup {
@@ -173,8 +180,8 @@ impl Queues for C<'_> {
         unsafe { self.b.ibv.post_send(self.qps[i], &mut wr) }.map_err(|(rc, _)| format!("ibv_post_send: {rc}"))
     }
 
-    fn poll(&mut self, got: &mut Vec<(u64, u32)>) {
-        let n = bench_poll_c(self.b.ibv, black_box(self.b.cq), &mut self.wc);
+    fn poll(&mut self, batch: usize, got: &mut Vec<(u64, u32)>) {
+        let n = bench_poll_c(self.b.ibv, black_box(self.b.cq), &mut self.wc[..batch]);
         got.extend(self.wc[..n.max(0) as usize].iter().map(|w| (w.wr_id, w.status)));
     }
 }
@@ -226,8 +233,8 @@ impl Queues for R {
         self.qps[i].post_send(&[wr]).map_err(|err| format!("post_send: {err}"))
     }
 
-    fn poll(&mut self, got: &mut Vec<(u64, u32)>) {
-        let n = bench_poll_r(black_box(&mut self.b.cq), &mut self.wc);
+    fn poll(&mut self, batch: usize, got: &mut Vec<(u64, u32)>) {
+        let n = bench_poll_r(black_box(&mut self.b.cq), &mut self.wc[..batch]);
         got.extend(self.wc[..n].iter().map(|w| (w.wr_id, w.status.0)));
     }
 }
@@ -301,7 +308,7 @@ fn drive(lib: &mut impl Queues, fake: &FakeLog, shared: &Shared, m: ManyQp) -> R
         }
         while want < next_wr {
             got.clear();
-            lib.poll(&mut got);
+            lib.poll(m.batch, &mut got);
             if got.is_empty() {
                 return Err(format!("the CQ ran dry at wr_id {want} of {next_wr}"));
             }
@@ -323,9 +330,10 @@ mod tests {
     #[test]
     fn parses_side_qps_and_count() {
         let m = ManyQp::parse("c,16,4096").unwrap();
-        assert_eq!((m.side, m.qps, m.n), (Side::C, 16, 4096));
+        assert_eq!((m.side, m.qps, m.n, m.batch), (Side::C, 16, 4096, BATCH));
+        assert_eq!(ManyQp::parse("c,16,4096,1").unwrap().batch, 1);
         assert_eq!(ManyQp::parse("r,256,1").unwrap().side, Side::R);
-        for bad in ["", "x,1,1", "c,0,1", "c,257,1", "c,1,0", "c,1", "c,1,1,1", "c,a,1"] {
+        for bad in ["", "x,1,1", "c,0,1", "c,257,1", "c,1,0", "c,1", "c,1,1,0", "c,1,1,17", "c,1,1,1,1", "c,a,1"] {
             assert!(ManyQp::parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -165,12 +165,12 @@ pub fn tier(ws: &Workspace, cases: u64) -> Result<(Counts, Vec<String>)> {
         None => problems.push("mlx5-diff printed no 'N passed, M failed' line".into()),
     }
     // The bench's many-QP poll as a check: each library takes every
-    // completion of 1, 16 and 256 QPs on one CQ, in order, with CQE
-    // versions 1 and 0 (resource numbers: user indices, QPNs).
-    for qps in MANY_QP_COUNTS {
+    // completion of 1, 16 and 256 QPs on one CQ, in order, 16 a call and
+    // one, with CQE versions 1 and 0 (resource numbers: user indices, QPNs).
+    for (batch, qps) in MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q))) {
         for side in ["c", "r"] {
             let mut cmd = Command::new(bin.join("mlx5-diff"));
-            cmd.args(["--many-qp", &format!("{side},{qps},8192"), "--kernel", "ioctl,write-cqe0"]);
+            cmd.args(["--many-qp", &format!("{side},{qps},8192,{batch}"), "--kernel", "ioctl,write-cqe0"]);
             let (ok, out) = output(&mut cmd)?;
             match counts_of(&out) {
                 Some(c) if ok || c.failed != 0 => counts += c,
@@ -208,12 +208,16 @@ pub fn run(args: &[String]) -> Result<i32> {
 /// The QP counts of the many-QP poll (`mlx5-diff --many-qp`).
 pub const MANY_QP_COUNTS: [u32; 3] = [1, 16, 256];
 
+/// The batches the many-QP poll asks for: 16 completions a call, and one.
+pub const MANY_QP_BATCHES: [usize; 2] = [16, 1];
+
 /// The scale bench's many-QP poll on the fake ConnectX, side by side:
-/// for each of [`MANY_QP_COUNTS`], the instructions a CQE costs (batches of
-/// 16, (Ir(2N) − Ir(N)) / N under callgrind, N = 40,960) in rdma-core 44's
-/// libmlx5, in rverbs' Rust API and in rverbs' C library, each driven by
-/// `mlx5-diff --many-qp` in release builds.
-pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(u32, [f64; 3])>> {
+/// for each of [`MANY_QP_BATCHES`] and [`MANY_QP_COUNTS`], the
+/// instructions a CQE costs ((Ir(2N) − Ir(N)) / N under callgrind,
+/// N = 40,960) in rdma-core 44's libmlx5, in rverbs' Rust API and in
+/// rverbs' C library, each driven by `mlx5-diff --many-qp` in release
+/// builds.
+pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(usize, u32, [f64; 3])>> {
     ensure_packages()?;
     let preload: &[&str] = &["build", "--release", "--quiet", "-p", "rverbs-fake-uverbs", "--lib"];
     let bin: &[&str] = &["build", "--release", "--quiet", "-p", "rverbs-mlx5-diff", "--bin", "mlx5-diff"];
@@ -228,7 +232,7 @@ pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(u32, [f64; 3])>> {
     let logs = ws.target_dir.join("many-qp-logs");
     const N: u64 = 40_960;
     let mut out = Vec::new();
-    for qps in MANY_QP_COUNTS {
+    for (batch, qps) in MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q))) {
         let mut per = [0f64; 3];
         for (slot, (side, lib)) in per.iter_mut().zip([("c", None), ("r", None), ("c", Some(&capi))]) {
             let mut ir = [0u64; 2];
@@ -242,7 +246,7 @@ pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(u32, [f64; 3])>> {
                     .arg(format!("--log-file={}/vg.%p", logs.display()))
                     .args(["--collect-atstart=no", &format!("--toggle-collect=*bench_poll_{side}*")])
                     .arg(&exe)
-                    .args(["--many-qp", &format!("{side},{qps},{n}")]);
+                    .args(["--many-qp", &format!("{side},{qps},{n},{batch}")]);
                 if let Some(lib) = lib {
                     cmd.arg("--lib").arg(lib);
                 }
@@ -264,7 +268,7 @@ pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(u32, [f64; 3])>> {
             }
             *slot = (ir[1] - ir[0]) as f64 / N as f64;
         }
-        out.push((qps, per));
+        out.push((batch, qps, per));
     }
     Ok(out)
 }

@@ -5,9 +5,10 @@
 #[derive(Debug, Default)]
 pub struct MockCounts {
     pub counts: Vec<(String, String, f64)>,
-    /// The many-QP poll on the fake ConnectX: (QPs, instructions per CQE
-    /// in rdma-core's libmlx5, rverbs' Rust API, rverbs' C library).
-    pub many_qp: Vec<(u32, [f64; 3])>,
+    /// The many-QP poll on the fake ConnectX: (completions a call asks
+    /// for, QPs, instructions per CQE in rdma-core's libmlx5, rverbs' Rust
+    /// API, rverbs' C library).
+    pub many_qp: Vec<(usize, u32, [f64; 3])>,
 }
 
 /// The targets of the mock benches (docs/PERFORMANCE.md, docs/MLX5.md).
@@ -45,17 +46,26 @@ pub(super) fn mock_table(m: &MockCounts) -> String {
 }
 
 /// The many-QP poll on the fake ConnectX, rdma-core / rverbs / C library.
-fn many_qp_table(rows: &[(u32, [f64; 3])]) -> String {
+fn many_qp_table(rows: &[(usize, u32, [f64; 3])]) -> String {
     let mut s = String::from(
         "\nmlx5, one CQ under Q RC QPs on the fake ConnectX (`mlx5-diff --many-qp`: rdma-core 44's libibverbs + \
-         libmlx5 and rverbs on one fake kernel, mlx5-diff's fake HCA writing the CQEs): each fill posts one signaled WRITE \
-         on every QP 16 times and completes them in that order, so consecutive CQEs name different QPs; polled in \
-         batches of 16. Instructions per CQE inside the poll call ((Ir(2N) − Ir(N)) / N, N = 40,960), rdma-core / \
-         rverbs' Rust API / rverbs' C library (×: over rdma-core's):\n\n| Q | instructions per CQE | × |\n| --: | \
-         --: | --: |\n",
+         libmlx5 and rverbs on one fake kernel, mlx5-diff's fake HCA writing the CQEs): each fill posts one signaled \
+         WRITE on every QP 16 times and completes them in that order, so consecutive CQEs name different QPs; polled \
+         16 completions a call or one. Instructions per CQE inside the poll calls ((Ir(2N) − Ir(N)) / N, \
+         N = 40,960), rdma-core / rverbs' Rust API / rverbs' C library (×: over rdma-core's):\n\n| Q | batches of 16 \
+         | × | one a call | × |\n| --: | --: | --: | --: | --: |\n",
     );
-    for (q, [c, r, l]) in rows {
-        s.push_str(&format!("| {q} | {c:.1} / {r:.1} / {l:.1} | {:.2} / {:.2} |\n", r / c, l / c));
+    let cell = |batch: usize, q: u32| {
+        rows.iter().find(|r| r.0 == batch && r.1 == q).map_or_else(
+            || "- | -".to_owned(),
+            |(_, _, [c, r, l])| format!("{c:.1} / {r:.1} / {l:.1} | {:.2} / {:.2}", r / c, l / c),
+        )
+    };
+    let mut qs: Vec<u32> = rows.iter().map(|r| r.1).collect();
+    qs.sort_unstable();
+    qs.dedup();
+    for q in qs {
+        s.push_str(&format!("| {q} | {} | {} |\n", cell(16, q), cell(1, q)));
     }
     s
 }
