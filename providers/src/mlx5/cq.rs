@@ -395,10 +395,14 @@ const REQ: ReqTables = {
 /// What the one-entry slow path returns: `bool` for `poll_one`, a count
 /// for `poll` (so that each is a tail call of its caller).
 trait Got {
+    /// The `Wc` the one-entry chain writes is initialised (a `&mut Wc`
+    /// may be made of it); else only written, all of it at once.
+    const INIT: bool;
     fn got(one: bool) -> Self;
 }
 
 impl Got for bool {
+    const INIT: bool = true;
     #[inline(always)]
     fn got(one: bool) -> bool {
         one
@@ -406,9 +410,22 @@ impl Got for bool {
 }
 
 impl Got for usize {
+    const INIT: bool = true;
     #[inline(always)]
     fn got(one: bool) -> usize {
         usize::from(one)
+    }
+}
+
+/// [`Got`] of [`Cq::poll_one_uninit`]: into memory that need not be
+/// initialised.
+struct Uninit(bool);
+
+impl Got for Uninit {
+    const INIT: bool = false;
+    #[inline(always)]
+    fn got(one: bool) -> Uninit {
+        Uninit(one)
     }
 }
 
@@ -624,10 +641,13 @@ impl<M: Mmio> Cq<M> {
         // One at a time (a common way to poll) is decoded here, with no
         // frame of its own: every other way out is a tail call.
         let [one] = out else { return self.poll_batch(out) };
-        if self.poll_single::<32, true, false>(one) {
-            1
-        } else {
-            self.poll_single_slow(one)
+        // SAFETY: `one` is one writable, initialised `Wc`.
+        unsafe {
+            if self.poll_single::<32, true, false, false>(one) {
+                1
+            } else {
+                self.poll_single_slow(one)
+            }
         }
     }
 
@@ -640,7 +660,23 @@ impl<M: Mmio> Cq<M> {
     #[doc(alias = "ibv_poll_cq")]
     #[inline]
     pub fn poll_one(&mut self, w: &mut Wc) -> bool {
-        self.poll_single::<32, true, false>(w) || self.poll_one_slow(w)
+        // SAFETY: `w` is one writable, initialised `Wc`.
+        unsafe { self.poll_single::<32, true, false, false>(w) || self.poll_one_slow(w) }
+    }
+
+    /// [`poll_one`](Self::poll_one) into memory that need not be
+    /// initialised: `Some` with the completion written into `w`, or `None`
+    /// (`w` untouched). The fast path writes into `w` directly; the others
+    /// decode into a local `Wc` and copy it.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline]
+    pub fn poll_one_uninit<'a>(&mut self, w: &'a mut core::mem::MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        let p = w.as_mut_ptr();
+        // SAFETY: `p` is valid for writes of one `Wc`; `Uninit` (and
+        // `poll_single`) only write it, all 48 bytes, when they return true.
+        let got = unsafe { self.poll_single::<32, true, false, false>(p) || self.poll_one_uninit_slow(p) };
+        // SAFETY: true means every byte of `w` was written.
+        got.then(|| unsafe { w.assume_init_mut() })
     }
 
     /// [`poll`](Self::poll) into any number of `Wc`s but one: after the
@@ -713,8 +749,17 @@ impl<M: Mmio> Cq<M> {
     /// else RDMA READ (the one whose `byte_len` is the CQE's) is declined
     /// by the resource-number compare ([`ReqTables::decline`]), which saves
     /// the length test on the inlined path; `single_slow` takes it.
+    /// `SWITCH`: a CQE of another QP of [`Cache::fast`] is taken too, that
+    /// QP cached from then on.
     #[inline(always)]
-    fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool>(&mut self, w: &mut Wc) -> bool {
+    ///
+    /// # Safety
+    /// `w` is valid for writes of one `Wc` (written, all 48 bytes, only
+    /// when true is returned; never read).
+    unsafe fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool, const SWITCH: bool>(
+        &mut self,
+        w: *mut Wc,
+    ) -> bool {
         let p = self.cur_cqe;
         // Loaded once: the gate lies in its slot, the consumer index goes
         // into it at the end.
@@ -754,7 +799,18 @@ impl<M: Mmio> Cq<M> {
         // Without `ALL_OPS`, RDMA READ's decline bit makes the key differ.
         let key = if ALL_OPS { rsn_key(rsn) } else { rsn_key(rsn) ^ tables.decline[op] };
         if key != self.cur_rsn_key {
-            return false;
+            // With `SWITCH`, a QP of `Cache::fast` becomes the cached one
+            // in place, as in `poll_req` (without `ALL_OPS` RDMA READ's
+            // decline bit still makes the keys differ).
+            if !SWITCH {
+                return false;
+            }
+            let Some(&f) = self.cache.fast.get((u32::from_be(rsn) & 0x00ff_ffff) as usize) else { return false };
+            if f.key != key {
+                return false;
+            }
+            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
+                (f.key, f.qpn_word, f.slots, f.slot_mask);
         }
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp`,
         // `switch_qp`, `poll_req`, `forget`), so the matched key means it is set.
@@ -765,9 +821,10 @@ impl<M: Mmio> Cq<M> {
         let slots = self.cur_slots;
         // SAFETY: as above.
         let slot = unsafe { &*slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
-        let q = ptr::from_mut(w).cast::<u64>();
-        // SAFETY: `w` is one writable `Wc`, 48 bytes of integers (offsets
-        // asserted above), any bytes are valid. Written in this order (the
+        let q = w.cast::<u64>();
+        // SAFETY: `w` is valid for writes of one `Wc` (the caller's
+        // contract), 48 bytes of integers (offsets asserted above), any
+        // bytes are valid; all of them are written below. Written in this order (the
         // slot first, and retired at once) so that fewer values are live at
         // once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
@@ -781,7 +838,7 @@ impl<M: Mmio> Cq<M> {
             q.add(3).write(self.cur_qpn_word);
             q.add(4).cast::<[u64; 2]>().write(k.tail);
             if ALL_OPS && k.len_from_cqe() {
-                w.byte_len = u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read());
+                ptr::addr_of_mut!((*w).byte_len).write(u32::from_be_bytes(p.add(44).cast::<[u8; 4]>().read()));
             }
         }
         // `publish_ci_at` written out, so that both fields are stepped in
@@ -808,13 +865,27 @@ impl<M: Mmio> Cq<M> {
     /// [`poll`](Self::poll) of one entry after [`poll_single`](Self::poll_single) declined.
     #[inline(never)]
     fn poll_single_slow(&mut self, w: &mut Wc) -> usize {
-        self.single_slow::<usize>(w)
+        // SAFETY: `w` is one writable, initialised `Wc`.
+        unsafe { self.single_slow::<usize>(w) }
     }
 
     /// [`poll_one`](Self::poll_one) after [`poll_single`](Self::poll_single) declined.
     #[inline(never)]
     fn poll_one_slow(&mut self, w: &mut Wc) -> bool {
-        self.single_slow::<bool>(w)
+        // SAFETY: as above.
+        unsafe { self.single_slow::<bool>(w) }
+    }
+
+    /// [`poll_one_uninit`](Self::poll_one_uninit) after
+    /// [`poll_single`](Self::poll_single) declined.
+    ///
+    /// # Safety
+    /// `w` is valid for writes of one `Wc`.
+    #[inline(never)]
+    unsafe fn poll_one_uninit_slow(&mut self, w: *mut Wc) -> bool {
+        // SAFETY: forwarded; `Uninit` never reads `w` nor makes a
+        // reference of it.
+        unsafe { self.single_slow::<Uninit>(w) }.0
     }
 
     /// A one-entry poll the fast path declined: drops the cache (and runs
@@ -823,28 +894,36 @@ impl<M: Mmio> Cq<M> {
     /// with no call and no register saved, is all a busy poller's empty
     /// polls cost), else takes it in [`single_taken`](Self::single_taken).
     /// Every other way out is a tail call.
+    ///
+    /// # Safety
+    /// `w` is valid for writes of one `Wc`, and initialised when `T::INIT`.
+    /// (The same for the rest of the chain.)
     #[inline(always)]
-    fn single_slow<T: Got>(&mut self, w: &mut Wc) -> T {
+    unsafe fn single_slow<T: Got>(&mut self, w: *mut Wc) -> T {
         // Acquire: see `Registry::generation`.
         let generation = self.registry.generation();
-        if generation != self.cache.generation {
-            return self.single_stale(w, generation);
+        // SAFETY: forwarded.
+        unsafe {
+            if generation != self.cache.generation {
+                return self.single_stale(w, generation);
+            }
+            self.single_entry(w)
         }
-        self.single_entry(w)
     }
 
     /// [`single_slow`](Self::single_slow) after the generation moved.
     #[cold]
     #[inline(never)]
-    fn single_stale<T: Got>(&mut self, w: &mut Wc, generation: u64) -> T {
+    unsafe fn single_stale<T: Got>(&mut self, w: *mut Wc, generation: u64) -> T {
         self.forget(generation);
-        self.single_entry(w)
+        // SAFETY: forwarded.
+        unsafe { self.single_entry(w) }
     }
 
     /// The entry at `ci`: nothing when it is the hardware's, else
     /// [`single_taken`](Self::single_taken).
     #[inline(always)]
-    fn single_entry<T: Got>(&mut self, w: &mut Wc) -> T {
+    unsafe fn single_entry<T: Got>(&mut self, w: *mut Wc) -> T {
         // The entry at `ci` from the cursor (at the sentinel: the ring's
         // first entry, with the other owner bit), tested as `sw_owned` does.
         let (p, owner) =
@@ -855,35 +934,53 @@ impl<M: Mmio> Cq<M> {
         if op_own >> 4 == opcode::INVALID || u32::from(op_own & 1) != owner {
             return T::got(false);
         }
-        self.single_taken(w)
+        // SAFETY: forwarded.
+        unsafe { self.single_taken(w) }
     }
 
     /// A software-owned entry at `ci` the fast path declined: wraps the
     /// cursor at the sentinel, opens the gate, tries the fast path again
-    /// (now for every send opcode: RDMA READ), and once more after
-    /// switching to the entry's QP when it names another
-    /// ([`cache_entry_qp`](Self::cache_entry_qp): a CQ under many QPs);
-    /// if it declines still, takes the entry through
-    /// [`poll_more`](Self::poll_more).
+    /// (now for every send opcode, RDMA READ, and for the QPs of the CQ's
+    /// table: a CQ under many QPs), and once more after looking the
+    /// entry's QP up ([`cache_entry_qp`](Self::cache_entry_qp)); if it
+    /// declines still, takes the entry through [`poll_more`](Self::poll_more).
     #[inline(never)]
-    fn single_taken<T: Got>(&mut self, w: &mut Wc) -> T {
+    unsafe fn single_taken<T: Got>(&mut self, w: *mut Wc) -> T {
         if self.cur_cqe == self.end {
             self.wrap_cursor();
         }
-        let got = if !self.cqe_v1 {
-            // Version 0: the gate stays closed; the generation was checked
-            // by the caller.
-            self.poll_single::<56, false, true>(w)
-                || (self.cache_entry_qp(self.ci) && self.poll_single::<56, false, true>(w))
-        } else {
-            if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
-                self.set_gate(self.cur_owner);
+        // SAFETY: `w` as the caller's contract says, which is
+        // `poll_single`'s.
+        let got = unsafe {
+            if !self.cqe_v1 {
+                // Version 0: the gate stays closed; the generation was
+                // checked by the caller.
+                self.poll_single::<56, false, true, true>(w)
+                    || (self.cache_entry_qp(self.ci) && self.poll_single::<56, false, true, false>(w))
+            } else {
+                if self.gate_word().load(Ordering::Relaxed) != self.cur_owner {
+                    self.set_gate(self.cur_owner);
+                }
+                // Also RDMA READ, which the inlined fast path declines.
+                self.poll_single::<32, true, true, true>(w)
+                    || (self.cache_entry_qp(self.ci) && self.poll_single::<32, true, true, false>(w))
             }
-            // Also RDMA READ, which the inlined fast path declines.
-            self.poll_single::<32, true, true>(w)
-                || (self.cache_entry_qp(self.ci) && self.poll_single::<32, true, true>(w))
         };
-        T::got(got || self.poll_more(core::slice::from_mut(w), 0) == 1)
+        if got {
+            return T::got(true);
+        }
+        if T::INIT {
+            // SAFETY: initialised (`T::INIT`) and writable, as the caller
+            // says; no other reference to it is live here.
+            return T::got(self.poll_more(core::slice::from_mut(unsafe { &mut *w }), 0) == 1);
+        }
+        let mut local = Wc::default();
+        let one = self.poll_more(core::slice::from_mut(&mut local), 0) == 1;
+        if one {
+            // SAFETY: valid for writes of one `Wc` (the caller's contract).
+            unsafe { w.write(local) };
+        }
+        T::got(one)
     }
 
     /// The rest of [`poll`](Self::poll) after its first run, `n` entries in:

@@ -154,16 +154,12 @@ impl CqPoll for Box<Mlx5Cq> {
         n
     }
 
-    /// Polled into a local `Wc` ([`Cq::poll_one`]), an immediate swapped.
-    #[cold]
+    /// [`Cq::poll_one_uninit`], an immediate swapped.
     #[inline(never)]
     fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
-        let mut got = Wc::default();
-        if !self.cq.poll_one(&mut got) {
-            return None;
-        }
-        imm_to_net(std::slice::from_mut(&mut got));
-        Some(w.write(got))
+        let w = self.cq.poll_one_uninit(w)?;
+        imm_to_net(std::slice::from_mut(w));
+        Some(w)
     }
 
     #[inline(always)]

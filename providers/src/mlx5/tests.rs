@@ -1031,8 +1031,14 @@ impl CqFix {
         poke(self.cq.buf_addr() + u64::from(self.slot & (n - 1)) * 64, &raw);
         self.slot += 1;
         let mut one = [Wc::default(); 1];
-        let got = if how == How::One { self.cq.poll_one(&mut one[0]) } else { self.cq.poll(&mut one) == 1 };
-        got.then_some(one[0])
+        match how {
+            How::One => self.cq.poll_one(&mut one[0]).then_some(one[0]),
+            How::Uninit => {
+                let mut w = core::mem::MaybeUninit::<Wc>::uninit();
+                self.cq.poll_one_uninit(&mut w).copied()
+            }
+            _ => (self.cq.poll(&mut one) == 1).then_some(one[0]),
+        }
     }
 }
 
@@ -1041,6 +1047,8 @@ enum How {
     Batch,
     Slice1,
     One,
+    /// `poll_one_uninit`.
+    Uninit,
 }
 
 fn req_cqe(uidx: [u8; 4], send_op: u8, wqe_counter: u16, byte_cnt: u32) -> Vec<u8> {
@@ -1093,7 +1101,7 @@ fn cqe_req_with_format_or_se_bits_decodes_the_same() {
     let mut f = CqFix::new();
     let u = f.uidx();
     let mut i = 0u16;
-    for how in [How::Batch, How::Slice1, How::One] {
+    for how in [How::Batch, How::Slice1, How::One, How::Uninit] {
         for bits in [0x00, 0x02, 0x04, 0x08, 0x0e] {
             for (op, opcode, len) in [(0x0a, WcOpcode::SEND, 0), (0x10, WcOpcode::RDMA_READ, 0x200)] {
                 let slot = i % 4;
@@ -1108,6 +1116,43 @@ fn cqe_req_with_format_or_se_bits_decodes_the_same() {
     }
     assert_eq!(f.cq.cons_index(), u32::from(i));
     assert_eq!(f.cq.skipped(), 0);
+}
+
+/// `poll_one_uninit` takes what a batch `poll` takes (a requester CQE
+/// through the fast path, a responder one and an error through the
+/// general path, each into memory that was never initialised), and
+/// leaves `w` untouched when nothing is ready.
+#[test]
+fn poll_one_uninit_matches_poll_and_leaves_an_empty_poll_untouched() {
+    let (mut a, mut b) = (CqFix::new(), CqFix::new());
+    let u = a.uidx();
+    let resp = |ctr: u16| {
+        bytes_at(
+            64,
+            &[
+                (32, &u),
+                (36, &[0xde, 0xad, 0xbe, 0xef]),
+                (44, &[0x00, 0x00, 0x00, 0x28]),
+                (56, &[0x00, 0x00, 0x01, 0x23]),
+                (60, &ctr.to_be_bytes()),
+                (63, &[0x20]),
+            ],
+        )
+    };
+    let err = bytes_at(64, &[(32, &u), (54, &[0x05, 0x11]), (56, &[0x0a, 0x00, 0x01, 0x23]), (63, &[0xd0])]);
+    for raw in [req_cqe(u, 0x0a, 0, 0), resp(0), req_cqe(u, 0x10, 1, 0x40), resp(1), err] {
+        let want = a.poll(raw.clone());
+        assert!(want.is_some(), "{raw:02x?}");
+        assert_eq!(b.poll_how(raw, How::Uninit), want);
+    }
+    let mut w = core::mem::MaybeUninit::<Wc>::uninit();
+    // SAFETY: writes 48 bytes into the `MaybeUninit`'s own memory.
+    unsafe { w.as_mut_ptr().cast::<u8>().write_bytes(0xab, core::mem::size_of::<Wc>()) };
+    assert!(b.cq.poll_one_uninit(&mut w).is_none());
+    // SAFETY: every byte was written above (a `Wc` is integers).
+    let left = unsafe { w.assume_init() };
+    assert_eq!(left.wr_id, 0xabab_abab_abab_abab, "untouched");
+    assert_eq!((a.cq.cons_index(), b.cq.cons_index()), (5, 5));
 }
 
 #[test]

@@ -569,8 +569,8 @@ impl CqDriver {
     /// without the slice: `Some` with the completion written into `w`, or
     /// `None` (`w` untouched) when there is none. rxe's ring copy is
     /// inlined here with no call (the C library's one-entry `ibv_poll_cq`
-    /// is a leaf); mlx5 polls out of line into a local `Wc` (the
-    /// provider's `poll_one`) and swaps an immediate to network order.
+    /// is a leaf); mlx5 polls out of line (its `poll_one_uninit`: the
+    /// fast path straight into `w`) and swaps an immediate to network order.
     #[doc(alias = "ibv_poll_cq")]
     #[inline(always)]
     pub fn poll_one_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
