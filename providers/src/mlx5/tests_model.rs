@@ -1405,7 +1405,9 @@ fn runs_switch_qps_in_place_and_retire_each() {
         let (mut next, mut want) = (vec![0u64; qps.len()], vec![Vec::new(); qps.len()]);
         let mut got: Vec<Vec<u64>> = vec![Vec::new(); qps.len()];
         let mut polls = 0usize;
-        for r in 0..150usize {
+        // Under Miri fewer, still more requests a QP than its queue holds.
+        let rounds = if cfg!(miri) { 20 } else { 150 };
+        for r in 0..rounds {
             for (i, (a, _)) in qps.iter_mut().enumerate() {
                 let count = 1 + (r * 7 + i * 3) % 3;
                 for j in 0..count {
