@@ -238,3 +238,16 @@ pub fn poll_one_uninit_net_imm<'a>(
 ) -> Option<&'a mut Wc> {
     cq.driver.poll_one_uninit_net_imm(w)
 }
+
+/// [`poll_one_uninit_net_imm`] after an emptiness test
+/// ([`CompletionQueue::is_empty`]) in the same call: `None` at once when
+/// nothing is ready. The C library's one-entry `ibv_poll_cq` on a provider
+/// it does not take in line (mlx5).
+#[doc(alias = "ibv_poll_cq")]
+#[inline(always)]
+pub fn poll_one_ready_uninit_net_imm<'a>(
+    cq: &mut CompletionQueue,
+    w: &'a mut std::mem::MaybeUninit<Wc>,
+) -> Option<&'a mut Wc> {
+    cq.driver.poll_one_ready_uninit_net_imm(w)
+}

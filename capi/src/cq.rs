@@ -468,18 +468,19 @@ unsafe extern "C" fn poll_contended(q: &Cq, num: c_int, wc: *mut ibv_wc) -> c_in
 /// `num >= 1`, and `wc` holds `num` entries.
 #[inline(never)]
 unsafe extern "C" fn poll_locked(mut cq: SpinGuard<'_, rverbs::CompletionQueue>, num: c_int, wc: *mut ibv_wc) -> c_int {
-    if cq.is_empty() {
-        return 0;
-    }
     if num == 1 {
         // One entry (perftest's latency tests) on a provider that is not
         // inlined (`poll_cq` takes every one-entry poll of rxe in line):
-        // its one-entry path, with no slice to test (mlx5's `poll_one`).
+        // the emptiness test and its one-entry path (mlx5's
+        // `poll_one_uninit`, no slice to test) in one call.
         // SAFETY: the caller's array holds one `ibv_wc`, seen as an
         // uninitialised `Wc` of the same layout; no other reference to it
         // exists while the C caller waits for this call.
         let w = unsafe { &mut *wc.cast::<MaybeUninit<rverbs::Wc>>() };
-        return c_int::from(rverbs::c_support::poll_one_uninit_net_imm(&mut cq, w).is_some());
+        return c_int::from(rverbs::c_support::poll_one_ready_uninit_net_imm(&mut cq, w).is_some());
+    }
+    if cq.is_empty() {
+        return 0;
     }
     // SAFETY: the caller's array holds `num` entries of `ibv_wc` (the C
     // contract), as many `Wc`s of the same size and alignment; seen as

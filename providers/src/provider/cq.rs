@@ -577,6 +577,16 @@ impl CqDriver {
         inline_first!(&mut self.0, d => d.poll_one_uninit_net_imm(w), self.0.poll_one_uninit_net_imm_elsewhere(w))
     }
 
+    /// [`poll_one_uninit_net_imm`](Self::poll_one_uninit_net_imm) after an
+    /// [`is_empty`](Self::is_empty) test, both in one dispatch in line: an
+    /// empty CQ costs the test (busy pollers' one-entry C polls mostly find
+    /// nothing), a ready one a call straight to the provider's poll.
+    #[doc(alias = "ibv_poll_cq")]
+    #[inline(always)]
+    pub fn poll_one_ready_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        each!(&mut self.0, Drv, T, d => d.poll_one_ready_uninit_net_imm(w); Drv::Dead | Drv::Gone => None)
+    }
+
     /// True when no completion is ready: a [`poll`](Self::poll) now would
     /// return 0 (rxe: its producer index is our consumer index; mlx5: the
     /// next entry is the hardware's; a dead or moved-out CQ: always).

@@ -172,6 +172,18 @@ pub(crate) trait CqPoll: Debug + Send + Sized {
         None
     }
 
+    /// [`poll_one_uninit_net_imm`](Self::poll_one_uninit_net_imm) after an
+    /// [`is_empty`](Self::is_empty) test (the C library's one-entry
+    /// `ibv_poll_cq`, whose busy pollers mostly find nothing): `None` at
+    /// once when nothing is ready.
+    #[inline(always)]
+    fn poll_one_ready_uninit_net_imm<'a>(&mut self, w: &'a mut MaybeUninit<Wc>) -> Option<&'a mut Wc> {
+        if self.is_empty() {
+            return None;
+        }
+        self.poll_one_uninit_net_imm(w)
+    }
+
     /// One entry of [`poll_uninit_net_imm`](Self::poll_uninit_net_imm):
     /// `Some` with the completion written into `w`, or `None` (`w` untouched).
     #[cold]
