@@ -32,8 +32,9 @@ fn ensure_packages() -> Result<()> {
 
 fn build(ws: &Workspace) -> Result<()> {
     // Two builds: with `--bin` filters cargo builds no library, and the
-    // preload library is one (a fresh checkout has no other copy of it).
-    let preload: &[&str] = &["build", "-p", "rverbs-fake-uverbs", "--lib"];
+    // preload library is one (a fresh checkout has no other copy of it),
+    // as is rverbs' C library the many-QP check loads.
+    let preload: &[&str] = &["build", "-p", "rverbs-fake-uverbs", "-p", "rverbs-capi", "--lib"];
     let bins: &[&str] = &[
         "build",
         "-p",
@@ -164,13 +165,18 @@ pub fn tier(ws: &Workspace, cases: u64) -> Result<(Counts, Vec<String>)> {
         }
         None => problems.push("mlx5-diff printed no 'N passed, M failed' line".into()),
     }
-    // The bench's many-QP poll as a check: each library takes every
-    // completion of 1, 16 and 256 QPs on one CQ, in order, 16 a call and
-    // one, with CQE versions 1 and 0 (resource numbers: user indices, QPNs).
+    // The bench's many-QP poll as a check: each library (rdma-core's,
+    // rverbs' Rust API, rverbs' C library) takes every completion of 1, 16
+    // and 256 QPs on one CQ, in order, 16 a call and one, with CQE versions
+    // 1 and 0 (resource numbers: user indices, QPNs).
+    let capi = bin.join("libibverbs.so");
     for (batch, qps) in MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q))) {
-        for side in ["c", "r"] {
+        for (side, lib) in [("c", None), ("r", None), ("c", Some(&capi))] {
             let mut cmd = Command::new(bin.join("mlx5-diff"));
             cmd.args(["--many-qp", &format!("{side},{qps},8192,{batch}"), "--kernel", "ioctl,write-cqe0"]);
+            if let Some(lib) = lib {
+                cmd.arg("--lib").arg(lib);
+            }
             let (ok, out) = output(&mut cmd)?;
             match counts_of(&out) {
                 Some(c) if ok || c.failed != 0 => counts += c,
