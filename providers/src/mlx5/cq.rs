@@ -751,11 +751,11 @@ impl<M: Mmio> Cq<M> {
     /// the length test on the inlined path; `single_slow` takes it.
     /// `SWITCH`: a CQE of another QP of [`Cache::fast`] is taken too, that
     /// QP cached from then on.
-    #[inline(always)]
     ///
     /// # Safety
     /// `w` is valid for writes of one `Wc` (written, all 48 bytes, only
     /// when true is returned; never read).
+    #[inline(always)]
     unsafe fn poll_single<const RSN_OFF: usize, const GATED: bool, const ALL_OPS: bool, const SWITCH: bool>(
         &mut self,
         w: *mut Wc,
@@ -824,9 +824,9 @@ impl<M: Mmio> Cq<M> {
         let q = w.cast::<u64>();
         // SAFETY: `w` is valid for writes of one `Wc` (the caller's
         // contract), 48 bytes of integers (offsets asserted above), any
-        // bytes are valid; all of them are written below. Written in this order (the
-        // slot first, and retired at once) so that fewer values are live at
-        // once.
+        // bytes are valid; all of them are written below. Written in this
+        // order (the slot first, and retired at once) so that fewer values
+        // are live at once.
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `slots` is the slot array of the cached QP (see above).
