@@ -1,14 +1,16 @@
-//! `mlx5-diff --many-qp SIDE QPS N`: the scale bench's many-QP poll on the
-//! fake ConnectX, one library per run (`c`: rdma-core 44's libibverbs +
-//! libmlx5, or with `--lib PATH` rverbs' C library; `r`: rverbs' Rust API). One CQ under QPS RC QPs; each fill posts one
+//! `mlx5-diff --many-qp SIDE,QPS,N[,BATCH]`: the scale bench's many-QP
+//! poll on the fake ConnectX, one library per run (`c`: rdma-core 44's
+//! libibverbs + libmlx5, or with `--lib PATH` rverbs' C library; `r`:
+//! rverbs' Rust API). One CQ under QPS RC QPs; each fill posts one
 //! signaled RDMA WRITE on every QP, [`ROUNDS`] times, and the fake HCA
 //! completes them in that order, so that consecutive CQEs name different
 //! QPs (with more than one) and every CQE's QP is looked up. N CQEs are
-//! polled in batches of [`BATCH`] (or `BATCH` of the arguments) through `bench_poll_c` or `bench_poll_r`
-//! (never inlined): `valgrind --tool=callgrind --trace-children=yes
-//! --collect-atstart=no --toggle-collect='*bench_poll_c*'` counts exactly
-//! the library's poll. Every completion is checked (status, wr_id in
-//! order); the last line is `mlx5-diff: 1 passed, 0 failed`.
+//! polled, BATCH (default [`BATCH`]) a call, through `bench_poll_c` or
+//! `bench_poll_r` (never inlined): `valgrind --tool=callgrind
+//! --trace-children=yes --collect-atstart=no
+//! --toggle-collect='*bench_poll_c*'` counts exactly the library's poll.
+//! Every completion is checked (status, wr_id in order); the last line is
+//! `mlx5-diff: 1 passed, 0 failed`.
 
 use std::hint::black_box;
 
@@ -69,10 +71,13 @@ impl ManyQp {
     }
 }
 
-/// One `ibv_poll_cq` of rdma-core's: the measured unit.
+/// One `ibv_poll_cq` of the loaded library's: the measured unit.
+///
+/// # Safety
+/// `cq` is a live CQ of `ibv`.
 #[inline(never)]
-fn bench_poll_c(ibv: &Ibverbs, cq: *mut ibv::ibv_cq, out: &mut [ibv::ibv_wc]) -> i32 {
-    // SAFETY: the caller's live CQ of `ibv`.
+unsafe fn bench_poll_c(ibv: &Ibverbs, cq: *mut ibv::ibv_cq, out: &mut [ibv::ibv_wc]) -> i32 {
+    // SAFETY: the caller's contract.
     unsafe { ibv.poll_cq(cq, out) }
 }
 
@@ -181,7 +186,8 @@ impl Queues for C<'_> {
     }
 
     fn poll(&mut self, batch: usize, got: &mut Vec<(u64, u32)>) {
-        let n = bench_poll_c(self.b.ibv, black_box(self.b.cq), &mut self.wc[..batch]);
+        // SAFETY: `b.cq` is live while self is.
+        let n = unsafe { bench_poll_c(self.b.ibv, black_box(self.b.cq), &mut self.wc[..batch]) };
         got.extend(self.wc[..n.max(0) as usize].iter().map(|w| (w.wr_id, w.status)));
     }
 }
