@@ -170,7 +170,7 @@ pub fn tier(ws: &Workspace, cases: u64) -> Result<(Counts, Vec<String>)> {
     // and 256 QPs on one CQ, in order, 16 a call and one, with CQE versions
     // 1 and 0 (resource numbers: user indices, QPNs).
     let capi = bin.join("libibverbs.so");
-    for (batch, qps) in MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q))) {
+    for (batch, qps) in many_qp_cases() {
         for (side, lib) in [("c", None), ("r", None), ("c", Some(&capi))] {
             let mut cmd = Command::new(bin.join("mlx5-diff"));
             cmd.args(["--many-qp", &format!("{side},{qps},8192,{batch}"), "--kernel", "ioctl,write-cqe0"]);
@@ -217,6 +217,11 @@ pub const MANY_QP_COUNTS: [u32; 3] = [1, 16, 256];
 /// The batches the many-QP poll asks for: 16 completions a call, and one.
 pub const MANY_QP_BATCHES: [usize; 2] = [16, 1];
 
+/// Every (completions a call, QPs) of the many-QP poll.
+fn many_qp_cases() -> impl Iterator<Item = (usize, u32)> {
+    MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q)))
+}
+
 /// The scale bench's many-QP poll on the fake ConnectX, side by side:
 /// for each of [`MANY_QP_BATCHES`] and [`MANY_QP_COUNTS`], the
 /// instructions a CQE costs ((Ir(2N) − Ir(N)) / N under callgrind,
@@ -238,7 +243,7 @@ pub fn many_qp_counts(ws: &Workspace) -> Result<Vec<(usize, u32, [f64; 3])>> {
     let logs = ws.target_dir.join("many-qp-logs");
     const N: u64 = 40_960;
     let mut out = Vec::new();
-    for (batch, qps) in MANY_QP_BATCHES.into_iter().flat_map(|b| MANY_QP_COUNTS.map(|q| (b, q))) {
+    for (batch, qps) in many_qp_cases() {
         let mut per = [0f64; 3];
         for (slot, (side, lib)) in per.iter_mut().zip([("c", None), ("r", None), ("c", Some(&capi))]) {
             let mut ir = [0u64; 2];

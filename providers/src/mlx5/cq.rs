@@ -98,7 +98,7 @@ struct Cache {
     /// (a lock and a hash) is then made once a QP, not once a switch
     /// (`examples/mlx5_scale.rs`).
     recent: Option<Vec<Option<Arc<QpShared>>>>,
-    /// The fast paths' view ([`cur_fields`]) of each QP of `recent`, at
+    /// The fast paths' view ([`FastQp::of`]) of each QP of `recent`, at
     /// the same index (an unused one: `FastQp::NONE`, whose key no CQE
     /// has), so that a run of CQEs switches QPs in place
     /// ([`poll_req`](Cq::poll_req) with `SWITCH`). Its pointers are into
@@ -106,7 +106,9 @@ struct Cache {
     fast: Vec<FastQp>,
 }
 
-/// One QP as the fast paths see it ([`cur_fields`]).
+/// One QP as the fast paths see it (`Cq`'s `cur_*` fields): its resource
+/// number as [`rsn_key`] makes it from a CQE, its number as `Wc` bytes
+/// 24..32, its send slots and their mask as a byte offset.
 #[derive(Clone, Copy, Debug)]
 struct FastQp {
     key: u32,
@@ -119,9 +121,14 @@ impl FastQp {
     /// No QP: no CQE's key ([`rsn_key`], below `1 << 24`) equals it.
     const NONE: FastQp = FastQp { key: u32::MAX, slot_mask: 0, slots: ptr::null(), qpn_word: 0 };
 
+    #[inline(always)]
     fn of(q: &QpShared) -> FastQp {
-        let (key, qpn_word, slots, slot_mask) = cur_fields(q);
-        FastQp { key, slot_mask, slots, qpn_word }
+        FastQp {
+            key: rsn_key(q.rsn().to_be()),
+            slot_mask: q.sq.mask << 4,
+            slots: q.sq.slots_ptr(),
+            qpn_word: pair(0, q.qpn()),
+        }
     }
 }
 
@@ -212,14 +219,6 @@ unsafe fn retire(p: *const u8, slots: *const SqSlot, slot_mask: u32) {
     // Release: the slots' wr_ids were read before the poster reuses them.
     // SAFETY: `slots` is a QP's slot array (the caller's contract).
     unsafe { tail_of(slots) }.store(end, Ordering::Release);
-}
-
-/// The fast paths' view of `q` (`Cq`'s `cur_*` fields): its resource
-/// number as [`rsn_key`] makes it from a CQE, its number as `Wc` bytes
-/// 24..32, its send slots and their mask as a byte offset.
-#[inline(always)]
-fn cur_fields(q: &QpShared) -> (u32, u64, *const SqSlot, u32) {
-    (rsn_key(q.rsn().to_be()), pair(0, q.qpn()), q.sq.slots_ptr(), q.sq.mask << 4)
 }
 
 /// A CQE's resource number (`srqn_uidx` or `sop_drop_qpn`, big-endian,
@@ -809,24 +808,21 @@ impl<M: Mmio> Cq<M> {
             if f.key != key {
                 return false;
             }
-            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
-                (f.key, f.qpn_word, f.slots, f.slot_mask);
+            self.set_cur(f);
         }
         // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp`,
-        // `switch_qp`, `poll_req`, `forget`), so the matched key means it is set.
-        // SAFETY: the CQE read is as above. `cur_slots` points into the
-        // `QpShared` of `cache.qp` or of an entry of `cache.recent`, `Arc`s
-        // this value holds; the offset is a slot's, masked to the array's
-        // length.
+        // `switch_qp`, `poll_req`, `forget`), so the matched key means it is
+        // set; it points into the `QpShared` of `cache.qp` or of an entry of
+        // `cache.recent`, `Arc`s this value holds.
         let slots = self.cur_slots;
-        // SAFETY: as above.
+        // SAFETY: the CQE read is as above; `slots` is a live QP's slot
+        // array (above); the offset is a slot's, masked to its length.
         let slot = unsafe { &*slots.byte_add(slot_offset(p, self.cur_slot_mask)) };
         let q = w.cast::<u64>();
+        // Written in this order (the slot first, and retired at once) so
+        // that fewer values are live at once; all 48 bytes are written below.
         // SAFETY: `w` is valid for writes of one `Wc` (the caller's
-        // contract), 48 bytes of integers (offsets asserted above), any
-        // bytes are valid; all of them are written below. Written in this
-        // order (the slot first, and retired at once) so that fewer values
-        // are live at once.
+        // contract), 48 bytes of integers (offsets asserted above).
         unsafe { q.write(slot.wrid.load(Ordering::Relaxed)) };
         // Release: the slot's wr_id was read before the poster reuses it.
         // SAFETY: `slots` is the slot array of the cached QP (see above).
@@ -1183,13 +1179,9 @@ impl<M: Mmio> Cq<M> {
             // `sop_drop_qpn`'s top byte: the send opcode.
             // SAFETY: see above.
             let k = &REQ.fast[usize::from(unsafe { p.add(56).read() })];
-            // `cur_slots` is set and reset together with `cur_rsn_key` (in `qp`,
-            // `switch_qp`, here, `forget`), and an entry of `fast` has both,
-            // so the matched key means `slots` is set.
-            // SAFETY: the CQE read is as above. `slots` points into the
-            // `QpShared` of `cache.qp` or of an entry of `cache.recent`,
-            // `Arc`s this value holds; the offset is a slot's, masked to the
-            // array's length.
+            // SAFETY: the CQE read is as above; the matched key means `slots`
+            // is set (as in `poll_single`: an entry of `fast` has both), a
+            // live QP's slot array; the offset is masked to its length.
             let slot = unsafe { &*slots.byte_add(slot_offset(p, slot_mask)) };
             let wr_id = slot.wrid.load(Ordering::Relaxed);
             // SAFETY: `w` is one of the `run` writable `Wc`s (`n < run`); a `Wc` is 48 bytes of
@@ -1218,8 +1210,7 @@ impl<M: Mmio> Cq<M> {
             unsafe { retire(p.sub(CQE_SIZE), slots, slot_mask) };
         }
         if SWITCH {
-            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
-                (rsn_key_cur, qpn_word, slots, slot_mask);
+            self.set_cur(FastQp { key: rsn_key_cur, slot_mask, slots, qpn_word });
         }
         (n, p)
     }
@@ -1320,10 +1311,17 @@ impl<M: Mmio> Cq<M> {
         let hit = matches!(&self.cache.qp, Some(q) if q.rsn() == rsn);
         if !hit {
             let q = self.lookup_qp(rsn)?;
-            (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) = cur_fields(&q);
+            self.set_cur(FastQp::of(&q));
             self.cache.qp = Some(q);
         }
         self.cache.qp.as_deref()
+    }
+
+    /// Makes `f` the QP the fast paths take (the `cur_*` fields).
+    #[inline(always)]
+    fn set_cur(&mut self, f: FastQp) {
+        (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
+            (f.key, f.qpn_word, f.slots, f.slot_mask);
     }
 
     /// Makes `rsn`'s QP the one the fast paths take (the `cur_*` fields),
@@ -1337,8 +1335,7 @@ impl<M: Mmio> Cq<M> {
     fn switch_qp(&mut self, rsn: u32) -> bool {
         if let Some(&f) = self.cache.fast.get(rsn as usize) {
             if f.key == rsn_key(rsn.to_be()) {
-                (self.cur_rsn_key, self.cur_qpn_word, self.cur_slots, self.cur_slot_mask) =
-                    (f.key, f.qpn_word, f.slots, f.slot_mask);
+                self.set_cur(f);
                 return true;
             }
         }
@@ -1355,12 +1352,14 @@ impl<M: Mmio> Cq<M> {
             }
         }
         let q = self.registry.qp(rsn)?;
-        if let Some(first) = self.cache.qp.clone() {
+        if self.cache.qp.is_some() {
             if self.cache.recent.is_none() {
                 // The table is made on the first switch: the QP cached
                 // until now goes in too.
                 self.cache.recent = Some(Vec::new());
-                self.keep(first);
+                if let Some(first) = self.cache.qp.clone() {
+                    self.keep(first);
+                }
             }
             self.keep(Arc::clone(&q));
         }
