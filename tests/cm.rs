@@ -865,7 +865,10 @@ fn retry_mpa_race(ports: (u16, u16), exchange: impl Fn(u16) -> Flow) {
     let Err(why) = exchange(ports.0) else { return };
     let race = iwarp() && why.contains("RDMA_CM_EVENT_CONNECT_ERROR, error: -22");
     assert!(race, "a connection dropped:\n{why}");
-    eprintln!("siw's MPA race dropped a connection (docs/SIW.md); once more on port {}:\n{why}", ports.1);
+    // Straight to stderr, past libtest's capture of a passing test's
+    // output: the tier's log shows every retry.
+    let notice = format!("siw's MPA race dropped a connection (docs/SIW.md); once more on port {}:\n{why}\n", ports.1);
+    std::io::Write::write_all(&mut std::io::stderr(), notice.as_bytes()).unwrap();
     if let Err(again) = exchange(ports.1) {
         panic!("a connection dropped again:\n{again}\n--- the first time ---\n{why}");
     }
