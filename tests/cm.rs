@@ -732,6 +732,27 @@ fn unexpected(who: &str, ev: &cm::Event) -> String {
     format!("{who}: event: {}, error: {}", ev.kind(), ev.status())
 }
 
+/// Waits on `ch` for the DISCONNECTED of `conns` connections, less those
+/// read while the data phase polled (`events`); `answer`: disconnect each
+/// in reply, as cmatose's event handler does. Another event is a drop.
+fn disconnects(ch: &EventChannel, conns: usize, events: &[EventKind], who: &str, answer: bool) -> Flow {
+    let mut left = conns - events.iter().filter(|k| **k == EventKind::Disconnected).count();
+    while left > 0 {
+        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("DISCONNECTED");
+        match ev.kind() {
+            EventKind::Disconnected => {
+                if answer {
+                    ev.id().disconnect().unwrap_or(());
+                }
+                left -= 1;
+            }
+            EventKind::TimewaitExit => {}
+            _ => return Err(unexpected(who, &ev)),
+        }
+    }
+    Ok(())
+}
+
 /// ucmatose's server: one listener, `conns` connections accepted on one
 /// channel, `count` messages out on each, `count` in, then disconnect.
 /// Says on `listening` when it listens (on iWARP a request that comes
@@ -776,16 +797,7 @@ fn ucmatose_server(port: u16, conns: usize, count: u32, size: u32, listening: mp
     for n in &nodes {
         n.id.disconnect().unwrap();
     }
-    let mut left = conns - events.iter().filter(|k| **k == EventKind::Disconnected).count();
-    while left > 0 {
-        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("DISCONNECTED");
-        match ev.kind() {
-            EventKind::Disconnected => left -= 1,
-            EventKind::TimewaitExit => {}
-            k => panic!("ucmatose server, disconnecting: {k}"),
-        }
-    }
-    Ok(())
+    disconnects(&ch, conns, &events, "ucmatose server, disconnecting", false)
 }
 
 /// ucmatose's client: `conns` ids on one channel resolving and connecting
@@ -832,20 +844,8 @@ fn ucmatose_client(port: u16, conns: usize, count: u32, size: u32) -> Flow {
     for n in &mut nodes {
         post_sends(n, count, size, true);
     }
-    // The server disconnects once it has every reply; one read while the
-    // receives were polled is counted.
-    let mut left = conns - events.iter().filter(|k| **k == EventKind::Disconnected).count();
-    while left > 0 {
-        let ev = ch.get_event_timeout(DEADLINE).unwrap().expect("DISCONNECTED");
-        match ev.kind() {
-            EventKind::Disconnected => {
-                ev.id().disconnect().unwrap_or(());
-                left -= 1;
-            }
-            EventKind::TimewaitExit => {}
-            _ => return Err(unexpected("ucmatose client, waiting for the disconnect", &ev)),
-        }
-    }
+    // The server disconnects once it has every reply.
+    disconnects(&ch, conns, &events, "ucmatose client, waiting for the disconnect", true)?;
     for n in &mut nodes {
         // The replies were sent (sq_sig_all): each completed once, or was
         // flushed by the disconnect.
