@@ -272,8 +272,8 @@ fn frames_carry_the_pointers() {
         resp: Some((8, &mut r)),
         input: None,
     };
-    let f = c.frame(0x7fff_0000_1000, 0);
-    assert_eq!(f.len(), 32);
+    let mut f = [0xaa; 304];
+    assert_eq!(c.frame(&mut f, 0x7fff_0000_1000, 0), Ok(32));
     assert_eq!(&f[..8], &[0, 0, 0, 0, 24, 0, 4, 0]);
     assert_eq!(&f[16..24], &0x7fff_0000_1000u64.to_le_bytes());
 
@@ -285,9 +285,16 @@ fn frames_carry_the_pointers() {
         resp: None,
         input: Some((0, &v)),
     };
-    let f = c.frame(0, 0x5555_0000_2000);
+    assert_eq!(c.frame(&mut f, 0, 0x5555_0000_2000), Ok(32));
     assert_eq!(&f[..8], &[14, 0, 0, 0, 24, 0, 0, 0]);
     assert_eq!(&f[8..16], &0x5555_0000_2000u64.to_le_bytes());
+
+    // The longest body fits; a longer one is refused, not cut.
+    let mut long = [0u8; crate::sys::ucma::MAX_BODY + 1];
+    let mut c = Command { cmd: RDMA_USER_CM_CMD_ACCEPT, body: &mut long[..], resp: None, input: None };
+    assert_eq!(c.frame(&mut f, 0, 0), Err(Errno::EINVAL));
+    let mut c = Command { cmd: RDMA_USER_CM_CMD_ACCEPT, body: &mut long[1..], resp: None, input: None };
+    assert_eq!(c.frame(&mut f, 0, 0), Ok(8 + 296));
 }
 
 #[test]

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nix::errno::Errno;
-use rverbs_uapi::rdma_user_cm::{rdma_ucm_cmd_hdr, RDMA_USER_CM_ABI_VERSION};
+use rverbs_uapi::rdma_user_cm::{rdma_ucm_accept, rdma_ucm_cmd_hdr, RDMA_USER_CM_ABI_VERSION};
 use zerocopy::IntoBytes;
 
 use super::event::{set_nonblocking, wait_readable};
@@ -77,20 +77,67 @@ impl Command<'_> {
         body[off..off + 8].copy_from_slice(&ptr.to_ne_bytes());
     }
 
-    /// The bytes `write()` sends: header then body, with the pointer fields
-    /// set to `resp_ptr` and `input_ptr`.
-    pub(crate) fn frame(&mut self, resp_ptr: u64, input_ptr: u64) -> Vec<u8> {
+    /// Writes the bytes `write()` sends into `frame`: header then body,
+    /// with the pointer fields set to `resp_ptr` and `input_ptr`; their
+    /// length. `EINVAL` for a body longer than [`MAX_BODY`] (none of the
+    /// kernel's commands has one).
+    pub(crate) fn frame(&mut self, frame: &mut Frame, resp_ptr: u64, input_ptr: u64) -> Result<usize, Errno> {
         if let Some((off, _)) = self.resp {
             Self::set_ptr(self.body, off, resp_ptr);
         }
         if let Some((off, _)) = self.input {
             Self::set_ptr(self.body, off, input_ptr);
         }
-        let mut f = self.header().as_bytes().to_vec();
-        f.extend_from_slice(self.body);
-        f
+        let len = HDR + self.body.len();
+        frame.get_mut(HDR..len).ok_or(Errno::EINVAL)?.copy_from_slice(self.body);
+        frame[..HDR].copy_from_slice(self.header().as_bytes());
+        Ok(len)
     }
 }
+
+/// The header's size.
+const HDR: usize = size_of::<rdma_ucm_cmd_hdr>();
+
+/// The longest command body: ACCEPT's (`struct rdma_ucm_accept`). Every
+/// other command's is shorter (checked below), so a [`Frame`] fits on the
+/// stack: framing a command in a `Vec` (an allocation, a reallocation and
+/// a free) cost about 400 instructions, 11 times a connection (issue #35's
+/// connections).
+pub(crate) const MAX_BODY: usize = size_of::<rdma_ucm_accept>();
+
+const _: () = {
+    use rverbs_uapi::rdma_user_cm as k;
+    let sizes = [
+        size_of::<k::rdma_ucm_create_id>(),
+        size_of::<k::rdma_ucm_destroy_id>(),
+        size_of::<k::rdma_ucm_bind_ip>(),
+        size_of::<k::rdma_ucm_bind>(),
+        size_of::<k::rdma_ucm_resolve_ip>(),
+        size_of::<k::rdma_ucm_resolve_addr>(),
+        size_of::<k::rdma_ucm_resolve_route>(),
+        size_of::<k::rdma_ucm_query>(),
+        size_of::<k::rdma_ucm_connect>(),
+        size_of::<k::rdma_ucm_listen>(),
+        size_of::<k::rdma_ucm_accept>(),
+        size_of::<k::rdma_ucm_reject>(),
+        size_of::<k::rdma_ucm_disconnect>(),
+        size_of::<k::rdma_ucm_init_qp_attr>(),
+        size_of::<k::rdma_ucm_notify>(),
+        size_of::<k::rdma_ucm_join_ip_mcast>(),
+        size_of::<k::rdma_ucm_join_mcast>(),
+        size_of::<k::rdma_ucm_get_event>(),
+        size_of::<k::rdma_ucm_set_option>(),
+        size_of::<k::rdma_ucm_migrate_id>(),
+    ];
+    let mut i = 0;
+    while i < sizes.len() {
+        assert!(sizes[i] <= MAX_BODY);
+        i += 1;
+    }
+};
+
+/// A command's bytes, header then body: on the stack, as librdmacm's.
+pub(crate) type Frame = [u8; HDR + MAX_BODY];
 
 /// Why the CM's fd cannot be opened, as one sentence.
 fn open_error(path: &Path, e: Errno) -> Error {
@@ -243,10 +290,11 @@ impl UcmaFd {
             Backend::Kernel(fd) => {
                 let resp_ptr = c.resp.as_mut().map_or(0, |(_, r)| r.as_mut_ptr() as u64);
                 let input_ptr = c.input.map_or(0, |(_, i)| i.as_ptr() as u64);
-                let frame = c.frame(resp_ptr, input_ptr);
+                let mut frame: Frame = [0; HDR + MAX_BODY];
+                let len = c.frame(&mut frame, resp_ptr, input_ptr)?;
                 loop {
-                    match nix::unistd::write(fd.as_fd(), &frame) {
-                        Ok(n) if n == frame.len() => return Ok(()),
+                    match nix::unistd::write(fd.as_fd(), &frame[..len]) {
+                        Ok(n) if n == len => return Ok(()),
                         // librdmacm's answer to a short write.
                         Ok(_) => return Err(Errno::ENODATA),
                         Err(Errno::EINTR) => continue,
@@ -257,10 +305,11 @@ impl UcmaFd {
             #[cfg(any(test, feature = "ucma-mock"))]
             Backend::Mock(m) => {
                 let hdr = c.header();
-                let frame = c.frame(0, 0);
+                let mut frame: Frame = [0; HDR + MAX_BODY];
+                let len = c.frame(&mut frame, 0, 0)?;
                 let input = c.input.map(|(_, i)| i);
                 let resp = c.resp.map(|(_, r)| r);
-                m.command(hdr, &frame[8..], input, resp)
+                m.command(hdr, &frame[HDR..len], input, resp)
             }
         }
     }
