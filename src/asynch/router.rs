@@ -29,13 +29,13 @@
 #![cfg_attr(not(feature = "tokio"), allow(dead_code))]
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use rverbs_providers::{Errno, Error};
 
 use super::EventSource;
+use crate::cm::UidHash;
 use crate::Result;
 
 /// What the router needs of an event: the uid of the id whose slot it
@@ -53,36 +53,6 @@ impl Routed for crate::cm::Event {
             Some(l) => l.uid(),
             None => self.id().uid(),
         }
-    }
-}
-
-/// Fibonacci hashing of the uids: a process-wide counter, never chosen by
-/// a peer, so a multiply spreads them (SipHash is ~20x the cost).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct UidHash;
-
-impl BuildHasher for UidHash {
-    type Hasher = UidHasher;
-    fn build_hasher(&self) -> UidHasher {
-        UidHasher(0)
-    }
-}
-
-/// [`UidHash`]'s hasher.
-#[derive(Debug)]
-pub(crate) struct UidHasher(u64);
-
-impl Hasher for UidHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0 ^ u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 

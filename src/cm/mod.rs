@@ -78,6 +78,7 @@ mod proptests;
 mod tests;
 
 pub use channel::EventChannel;
+pub(crate) use channel::UidHash;
 pub use connection::{resolve, resolve_ud, ConnectRequest, Connection, Listener};
 pub use event::{ConnInfo, Event, EventKind, UdInfo};
 pub use id::{CmId, CmOption};
