@@ -19,6 +19,7 @@
 //! scale_connections client ADDR PORT N M S LABEL  # N async clients at once, one channel
 //! scale_connections drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD
 //! scale_connections syscalls LABEL N SRV_FILE CLI_FILE  # two `strace -c` totals
+//! scale_connections instructions LABEL N SRV_LOG CLI_LOG  # two callgrind totals
 //! ```
 //!
 //! `server` and `client` print one result line each (`SCALE connections
@@ -88,12 +89,17 @@ fn run(args: &[String]) -> Result {
         }
         ["drive", label, n, port, out, server, client] => drive(label, n, port, out, server, client),
         ["syscalls", label, n, srv, cli] => {
-            syscalls(label, n, srv, cli);
+            totals("syscalls", label, n, [srv, cli], strace_total);
+            Ok(())
+        }
+        ["instructions", label, n, srv, cli] => {
+            totals("instructions", label, n, [srv, cli], callgrind_total);
             Ok(())
         }
         _ => Err(format!(
             "usage: scale_connections server PORT N M S LABEL | client ADDR PORT N M S LABEL | \
-             drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD | syscalls LABEL N SRV_FILE CLI_FILE (got {args:?})"
+             drive LABEL N PORT OUT SERVER_CMD CLIENT_CMD | syscalls LABEL N SRV_FILE CLI_FILE | \
+             instructions LABEL N SRV_LOG CLI_LOG (got {args:?})"
         )
         .into()),
     }
@@ -190,8 +196,11 @@ impl Drop for Message {
 
 impl Node {
     /// PD, the two CQs, the QP (attached to `id`, so in INIT), the region
-    /// and `m` receives posted.
-    fn new(ctx: &Context, id: &CmId, shape: Shape) -> Result<(QueuePair, Node)> {
+    /// and `m` receives posted. The node is boxed: it lives in a task's
+    /// future and then its output, and a pointer moves where its 400 bytes
+    /// would be copied (tokio moves a task's future into the task, and its
+    /// output out of it).
+    fn new(ctx: &Context, id: &CmId, shape: Shape) -> Result<(QueuePair, Box<Node>)> {
         let pd = ctx.alloc_pd()?;
         let cqe = shape.m.max(1) as u32;
         let send_cq = ctx.create_cq_with(&CqInitAttr { cqe, ..Default::default() })?;
@@ -209,7 +218,7 @@ impl Node {
                 qp.post_recv(&[RecvWr::new(i as u64, &sge)])?;
             }
         }
-        Ok((qp, Node { send_cq, recv_cq, msg, _pd: pd }))
+        Ok((qp, Box::new(Node { send_cq, recv_cq, msg, _pd: pd })))
     }
 
     /// SENDs `m` messages of the region.
@@ -257,7 +266,7 @@ async fn serve(port: u16, shape: Shape, label: String) -> Result {
         let accepted = req.accept(qp, &ConnParam::default());
         pending.spawn(async move { accepted.await.map(|c| (c, node)) });
     }
-    let mut conns: Vec<(AsyncConnection, Node)> = Vec::with_capacity(shape.n);
+    let mut conns: Vec<(AsyncConnection, Box<Node>)> = Vec::with_capacity(shape.n);
     while let Some(done) = pending.join_next().await {
         conns.push(done.map_err(|e| format!("an accept task: {e}"))??);
     }
@@ -309,7 +318,7 @@ async fn clients(addr: SocketAddr, shape: Shape, label: String) -> Result {
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((c, node))
         });
     }
-    let mut conns: Vec<(AsyncConnection, Node)> = Vec::with_capacity(shape.n);
+    let mut conns: Vec<(AsyncConnection, Box<Node>)> = Vec::with_capacity(shape.n);
     while let Some(done) = pending.join_next().await {
         conns.push(done.map_err(|e| format!("a connect task: {e}"))??);
     }
@@ -343,9 +352,9 @@ async fn clients(addr: SocketAddr, shape: Shape, label: String) -> Result {
 /// would delay the answers to the events read after it, and a peer whose
 /// DREQ goes unanswered for long enough resends it.
 async fn closing(
-    conns: Vec<(AsyncConnection, Node)>,
+    conns: Vec<(AsyncConnection, Box<Node>)>,
     answer: fn(&AsyncConnection) -> Result,
-) -> Result<Vec<(AsyncConnection, Node)>> {
+) -> Result<Vec<(AsyncConnection, Box<Node>)>> {
     let mut tasks = tokio::task::JoinSet::new();
     for (mut c, node) in conns {
         tasks.spawn(async move {
@@ -399,24 +408,31 @@ fn drive(label: &str, n: &str, port: &str, out: &str, server: &str, client: &str
     Ok(())
 }
 
-/// `syscalls`: the total calls of two `strace -c` summaries (the server's
-/// and the client's), as `SCALE connections syscalls LABEL N srv=… cli=…`
-/// (a side whose file has no total is left out).
-fn syscalls(label: &str, n: &str, srv: &str, cli: &str) {
-    let total = |f: &str| -> Option<u64> {
-        let text = std::fs::read_to_string(f).ok()?;
-        // `100.00    0.610460   138   4412   49 total`: calls is the fourth column.
-        let line = text.lines().find(|l| l.split_whitespace().last() == Some("total"))?;
-        line.split_whitespace().nth(3)?.parse().ok()
-    };
-    let mut out = format!("SCALE connections syscalls {label} {n}");
-    for (k, f) in [("srv", srv), ("cli", cli)] {
-        match total(f) {
+/// `syscalls` and `instructions`: the totals `total` reads from the
+/// server's and the client's file (`strace -c` summaries, callgrind
+/// logs), as `SCALE connections WHAT LABEL N srv=… cli=…` (a side whose
+/// file has no total is left out).
+fn totals(what: &str, label: &str, n: &str, files: [&str; 2], total: fn(&str) -> Option<u64>) {
+    let mut out = format!("SCALE connections {what} {label} {n}");
+    for (k, f) in ["srv", "cli"].into_iter().zip(files) {
+        match std::fs::read_to_string(f).ok().as_deref().and_then(total) {
             Some(t) => out.push_str(&format!(" {k}={t}")),
-            None => println!("# {f}: no strace summary"),
+            None => println!("# {f}: no {what} total"),
         }
     }
     println!("{out}");
+}
+
+/// `100.00    0.610460   138   4412   49 total`: calls is the fourth column.
+fn strace_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.split_whitespace().last() == Some("total"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// `==850== Collected : 783,828`: the instructions callgrind counted.
+fn callgrind_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.contains("Collected :"))?;
+    line.rsplit(':').next()?.trim().replace(',', "").parse().ok()
 }
 
 fn code(s: ExitStatus) -> i32 {
