@@ -229,20 +229,25 @@ pub fn pooled(
             continue;
         }
         for (imp, name) in LIBRARIES {
-            let p = Pairs::of(&pairs(s, imp), true);
-            let text = match p.geo_mean {
-                Some(geo) => format!(
-                    "ahead in {} of {} cells, geometric mean of the ratios {geo:.2} (sign test p = {})",
-                    p.wins,
-                    p.n,
-                    p_text(p.p())
-                ),
-                None => "-".into(),
-            };
+            let text = pooled_text(&Pairs::of(&pairs(s, imp), true), "cells");
             t.push_str(&format!("- {} {name}: {text}\n", run.series));
         }
     }
     t
+}
+
+/// A pooled line's words: `ahead in W of N UNIT, geometric mean of the
+/// ratios G (sign test p = P)`, `-` without pairs.
+pub fn pooled_text(p: &Pairs, unit: &str) -> String {
+    match p.geo_mean {
+        Some(geo) => format!(
+            "ahead in {} of {} {unit}, geometric mean of the ratios {geo:.2} (sign test p = {})",
+            p.wins,
+            p.n,
+            p_text(p.p())
+        ),
+        None => "-".into(),
+    }
 }
 
 /// A table's header and alignment rows: the leading columns `lead`

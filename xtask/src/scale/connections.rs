@@ -12,8 +12,8 @@
 
 use std::path::PathBuf;
 
-use super::{header, ratio, thousands, Sample};
-use crate::bench_report::{median, p_text, KernelRun, Pairs};
+use super::{header, pooled_text, ratio, thousands, Sample};
+use crate::bench_report::{median, KernelRun, Pairs};
 use crate::guest;
 use crate::project::{self, Workspace};
 use crate::util::{self, note, Result};
@@ -320,23 +320,17 @@ fn row(s: &[Sample], pair: &str, n: u64) -> String {
 /// Below the table: each pairing with rverbs on a side against
 /// rdma-core's own, every N's rounds pooled.
 fn pooled_rounds(runs: &[KernelRun], samples: &[Vec<Sample>]) -> String {
-    let mut t = String::from("\nConnections per second, every N's rounds pooled (each pairing against rdma-core's own pair of the same round):\n\n");
+    let mut t = String::from(
+        "\nConnections per second, every N's rounds pooled (each pairing against rdma-core's own pair of \
+         the same round):\n\n",
+    );
     for (run, s) in runs.iter().zip(samples) {
         if s.is_empty() {
             continue;
         }
         for (srv, cli) in &PAIRS[1..] {
             let p: Vec<(f64, f64)> = NS.iter().flat_map(|&n| conn_pairs(s, &format!("{srv}:{cli}"), n)).collect();
-            let a = Pairs::of(&p, false);
-            let text = match a.geo_mean {
-                Some(g) => format!(
-                    "ahead in {} of {} rounds, geometric mean of the ratios {g:.2} (sign test p = {})",
-                    a.wins,
-                    a.n,
-                    p_text(a.p())
-                ),
-                None => "-".into(),
-            };
+            let text = pooled_text(&Pairs::of(&p, false), "rounds");
             t.push_str(&format!("- {} {srv} ← {cli}: {text}\n", run.series));
         }
     }
