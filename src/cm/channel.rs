@@ -26,8 +26,8 @@ pub(crate) fn next_uid() -> u64 {
 }
 
 /// Fibonacci hashing of the uids: a process-wide counter, never chosen by
-/// a peer, so a multiply spreads them (SipHash is ~20x the cost: 140 instructions
-/// a lookup, one per CM event).
+/// a peer, so a multiply spreads them (SipHash is ~20x the cost, and every
+/// CM event looks its id up).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct UidHash;
 

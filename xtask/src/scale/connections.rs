@@ -95,7 +95,8 @@ pub fn script(s: &mut String, port: &mut u32) {
             for k in 0..PAIRS.len() {
                 let (srv, cli) = PAIRS[(round + k) % PAIRS.len()];
                 *port += 1;
-                pair_run(s, *port, n, srv, cli);
+                let out = format!("$D/cx-{n}-{srv}-{cli}");
+                drive(s, (srv, cli), n, *port, ["", ""], &out, ">>$D/sc-connections");
             }
         }
     }
@@ -103,13 +104,17 @@ pub fn script(s: &mut String, port: &mut u32) {
     callgrind_script(s, port);
 }
 
-/// One timed run of `srv` ← `cli` with `n` connections on `port`.
-fn pair_run(s: &mut String, p: u32, n: u64, srv: &str, cli: &str) {
+/// One run of `srv` ← `cli` with `n` connections on `port`: the
+/// example's `drive`, each side's command after its wrapper (`strace …`,
+/// `valgrind …` with a trailing space, or nothing), the sides' outputs in
+/// `out.srv` and `out.cli`, the driver's lines redirected by `to`.
+fn drive(s: &mut String, (srv, cli): (&str, &str), n: u64, port: u32, wrap: [&str; 2], out: &str, to: &str) {
+    let [on_srv, on_cli] = wrap;
     s.push_str(&format!(
-        "{PROGRAM} drive {srv}:{cli} {n} {p} $D/cx-{n}-{srv}-{cli} \"$ON0 timeout 300 {}\" \
-         \"$ON1 timeout 300 {}\" >>$D/sc-connections 2>&1\n",
-        server(srv, cli, n, p),
-        client(cli, srv, n, p)
+        "{PROGRAM} drive {srv}:{cli} {n} {port} {out} \"$ON0 timeout 300 {on_srv}{}\" \
+         \"$ON1 timeout 300 {on_cli}{}\" {to} 2>&1\n",
+        server(srv, cli, n, port),
+        client(cli, srv, n, port)
     ));
 }
 
@@ -125,18 +130,11 @@ fn strace_script(s: &mut String, port: &mut u32) {
     for n in STRACE_NS {
         for imp in IMPLS {
             *port += 1;
-            let p = *port;
             let f = format!("$D/st-{n}-{imp}");
-            let st = |side: &str| format!("strace -f -qq -c -o {f}.{side}");
-            s.push_str(&format!(
-                "{PROGRAM} drive {imp}:{imp} {n} {p} $D/cs-{n}-{imp} \"$ON0 timeout 300 {} {}\" \
-                 \"$ON1 timeout 300 {} {}\" >$D/cs-{n}-{imp}.drive 2>&1\n\
-                 {PROGRAM} syscalls {imp}:{imp} {n} {f}.srv {f}.cli >>$D/sc-connections 2>&1\n",
-                st("srv"),
-                server(imp, imp, n, p),
-                st("cli"),
-                client(imp, imp, n, p)
-            ));
+            let st = |side: &str| format!("strace -f -qq -c -o {f}.{side} ");
+            let out = format!("$D/cs-{n}-{imp}");
+            drive(s, (imp, imp), n, *port, [&st("srv"), &st("cli")], &out, &format!(">{out}.drive"));
+            s.push_str(&format!("{PROGRAM} syscalls {imp}:{imp} {n} {f}.srv {f}.cli >>$D/sc-connections 2>&1\n"));
         }
     }
 }
@@ -150,15 +148,10 @@ fn callgrind_script(s: &mut String, port: &mut u32) {
             let f = format!("$D/cg-{n}-{imp}");
             for side in ["srv", "cli"] {
                 *port += 1;
-                let p = *port;
                 let vg = format!("valgrind --tool=callgrind --callgrind-out-file=/dev/null --log-file={f}.{side} ");
-                let (on_srv, on_cli) = if side == "srv" { (vg.as_str(), "") } else { ("", vg.as_str()) };
-                s.push_str(&format!(
-                    "{PROGRAM} drive {imp}:{imp} {n} {p} $D/cc-{n}-{imp}-{side} \"$ON0 timeout 300 {on_srv}{}\" \
-                     \"$ON1 timeout 300 {on_cli}{}\" >$D/cc-{n}-{imp}-{side}.drive 2>&1\n",
-                    server(imp, imp, n, p),
-                    client(imp, imp, n, p)
-                ));
+                let wrap = if side == "srv" { [vg.as_str(), ""] } else { ["", vg.as_str()] };
+                let out = format!("$D/cc-{n}-{imp}-{side}");
+                drive(s, (imp, imp), n, *port, wrap, &out, &format!(">{out}.drive"));
             }
             s.push_str(&format!("{PROGRAM} instructions {imp}:{imp} {n} {f}.srv {f}.cli >>$D/sc-connections 2>&1\n"));
         }
@@ -203,21 +196,13 @@ fn rounds(samples: &[Sample], pair: &str, n: u64) -> Vec<Option<Round>> {
         match s.what.as_str() {
             "wall" => {
                 let ok = v("rc") == Some(0.0) && v("src") == Some(0.0);
-                let r = (|| {
-                    Some(Round {
-                        conn_s: per_s(n as f64, v("cli_ns"))?,
-                        ev_s: per_s(3.0 * n as f64, v("srv_ns"))?,
-                        own_ev_s: None,
-                    })
-                })();
-                out.push(r.filter(|_| ok));
+                let conn_s = per_s(n as f64, v("cli_ns")).filter(|_| ok);
+                let ev_s = per_s(3.0 * n as f64, v("srv_ns"));
+                out.push(conn_s.zip(ev_s).map(|(conn_s, ev_s)| Round { conn_s, ev_s, own_ev_s: None }));
             }
             "listener" => {
-                if let Some(Some(r)) = out.last_mut() {
-                    r.own_ev_s = per_s(
-                        v("events").unwrap_or(0.0),
-                        Some(v("conn_ns").unwrap_or(0.0) + v("disc_ns").unwrap_or(0.0)),
-                    );
+                if let (Some(Some(r)), Some(events)) = (out.last_mut(), v("events")) {
+                    r.own_ev_s = per_s(events, v("conn_ns").zip(v("disc_ns")).map(|(c, d)| c + d));
                 }
             }
             _ => {}
